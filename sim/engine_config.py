@@ -1,0 +1,216 @@
+"""Serving-engine presets: how an engine schedules, allocates KV memory and what it costs in software.
+
+An `EngineConfig` is data, read from a YAML preset in `sim/engines/` (or a user's YAML file, which
+may start from a preset with `base: vllm`). It names the scheduler and KV allocator the simulator
+uses, the engine's limits (concurrency, per-iteration token budget, KV block size, memory share),
+its default quantization and KV dtype, multipliers on the hardware profile's efficiencies and the
+engine's own per-iteration / per-sequence software overheads. Every preset cites where each default
+comes from, with the engine version it was read from (`sources`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from sim.errors import ConfigError, pydantic_error_to_config_error
+from sim.quant import get_quant, kv_dtype_bytes
+
+Scheduler = Literal["static", "continuous", "chunked", "sequential", "slots"]
+KVAllocatorKind = Literal["contiguous", "paged"]
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True)
+
+# Preset names users type that are not file names.
+_ALIASES = {
+    "llama-server": "llama.cpp",
+    "llamacpp": "llama.cpp",
+    "llama_cpp": "llama.cpp",
+    "transformers": "hf",
+    "huggingface": "hf",
+    "tensorrt-llm": "trtllm",
+    "trt-llm": "trtllm",
+    "text-generation-inference": "tgi",
+}
+
+
+class EfficiencyScale(BaseModel):
+    """Multipliers on the hardware profile's efficiencies (achieved / peak) for this engine.
+
+    1.0 means "this engine achieves what the profile says"; profiles' efficiencies are measured or
+    set for a well-optimised engine (vLLM/TRT-LLM class kernels). A value below 1 models an engine
+    whose kernels reach a smaller share of peak on the same chip. Capped at 2 so a typo cannot make
+    an engine faster than twice its profile.
+    """
+
+    model_config = _FROZEN
+    compute: float = Field(1.0, gt=0, le=2)
+    bandwidth: float = Field(1.0, gt=0, le=2)
+    attention: float = Field(1.0, gt=0, le=2)
+
+
+class EngineSource(BaseModel):
+    """One citation: where the defaults in `fields` were read, and for which engine version.
+
+    `url: engineering-estimate` marks values that are our estimate rather than a published default;
+    `note` then says how the estimate was made.
+    """
+
+    model_config = _FROZEN
+    url: str
+    version: str = ""
+    fields: list[str] = Field(default_factory=list)
+    note: str = ""
+
+
+class EngineConfig(BaseModel):
+    """One serving engine's policy and limits, as the simulator uses them."""
+
+    model_config = _FROZEN
+
+    name: str
+    display_name: str = ""
+    version: str = Field("", description="engine version the defaults were read from")
+    scheduler: Scheduler
+    kv_allocator: KVAllocatorKind
+    max_num_seqs: int = Field(gt=0, description="concurrency limit: running sequences / slots / static batch size")
+    max_num_batched_tokens: int | None = Field(
+        None, gt=0, description="tokens (prefill + decode) one iteration may process; None = no cap"
+    )
+    block_size: int = Field(16, gt=0, description="tokens per KV block (paged allocator)")
+    memory_fraction: float = Field(
+        0.9, gt=0, le=1, description="share of device memory the engine uses for weights + activations + KV"
+    )
+    activation_reserve_fraction: float = Field(
+        0.05, ge=0, lt=1, description="share of the engine's memory kept for activations / workspace, not KV"
+    )
+    context_size: int | None = Field(
+        None, gt=0, description="server context limit in tokens (slots: split across slots); None = model max"
+    )
+    default_quant: str = "bf16"
+    kv_dtype: str = "fp16"
+    prefix_caching: bool = False
+    efficiency_scale: EfficiencyScale = EfficiencyScale()
+    iteration_overhead_ms: float = Field(0.0, ge=0, description="software cost per iteration (scheduling, launch)")
+    per_sequence_overhead_ms: float = Field(
+        0.0, ge=0, description="software cost per sequence per iteration (sampling, detokenization)"
+    )
+    sources: list[EngineSource] = Field(default_factory=list)
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> "EngineConfig":
+        get_quant(self.default_quant)  # raises ConfigError naming the known formats
+        kv_dtype_bytes(self.kv_dtype)
+        if self.scheduler == "slots" and self.context_size is not None and self.context_size < self.max_num_seqs:
+            raise ValueError(
+                f"context_size ({self.context_size}) must be at least max_num_seqs ({self.max_num_seqs}) "
+                "for the slots scheduler: each slot owns context_size / max_num_seqs tokens"
+            )
+        return self
+
+    @cached_property
+    def slot_context_tokens(self) -> int | None:
+        """Tokens each slot owns under the `slots` scheduler: context_size // max_num_seqs (llama-server
+        splits `-c` evenly across `--parallel` slots); None when no context size is set."""
+        if self.context_size is None:
+            return None
+        return self.context_size // self.max_num_seqs
+
+    def with_overrides(self, **fields: Any) -> "EngineConfig":
+        """A copy with some fields replaced; `None` values mean "keep the preset's value".
+
+        Validated like a preset: an unknown field or a bad value raises `ConfigError` naming it.
+        `efficiency_scale` may be given as a mapping with some of compute/bandwidth/attention.
+        """
+        changes = {k: v for k, v in fields.items() if v is not None}
+        if not changes:
+            return self
+        data = self.model_dump()
+        for key, value in changes.items():
+            if key == "efficiency_scale" and isinstance(value, dict):
+                data[key] = {**data[key], **value}
+            else:
+                data[key] = value
+        try:
+            return EngineConfig.model_validate(data)
+        except ValidationError as e:
+            err = pydantic_error_to_config_error(e)
+            raise ConfigError(f"{err.problem} (overriding engine '{self.name}')", field=err.field) from None
+
+
+# ---- finding and loading -------------------------------------------------------------------------
+
+_PRESETS_DIR = Path(__file__).parent / "engines"
+
+
+def available_engines() -> dict[str, Path]:
+    """Preset name -> YAML file, for the presets shipped in `sim/engines/`."""
+    return {p.stem: p for p in sorted(_PRESETS_DIR.glob("*.yaml"))}
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(f"invalid YAML: {getattr(e, 'problem', e)}", file=path, line=line) from None
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping of engine fields", file=path)
+    return data
+
+
+def _line_of(path: Path, field: str) -> int | None:
+    """1-based line where a top-level `field:` key appears in a YAML file, for error messages."""
+    top = field.split(".")[0]
+    for i, text in enumerate(path.read_text().splitlines(), start=1):
+        if text.startswith(f"{top}:"):
+            return i
+    return None
+
+
+def load_engine_file(path: str | Path) -> EngineConfig:
+    """An engine from a YAML file; `base: NAME` starts from that preset and overrides its fields."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("file not found", file=path, field="--engine")
+    data = _read_yaml(path)
+    base = data.pop("base", None)
+    if base is not None:
+        if not isinstance(base, str):
+            raise ConfigError("base must be a preset name", file=path, line=_line_of(path, "base"), field="base")
+        merged = load_engine(base).model_dump()
+        if isinstance(data.get("efficiency_scale"), dict):
+            data["efficiency_scale"] = {**merged["efficiency_scale"], **data["efficiency_scale"]}
+        merged.update(data)
+        data = merged
+    data.setdefault("name", path.stem)
+    try:
+        return EngineConfig.model_validate(data)
+    except ValidationError as e:
+        err = pydantic_error_to_config_error(e, file=path)
+        if err.field and err.line is None:
+            err = ConfigError(err.problem, file=path, line=_line_of(path, err.field), field=err.field)
+        raise err from None
+
+
+def load_engine(name_or_path: str | Path) -> EngineConfig:
+    """A shipped preset by name (or alias), or a YAML file by path."""
+    s = str(name_or_path)
+    if s.endswith((".yaml", ".yml")) or os.sep in s:
+        return load_engine_file(s)
+    presets = available_engines()
+    key = _ALIASES.get(s.lower(), s.lower())
+    if key in presets:
+        return load_engine_file(presets[key])
+    names = list(presets) + list(_ALIASES)
+    close = difflib.get_close_matches(s.lower(), names, n=4, cutoff=0.4)
+    hint = f"; did you mean: {', '.join(close)}?" if close else f"; known: {', '.join(presets)}"
+    raise ConfigError(f"unknown engine '{s}'{hint}", field="--engine")
