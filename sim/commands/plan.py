@@ -1,0 +1,198 @@
+"""`infersim sweep` (what-if grids) and `infersim plan` (SLO-constrained capacity and cost)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sim.errors import ConfigError
+
+
+def _split(text: str | None) -> list[str | None]:
+    """"a,b" -> ["a", "b"]; None -> [None] (the simulator's default)."""
+    if text is None:
+        return [None]
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    return items or [None]
+
+
+def _json_safe(x: Any) -> Any:
+    """NaN and infinities are not JSON: they become null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+def _fmt(x: Any, spec: str = ".3g") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return format(x, spec) if isinstance(x, (int, float)) else str(x)
+
+
+def _executor(kind: str, workers: int | None, ray_address: str | None, n_items: int):
+    from sim.plan.executors import make_executor
+
+    if workers is not None and workers < 1:
+        raise ConfigError(f"must be >= 1, got {workers}", field="--workers")
+    if kind == "local" and workers is None:
+        workers = max(1, min(os.cpu_count() or 1, n_items))
+    return make_executor(kind, workers=workers, ray_address=ray_address)
+
+
+def sweep(
+    sweep_file: Path = typer.Argument(..., help="sweep YAML: a trace and a grid (or list) of options"),
+    out: Path = typer.Option(..., "-o", "--out", help="folder for results.jsonl/.csv/.parquet and report.html"),
+    executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address (default: start a local Ray)"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="parallel simulations (local: default = CPU cores; 1 = in this process)"),
+    resume: bool = typer.Option(False, "--resume", help="keep the finished combinations in OUT/results.jsonl and run only the rest"),
+) -> None:
+    """Simulate every combination of a sweep file; write a table and an HTML report."""
+    from sim.plan.runner import run_sweep
+    from sim.plan.sweep import load_sweep
+
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"unknown executor '{executor}'; choose local or ray", field="--executor")
+    spec = load_sweep(sweep_file)
+    err = Console(stderr=True)
+    err.print(f"sweep {spec.name}: {len(spec.combinations)} combinations -> {out}")
+    ex = _executor(executor, workers, ray_address, len(spec.combinations))
+    result = run_sweep(spec, out, ex, resume=resume, console=err)
+    df = result.frame
+
+    table = Table(title=f"{spec.name}: {len(df)} combinations ({result.skipped} resumed, {result.failed} failed)")
+    for col in ("#", "hw", "engine", "model", "quant", "load", "out tok/s", "TTFT p90 s", "TPOT p90 ms",
+                "KV peak", "$/M tok (rent)", "status"):
+        table.add_column(col, justify="left" if col in ("hw", "engine", "model", "quant", "status") else "right")
+    for _, r in df.iterrows():
+        load = (f"{int(r['concurrency'])} users" if r.get("concurrency") == r.get("concurrency") and r.get("concurrency") is not None
+                else f"{_fmt(r.get('offered_rps'))} req/s" if r.get("offered_rps") is not None else "trace")
+        ok = r["status"] == "ok"
+        tpot = r.get("tpot_s_p90")
+        table.add_row(str(r["index"]), str(r["hw"]), _fmt(r.get("engine")), _fmt(r.get("model")), _fmt(r.get("quant")),
+                      load,
+                      _fmt(r.get("throughput_output_tok_s"), ",.1f") if ok else "-",
+                      _fmt(r.get("ttft_s_p90")) if ok else "-",
+                      _fmt(None if tpot is None else tpot * 1e3) if ok else "-",
+                      _fmt(r.get("kv_peak_used_fraction"), ".0%") if ok else "-",
+                      _fmt(r.get("cost_rental_usd_per_million_output_tokens"), ",.3g") if ok else "-",
+                      "ok" if ok else f"error: {str(r['error'])[:60]}")
+    Console().print(table)
+    for name, path in result.files.items():
+        Console().print(f"{name}: {path}")
+    if result.failed:
+        err.print(f"{result.failed} combinations failed; their errors are in the table and {result.files['csv']}")
+
+
+def plan(
+    trace: Path = typer.Option(..., "--trace", help="workload trace (JSONL); replayed at scaled rates"),
+    hw: str = typer.Option(..., "--hw", help="candidate hardware profiles, comma-separated"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="candidate engines, comma-separated (default vllm)"),
+    model: Optional[str] = typer.Option(None, "--model", help="model(s), comma-separated (default llama-3.1-8b)"),
+    quant: Optional[str] = typer.Option(None, "--quant", help="quantization(s), comma-separated (default: the engine's)"),
+    ttft_p90: Optional[str] = typer.Option(None, "--ttft-p90", help="SLO on TTFT p90: 2s, 500ms, 1.5 (seconds)"),
+    tpot_p90: Optional[str] = typer.Option(None, "--tpot-p90", help="SLO on TPOT p90: 100ms, 0.05"),
+    goodput: Optional[float] = typer.Option(None, "--goodput", help="fraction of requests that must meet both SLOs"),
+    target_rps: float = typer.Option(..., "--target-rps", help="request rate the deployment must serve"),
+    years: float = typer.Option(3.0, "--years", help="write-off period of a purchased device"),
+    electricity: float = typer.Option(0.15, "--electricity-usd-per-kwh", help="electricity price"),
+    utilization: float = typer.Option(1.0, "--utilization", help="share of the device's life spent serving (0-1]"),
+    rank_by: str = typer.Option("rental", "--rank-by", help="rental or ownership cost"),
+    start_rps: Optional[float] = typer.Option(None, "--start-rps", help="first rate tried (default: the trace's native rate)"),
+    rel_tol: float = typer.Option(0.02, "--rel-tol", help="stop when (first fail - last pass) / first fail <= this"),
+    max_iterations: int = typer.Option(12, "--max-iterations", help="most bisection midpoints per candidate"),
+    seed: int = typer.Option(0, "--seed"),
+    executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="candidates searched in parallel (1 = in this process)"),
+    as_json: bool = typer.Option(False, "--json", help="print only the plan as JSON on stdout"),
+    html_out: Optional[Path] = typer.Option(None, "--html", help="write the HTML report here"),
+) -> None:
+    """Highest request rate each candidate sustains within the SLOs, replicas for a target rate, cost."""
+    from sim.plan.costs import OwnershipAssumptions
+    from sim.plan.planner import SLO, Candidate, SearchSettings, parse_duration, run_plan
+    from sim.plan.workload import trace_stats
+
+    if rank_by not in ("rental", "ownership"):
+        raise ConfigError(f"'{rank_by}': choose rental or ownership", field="--rank-by")
+    if not trace.is_file():
+        raise ConfigError("trace file not found", file=trace, field="--trace")
+    slo = SLO(
+        ttft_p90_s=None if ttft_p90 is None else parse_duration(ttft_p90, field="--ttft-p90"),
+        tpot_p90_s=None if tpot_p90 is None else parse_duration(tpot_p90, field="--tpot-p90"),
+        goodput=goodput,
+    )
+    try:
+        assumptions = OwnershipAssumptions(years, electricity, utilization)
+        settings = SearchSettings(start_rps=start_rps, rel_tol=rel_tol, max_iterations=max_iterations)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if not 0 < rel_tol < 1:
+        raise ConfigError(f"must be in (0, 1), got {rel_tol}", field="--rel-tol")
+    if start_rps is not None and not start_rps > 0:
+        raise ConfigError(f"must be > 0, got {start_rps}", field="--start-rps")
+    from sim.hardware import load_profile
+
+    for h in _split(hw):
+        load_profile(h)  # an unknown profile fails now, with suggestions, not inside a worker
+    candidates = [Candidate(hw=h, engine=e, model=m, quant=q)
+                  for h in _split(hw) for e in _split(engine) for m in _split(model) for q in _split(quant)]
+    trace_path = str(trace.resolve())
+    stats = trace_stats(trace_path)
+    err = Console(stderr=True)
+    if not as_json:
+        err.print(f"plan: {len(candidates)} candidates; trace {trace} ({stats.requests} requests, native rate "
+                  f"{_fmt(stats.native_rate_rps, '.4g')} req/s); SLO {slo.describe()}; target {target_rps:g} req/s")
+        err.print(f"search: {settings.describe()}")
+
+    def progress(r: dict[str, Any]) -> None:
+        if not as_json:
+            what = r.get("error") or r.get("note") or f"max {_fmt(r.get('max_rate_rps'), '.4g')} req/s"
+            err.print(f"  done: {Candidate(r['hw'], r.get('engine'), r.get('model'), r.get('quant')).label()}: {what}")
+
+    ex = _executor(executor, workers, ray_address, len(candidates))
+    result = run_plan(trace=trace_path, candidates=candidates, slo=slo, target_rps=target_rps,
+                      assumptions=assumptions, settings=settings, seed=seed, executor=ex, rank_by=rank_by,
+                      on_done=progress)
+    result = _json_safe(result)
+    if html_out is not None:
+        from sim.plan.report import plan_report
+
+        html_out.parent.mkdir(parents=True, exist_ok=True)
+        html_out.write_text(plan_report(result))
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    table = Table(title=f"Capacity plan: {target_rps:g} req/s at {slo.describe()}")
+    for col in ("rank", "hw", "engine", "model", "quant", "max req/s", "first fail", "replicas",
+                "rental $/M tok", "own $/M tok", "TTFT p90 s", "TPOT p90 ms", "note"):
+        table.add_column(col, justify="left" if col in ("hw", "engine", "model", "quant", "note") else "right")
+    for i, c in enumerate(result["candidates"], start=1):
+        at = c.get("at_max_rate") or {}
+        cost = c.get("cost_per_million_output_tokens") or {}
+        tpot = at.get("tpot_p90_s")
+        table.add_row(str(i), c["hw"], _fmt(c.get("engine")), _fmt(c.get("model")), _fmt(c.get("quant")),
+                      _fmt(c.get("max_rate_rps"), ".4g"), _fmt(c.get("first_failing_rate_rps"), ".4g"),
+                      _fmt(c.get("replicas")), _fmt(cost.get("rental"), ",.3g"), _fmt(cost.get("ownership"), ",.3g"),
+                      _fmt(at.get("ttft_p90_s")), _fmt(None if tpot is None else tpot * 1e3),
+                      c.get("error") or c.get("note") or "")
+    Console().print(table)
+    Console().print(f"costs: {result['assumptions']['text']}")
+    if html_out is not None:
+        Console().print(f"html: {html_out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep", help="Simulate a grid of options (hardware x engine x load ...) from a YAML file.")(sweep)
+    app.command("plan", help="Max SLO-compliant rate per replica, replicas for a target rate, and cost.")(plan)

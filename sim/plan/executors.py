@@ -1,0 +1,163 @@
+"""Where independent simulations run: this process, the local cores, or a Ray cluster.
+
+An executor takes a picklable top-level function and a list of items and yields one `Outcome` per
+item as soon as it finishes (completion order, not submission order). A crash outside the
+function (a worker process killed, a Ray node lost) becomes an `Outcome` with `error` set, so the
+caller records it and goes on. Simulations are deterministic functions of their inputs, so where
+they run never changes their results.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sim.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What came back for one item: its return value, or the error that prevented one."""
+
+    item: Any
+    value: Any = None
+    error: str | None = None
+
+
+class Executor(Protocol):
+    name: str
+
+    def map_unordered(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Outcome]:
+        """Run fn(item) for every item; yield outcomes as they complete."""
+
+    def close(self) -> None:
+        """Release workers (idempotent)."""
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class SerialExecutor:
+    """Runs every item in this process, in order. For one worker, debugging and tests."""
+
+    name = "serial"
+
+    def map_unordered(self, fn, items):
+        for item in items:
+            try:
+                yield Outcome(item, fn(item))
+            except Exception as e:  # noqa: BLE001 - any failure of one item is recorded, not fatal
+                yield Outcome(item, error=_describe(e))
+
+    def close(self) -> None:
+        pass
+
+
+class LocalExecutor:
+    """A pool of worker processes on this machine (`concurrent.futures.ProcessPoolExecutor`).
+
+    Workers are started with the `spawn` method: a fresh interpreter per worker is safe next to the
+    progress-bar thread and behaves the same on Linux and macOS. At most `2 x workers` items are in
+    flight so an interrupted sweep loses little queued work.
+    """
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def map_unordered(self, fn, items):
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+        pending: dict[Future, Any] = {}
+        queue = list(items)
+        queue.reverse()
+        try:
+            while queue or pending:
+                while queue and len(pending) < 2 * self.workers:
+                    item = queue.pop()
+                    pending[self._pool.submit(fn, item)] = item
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    item = pending.pop(fut)
+                    exc = fut.exception()
+                    yield Outcome(item, error=_describe(exc)) if exc else Outcome(item, fut.result())
+        finally:
+            for fut in pending:
+                fut.cancel()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+class RayExecutor:
+    """The same work as Ray tasks, on a local Ray instance or a cluster (`address`).
+
+    If Ray is already initialised in this process (a test, a notebook) that instance is used and
+    left running; otherwise `ray.init(address=...)` connects (address None starts a local one) and
+    `close()` shuts it down. Trace files and profiles are read by the workers from the paths in the
+    items, so on a multi-node cluster they must exist at the same paths on every node (a shared
+    filesystem), as with any Ray job that reads files.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, *, num_cpus: int | None = None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("--executor ray needs Ray: pip install 'infersim[ray]'", field="--executor") from None
+        self._ray = ray
+        self._owns = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+            if address:
+                kwargs["address"] = address
+            elif num_cpus:
+                kwargs["num_cpus"] = num_cpus
+            try:
+                ray.init(**kwargs)
+            except Exception as e:  # noqa: BLE001 - connection problems are a user-facing config error
+                raise ConfigError(f"cannot start or reach Ray ({_describe(e)})", field="--ray-address") from None
+            self._owns = True
+
+    def map_unordered(self, fn, items):
+        ray = self._ray
+        remote = ray.remote(num_cpus=1, max_retries=0)(fn)
+        refs = {remote.remote(item): item for item in items}
+        try:
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                for ref in ready:
+                    item = refs.pop(ref)
+                    try:
+                        yield Outcome(item, ray.get(ref))
+                    except Exception as e:  # noqa: BLE001 - a lost worker is one failed item
+                        yield Outcome(item, error=_describe(e))
+        finally:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+
+    def close(self) -> None:
+        if self._owns and self._ray.is_initialized():
+            self._ray.shutdown()
+            self._owns = False
+
+
+def make_executor(kind: str, *, workers: int | None = None, ray_address: str | None = None) -> Executor:
+    """`local` (process pool; `workers`=1 runs in this process), or `ray`."""
+    if kind == "local":
+        if workers == 1:
+            return SerialExecutor()
+        return LocalExecutor(workers)
+    if kind == "ray":
+        return RayExecutor(ray_address, num_cpus=workers)
+    raise ConfigError(f"unknown executor '{kind}'; choose local or ray", field="--executor")

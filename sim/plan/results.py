@@ -1,0 +1,120 @@
+"""Rows of sweep results: one flat record per combination, appended to a JSONL file as it arrives.
+
+`results.jsonl` is the sweep's journal: one JSON object per finished combination (its key, its
+fields, `status` = ok or error, the error text, the flattened `infersim run --json` summary and
+cost columns). Written and flushed line by line, it survives an interrupted sweep; a half-written
+last line (the process killed mid-write) is ignored when read back, and that combination runs
+again on `--resume`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sim.plan.sweep import Combination
+
+#: Leading columns of the results table, in this order; metric columns follow.
+ID_COLUMNS = ["index", "key", "status", "error", "trace", "hw", "model", "quant", "engine",
+              "concurrency", "rate_scale", "rate_rps", "offered_rps", "seed", "overrides"]
+
+
+def flatten_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """`{"ttft_s": {"p90": x}}` -> `{"ttft_s_p90": x}`; the `config` block is kept as JSON text."""
+    flat: dict[str, Any] = {}
+    for k, v in summary.items():
+        if k == "config":
+            flat["config_json"] = json.dumps(v, sort_keys=True, default=str)
+        elif isinstance(v, dict):
+            for sub, x in v.items():
+                flat[f"{k}_{sub}"] = x
+        else:
+            flat[k] = v
+    return flat
+
+
+def combination_columns(combo: Combination) -> dict[str, Any]:
+    """The identifying columns of a row; each override also gets its own column for grouping."""
+    cols: dict[str, Any] = {
+        "index": combo.index, "key": combo.key, "trace": combo.trace, "hw": combo.hw,
+        "model": combo.model, "quant": combo.quant, "engine": combo.engine,
+        "concurrency": combo.concurrency, "rate_scale": combo.rate_scale, "rate_rps": combo.rate_rps,
+        "seed": combo.seed, "overrides": json.dumps(combo.overrides, sort_keys=True),
+    }
+    for name, value in combo.overrides.items():
+        cols[name if name not in cols else f"override_{name}"] = value
+    return cols
+
+
+def error_row(combo: Combination, error: str) -> dict[str, Any]:
+    return {**combination_columns(combo), "status": "error", "error": error}
+
+
+class ResultsJournal:
+    """Append-only JSONL of finished combinations (see the module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> dict[str, dict[str, Any]]:
+        """key -> last row written for it; unreadable (truncated) lines are skipped."""
+        rows: dict[str, dict[str, Any]] = {}
+        if not self.path.exists():
+            return rows
+        with self.path.open() as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(row, dict) and "key" in row:
+                    rows[row["key"]] = row
+        return rows
+
+    def start_fresh(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("")
+
+    def append(self, row: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(row, default=_json_default) + "\n")
+            f.flush()
+
+
+def _json_default(x: Any) -> Any:
+    if hasattr(x, "item"):  # numpy scalars
+        return x.item()
+    return str(x)
+
+
+def rows_to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One DataFrame, rows in sweep order, identifying columns first."""
+    df = pd.DataFrame(list(rows))
+    if df.empty:
+        return pd.DataFrame(columns=ID_COLUMNS)
+    for col in ID_COLUMNS:
+        if col not in df:
+            df[col] = None
+    df = df.sort_values("index", kind="stable").reset_index(drop=True)
+    rest = [c for c in df.columns if c not in ID_COLUMNS]
+    return df[ID_COLUMNS + rest]
+
+
+def write_tables(df: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
+    """results.csv and results.parquet. Object columns holding mixed types (an override that is a
+    number in one row and text in another) are written as text so Parquet accepts them."""
+    csv_path, pq_path = out_dir / "results.csv", out_dir / "results.parquet"
+    df.to_csv(csv_path, index=False)
+    pq = df.copy()
+    for col in pq.columns:
+        if pq[col].dtype == object:
+            kinds = {type(v) for v in pq[col] if v is not None and not (isinstance(v, float) and math.isnan(v))}
+            if len(kinds) > 1:
+                pq[col] = pq[col].map(lambda v: None if v is None else str(v))
+    pq.to_parquet(pq_path, index=False)
+    return csv_path, pq_path

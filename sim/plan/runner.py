@@ -1,0 +1,156 @@
+"""Run a sweep: every combination through `sim.api.run_spec`, journaled, then tabled and reported.
+
+`run_combination` is the unit of work an executor ships to a worker (a top-level function of a
+plain dict, so it pickles for process pools and Ray). It never raises: a failing combination
+becomes a row with `status = "error"` and the error text, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from sim.errors import ConfigError
+from sim.plan.costs import OwnershipAssumptions, ownership_usd_per_hour, usd_per_million_output_tokens
+from sim.plan.executors import Executor
+from sim.plan.results import ResultsJournal, combination_columns, error_row, flatten_summary, rows_to_frame, write_tables
+from sim.plan.sweep import Combination, Sweep
+from sim.plan.workload import trace_stats
+
+
+def run_spec_kwargs(combo: Combination) -> dict[str, Any]:
+    """The `sim.api.RunSpec` fields of a combination (None = the RunSpec default).
+
+    `rate_rps` becomes a `rate_scale` relative to the trace's native arrival rate.
+    """
+    rate_scale = combo.rate_scale
+    if combo.rate_rps is not None:
+        rate_scale = trace_stats(combo.trace).rate_scale_for(combo.rate_rps)
+    kwargs: dict[str, Any] = {
+        "trace": combo.trace, "hw": combo.hw, "model": combo.model, "quant": combo.quant,
+        "engine": combo.engine, "overrides": dict(combo.overrides) or None,
+        "concurrency": combo.concurrency, "rate_scale": rate_scale, "seed": combo.seed,
+    }
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def _cost_columns(hw: str, output_tok_s: float | None, assumptions: OwnershipAssumptions) -> dict[str, Any]:
+    """Per-replica hourly costs and the price of a million output tokens at this run's throughput."""
+    from sim.hardware import load_profile
+
+    p = load_profile(hw)
+    rent = p.price.rental_usd_per_hour
+    own = ownership_usd_per_hour(p.price.purchase_usd, p.power_w, assumptions)
+    return {
+        "rental_usd_per_hour": rent,
+        "ownership_usd_per_hour": own,
+        "cost_rental_usd_per_million_output_tokens": usd_per_million_output_tokens(rent, output_tok_s),
+        "cost_ownership_usd_per_million_output_tokens": usd_per_million_output_tokens(own, output_tok_s),
+    }
+
+
+def run_combination(task: dict[str, Any]) -> dict[str, Any]:
+    """Simulate one combination; return its results row (never raises).
+
+    `task` = {"combination": Combination.model_dump(), "costs": OwnershipAssumptions fields}.
+    """
+    combo = Combination.model_validate(task["combination"])
+    try:
+        from sim.api import RunSpec, run_spec
+
+        kwargs = run_spec_kwargs(combo)
+        result = run_spec(RunSpec(**kwargs))
+        summary = result.summary
+        row = {**combination_columns(combo), "status": "ok", "error": None}
+        if "rate_scale" in kwargs:
+            native = trace_stats(combo.trace).native_rate_rps
+            row["offered_rps"] = None if native is None else native * kwargs["rate_scale"]
+        config = summary.get("config") or {}
+        for name in ("model", "quant", "engine"):  # what the defaults resolved to
+            if row.get(name) is None and isinstance(config.get(name), str):
+                row[name] = config[name]
+        row.update(flatten_summary(summary))
+        row.update(_cost_columns(combo.hw, row.get("throughput_output_tok_s"),
+                                 OwnershipAssumptions(**task["costs"])))
+        return row
+    except ConfigError as e:
+        return error_row(combo, f"ConfigError: {e.format()}")
+    except Exception as e:  # noqa: BLE001 - one failing combination is recorded, the sweep goes on
+        return error_row(combo, f"{type(e).__name__}: {e}")
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    frame: pd.DataFrame
+    ran: int
+    skipped: int
+    failed: int
+    out_dir: Path
+    files: dict[str, Path]
+    wall_s: float
+
+
+def run_sweep(
+    sweep: Sweep,
+    out_dir: Path,
+    executor: Executor,
+    *,
+    resume: bool = False,
+    console: Console | None = None,
+    report: bool = True,
+) -> SweepOutcome:
+    """Run the combinations not yet done, append each row as it arrives, then write the tables.
+
+    With `resume`, rows already in `out_dir/results.jsonl` with status ok are kept and their
+    combinations skipped (a failed one is tried again); without it the journal starts empty.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    journal = ResultsJournal(out_dir / "results.jsonl")
+    if resume:
+        done = {k: r for k, r in journal.read().items() if r.get("status") == "ok"}
+    else:
+        journal.start_fresh()
+        done = {}
+    keys = {c.key for c in sweep.combinations}
+    todo = [c for c in sweep.combinations if c.key not in done]
+    tasks = [{"combination": c.model_dump(), "costs": vars(sweep.costs)} for c in todo]
+
+    console = console or Console(stderr=True)
+    t0 = time.perf_counter()
+    failed = 0
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=console, transient=False) as progress:
+        bar = progress.add_task(f"sweep ({executor.name})", total=len(tasks), failed=0)
+        try:
+            for outcome in executor.map_unordered(run_combination, tasks):
+                row = outcome.value
+                if outcome.error is not None:  # the worker itself died
+                    row = error_row(Combination.model_validate(outcome.item["combination"]), outcome.error)
+                journal.append(row)
+                failed += row["status"] != "ok"
+                progress.update(bar, advance=1, failed=failed)
+        finally:
+            executor.close()
+    wall_s = time.perf_counter() - t0
+
+    # The table holds exactly this sweep's combinations, in sweep order, re-indexed to this file's
+    # order (a resumed row may come from an earlier expansion of an edited file).
+    index_of = {c.key: c.index for c in sweep.combinations}
+    rows = [{**r, "index": index_of[k]} for k, r in journal.read().items() if k in keys]
+    frame = rows_to_frame(rows)
+    files: dict[str, Path] = {"journal": journal.path}
+    files["csv"], files["parquet"] = write_tables(frame, out_dir)
+    if report:
+        from sim.plan.report import sweep_report
+
+        files["html"] = out_dir / "report.html"
+        files["html"].write_text(sweep_report(frame, title=sweep.name))
+    return SweepOutcome(frame, ran=len(tasks), skipped=len(sweep.combinations) - len(tasks),
+                        failed=failed, out_dir=out_dir, files=files, wall_s=wall_s)
