@@ -1,40 +1,218 @@
-"""`infersim models list|show` and `infersim fit`."""
+"""`infersim models list|show` and `infersim fit` (what runs on this machine)."""
 
 from __future__ import annotations
+
+import json
+from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from sim.models import get_model, load_catalog
+from sim import memory
+from sim.hardware import HardwareProfile, load_profile
+from sim.models import ModelSpec, get_model, load_catalog
+from sim.quant import get_quant, kv_dtype_bytes
 
 app = typer.Typer(no_args_is_help=True)
+
+GB = 1e9  # decimal GB, as the hardware profiles state memory capacity
+WIDE = 160  # rich wraps tables at 80 columns when output is not a terminal; these tables need more
+
+
+def _console() -> Console:
+    c = Console()
+    return c if c.is_terminal else Console(width=WIDE)
+
+
+def _gb(n: float) -> str:
+    return f"{n / GB:,.1f}" if abs(n) >= 10 * GB else f"{n / GB:,.2f}"
 
 
 @app.command("list")
 def list_models() -> None:
-    table = Table(title="Model catalog")
-    for col in ("name", "arch", "params (B)", "active (B)", "layers", "KV heads", "KV KiB/token (fp16)", "max context"):
-        table.add_column(col)
+    """The catalog: architecture numbers and sizes (weights in bf16, KV per token in fp16)."""
+    table = Table(title="Model catalog (sim/data/models.yaml)")
+    cols = ("name", "arch", "params B", "active B", "layers", "heads q/kv", "head dim", "max ctx",
+            "KV KiB/tok", "bf16 GB")
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("name", "arch") else "right", no_wrap=col == "name")
     for name, m in load_catalog().items():
-        table.add_row(name, m.architecture, f"{m.n_params_total/1e9:.2f}", f"{m.n_params_active/1e9:.2f}",
-                      str(m.n_layers), str(m.n_kv_heads), f"{m.kv_bytes_per_token()/1024:.0f}", str(m.max_context))
-    Console().print(table)
+        table.add_row(
+            name, m.architecture, f"{m.n_params_total / 1e9:.2f}",
+            f"{m.n_params_active / 1e9:.2f}" if m.is_moe else "", str(m.n_layers),
+            f"{m.n_heads}/{m.n_kv_heads}", str(m.d_head), f"{m.max_context:,}",
+            f"{m.kv_bytes_per_token() / 1024:.0f}", _gb(m.weight_bytes("bf16")),
+        )
+    _console().print(table)
+
+
+def derived_quantities(m: ModelSpec, quant: str, kv_dtype: str, context: int) -> dict:
+    """The numbers `models show` prints, as a plain dict (also its --json output)."""
+    q = m.quant(quant)
+    out = {
+        "n_params_total": m.n_params_total,
+        "n_params_active": m.n_params_active,
+        "matmul_params_active": m.matmul_params_active,
+        "quant": q.name,
+        "bits_per_weight_blocks": q.bits_per_weight,
+        "compute_format": q.compute_format,
+        "weight_bytes": m.weight_bytes(q),
+        "kv_dtype": kv_dtype,
+        "kv_bytes_per_token": m.kv_bytes_per_token(kv_dtype),
+        "context": context,
+        "kv_bytes_per_sequence": float(m.kv_bytes_per_sequence(context, kv_dtype)),
+        "flops_per_token_at_context": float(m.flops_per_token(context)),
+        "attention_flops_per_token_at_context": float(m.attention_flops_per_token(context)),
+    }
+    if m.is_moe:
+        out["expert_bytes"] = m.expert_bytes(q)
+    return out
 
 
 @app.command("show")
-def show(name: str) -> None:
+def show(
+    name: str = typer.Argument(..., help="catalog name, or a path to a .gguf file or a config.json"),
+    quant: Optional[str] = typer.Option(None, "--quant", "-q", help="quantization (default: the model's)"),
+    kv_dtype: str = typer.Option("fp16", "--kv-dtype", help="KV-cache dtype: fp16, bf16, fp8, q8_0, q4_0"),
+    context: int = typer.Option(4096, "--context", min=1, help="context length for KV and FLOPs figures"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
+) -> None:
+    """Architecture of one model and what follows from it for a quantization and KV dtype."""
     m = get_model(name)
-    table = Table(title=m.display_name or m.name, show_header=False)
-    table.add_column("field")
-    table.add_column("value")
+    kv_dtype_bytes(kv_dtype)  # unknown dtype -> ConfigError before any output
+    d = derived_quantities(m, quant or m.default_quant, kv_dtype, context)
+    if as_json:
+        typer.echo(json.dumps({"model": m.model_dump(), "derived": d}, indent=2))
+        return
+    arch = Table(title=m.display_name or m.name, show_header=False)
+    arch.add_column("field", no_wrap=True)
+    arch.add_column("value")
     for field, value in m.model_dump().items():
-        table.add_row(field, str(value))
-    table.add_row("n_params_total", f"{m.n_params_total:,}")
-    table.add_row("n_params_active", f"{m.n_params_active:,}")
-    table.add_row("kv_bytes_per_token (fp16)", f"{m.kv_bytes_per_token():,.0f}")
-    Console().print(table)
+        if value in (None, "", [], 0) and field not in ("n_experts",):
+            continue
+        arch.add_row(field, "\n".join(value) if isinstance(value, list) else str(value))
+    q = get_quant(d["quant"])
+    derived = Table(title=f"Derived ({q.name} weights, {kv_dtype} KV, context {context:,})", show_header=False)
+    derived.add_column("quantity", no_wrap=True)
+    derived.add_column("value")
+    derived.add_row("parameters (total)", f"{d['n_params_total']:,}  ({d['n_params_total'] / 1e9:.3f} B)")
+    if m.is_moe:
+        derived.add_row("parameters (active per token)", f"{d['n_params_active']:,}  ({d['n_params_active'] / 1e9:.3f} B)")
+    derived.add_row("matmul parameters per token", f"{d['matmul_params_active']:,}")
+    derived.add_row("weight bytes", f"{d['weight_bytes']:,.0f}  ({_gb(d['weight_bytes'])} GB)")
+    derived.add_row("  bits/weight blocks | embedding | lm_head",
+                    f"{q.bits_per_weight:.3f} | {q.embedding_bits:.3f} | {q.lm_head_bits:.3f}  (compute {q.compute_format})")
+    if m.is_moe:
+        derived.add_row("one expert, all layers", f"{d['expert_bytes']:,.0f} bytes")
+    derived.add_row("KV bytes per token", f"{d['kv_bytes_per_token']:,.0f}")
+    derived.add_row(f"KV bytes per sequence @ {context:,}", f"{d['kv_bytes_per_sequence']:,.0f}"
+                    + ("  (sliding-window layers keep only the window)" if m.n_sliding_layers else ""))
+    derived.add_row(f"FLOPs per token @ {context:,}", f"{d['flops_per_token_at_context']:.4g}"
+                    f"  (attention {d['attention_flops_per_token_at_context']:.3g})")
+    con = _console()
+    con.print(arch)
+    con.print(derived)
 
 
-def fit(hw: str = typer.Option(..., "--hw"), context: int = typer.Option(4096), concurrency: int = typer.Option(1)) -> None:
-    raise NotImplementedError  # written by the models work
+# ---- fit ------------------------------------------------------------------------------------------
+
+def engine_for_quant(quant: str) -> str:
+    """The engine that serves a format in the speed columns: llama.cpp for GGUF, else vLLM."""
+    return "llama.cpp" if get_quant(quant).family == "gguf" else "vllm"
+
+
+def predicted_speed(model: ModelSpec, quant: str, hw: HardwareProfile, context: int) -> dict | None:
+    """Hook for the "predicted tokens/s" columns: single-stream decode tok/s at `context` and the
+    prefill tok/s of a `context`-token prompt, from `sim.cost.CostModel` with the engine of
+    `engine_for_quant`. None while the cost model is not installed."""
+    try:
+        from sim.cost import CostModel
+    except ModuleNotFoundError as e:
+        if e.name in ("sim.cost",):
+            return None
+        raise
+    cm = CostModel.from_names(model, quant, hw, engine_for_quant(quant))
+    return {"engine": engine_for_quant(quant), "decode_tok_s": cm.single_stream_decode_tok_s(context),
+            "prefill_tok_s": cm.prefill_tok_s(context)}
+
+
+def _split(values: Optional[str]) -> list[str]:
+    return [v.strip() for v in values.split(",") if v.strip()] if values else []
+
+
+def fit(
+    hw: str = typer.Option(..., "--hw", help="hardware profile name or YAML path"),
+    context: int = typer.Option(4096, "--context", min=1, help="tokens per sequence (prompt + output)"),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, help="sequences held in memory at once"),
+    quant: Optional[str] = typer.Option(None, "--quant", help="comma-separated quantizations "
+                                        "(default: bf16,fp8,q8_0,q4_k_m, plus nvfp4 on fp4 hardware)"),
+    kv_dtype: str = typer.Option("fp16", "--kv-dtype", help="KV-cache dtype: fp16, bf16, fp8, q8_0, q4_0"),
+    model: Optional[str] = typer.Option(None, "--model", help="comma-separated catalog names or model files "
+                                        "(default: the whole catalog)"),
+    memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction", min=0.01, max=1.0,
+                                                    help="share of device memory for weights + activations + KV "
+                                                    "(default: the profile's usable_memory_fraction)"),
+    max_batched_tokens: Optional[int] = typer.Option(None, "--max-batched-tokens", min=0,
+                                                     help="tokens per forward that size the activation reserve "
+                                                     "(default: vLLM's, 8192 on >= 70 GiB devices, else 2048)"),
+    speed: bool = typer.Option(True, "--speed/--no-speed", help="add predicted tok/s columns (cost model)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+) -> None:
+    """What fits in memory on a machine: every catalog model x quantization.
+
+    Budget = memory x fraction - weights - activation reserve (one forward of max-batched-tokens,
+    see sim/memory.py); the rest holds the KV cache. Shows whether context x concurrency fits,
+    the largest context at that concurrency and the most sequences at that context.
+    """
+    prof = load_profile(hw)
+    kv_dtype_bytes(kv_dtype)
+    quants = [get_quant(q).name for q in _split(quant)] or memory.default_fit_quants(prof)
+    models = [get_model(n) for n in _split(model)] or list(load_catalog().values())
+    rows = []
+    for m in models:
+        for q in quants:
+            r = memory.fit(prof, m, q, kv_dtype=kv_dtype, context=context, concurrency=concurrency,
+                           memory_fraction=memory_fraction, max_batched_tokens=max_batched_tokens)
+            row = r.to_dict()
+            s = predicted_speed(m, q, prof, context) if speed and r.weight_bytes < r.memory_budget_bytes else None
+            if s is not None:
+                row.update(s)
+            rows.append(row)
+    budget = memory.memory_budget_bytes(prof, memory_fraction)
+    tokens = memory.default_max_batched_tokens(prof) if max_batched_tokens is None else max_batched_tokens
+    if as_json:
+        typer.echo(json.dumps({
+            "hw": prof.name, "memory_bytes": prof.memory_bytes, "memory_budget_bytes": budget,
+            "max_batched_tokens": tokens, "context": context, "concurrency": concurrency,
+            "kv_dtype": kv_dtype, "rows": rows,
+        }, indent=2))
+        return
+    has_speed = any("decode_tok_s" in r for r in rows)
+    title = (f"{prof.display_name or prof.name}: {prof.memory_bytes / GB:.1f} GB x "
+             f"{budget / prof.memory_bytes:.2f} = {budget / GB:.1f} GB budget; {concurrency} x {context:,} tokens, "
+             f"KV {kv_dtype}; activation reserve for {tokens:,} batched tokens")
+    table = Table(title=title)
+    cols = ["model", "quant", "weights GB", "act. GB", "KV GB/1k tok", "fits", f"max ctx @{concurrency}",
+            f"max seqs @{context:,}"]
+    if has_speed:
+        cols += ["decode tok/s", "prefill tok/s"]
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("model", "quant", "fits") else "right", no_wrap=True)
+    for r in rows:
+        cells = [
+            r["model"], r["quant"], _gb(r["weight_bytes"]), _gb(r["activation_reserve_bytes"]),
+            f"{r['kv_bytes_per_1k_tokens'] / GB:.3f}",
+            "yes" if r["fits"] else "no",
+            f"{r['max_context']:,}" if r["max_context"] else "-",
+            f"{r['max_sequences']:,}" if r["max_sequences"] else "-",
+        ]
+        if has_speed:
+            cells += [f"{r['decode_tok_s']:,.1f}" if "decode_tok_s" in r else "-",
+                      f"{r['prefill_tok_s']:,.0f}" if "prefill_tok_s" in r else "-"]
+        table.add_row(*cells, style=None if r["fits"] else "dim")
+    con = _console()
+    con.print(table)
+    if has_speed:
+        con.print("tok/s: single-stream decode at the context and prefill of one context-long prompt, "
+                  "from sim.cost (llama.cpp for GGUF formats, vLLM otherwise).")
