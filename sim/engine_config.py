@@ -14,16 +14,28 @@ import difflib
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+if TYPE_CHECKING:
+    from sim.hardware import HardwareProfile
 
 from sim.errors import ConfigError, pydantic_error_to_config_error
 from sim.quant import get_quant, kv_dtype_bytes
 
 Scheduler = Literal["static", "continuous", "chunked", "sequential", "slots"]
 KVAllocatorKind = Literal["contiguous", "paged"]
+# How `context_size` relates to slots (llama.cpp / Ollama style servers):
+# - split:    one KV buffer of context_size tokens, each of the N slots owns context_size / N
+#             (llama-server with an explicit --parallel N and no --kv-unified);
+# - unified:  one KV buffer of context_size tokens shared by all slots, one request may use all of it
+#             (llama-server's default since --parallel became auto: 4 slots + --kv-unified);
+# - per_slot: context_size is each slot's own budget, the buffer holds N x context_size
+#             (Ollama: the runner gets num_ctx x OLLAMA_NUM_PARALLEL).
+ContextMode = Literal["split", "unified", "per_slot"]
+GIB = 2**30
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
@@ -69,6 +81,39 @@ class EngineSource(BaseModel):
     note: str = ""
 
 
+class RuleCondition(BaseModel):
+    """When a hardware rule applies: every given condition must hold (memory in GiB = 2^30 bytes,
+    compared with the profile's memory capacity, as engines compare their device's total memory)."""
+
+    model_config = _FROZEN
+    kind: list[Literal["gpu", "unified-soc", "cpu"]] | None = None
+    min_memory_gib: float | None = Field(None, ge=0)
+    max_memory_gib: float | None = Field(None, gt=0, description="exclusive upper bound")
+    name_excludes: list[str] = Field(default_factory=list, description="substrings of the profile name")
+
+    def matches(self, hw: "HardwareProfile") -> bool:
+        mem_gib = hw.memory_bytes / GIB
+        name = f"{hw.name} {hw.display_name}".lower()
+        return (
+            (self.kind is None or hw.kind in self.kind)
+            and (self.min_memory_gib is None or mem_gib >= self.min_memory_gib)
+            and (self.max_memory_gib is None or mem_gib < self.max_memory_gib)
+            and not any(x.lower() in name for x in self.name_excludes)
+        )
+
+
+class HardwareRule(BaseModel):
+    """A default the engine picks from the device it runs on (e.g. vLLM's larger batch defaults on
+    >= 70 GiB GPUs, SGLang's memory-dependent chunk size). `set` holds EngineConfig fields;
+    `memory_reserved_gib` sets memory_fraction = 1 - reserved / device memory."""
+
+    model_config = _FROZEN
+    when: RuleCondition = RuleCondition()
+    set: dict[str, Any] = Field(default_factory=dict)
+    memory_reserved_gib: float | None = Field(None, ge=0)
+    note: str = ""
+
+
 class EngineConfig(BaseModel):
     """One serving engine's policy and limits, as the simulator uses them."""
 
@@ -91,8 +136,9 @@ class EngineConfig(BaseModel):
         0.05, ge=0, lt=1, description="share of the engine's memory kept for activations / workspace, not KV"
     )
     context_size: int | None = Field(
-        None, gt=0, description="server context limit in tokens (slots: split across slots); None = model max"
+        None, gt=0, description="server context in tokens (see context_mode for slots); None = model max"
     )
+    context_mode: ContextMode = "split"
     default_quant: str = "bf16"
     kv_dtype: str = "fp16"
     prefix_caching: bool = False
@@ -101,14 +147,25 @@ class EngineConfig(BaseModel):
     per_sequence_overhead_ms: float = Field(
         0.0, ge=0, description="software cost per sequence per iteration (sampling, detokenization)"
     )
+    hardware_rules: list[HardwareRule] = Field(default_factory=list)
     sources: list[EngineSource] = Field(default_factory=list)
     notes: str = ""
 
     @model_validator(mode="after")
     def _check(self) -> "EngineConfig":
+        settable = set(type(self).model_fields) - {"name", "hardware_rules", "sources"}
+        for i, rule in enumerate(self.hardware_rules):
+            unknown = set(rule.set) - settable
+            if unknown:
+                raise ValueError(f"hardware_rules[{i}].set: unknown field(s) {', '.join(sorted(unknown))}")
         get_quant(self.default_quant)  # raises ConfigError naming the known formats
         kv_dtype_bytes(self.kv_dtype)
-        if self.scheduler == "slots" and self.context_size is not None and self.context_size < self.max_num_seqs:
+        if (
+            self.scheduler == "slots"
+            and self.context_mode == "split"
+            and self.context_size is not None
+            and self.context_size < self.max_num_seqs
+        ):
             raise ValueError(
                 f"context_size ({self.context_size}) must be at least max_num_seqs ({self.max_num_seqs}) "
                 "for the slots scheduler: each slot owns context_size / max_num_seqs tokens"
@@ -117,11 +174,38 @@ class EngineConfig(BaseModel):
 
     @cached_property
     def slot_context_tokens(self) -> int | None:
-        """Tokens each slot owns under the `slots` scheduler: context_size // max_num_seqs (llama-server
-        splits `-c` evenly across `--parallel` slots); None when no context size is set."""
+        """Most tokens (prompt + output) one request may hold under the `slots` scheduler:
+        split -> context_size // max_num_seqs; unified and per_slot -> context_size.
+        None when no context size is set (then the model's max context applies)."""
         if self.context_size is None:
             return None
-        return self.context_size // self.max_num_seqs
+        if self.context_mode == "split":
+            return self.context_size // self.max_num_seqs
+        return self.context_size
+
+    @cached_property
+    def total_context_tokens(self) -> int | None:
+        """Tokens the server's KV buffer holds across all slots: context_size, or
+        context_size x max_num_seqs for per_slot (Ollama); None when no context size is set."""
+        if self.context_size is None:
+            return None
+        if self.context_mode == "per_slot":
+            return self.context_size * self.max_num_seqs
+        return self.context_size
+
+    def for_hardware(self, hw: "HardwareProfile") -> "EngineConfig":
+        """The engine's defaults on this device: every matching hardware rule applied in order.
+
+        Call before `with_overrides`, so a user's explicit value wins over a device default.
+        """
+        changes: dict[str, Any] = {}
+        for rule in self.hardware_rules:
+            if rule.when.matches(hw):
+                changes.update(rule.set)
+                if rule.memory_reserved_gib is not None:
+                    mem_gib = hw.memory_bytes / GIB
+                    changes["memory_fraction"] = round(max(0.05, 1.0 - rule.memory_reserved_gib / mem_gib), 3)
+        return self.with_overrides(**changes) if changes else self
 
     def with_overrides(self, **fields: Any) -> "EngineConfig":
         """A copy with some fields replaced; `None` values mean "keep the preset's value".
