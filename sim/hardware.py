@@ -2,18 +2,25 @@
 
 A profile is a YAML file in `hardware_profiles/` (shipped as package data) or anywhere on disk,
 loaded into a frozen pydantic `HardwareProfile`. Units are in the field names. Every shipped
-profile cites its datasheet in `sources`; calibrated profiles carry `calibration` provenance.
+profile cites its datasheets in `sources`, says where each non-datasheet constant comes from in
+`provenance` (and in the `source` strings of `efficiency` and `price`); calibrated profiles carry
+`calibration` provenance.
+
+Lookup order for a name: the user folder (`$INFERSIM_HOME/profiles`, else
+`$XDG_CONFIG_HOME/infersim/profiles`, else `~/.config/infersim/profiles`) shadows the shipped
+profiles. A string ending in `.yaml`/`.yml` or containing a path separator is read as a file.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sim.errors import ConfigError, pydantic_error_to_config_error
 
@@ -21,22 +28,29 @@ NumberFormat = Literal["fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
+# 1 GiB in decimal GB: vendors' "80 GB" of HBM/GDDR/LPDDR is 80 x 2^30 bytes (stacks and chips come
+# in powers of two), so `memory_capacity_gib` converts with this factor.
+_GB_PER_GIB = 2**30 / 1e9
+
 
 class Source(BaseModel):
-    """Where a figure came from: a datasheet address and what was read there."""
+    """Where a figure came from: an address and what was read there."""
 
     model_config = _FROZEN
-    url: str
+    url: str = Field(min_length=1)
     what: str = ""
 
 
 class Efficiency(BaseModel):
-    """Achieved / peak ratios, each in (0, 1].
+    """Achieved / peak ratios, each in (0, 1], and where they come from.
 
     - `compute`: sustained dense-matmul FLOP/s over the datasheet peak (GEMM efficiency).
-    - `bandwidth`: sustained memory read bandwidth over the datasheet peak (e.g. STREAM-like).
-    - `attention`: efficiency of attention FLOPs relative to `compute` (attention kernels with
-      softmax and masking run below GEMM efficiency; FlashAttention-2 reports ~50–70% of GEMM).
+    - `bandwidth`: sustained memory read bandwidth over the datasheet peak (STREAM-like, or derived
+      from a measured bandwidth-bound decode rate).
+    - `attention`: attention-kernel FLOP/s relative to the GEMM rate, i.e. attention FLOP/s =
+      peak x `compute` x `attention` (softmax, masking and small head dimensions keep attention
+      kernels below GEMM efficiency; FlashAttention-2 reports 50-73% of A100 peak).
+    - `source`: the measurement, paper, or "engineering default pending calibration" behind them.
     """
 
     model_config = _FROZEN
@@ -47,6 +61,8 @@ class Efficiency(BaseModel):
 
 
 class Price(BaseModel):
+    """Public list prices, where one exists: rental per device-hour and purchase per device."""
+
     model_config = _FROZEN
     rental_usd_per_hour: float | None = Field(None, ge=0)
     purchase_usd: float | None = Field(None, ge=0)
@@ -58,66 +74,101 @@ class HardwareProfile(BaseModel):
 
     model_config = _FROZEN
 
-    name: str
+    name: str = Field(min_length=1)
     display_name: str = ""
     kind: Literal["gpu", "unified-soc", "cpu"]
     vendor: str = ""
-    memory_capacity_gb: float = Field(gt=0, description="device memory, decimal GB (1e9 bytes)")
+    memory_capacity_gb: float | None = Field(
+        None, gt=0, description="device memory in decimal GB (1e9 bytes); derived when memory_capacity_gib is given"
+    )
+    memory_capacity_gib: float | None = Field(
+        None, gt=0, description="device memory in GiB (2^30 bytes), what vendors mean by 'GB' of HBM/GDDR/LPDDR"
+    )
     usable_memory_fraction: float = Field(
-        0.9, gt=0, le=1, description="share of memory the serving process may use for weights + KV"
+        0.9, gt=0, le=1, description="share of memory one serving process may fill with weights + KV cache"
     )
     memory_bandwidth_gb_per_s: float = Field(gt=0, description="datasheet peak, decimal GB/s")
     peak_tflops: dict[NumberFormat, float] = Field(
-        description="dense (no 2:4 sparsity) peak tensor throughput per number format, TFLOP/s (TOPS for int)"
+        description="dense (no 2:4 sparsity) peak throughput per number format, TFLOP/s (TOPS for int)"
     )
     interconnect_bandwidth_gb_per_s: float | None = Field(
-        None, gt=0, description="per-device, per-direction device-to-device bandwidth (NVLink, xGMI, PCIe)"
+        None, gt=0, description="per-device, per-direction device-to-device bandwidth (NVLink, xGMI, PCIe, NIC)"
     )
-    interconnect_latency_us: float = Field(5.0, ge=0, description="per collective step latency")
+    interconnect_latency_us: float = Field(5.0, ge=0, description="latency of one collective step between devices")
     host_bandwidth_gb_per_s: float | None = Field(
-        None, gt=0, description="host<->device link (PCIe) for offload; None for unified memory"
+        None, gt=0, description="per-direction host<->device link (PCIe) for offload; None for unified memory"
     )
     iteration_overhead_ms: float = Field(
-        0.0, ge=0, description="fixed cost per engine iteration (kernel launches, sync) on this device"
+        0.0, ge=0, description="device-side fixed cost per engine iteration (launch/sync floor); engine adds its own"
     )
     per_sequence_overhead_ms: float = Field(
-        0.0, ge=0, description="cost per sequence per iteration (sampling, bookkeeping) on this device"
+        0.0, ge=0, description="device-side cost per sequence per iteration; engine adds its own"
     )
     efficiency: Efficiency = Efficiency()
     engine_efficiency: dict[str, Efficiency] = Field(
         default_factory=dict, description="per-engine overrides of `efficiency`, where measured"
     )
-    power_w: float | None = Field(None, gt=0, description="board / system power under load (TDP)")
+    power_w: float | None = Field(None, gt=0, description="board / package power under load (TDP)")
     price: Price = Price()
     sources: list[Source] = Field(default_factory=list)
+    provenance: dict[str, str] = Field(
+        default_factory=dict, description="field name -> where its (non-datasheet) value comes from"
+    )
     notes: str = ""
     calibration: dict | None = Field(None, description="provenance of a calibrated profile")
 
     @field_validator("peak_tflops")
     @classmethod
     def _positive_peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        if not v:
+            raise ValueError("at least one number format is required")
         for fmt, tf in v.items():
             if not tf > 0:
                 raise ValueError(f"peak_tflops.{fmt} must be > 0, got {tf}")
-        if not v:
-            raise ValueError("at least one number format is required")
         return v
+
+    @field_validator("provenance")
+    @classmethod
+    def _provenance_names_fields(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(k for k in v if k.split(".")[0] not in cls.model_fields)
+        if unknown:
+            raise ValueError(f"provenance names unknown field(s): {', '.join(unknown)}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_memory_capacity(self) -> HardwareProfile:
+        """Accept memory in GiB or GB; when both are given they must agree (within 0.5%)."""
+        gb, gib = self.memory_capacity_gb, self.memory_capacity_gib
+        if gb is None and gib is None:
+            raise ValueError("memory_capacity_gb or memory_capacity_gib is required")
+        if gib is not None:
+            derived = gib * _GB_PER_GIB
+            if gb is not None and abs(gb - derived) > 0.005 * derived:
+                raise ValueError(
+                    f"memory_capacity_gb ({gb}) and memory_capacity_gib ({gib} = {derived:.2f} GB) disagree"
+                )
+            # frozen model: set the derived field once, during validation
+            self.__dict__["memory_capacity_gb"] = derived if gb is None else gb
+        return self
 
     # ---- derived quantities (SI units) -------------------------------------------------------
     @property
     def memory_bytes(self) -> float:
-        return self.memory_capacity_gb * 1e9
+        """Device memory in bytes."""
+        return float(self.memory_capacity_gb) * 1e9
 
     @property
     def usable_memory_bytes(self) -> float:
+        """Bytes one serving process may fill with weights + KV: memory_bytes x usable_memory_fraction."""
         return self.memory_bytes * self.usable_memory_fraction
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
+        """Datasheet peak memory bandwidth in bytes/s."""
         return self.memory_bandwidth_gb_per_s * 1e9
 
     def peak_flops(self, fmt: str) -> float:
-        """Dense peak FLOP/s for a number format.
+        """Dense peak FLOP/s (OP/s for integer formats) for a number format.
 
         Falls back to the nearest wider format the chip has (a chip with no fp8 units runs fp8
         weights by upcasting to bf16/fp16): fp4 -> fp8 -> bf16 -> fp16 -> fp32; int4 -> int8 -> ...
@@ -137,6 +188,7 @@ class HardwareProfile(BaseModel):
         return max(self.peak_tflops.values()) * 1e12
 
     def efficiency_for(self, engine: str | None) -> Efficiency:
+        """The engine's measured efficiencies when the profile has them, else the profile default."""
         if engine and engine in self.engine_efficiency:
             return self.engine_efficiency[engine]
         return self.efficiency
@@ -146,9 +198,8 @@ class HardwareProfile(BaseModel):
 
 
 def shipped_profiles_dir() -> Path:
-    import hardware_profiles
-
-    return Path(hardware_profiles.__file__).parent
+    """The `hardware_profiles` package folder (package data; works for editable and wheel installs)."""
+    return Path(str(importlib.resources.files("hardware_profiles")))
 
 
 def user_profiles_dir() -> Path:
@@ -165,37 +216,87 @@ def _search_dirs() -> list[Path]:
 
 
 def available_profiles() -> dict[str, Path]:
-    """Profile name -> file, user profiles shadowing shipped ones of the same name."""
+    """Profile name (file stem) -> file, user profiles shadowing shipped ones of the same name."""
     found: dict[str, Path] = {}
     for d in reversed(_search_dirs()):
         if d.is_dir():
-            for p in sorted(d.glob("*.yaml")):
+            for p in sorted([*d.glob("*.yaml"), *d.glob("*.yml")]):
                 found[p.stem] = p
     return dict(sorted(found.items()))
 
 
-def load_profile_file(path: str | Path) -> HardwareProfile:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError("file not found", file=path)
+def _key_lines(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+    """Map every key path in a composed YAML document to its 1-based line; reject duplicate keys.
+
+    yaml.safe_load silently keeps the last of two equal keys; a profile with a duplicated field is
+    almost always an editing mistake, so it is an error here.
+    """
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        seen: set = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                raise ConfigError("duplicate key", line=key_node.start_mark.line + 1, field=".".join(map(str, (*path, key))))
+            seen.add(key)
+            out[(*path, key)] = key_node.start_mark.line + 1
+            _key_lines(value_node, (*path, key), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out[(*path, i)] = item.start_mark.line + 1
+            _key_lines(item, (*path, i), out)
+    return out
+
+
+def _line_of(loc: tuple, lines: dict[tuple, int]) -> int | None:
+    """Line of the deepest prefix of a pydantic error location that exists in the file."""
+    loc = tuple(str(p) if not isinstance(p, int) else p for p in loc)
+    for n in range(len(loc), 0, -1):
+        if loc[:n] in lines:
+            return lines[loc[:n]]
+    return None
+
+
+def parse_profile(text: str, *, origin: str | Path) -> HardwareProfile:
+    """Validate YAML text as a profile; every problem is one `ConfigError` naming file, line, field."""
     try:
-        data = yaml.safe_load(path.read_text())
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data: Any = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        raise ConfigError(f"invalid YAML: {getattr(e, 'problem', e)}", file=path, line=line) from None
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"invalid YAML: {problem}", file=origin, line=line) from None
     if not isinstance(data, dict):
-        raise ConfigError("expected a mapping of profile fields", file=path)
+        raise ConfigError("expected a mapping of profile fields (name: ..., kind: ...)", file=origin, line=1)
+    try:
+        lines = _key_lines(node) if node is not None else {}
+    except ConfigError as e:
+        raise ConfigError(e.problem, file=origin, line=e.line, field=e.field) from None
     try:
         return HardwareProfile.model_validate(data)
     except ValidationError as e:
-        raise pydantic_error_to_config_error(e, file=path) from None
+        errs = e.errors()
+        line = _line_of(tuple(errs[0].get("loc", ())), lines) if errs else None
+        raise pydantic_error_to_config_error(e, file=origin, line=line) from None
+
+
+def load_profile_file(path: str | Path) -> HardwareProfile:
+    """Read and validate one profile YAML file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("file not found" if not path.is_dir() else "is a folder, not a YAML file", file=path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read: {e}", file=path) from None
+    return parse_profile(text, origin=path)
 
 
 def load_profile(name_or_path: str | Path) -> HardwareProfile:
     """A profile by name (user folder first, then shipped) or by path to a YAML file."""
     s = str(name_or_path)
-    if s.endswith((".yaml", ".yml")) or os.sep in s:
+    if s.endswith((".yaml", ".yml")) or os.sep in s or "/" in s:
         return load_profile_file(s)
     profiles = available_profiles()
     if s in profiles:
