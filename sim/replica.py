@@ -1,0 +1,469 @@
+"""One accelerator replica serving a request stream, as a SimPy process.
+
+Each loop of `Replica.run` is one engine iteration (or a run of identical ones):
+
+    arrived requests join the queue (or are rejected: they can never fit)
+    batch = scheduler.plan(state)            # admission, KV allocation, preemption
+    seconds = cost model prices the batch
+    yield env.timeout(seconds)
+    apply: tokens advance, first tokens and completions are stamped, KV is freed
+
+Fast-forward: when the batch is decode-only and `stable` (see `sim.schedulers.Batch`), nothing can
+change it before the next arrival (if an arrival could be admitted), the first completion, or the
+step at which the paged cache runs out of blocks — so the replica runs all those k steps in one
+timeout, priced by the cost model's closed form `decode_run_time(context, k)`. The number of
+events then grows with the number of requests, not with the number of tokens.
+`fast_forward=False` runs the same loop one iteration at a time (for tests: the results agree).
+
+Running sequences live in *lanes*: parallel numpy arrays indexed by a small integer, so a decode
+batch's contexts are one fancy-indexing away and no per-token or per-sequence Python loop runs on
+the hot path.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from sim.errors import ConfigError
+from sim.kv import KVAllocator
+from sim.metrics import STATUS_COMPLETED, GapLog, IterationLog, RequestLog
+from sim.schedulers import Batch, Scheduler
+from workloads.request import Request
+
+
+class Pending:
+    """A request waiting for admission (new, or preempted and waiting to be recomputed)."""
+
+    __slots__ = ("row", "request", "prompt_tokens", "max_tokens", "output_tokens", "generated", "last_token_s")
+
+    def __init__(self, row: int, request: Request) -> None:
+        self.row = row
+        self.request = request
+        self.prompt_tokens = request.prompt_tokens
+        self.max_tokens = request.max_tokens
+        self.output_tokens = request.output_tokens  # the replica's secret: when EOS comes
+        self.generated = 0  # tokens already streamed to the client (recompute keeps them)
+        self.last_token_s = 0.0
+
+    @property
+    def prefill_goal(self) -> int:
+        """Tokens to compute before the next token comes out: the prompt, plus (after a
+        preemption by recompute) every token generated so far (vLLM recomputes prompt + output)."""
+        return self.prompt_tokens + self.generated
+
+
+class ArrivalSource:
+    """Streams requests from an iterator, one look-ahead item at a time.
+
+    - Open loop: a request arrives at its `arrival_s`.
+    - Sessions: a request with `think_s` whose session has an earlier request arrives at
+      max(arrival_s, previous response done + think_s) (the `Request.think_s` contract).
+    - Closed loop (`concurrency=N`): N clients each send the trace's next request when their
+      previous one is done (completed or rejected), plus its `think_s` if any; all N start at
+      time 0 and the trace's `arrival_s` values are ignored.
+    """
+
+    def __init__(self, requests: Iterable[Request], concurrency: int | None = None) -> None:
+        if concurrency is not None and concurrency < 1:
+            raise ConfigError(f"must be >= 1, got {concurrency}", field="--concurrency")
+        self._it: Iterator[Request] = iter(requests)
+        self._peek: Request | None = next(self._it, None)
+        self._heap: list[tuple[float, int, Request]] = []
+        self._seq = 0
+        self._closed = concurrency
+        self._last_arrival = 0.0
+        # session id -> [requests in flight or queued to arrive, parked followers, last done time]
+        self._sessions: dict[str, list] = {}
+        if concurrency:
+            for _ in range(concurrency):
+                if not self._client_next(0.0):
+                    break
+
+    def _push(self, t: float, r: Request) -> None:
+        heapq.heappush(self._heap, (t, self._seq, r))
+        self._seq += 1
+
+    def _pull(self) -> Request | None:
+        r = self._peek
+        if r is not None:
+            self._peek = next(self._it, None)
+            if r.arrival_s < self._last_arrival and self._closed is None:
+                raise ConfigError(
+                    f"{r.arrival_s:g} is before the previous request's {self._last_arrival:g} "
+                    "(arrivals must be non-decreasing)", file=None, line=r.line, field="arrival_s")
+            self._last_arrival = r.arrival_s
+        return r
+
+    def _client_next(self, t: float) -> bool:
+        r = self._pull()
+        if r is None:
+            return False
+        self._push(t + (r.think_s or 0.0), r)
+        return True
+
+    def _route(self, r: Request) -> None:
+        """Open loop: when the request of a session can be sent."""
+        if r.think_s is None or r.session_id is None:
+            self._push(r.arrival_s, r)
+            return
+        s = self._sessions.get(r.session_id)
+        if s is None:
+            self._sessions[r.session_id] = [1, deque(), None]
+            self._push(r.arrival_s, r)
+        elif s[0] > 0:
+            s[1].append(r)  # its predecessor is not done: send it think_s after that
+        else:
+            s[0] = 1
+            self._push(max(r.arrival_s, s[2] + r.think_s) if s[2] is not None else r.arrival_s, r)
+
+    def next_time(self) -> float | None:
+        """Earliest time another request may arrive (a lower bound), None when none will."""
+        t = self._heap[0][0] if self._heap else None
+        if self._closed is None and self._peek is not None:
+            t = self._peek.arrival_s if t is None else min(t, self._peek.arrival_s)
+        return t
+
+    def due(self, now_s: float) -> list[tuple[float, Request]]:
+        """Requests that have arrived by `now_s`, in arrival order, with their arrival times."""
+        if self._closed is None:
+            while self._peek is not None and self._peek.arrival_s <= now_s:
+                self._route(self._pull())
+        out = []
+        heap = self._heap
+        while heap and heap[0][0] <= now_s:
+            t, _, r = heapq.heappop(heap)
+            out.append((t, r))
+        return out
+
+    def done(self, request: Request, now_s: float) -> None:
+        """A request finished (or was rejected) at `now_s`: release what waited for it."""
+        if self._closed is not None:
+            self._client_next(now_s)
+            return
+        if request.think_s is None or request.session_id is None:
+            return
+        s = self._sessions.get(request.session_id)
+        if s is None:
+            return
+        s[2] = now_s
+        if s[1]:
+            nxt = s[1].popleft()
+            self._push(max(nxt.arrival_s, now_s + nxt.think_s), nxt)
+        else:
+            s[0] = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self._peek is None and not self._heap
+
+
+class ReplicaState:
+    """Queue, running lanes and KV cache of one replica: what the scheduler reads and admits into."""
+
+    def __init__(self, kv: KVAllocator, log: RequestLog, lanes: int) -> None:
+        self.kv = kv
+        self.log = log
+        self.waiting: deque[Pending] = deque()
+        n = max(1, lanes)
+        kv.ensure_lanes(n)
+        self.ctx = np.zeros(n, dtype=np.int64)  # tokens in this lane's KV
+        self.prefill_goal = np.zeros(n, dtype=np.int64)  # tokens in KV when the next token comes out
+        self.prompt = np.zeros(n, dtype=np.int64)
+        self.stop_ctx = np.zeros(n, dtype=np.int64)  # replica-only: KV length when generation ends
+        self.last_token_s = np.zeros(n, dtype=np.float64)
+        self.active = np.zeros(n, dtype=bool)
+        self.pending: list[Pending | None] = [None] * n
+        self.free_lanes = list(range(n - 1, -1, -1))
+        self.running: list[int] = []  # admission order, oldest first
+        self.prefilling: list[int] = []  # running lanes still computing their prompt, oldest first
+        self.decoding: list[int] = []
+        self._decode_array: np.ndarray | None = None
+        self.used_tokens = 0  # sum of ctx over running lanes
+        self.preemptions = 0
+        self.now_s = 0.0
+
+    @property
+    def n_running(self) -> int:
+        return len(self.running)
+
+    def decode_lanes(self) -> np.ndarray:
+        """Lanes past their prefill, oldest first (cached until the set changes)."""
+        if self._decode_array is None:
+            self._decode_array = np.array(self.decoding, dtype=np.int64)
+        return self._decode_array
+
+    def _grow_lanes(self) -> None:
+        old = len(self.ctx)
+        new = 2 * old
+        for name in ("ctx", "prefill_goal", "prompt", "stop_ctx", "last_token_s", "active"):
+            a = getattr(self, name)
+            b = np.zeros(new, dtype=a.dtype)
+            b[:old] = a
+            setattr(self, name, b)
+        self.pending.extend([None] * old)
+        self.free_lanes = list(range(new - 1, old - 1, -1)) + self.free_lanes
+        self.kv.ensure_lanes(new)
+
+    def admit(self, p: Pending, reserve_tokens: int, context_limit: int | None) -> int | None:
+        """Move the waiting head `p` into a lane holding `reserve_tokens` of KV; None if the KV
+        cache cannot give that now (nothing changes then)."""
+        if not self.free_lanes:
+            self._grow_lanes()
+        lane = self.free_lanes[-1]
+        if not self.kv.reserve(lane, reserve_tokens):
+            return None
+        self.free_lanes.pop()
+        self.waiting.popleft()
+        self.ctx[lane] = 0
+        self.prefill_goal[lane] = p.prefill_goal
+        self.prompt[lane] = p.prompt_tokens
+        # EOS after output_tokens tokens, the client's max_tokens, or the engine's context limit
+        stop = p.prompt_tokens + min(p.output_tokens, p.max_tokens) - 1
+        if context_limit is not None:
+            stop = min(stop, context_limit)
+        self.stop_ctx[lane] = max(stop, p.prefill_goal)
+        self.last_token_s[lane] = p.last_token_s
+        self.active[lane] = True
+        self.pending[lane] = p
+        self.running.append(lane)
+        self.prefilling.append(lane)
+        row = p.row
+        if self.log.scheduled_s[row] != self.log.scheduled_s[row]:  # NaN: first admission
+            self.log.scheduled_s[row] = self.now_s
+        return lane
+
+    def _vacate(self, lane: int) -> None:
+        self.active[lane] = False
+        self.used_tokens -= int(self.ctx[lane])
+        self.kv.release(lane)
+        self.running.remove(lane)
+        if self.ctx[lane] >= self.prefill_goal[lane]:
+            self.decoding.remove(lane)
+            self._decode_array = None
+        else:
+            self.prefilling.remove(lane)
+        self.pending[lane] = None
+        self.free_lanes.append(lane)
+
+    def preempt_newest(self) -> int:
+        """Preempt (recompute) the most recently admitted running sequence; it goes back to the
+        front of the queue with the tokens it has already streamed. Returns its lane."""
+        lane = self.running[-1]
+        p = self.pending[lane]
+        if self.ctx[lane] >= self.prefill_goal[lane]:
+            p.generated = int(self.ctx[lane] - self.prompt[lane] + 1)
+        p.last_token_s = float(self.last_token_s[lane])
+        self._vacate(lane)
+        self.waiting.appendleft(p)
+        self.preemptions += 1
+        self.log.preemptions[p.row] += 1
+        return lane
+
+    def finish(self, lane: int, now_s: float) -> Pending:
+        p = self.pending[lane]
+        row = p.row
+        log = self.log
+        log.finish_s[row] = now_s
+        log.output_tokens[row] = int(self.ctx[lane] - self.prompt[lane] + 1)
+        log.status[row] = STATUS_COMPLETED
+        if self.ctx[lane] < p.prompt_tokens + min(p.output_tokens, p.max_tokens) - 1:
+            log.reason[row] = log.reason_code("truncated: the slot's context is full (llama-server stops generation)")
+        self._vacate(lane)
+        return p
+
+
+class Replica:
+    """The SimPy process: plan -> price -> wait -> apply, until the stream is drained."""
+
+    def __init__(self, env, *, cost, scheduler: Scheduler, kv: KVAllocator, source: ArrivalSource,
+                 log: RequestLog, gaps: GapLog, iterations: IterationLog, fast_forward: bool = True,
+                 check_invariants: bool = False) -> None:
+        self.env = env
+        self.cost = cost
+        self.scheduler = scheduler
+        self.kv = kv
+        self.source = source
+        self.log = log
+        self.gaps = gaps
+        self.iterations = iterations
+        self.fast_forward = fast_forward
+        self.check_invariants = check_invariants
+        self.state = ReplicaState(kv, log, lanes=min(scheduler.max_seqs, 4096))
+        self.peak_used_tokens = 0
+        self.peak_reserved_tokens = 0
+        self.batch_steps = 0
+        self.batch_seq_steps = 0
+        self.batch_max = 0
+        self.skipped_decodes = False  # some decoding lane got no token in the last iteration
+        self.last_clock_s = 0.0
+
+    # ---- arrivals -----------------------------------------------------------------------------
+    def _take_arrivals(self, now_s: float) -> None:
+        st = self.state
+        sched = self.scheduler
+        log = self.log
+        while True:
+            due = self.source.due(now_s)
+            if not due:
+                return
+            for t, r in due:
+                row = log.add(r.id, t, r.prompt_tokens)
+                why = sched.admission_error(r.prompt_tokens, r.max_tokens, st)
+                if why is None:
+                    st.waiting.append(Pending(row, r))
+                else:
+                    log.reject(row, now_s, why)
+                    self.source.done(r, now_s)  # closed loop: that client sends its next one now
+
+    # ---- the process --------------------------------------------------------------------------
+    def run(self):
+        env = self.env
+        st = self.state
+        cost = self.cost
+        sched = self.scheduler
+        kv = self.kv
+        source = self.source
+        itlog = self.iterations if self.iterations.enabled else None
+        while True:
+            now = env.now
+            st.now_s = now
+            self._take_arrivals(now)
+            batch = sched.plan(st)
+            self._note_reserved()
+            if batch.empty:
+                if st.n_running:  # pragma: no cover - a scheduler bug; never hang on it
+                    raise AssertionError(f"{sched.name} planned nothing with {st.n_running} sequences running")
+                if st.waiting:
+                    # Idle engine, nothing admitted: the head can never be scheduled. Reject it.
+                    p = st.waiting.popleft()
+                    self.log.reject(p.row, now, "cannot be scheduled on an idle engine (KV cache or limits too small)")
+                    source.done(p.request, now)
+                    continue
+                t_next = source.next_time()
+                if t_next is None:
+                    return
+                yield env.timeout(max(t_next - now, 0.0))
+                continue
+
+            dl = batch.decode_lanes
+            n_dec = len(dl)
+            if batch.prefill_lanes:
+                k = 1
+                pctx = st.ctx[batch.prefill_lanes]
+                t = cost.step_time(batch.prefill_tokens, pctx, st.ctx[dl])
+                t_first = t
+            else:
+                ctx = st.ctx[dl]
+                k = self._run_length(batch, ctx, now) if self.fast_forward and batch.stable else 1
+                t = cost.decode_run_time(ctx, k)
+                t_first = cost.decode_run_time(ctx, 1) if k > 1 else t
+            yield env.timeout(t)
+            end = now + t
+            st.now_s = end
+            if self.check_invariants and end < self.last_clock_s:
+                raise AssertionError("the clock went back")
+            self.last_clock_s = end
+
+            # ---- apply: tokens advance -------------------------------------------------------
+            n_seqs = n_dec + len(batch.prefill_lanes)
+            self.batch_steps += k
+            self.batch_seq_steps += k * n_seqs
+            if n_seqs > self.batch_max:
+                self.batch_max = n_seqs
+            finished: list[int] = []
+            if n_dec:
+                if k > 1 and not kv.grow(dl, st.ctx[dl] + k):  # pragma: no cover - _run_length bounds k
+                    raise AssertionError("fast-forward ran past the KV cache")
+                self._record_decode_gaps(dl, now, t_first, t, k)
+                st.ctx[dl] += k
+                st.used_tokens += k * n_dec
+                st.last_token_s[dl] = end
+                hit = st.ctx[dl] >= st.stop_ctx[dl]
+                if hit.any():
+                    finished.extend(dl[hit].tolist())
+            self.skipped_decodes = n_dec < len(st.decoding)
+            if batch.prefill_lanes:
+                self._apply_prefill(batch, end, finished)
+            if st.used_tokens > self.peak_used_tokens:
+                self.peak_used_tokens = st.used_tokens
+                self._note_reserved()
+            if itlog is not None:
+                itlog.add(now, t, k, len(batch.prefill_lanes), sum(batch.prefill_tokens), n_dec,
+                          st.used_tokens, kv.reserved_tokens, len(st.waiting), st.n_running)
+            for lane in finished:
+                p = st.finish(lane, end)
+                source.done(p.request, end)
+            if self.check_invariants:
+                kv.check()
+
+    def _note_reserved(self) -> None:
+        r = self.kv.reserved_tokens
+        if r > self.peak_reserved_tokens:
+            self.peak_reserved_tokens = r
+        if self.check_invariants:
+            self.kv.check()
+
+    def _run_length(self, batch: Batch, ctx: np.ndarray, now_s: float) -> int:
+        """Decode steps the batch can run unchanged: up to its first completion, the last step
+        the KV cache can hold, and the first step ending at or after the next arrival (when an
+        arrival could be admitted)."""
+        st = self.state
+        dl = batch.decode_lanes
+        k = int((st.stop_ctx[dl] - ctx).min())
+        if k <= 1:
+            return 1
+        k = max(1, min(k, self.kv.decode_steps_available(dl, ctx, k)))
+        if k > 1 and self.scheduler.arrival_may_change_plan(st):
+            t_next = self.source.next_time()
+            if t_next is not None:
+                budget = t_next - now_s
+                kw = self.cost.decode_steps_within(ctx, budget, max_steps=k)
+                if kw < k:
+                    # the first step whose end is at or after the arrival (as a step-by-step run sees it)
+                    if kw == 0 or self.cost.decode_run_time(ctx, kw) < budget:
+                        kw += 1
+                    k = max(1, kw)
+        return k
+
+    def _record_decode_gaps(self, dl: np.ndarray, start_s: float, t_first: float, total_s: float, k: int) -> None:
+        """ITL of the tokens this run produces: k steps of B gaps, step j lasting
+        t_first + j * delta (linear in j: each step reads one more token of KV per sequence)."""
+        st = self.state
+        n = len(dl)
+        delta = (2.0 * total_s / k - 2.0 * t_first) / (k - 1) if k > 1 else 0.0
+        if self.skipped_decodes:
+            stall = start_s - st.last_token_s[dl]
+            late = stall > 0
+            n_late = int(late.sum())
+            if n_late:
+                for extra in stall[late].tolist():
+                    self.gaps.add(t_first + extra, 0.0, 1, 1)
+                self.gaps.add(t_first, 0.0, 1, n - n_late)
+                self.gaps.add(t_first + delta, delta, k - 1, n)
+                return
+        self.gaps.add(t_first, delta, k, n)
+
+    def _apply_prefill(self, batch: Batch, end_s: float, finished: list[int]) -> None:
+        st = self.state
+        log = self.log
+        for lane, chunk in zip(batch.prefill_lanes, batch.prefill_tokens):
+            st.ctx[lane] += chunk
+            st.used_tokens += chunk
+            if st.ctx[lane] < st.prefill_goal[lane]:
+                continue
+            # prefill complete: this iteration's logits give the next token
+            st.prefilling.remove(lane)
+            st.decoding.append(lane)
+            st._decode_array = None
+            p = st.pending[lane]
+            if p.generated == 0:
+                log.first_token_s[p.row] = end_s
+            else:  # recomputed after a preemption: the client waited since its last token
+                self.gaps.add(end_s - p.last_token_s, 0.0, 1, 1)
+            st.last_token_s[lane] = end_s
+            if st.ctx[lane] >= st.stop_ctx[lane]:
+                finished.append(lane)

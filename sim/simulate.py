@@ -1,0 +1,163 @@
+"""`simulate(...)`: one replica serving a request stream; returns a `SimResult`.
+
+Wires the pieces together — cost model (`sim.cost`), KV capacity (`sim.memory`), allocator
+(`sim.kv`), scheduler (`sim.schedulers`) and the SimPy replica (`sim.replica`) — and summarises the
+run with `sim.metrics`. Deterministic: nothing in a run is random, so the same inputs give
+byte-identical summaries (the seed is recorded for tools that generate traces).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from collections.abc import Iterable
+
+import pandas as pd
+import simpy
+
+from sim.cost import CostModel, CostParams
+from sim.engine_config import EngineConfig
+from sim.errors import ConfigError
+from sim.hardware import HardwareProfile
+from sim.kv import make_allocator
+from sim.memory import activation_peak_bytes, default_max_batched_tokens, memory_budget_bytes, kv_capacity_tokens
+from sim.metrics import GapLog, IterationLog, RequestLog, summarize
+from sim.models import ModelSpec
+from sim.replica import ArrivalSource, Replica
+from sim.schedulers import make_scheduler
+from workloads.request import Request
+
+
+@dataclass
+class SimResult:
+    """`summary`: the `infersim run --json` contract; `requests`: the requests.csv table;
+    `iterations`: one row per engine event (a fast-forwarded decode run is one row)."""
+
+    summary: dict
+    requests: pd.DataFrame
+    iterations: pd.DataFrame
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """The summary as JSON text (stable key order, so equal runs give equal bytes)."""
+        return json.dumps(self.summary, indent=2)
+
+
+@dataclass(frozen=True)
+class KVPlan:
+    """How big the KV cache is and why."""
+
+    capacity_tokens: int
+    memory_budget_bytes: float
+    weight_bytes: float
+    activation_reserve_bytes: float
+    kv_bytes_per_token: float
+
+
+def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineConfig) -> KVPlan:
+    """KV capacity = (device memory x engine memory fraction - weights - activation reserve) / KV bytes per token.
+
+    The activation reserve is the larger of the engine's stated share of its memory
+    (`activation_reserve_fraction`: workspace, CUDA graphs, allocator slack) and the peak
+    activation of one forward of `max_num_batched_tokens` tokens (`sim.memory.activation_peak_bytes`,
+    what vLLM's profiling run measures). llama-server (`slots`) allocates exactly `context_size`
+    KV cells at start-up, so its capacity is that, provided it fits.
+    """
+    budget = memory_budget_bytes(hw, engine.memory_fraction)
+    weights = model.weight_bytes(quant)
+    tokens = engine.max_num_batched_tokens or default_max_batched_tokens(hw)
+    reserve = max(activation_peak_bytes(model, tokens), engine.activation_reserve_fraction * budget)
+    per_token = model.kv_bytes_per_token(engine.kv_dtype)
+    if weights >= budget:
+        raise ConfigError(
+            f"{model.name} in {quant} needs {weights / 1e9:.1f} GB of weights but {engine.name} may use "
+            f"{budget / 1e9:.1f} GB of {hw.name} ({engine.memory_fraction:g} x {hw.memory_capacity_gb:g} GB)",
+            field="--model")
+    capacity = kv_capacity_tokens(hw, model, quant, engine.kv_dtype, engine.memory_fraction, reserve)
+    if engine.scheduler == "slots":
+        ctx = engine.context_size or model.max_context
+        if ctx > capacity:
+            raise ConfigError(
+                f"llama-server would allocate {ctx} KV tokens ({ctx * per_token / 1e9:.1f} GB) but only "
+                f"{capacity} fit next to the weights on {hw.name}; lower context_size", field="context_size")
+        capacity = ctx
+    if capacity <= 0:
+        raise ConfigError(
+            f"no memory left for the KV cache: {budget / 1e9:.1f} GB budget - {weights / 1e9:.1f} GB weights "
+            f"- {reserve / 1e9:.1f} GB activation reserve", field="--mem-fraction")
+    return KVPlan(capacity, budget, weights, reserve, per_token)
+
+
+def simulate(
+    requests: Iterable[Request],
+    *,
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | None,
+    engine: EngineConfig,
+    concurrency: int | None = None,
+    seed: int = 0,
+    record_iterations: bool = True,
+    cost_params: CostParams | None = None,
+    fast_forward: bool = True,
+    check_invariants: bool = False,
+    config_extra: dict | None = None,
+) -> SimResult:
+    """Simulate one replica of `engine` serving `requests` with `model` in `quant` on `hw`.
+
+    `requests` is streamed (an iterator of 1M requests is never materialised). `concurrency=N`
+    runs a closed loop: N clients, each sending the next trace request when its previous one is
+    done (trace arrival times ignored). `cost_params` replaces the profile-derived parameters
+    (calibration). `fast_forward=False` runs every decode iteration as its own event (slow; for
+    tests). `check_invariants` asserts KV conservation and clock monotonicity after every operation.
+    """
+    q = model.quant(quant or engine.default_quant)
+    params = cost_params or CostParams.from_profile(hw, q, engine)
+    cost = CostModel(model, q, params, kv_dtype=engine.kv_dtype)
+    kvp = plan_kv(hw, model, q.name, engine)
+    context_tokens = engine.context_size or model.max_context
+    scheduler = make_scheduler(engine.scheduler, max_num_seqs=engine.max_num_seqs,
+                               max_num_batched_tokens=engine.max_num_batched_tokens, context_tokens=context_tokens)
+    kv = make_allocator(engine.kv_allocator, kvp.capacity_tokens, engine.block_size)
+    config = {
+        "hw": hw.name,
+        "model": model.name,
+        "quant": q.name,
+        "kv_dtype": engine.kv_dtype,
+        "engine": engine.name,
+        "engine_version": engine.version,
+        "scheduler": scheduler.name,
+        "kv_allocator": kv.name,
+        "max_num_seqs": engine.max_num_seqs,
+        "max_num_batched_tokens": engine.max_num_batched_tokens,
+        "block_size": kv.block_size,
+        "memory_fraction": engine.memory_fraction,
+        "context_tokens": context_tokens,
+        "concurrency": concurrency,
+        "seed": seed,
+        "weight_bytes": kvp.weight_bytes,
+        "activation_reserve_bytes": kvp.activation_reserve_bytes,
+        "kv_bytes_per_token": kvp.kv_bytes_per_token,
+        "cost_params": {k: getattr(params, k) for k in CostParams.FIELDS},
+        **(config_extra or {}),
+    }
+    log = RequestLog()
+    gaps = GapLog()
+    iterations = IterationLog(enabled=record_iterations)
+    env = simpy.Environment()
+    replica = Replica(env, cost=cost, scheduler=scheduler, kv=kv, source=ArrivalSource(requests, concurrency),
+                      log=log, gaps=gaps, iterations=iterations, fast_forward=fast_forward,
+                      check_invariants=check_invariants)
+    env.process(replica.run())
+    env.run()
+    if check_invariants:
+        kv.check()
+        if kv.free_blocks != kv.total_blocks:
+            raise AssertionError("KV blocks still allocated at the end of the run")
+    summary = summarize(
+        config, log, gaps, kv_capacity_tokens=kv.capacity_tokens, peak_used_tokens=replica.peak_used_tokens,
+        peak_reserved_tokens=replica.peak_reserved_tokens, preemptions=replica.state.preemptions,
+        batch_steps=replica.batch_steps, batch_seq_steps=replica.batch_seq_steps, batch_max=replica.batch_max,
+    )
+    return SimResult(summary, log.frame(), iterations.frame(),
+                     extra={"kv_plan": kvp, "final_clock_s": env.now, "events": len(iterations.start_s)})
