@@ -192,6 +192,18 @@ class LlamaEngine:
         if rc != 0:
             raise RuntimeError(f"llama_decode returned {rc}")
 
+    def warm_up(self) -> None:
+        """One prompt batch and one decode step on sequence 0, then forget them.
+
+        llama.cpp builds and allocates its compute graph on first use of a batch shape; a server has
+        done that before its first request, so the measured run should not include it.
+        """
+        n = min(self.n_batch, 64, self.n_ctx_seq - 1)
+        toks = [self.bos if self.bos >= 0 else 0] * n
+        self.decode(toks, list(range(n)), [0] * n, [False] * (n - 1) + [True])
+        self.decode([toks[0]], [n], [0], [True])
+        self.free_sequence(0)
+
     def greedy(self, batch_index: int) -> int:
         """The most likely next token at an output position of the last batch (greedy sampling)."""
         ptr = self.ll.llama_get_logits_ith(self.ctx, batch_index)
@@ -232,6 +244,7 @@ def replay_local(
     except (OSError, ValueError) as e:
         raise EngineUnreachable(f"llama.cpp failed to start: {e}") from e
     with engine:
+        engine.warm_up()
         return _serve(engine, requests, concurrency, cfg, timeout_s, model_path)
 
 

@@ -1,0 +1,210 @@
+"""`infersim replay` (measure a real engine) and `infersim validate` (measured vs simulated).
+
+Exit status: 0 when the replay ran (whatever the prediction error: it is a measurement), 2 on bad
+input (`ConfigError`), 1 when the engine could not be reached or stopped answering (the reason is
+printed, and what was measured before is still written with `--out`). `replay` also exits 1 when
+some requests failed mid-stream (their partial records are written).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sim.errors import ConfigError
+from sim.replay.errors import EngineUnreachable
+from sim.replay.records import ReplayResult
+
+
+# ---- shared option handling -------------------------------------------------------------------------
+def _load_requests(trace: Path, max_requests: int | None):
+    from workloads.trace import iter_trace
+
+    if max_requests is not None and max_requests < 1:
+        raise ConfigError(f"must be >= 1, got {max_requests}", field="--max-requests")
+    reqs = []
+    for r in iter_trace(trace, sort=True):
+        reqs.append(r)
+        if max_requests is not None and len(reqs) >= max_requests:
+            break
+    return reqs
+
+
+def _check_target(endpoint: str | None, local: Path | None) -> None:
+    if (endpoint is None) == (local is None):
+        raise ConfigError("give exactly one of --endpoint URL or --local MODEL.gguf", field="--endpoint/--local")
+
+
+def _check_positive(value, field: str) -> None:
+    if value is not None and value < 1:
+        raise ConfigError(f"must be >= 1, got {value}", field=field)
+
+
+def _local_config(requests, concurrency, slots, n_batch, n_ctx_per_seq, threads):
+    from sim.replay.local import LocalConfig
+
+    for v, f in ((slots, "--slots"), (n_batch, "--n-batch"), (n_ctx_per_seq, "--ctx-per-slot"), (threads, "--threads")):
+        _check_positive(v, f)
+    longest = max(r.prompt_tokens + r.output_tokens for r in requests)
+    per_seq = n_ctx_per_seq or -(-(longest + 1) // 256) * 256
+    return LocalConfig(n_seq_max=slots or concurrency or 4, n_ctx_per_seq=per_seq,
+                       n_batch=n_batch or 512, n_threads=threads or 0)
+
+
+def _replay(requests, *, endpoint, local, concurrency, timeout_s, allow_remote, local_cfg) -> ReplayResult:
+    if timeout_s <= 0:
+        raise ConfigError(f"must be > 0, got {timeout_s}", field="--timeout-s")
+    if local is not None:
+        from sim.replay.local import replay_local
+
+        return replay_local(requests, local, concurrency=concurrency, cfg=local_cfg, timeout_s=timeout_s)
+    from sim.replay.http import replay_http
+
+    return replay_http(requests, endpoint, concurrency=concurrency, timeout_s=timeout_s, allow_remote=allow_remote)
+
+
+def _fmt(x, spec=".4g") -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def _warn_failures(result: ReplayResult, err: Console) -> None:
+    fails = [r for r in result.records if r.status != "completed"]
+    if fails:
+        err.print(f"warning: {len(fails)} of {len(result.records)} requests did not complete; "
+                  f"first: {fails[0].id}: {fails[0].status}: {fails[0].reason}", markup=False, highlight=False)
+
+
+# ---- replay --------------------------------------------------------------------------------------------
+def replay(
+    trace: Path = typer.Argument(..., help="JSONL trace to replay"),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible server, e.g. http://127.0.0.1:8080"),
+    local: Optional[Path] = typer.Option(None, "--local", help="serve in process with llama.cpp continuous batching: MODEL.gguf"),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="N closed-loop clients (default: open loop at the trace's times)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write requests.csv, summary.json, tokens.jsonl here"),
+    max_requests: Optional[int] = typer.Option(None, "--max-requests", help="replay only the first N requests"),
+    timeout_s: float = typer.Option(600.0, "--timeout-s", help="stop after this many seconds, keeping what was measured"),
+    json_out: bool = typer.Option(False, "--json", help="print only the summary JSON"),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="allow a non-loopback --endpoint"),
+    slots: Optional[int] = typer.Option(None, "--slots", help="--local: concurrent sequences (default: --concurrency or 4)"),
+    n_batch: Optional[int] = typer.Option(None, "--n-batch", help="--local: tokens per iteration (default 512)"),
+    ctx_per_slot: Optional[int] = typer.Option(None, "--ctx-per-slot", help="--local: KV tokens per sequence (default: longest request)"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="--local: llama.cpp threads (default: all available)"),
+) -> None:
+    """Drive a real engine with a trace (streaming) and record every token's time."""
+    _check_target(endpoint, local)
+    _check_positive(concurrency, "--concurrency")
+    requests = _load_requests(trace, max_requests)
+    cfg = _local_config(requests, concurrency, slots, n_batch, ctx_per_slot, threads) if local else None
+    err = Console(stderr=True)
+    try:
+        result = _replay(requests, endpoint=endpoint, local=local, concurrency=concurrency,
+                         timeout_s=timeout_s, allow_remote=allow_remote, local_cfg=cfg)
+    except EngineUnreachable as e:
+        if out is not None and e.partial is not None:
+            e.partial.write(out)
+            err.print(f"partial results written to {out}", markup=False, highlight=False)
+        raise
+    if out is not None:
+        result.write(out)
+    summary = result.summary
+    if json_out:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        _print_summary(summary, Console())
+    _warn_failures(result, err)
+    if any(r.status == "failed" for r in result.records):
+        raise typer.Exit(1)
+
+
+def _print_summary(s: dict, console: Console) -> None:
+    cfg = s["config"]
+    table = Table(title=f"replay: {cfg.get('server') or cfg.get('driver')} "
+                        f"({s['requests']['completed']}/{s['requests']['total']} completed, {_fmt(s['duration_s'])} s)")
+    table.add_column("metric")
+    for col in ("mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="right")
+    for key, label in (("ttft_s", "TTFT ms"), ("tpot_s", "TPOT ms"), ("itl_s", "ITL ms"), ("e2e_s", "e2e ms")):
+        table.add_row(label, *(_fmt(None if s[key][c] is None else s[key][c] * 1e3) for c in ("mean", "p50", "p90", "p99")))
+    console.print(table)
+    t = s["throughput"]
+    console.print(f"throughput: {_fmt(t['output_tok_s'])} output tok/s, {_fmt(t['total_tok_s'])} total tok/s, "
+                  f"{_fmt(t['requests_per_s'])} req/s; prompt lengths: {cfg.get('prompt_tokens_source')}",
+                  markup=False, highlight=False)
+
+
+# ---- validate ------------------------------------------------------------------------------------------
+def validate(
+    trace: Path = typer.Argument(..., help="JSONL trace"),
+    hw: str = typer.Option(..., "--hw", help="hardware profile (name or YAML), e.g. a calibrated profile of this machine"),
+    engine: str = typer.Option(..., "--engine", help="engine preset (name or YAML) to simulate"),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible server to measure"),
+    local: Optional[Path] = typer.Option(None, "--local", help="measure the in-process llama.cpp driver on MODEL.gguf"),
+    model: Optional[str] = typer.Option(None, "--model", help="model to simulate (default: the --local GGUF, or the server's model if it is a GGUF path)"),
+    quant: Optional[str] = typer.Option(None, "--quant", help="quantization (default: the GGUF's own)"),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="N closed-loop clients (default: open loop)"),
+    html: Optional[Path] = typer.Option(None, "--html", help="write measured vs predicted CDFs (TTFT, e2e) as self-contained HTML"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write measured/ and predicted/ results and comparison.json here"),
+    max_requests: Optional[int] = typer.Option(None, "--max-requests", help="use only the first N requests"),
+    timeout_s: float = typer.Option(600.0, "--timeout-s", help="bound on the real replay, seconds"),
+    json_out: bool = typer.Option(False, "--json", help="print only the comparison JSON"),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="allow a non-loopback --endpoint"),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="override the preset's scheduler"),
+    max_seqs: Optional[int] = typer.Option(None, "--max-seqs", help="override the preset's concurrency limit"),
+    max_batched_tokens: Optional[int] = typer.Option(None, "--max-batched-tokens", help="override the preset's per-iteration token budget"),
+    slots: Optional[int] = typer.Option(None, "--slots", help="--local: concurrent sequences (default: --concurrency or 4)"),
+    n_batch: Optional[int] = typer.Option(None, "--n-batch", help="--local: tokens per iteration (default 512)"),
+    ctx_per_slot: Optional[int] = typer.Option(None, "--ctx-per-slot", help="--local: KV tokens per sequence"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="--local: llama.cpp threads"),
+    seed: int = typer.Option(0, "--seed", help="simulation seed"),
+) -> None:
+    """Replay a trace on a real engine and simulate it; print measured vs predicted with the error."""
+    from sim.replay.validate import run_validation
+
+    _check_target(endpoint, local)
+    _check_positive(concurrency, "--concurrency")
+    requests = _load_requests(trace, max_requests)
+    cfg = _local_config(requests, concurrency, slots, n_batch, ctx_per_slot, threads) if local else None
+    err = Console(stderr=True)
+    report = run_validation(
+        requests, hw=hw, engine=engine, model=model, quant=quant, concurrency=concurrency, seed=seed,
+        overrides={"scheduler": scheduler, "max_num_seqs": max_seqs, "max_num_batched_tokens": max_batched_tokens},
+        replay=lambda reqs: _replay(reqs, endpoint=endpoint, local=local, concurrency=concurrency,
+                                    timeout_s=timeout_s, allow_remote=allow_remote, local_cfg=cfg),
+        local_model=local, log=lambda msg: err.print(msg, markup=False, highlight=False),
+        out=out,
+    )
+    if html is not None:
+        report.write_html(html, title=f"{trace.name}: measured vs predicted ({report.engine.name} on {report.hw_name})")
+    if json_out:
+        typer.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        _print_comparison(report, Console())
+    _warn_failures(report.measured, err)
+
+
+def _print_comparison(report, console: Console) -> None:
+    m = report.measured.summary
+    table = Table(title=f"validate: {m['config'].get('server') or m['config'].get('driver')} vs "
+                        f"infersim ({report.engine.name}, {report.engine.scheduler}) on {report.hw_name}, "
+                        f"{m['requests']['completed']} requests")
+    for col in ("metric", "measured", "predicted", "error %", "target"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for r in report.rows:
+        mark = "" if r.within_target is None else (" ok" if r.within_target else " MISS")
+        table.add_row(f"{r.metric} ({r.unit})", _fmt(r.measured), _fmt(r.predicted),
+                      _fmt(r.error_pct, "+.1f"), ("±" + _fmt(r.target_pct, "g") + "%" + mark) if r.target_pct else "")
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("replay", help="Replay a trace on a real engine (OpenAI-compatible server or in-process llama.cpp).")(replay)
+    app.command("validate", help="Replay a trace on a real engine and simulate it: measured vs predicted, error %.")(validate)
+
+
+__all__ = ["register", "replay", "validate"]

@@ -1,0 +1,138 @@
+"""Measure a trace on a real engine, simulate the same trace and configuration, compare.
+
+Order matters for the user: every input that can be wrong (hardware profile, engine preset and
+overrides, model, quantization) is resolved before the replay starts, so a typo costs nothing.
+The model to simulate is read from the GGUF that was served (`sim.models.get_model(path)`); with
+an HTTP endpoint it is `--model`, or the server's model id when that is a GGUF path.
+
+The simulation gets the engine's real limits where the replay knows them: for the in-process
+driver, its sequence slots, batch size and context (`max_num_seqs`, `max_num_batched_tokens`,
+`context_size`); explicit user overrides win.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.errors import ConfigError
+from sim.replay.compare import Row, cdf_html, compare, simulated_trace
+from sim.replay.errors import EngineUnreachable
+from sim.replay.records import ReplayResult
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """A replay, the simulation of the same trace, and their metric-by-metric comparison."""
+
+    measured: ReplayResult
+    predicted: object  # sim.simulate.SimResult
+    rows: tuple[Row, ...]
+    engine: object  # sim.engine_config.EngineConfig actually simulated
+    hw_name: str
+    model_name: str
+    quant: str
+
+    def as_dict(self) -> dict:
+        return {
+            "hw": self.hw_name, "engine": self.engine.name, "scheduler": self.engine.scheduler,
+            "model": self.model_name, "quant": self.quant,
+            "engine_overrides": {"max_num_seqs": self.engine.max_num_seqs,
+                                 "max_num_batched_tokens": self.engine.max_num_batched_tokens,
+                                 "context_size": self.engine.context_size},
+            "metrics": [r.as_dict() for r in self.rows],
+            "measured": self.measured.summary,
+            "predicted": self.predicted.summary,
+        }
+
+    def write(self, out_dir: str | Path) -> Path:
+        out = Path(out_dir)
+        self.measured.write(out / "measured")
+        pred = out / "predicted"
+        pred.mkdir(parents=True, exist_ok=True)
+        self.predicted.requests.to_csv(pred / "requests.csv", index=False)
+        (pred / "summary.json").write_text(json.dumps(self.predicted.summary, indent=2) + "\n")
+        (out / "comparison.json").write_text(json.dumps(self.as_dict(), indent=2) + "\n")
+        return out
+
+    def write_html(self, path: str | Path, *, title: str) -> Path:
+        return cdf_html(self.measured.requests, self.predicted.requests, path, title)
+
+
+def _resolve_model(model: str | None, local_model: Path | None):
+    from sim.models import get_model
+
+    name = model or (str(local_model) if local_model is not None else None)
+    return None if name is None else get_model(name)
+
+
+def run_validation(
+    requests,
+    *,
+    hw: str,
+    engine: str,
+    replay: Callable[[list], ReplayResult],
+    model: str | None = None,
+    quant: str | None = None,
+    concurrency: int | None = None,
+    overrides: dict | None = None,
+    local_model: Path | None = None,
+    seed: int = 0,
+    log: Callable[[str], None] = lambda msg: None,
+    out: Path | None = None,
+) -> ValidationReport:
+    """Replay `requests` with `replay`, simulate them on `hw` under `engine`, and compare."""
+    from sim.engine_config import load_engine
+    from sim.hardware import load_profile
+
+    profile = load_profile(hw)
+    base_engine = load_engine(engine)
+    user_overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    base_engine.with_overrides(**user_overrides)  # a bad override fails here, before the replay
+    spec = _resolve_model(model, local_model)
+    if spec is not None:
+        q = quant or spec.quant_override or base_engine.default_quant
+        spec.weight_bytes(q)  # unknown quantization fails now
+
+    log(f"measuring {len(requests)} requests "
+        + (f"with {concurrency} closed-loop clients" if concurrency else "open loop at the trace's times"))
+    try:
+        measured = replay(requests)
+    except EngineUnreachable as e:
+        if out is not None and e.partial is not None:
+            e.partial.write(Path(out) / "measured")
+        raise
+    if spec is None:  # endpoint without --model: the server's model id may be the GGUF it serves
+        served = measured.config.get("model") or ""
+        if not served.endswith(".gguf") or not Path(served).is_file():
+            raise ConfigError(f"cannot tell which model the server runs (it says {served!r}); pass --model",
+                              field="--model")
+        spec = _resolve_model(served, None)
+    q = quant or spec.quant_override or base_engine.default_quant
+
+    engine_limits = {}
+    if measured.config.get("target") == "local":  # the simulated engine gets the driver's real limits
+        engine_limits = {"max_num_seqs": measured.config["n_seq_max"],
+                         "max_num_batched_tokens": measured.config["n_batch"],
+                         "context_size": measured.config["n_ctx"],
+                         "context_mode": "split"}  # one KV stream per sequence: n_ctx / n_seq_max each
+    eng = base_engine.with_overrides(**{**engine_limits, **user_overrides})
+
+    sim_requests = simulated_trace(measured, list(requests))
+    if not sim_requests:
+        raise EngineUnreachable(f"no request completed on the engine ({measured.error or 'see the records'})",
+                                partial=measured)
+    log(f"simulating {len(sim_requests)} completed requests: {spec.name} {q} on {profile.name}, "
+        f"engine {eng.name} (scheduler {eng.scheduler}, max_num_seqs {eng.max_num_seqs}, "
+        f"max_num_batched_tokens {eng.max_num_batched_tokens}, context {eng.context_size})")
+    from sim.simulate import simulate
+
+    predicted = simulate(sim_requests, hw=profile, model=spec, quant=q, engine=eng,
+                         concurrency=concurrency, seed=seed)
+    report = ValidationReport(measured, predicted, tuple(compare(measured.summary, predicted.summary)),
+                              eng, profile.name, spec.name, q)
+    if out is not None:
+        report.write(out)
+    return report

@@ -1,0 +1,110 @@
+"""A tiny scripted OpenAI-compatible streaming server for replay tests (stdlib only, loopback).
+
+It answers `GET /v1/models` and streams `POST /v1/completions` as server-sent events in chunked
+transfer encoding, one chunk per token. Behaviours, chosen per server:
+
+- "ok": every request streams `max_tokens` tokens, a finish chunk and `[DONE]`.
+- "stop_early": every request streams 3 tokens, then ends the response cleanly (no finish_reason,
+  no [DONE]) — a stream that stops early.
+- "die_after:N": requests 1..N are served normally; request N+1 streams 2 tokens, then the server
+  closes the connection mid-body and stops listening — a server that dies mid-run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _json(self, obj: dict, code: int = 200) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path == "/v1/models":
+            self._json({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        else:
+            self._json({"error": "not found"}, 404)
+
+    def do_POST(self) -> None:  # noqa: N802
+        n = int(self.headers.get("Content-Length", 0))
+        body = json.loads(self.rfile.read(n) or b"{}")
+        if self.path != "/v1/completions":
+            self._json({"error": "not found"}, 404)
+            return
+        srv = self.server
+        with srv.lock:
+            srv.count += 1
+            index = srv.count
+        mode, _, arg = srv.mode.partition(":")
+        dying = mode == "die_after" and index > int(arg)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def event(obj) -> None:
+            data = (b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n")
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        n_tokens = int(body.get("max_tokens", 16))
+        if mode == "stop_early":
+            n_tokens = 3
+        if dying:
+            n_tokens = 2
+        for i in range(n_tokens):
+            event({"choices": [{"index": 0, "text": f" t{i}", "finish_reason": None}]})
+        if dying:
+            self.wfile.flush()
+            srv.stop_listening()
+            self.connection.shutdown(socket.SHUT_RDWR)  # mid-body: no terminating chunk
+            self.close_connection = True
+            return
+        if mode != "stop_early":
+            event({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
+            event(b"[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.close_connection = True
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, mode: str) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.mode = mode
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def stop_listening(self) -> None:
+        threading.Thread(target=self.shutdown, daemon=True).start()
+        self.socket.close()
+
+
+@contextlib.contextmanager
+def fake_server(mode: str = "ok") -> Iterator[str]:
+    """Run the scripted server on a free loopback port; yield its base URL."""
+    srv = _Server(mode)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=5)
