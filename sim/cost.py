@@ -151,14 +151,15 @@ class StepFeatures:
 
     - `new_tokens` T: tokens processed (prefill chunk tokens + one per decode sequence).
     - `sequences` N: sequences in the iteration (prefill chunks + decodes).
-    - `attention_context`: sum over new tokens of the keys each attends to (see module docstring).
-    - `kv_read_tokens`: cached tokens whose K and V are read (sum of C_i and D_j).
+    - `attention_layer_keys`: sum over new tokens and layers of the keys each attends to
+      (kappa(x) per token at position x, see `CostModel.layer_tokens`).
+    - `kv_read_layer_tokens`: sum over sequences of kappa(cached tokens): K/V entries read, per layer.
     """
 
     new_tokens: np.ndarray
     sequences: np.ndarray
-    attention_context: np.ndarray
-    kv_read_tokens: np.ndarray
+    attention_layer_keys: np.ndarray
+    kv_read_layer_tokens: np.ndarray
 
     def __len__(self) -> int:
         return len(self.new_tokens)
@@ -166,30 +167,6 @@ class StepFeatures:
     @classmethod
     def concat(cls, items: Sequence["StepFeatures"]) -> "StepFeatures":
         return cls(*(np.concatenate([getattr(it, f.name) for it in items]) for f in fields(cls)))
-
-    @classmethod
-    def from_probes(
-        cls,
-        *,
-        prefill_tokens: Sequence[float] = (),
-        prefill_context: Sequence[float] | None = None,
-        decode_batch: Sequence[float] = (),
-        decode_context: Sequence[float] | None = None,
-    ) -> "StepFeatures":
-        """One row per probe: first the prefill probes (one chunk of P tokens after C cached tokens),
-        then the decode probes (B sequences decoding one token each, all at context C)."""
-        p = np.asarray(prefill_tokens, dtype=float)
-        c = np.zeros_like(p) if prefill_context is None else np.asarray(prefill_context, dtype=float)
-        b = np.asarray(decode_batch, dtype=float)
-        d = np.zeros_like(b) if decode_context is None else np.asarray(decode_context, dtype=float)
-        if p.shape != c.shape or b.shape != d.shape:
-            raise ValueError("prefill_tokens/prefill_context and decode_batch/decode_context must have equal lengths")
-        return cls(
-            new_tokens=np.concatenate([p, b]),
-            sequences=np.concatenate([np.ones_like(p), b]),
-            attention_context=np.concatenate([p * c + p * (p + 1) / 2, b * (d + 1)]),
-            kv_read_tokens=np.concatenate([c, b * d]),
-        )
 
 
 def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.ndarray) -> float | np.ndarray:
@@ -208,6 +185,45 @@ def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.
     return n_experts * (1.0 - np.power(miss, tokens))
 
 
+def _sum_max_of_lines(a1, b1, a2, b2, count):
+    """sum_{u=0}^{count-1} max(a1 + b1 u, a2 + b2 u), elementwise over numpy arrays (exact).
+
+    The two lines cross at u = r = (a2 - a1) / (b1 - b2); on each side one line dominates and its
+    sum is an arithmetic series.
+    """
+    a1, b1, a2, b2, count = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (a1, b1, a2, b2, count)))
+    db = b1 - b2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(db != 0, (a2 - a1) / np.where(db != 0, db, 1.0), 0.0)
+    # m = first u at which the line dominating at large u takes over (clipped to [0, count]).
+    m = np.clip(np.ceil(np.clip(r, -1.0, count + 1.0)), 0, count)
+    first_a, first_b = np.where(db > 0, a2, a1), np.where(db > 0, b2, b1)
+    last_a, last_b = np.where(db > 0, a1, a2), np.where(db > 0, b1, b2)
+    split = _series(first_a, first_b, 0, m) + _series(last_a, last_b, m, count)
+    flat = np.where(a1 >= a2, _series(a1, b1, 0, count), _series(a2, b2, 0, count))
+    return np.where(db == 0, flat, split)
+
+
+def _sum_max_of_two_lines(a1: float, b1: float, a2: float, b2: float, count: float) -> float:
+    """Scalar twin of `_sum_max_of_lines` (the simulator's hot path: no numpy call overhead)."""
+    if count <= 0:
+        return 0.0
+    db = b1 - b2
+    if db == 0:
+        a, b = (a1, b1) if a1 >= a2 else (a2, b2)
+        return count * a + b * (count - 1) * count / 2.0
+    r = (a2 - a1) / db
+    m = min(max(math.ceil(min(max(r, -1.0), count + 1.0)), 0), count)
+    (fa, fb), (la, lb) = ((a2, b2), (a1, b1)) if db > 0 else ((a1, b1), (a2, b2))
+    return m * fa + fb * (m - 1) * m / 2.0 + (count - m) * la + lb * (m + count - 1) * (count - m) / 2.0
+
+
+def _series(a, b, start, stop):
+    """sum_{u=start}^{stop-1} (a + b u) — an arithmetic series (0 when stop <= start)."""
+    count = np.maximum(stop - start, 0)
+    return count * a + b * (start + stop - 1) * count / 2.0
+
+
 class CostModel:
     """Seconds per engine iteration for one model, quantization, KV dtype and `CostParams`."""
 
@@ -216,18 +232,23 @@ class CostModel:
         self.quant = model.quant(quant)
         self.params = params
         self.kv_dtype = kv_dtype
-        lm_head_params = model.vocab_size * model.hidden_size
+        lm_head = model.vocab_size * model.hidden_size
         # FLOPs per new token in every matmul but the LM head; FLOPs of the LM head per sampled sequence.
-        self.flops_per_token = 2.0 * (model.matmul_params_active - lm_head_params)
-        self.flops_per_sequence = 2.0 * lm_head_params
-        # Attention FLOPs per (query token, key) pair: 4 x layers x heads x head_dim.
-        self.attention_flops_per_key = model.attention_flops_per_token(1.0)
-        self.kv_bytes_per_token = model.kv_bytes_per_token(kv_dtype)
-        # Weights streamed from memory per iteration. An untied input embedding is a table lookup
-        # (T rows), not a streamed matrix, so its bytes are left out.
+        self.flops_per_token = 2.0 * (model.matmul_params_active - lm_head)
+        self.flops_per_sequence = 2.0 * lm_head
+        # Attention FLOPs per (query token, key, layer): 2 (QK^T, PV) x 2 (multiply-add) x heads x head_dim.
+        self.attention_flops_per_layer_key = 4.0 * model.n_heads * model.d_head
+        # K and V bytes of one token in one layer: 2 x kv_heads x head_dim x bytes per element.
+        self.kv_bytes_per_layer_token = model.kv_bytes_per_token(kv_dtype) / model.n_layers
+        self.n_layers = model.n_layers
+        self.n_full_layers = model.n_layers - model.n_sliding_layers
+        self.n_sliding_layers = model.n_sliding_layers
+        self.window = model.sliding_window if model.n_sliding_layers else None
+        # Weights streamed from memory per iteration. The untied input embedding is a gather of T
+        # rows, not a streamed matrix, so its bytes are left out (in proportion to its parameters).
         total = model.weight_bytes(self.quant)
-        lookup_params = 0 if model.tie_embeddings else lm_head_params
-        streamed = total * (model.n_params_total - lookup_params) / model.n_params_total
+        lookup = 0 if model.tie_embeddings else lm_head
+        streamed = total * (model.n_params_total - lookup) / model.n_params_total
         self.expert_bytes = model.expert_bytes(self.quant)  # one routed expert, all layers [B]
         self.non_expert_bytes = streamed - model.n_experts * self.expert_bytes
         self.dense_weight_bytes = streamed
@@ -251,6 +272,25 @@ class CostModel:
         q = spec.quant(quant or eng.default_quant)
         return cls(spec, q, CostParams.from_profile(prof, q, eng), kv_dtype=eng.kv_dtype)
 
+    # ---- token counts summed over layers ---------------------------------------------------------
+    def layer_tokens(self, context):
+        """kappa(c) = L_full x c + L_swa x min(c, W): tokens of a c-token context that the layers attend
+        to / hold, summed over layers (= L x c without sliding-window layers). Scalars or arrays."""
+        if self.window is None:
+            return self.n_layers * context
+        return self.n_full_layers * context + self.n_sliding_layers * np.minimum(context, self.window)
+
+    def _chunk_layer_keys(self, p: float, c: float) -> float:
+        """sum_{t=1}^{p} kappa(c + t): keys a causal chunk of p tokens after c cached tokens attends to."""
+        full = p * c + p * (p + 1) / 2.0
+        if self.window is None:
+            return self.n_layers * full
+        w = self.window
+        top = min(c + p, w)  # positions c+1..top are below the window, the rest see exactly W keys
+        below = (top * (top + 1) - c * (c + 1)) / 2.0 if top > c else 0.0
+        windowed = below + (c + p - max(top, c)) * w
+        return self.n_full_layers * full + self.n_sliding_layers * windowed
+
     # ---- the physics, on aggregates (scalars or arrays) ------------------------------------------
     def weight_bytes_read(self, new_tokens):
         """Weight bytes streamed in one iteration of `new_tokens` tokens [B].
@@ -263,17 +303,15 @@ class CostModel:
         touched = expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, new_tokens)
         return self.non_expert_bytes + touched * self.expert_bytes
 
-    def _terms(self, p: Sequence[float], new_tokens, sequences, attention_context, kv_read_tokens):
+    def _terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens):
         """compute_s, memory_s, overhead_s for aggregates (numpy-broadcast), under parameters p."""
         bw, mm, att, it_s, seq_s = p
-        compute_s = (self.flops_per_token * new_tokens + self.flops_per_sequence * sequences) / mm + (
-            self.attention_flops_per_key * attention_context
+        compute_s = (self.flops_per_token * tokens + self.flops_per_sequence * seqs) / mm + (
+            self.attention_flops_per_layer_key * layer_keys
         ) / att
-        memory_s = (
-            self.weight_bytes_read(new_tokens) + self.kv_bytes_per_token * (kv_read_tokens + new_tokens)
-        ) / bw
-        overhead_s = it_s + seq_s * sequences
-        return compute_s, memory_s, overhead_s
+        kv_bytes = self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens)
+        memory_s = (self.weight_bytes_read(tokens) + kv_bytes) / bw
+        return compute_s, memory_s, it_s + seq_s * seqs
 
     def predict_times(self, params: CostParams | Sequence[float], features: StepFeatures) -> np.ndarray:
         """Step seconds for many iteration shapes at once (vectorised; for calibration fits).
@@ -284,31 +322,64 @@ class CostModel:
         p = params.to_array() if isinstance(params, CostParams) else np.asarray(params, dtype=float)
         t = np.asarray(features.new_tokens, dtype=float)
         c, m, o = self._terms(
-            p, t, np.asarray(features.sequences, float), np.asarray(features.attention_context, float),
-            np.asarray(features.kv_read_tokens, float),
+            p, t, np.asarray(features.sequences, float), np.asarray(features.attention_layer_keys, float),
+            np.asarray(features.kv_read_layer_tokens, float),
         )
         return np.where(t > 0, np.maximum(c, m) + o, 0.0)
 
+    def probe_features(
+        self,
+        *,
+        prefill_tokens: Sequence[float] = (),
+        prefill_context: Sequence[float] | None = None,
+        decode_batch: Sequence[float] = (),
+        decode_context: Sequence[float] | None = None,
+    ) -> StepFeatures:
+        """One row per probe: first the prefill probes (one chunk of P tokens after C cached tokens),
+        then the decode probes (B sequences decoding one token each, all at context C)."""
+        p = np.asarray(prefill_tokens, dtype=float)
+        c = np.zeros_like(p) if prefill_context is None else np.asarray(prefill_context, dtype=float)
+        b = np.asarray(decode_batch, dtype=float)
+        d = np.zeros_like(b) if decode_context is None else np.asarray(decode_context, dtype=float)
+        if p.shape != c.shape or b.shape != d.shape:
+            raise ValueError("prefill_tokens/prefill_context and decode_batch/decode_context must have equal lengths")
+        chunk_keys = np.array([self._chunk_layer_keys(pi, ci) for pi, ci in zip(p, c)], dtype=float)
+        return StepFeatures(
+            new_tokens=np.concatenate([p, b]),
+            sequences=np.concatenate([np.ones_like(p), b]),
+            attention_layer_keys=np.concatenate([chunk_keys, b * self.layer_tokens(d + 1)]),
+            kv_read_layer_tokens=np.concatenate([self.layer_tokens(c), b * self.layer_tokens(d)]),
+        )
+
     # ---- one iteration ---------------------------------------------------------------------------
-    @staticmethod
-    def _aggregate(prefill_tokens, prefill_context, decode_context) -> tuple[float, float, float, float]:
-        """(new_tokens, sequences, attention_context, kv_read_tokens) of one iteration's shape."""
+    def _aggregate(self, prefill_tokens, prefill_context, decode_context) -> tuple[float, float, float, float]:
+        """(new_tokens, sequences, attention_layer_keys, kv_read_layer_tokens) of one iteration."""
         if len(prefill_tokens) != len(prefill_context):
             raise ValueError("prefill_tokens and prefill_context must have the same length")
         tokens = seqs = keys = kv_read = 0.0
         for p, c in zip(prefill_tokens, prefill_context):
             tokens += p
-            keys += p * c + p * (p + 1) / 2.0
-            kv_read += c
             seqs += 1
+            keys += self._chunk_layer_keys(p, c)
+            kv_read += self.layer_tokens(c)
         n_d = len(decode_context)
         if n_d:
-            s_d = float(np.sum(decode_context))
+            d = np.asarray(decode_context, dtype=float)
             tokens += n_d
             seqs += n_d
-            keys += s_d + n_d
-            kv_read += s_d
+            if self.window is None:
+                s_d = float(d.sum())
+                keys += self.n_layers * (s_d + n_d)
+                kv_read += self.n_layers * s_d
+            else:
+                keys += float(np.sum(self.layer_tokens(d + 1)))
+                kv_read += float(np.sum(self.layer_tokens(d)))
         return tokens, seqs, keys, kv_read
+
+    def _param_tuple(self) -> tuple[float, float, float, float, float]:
+        p = self.params
+        return (p.bandwidth_bytes_per_s, p.matmul_flops_per_s, p.attention_flops_per_s,
+                p.iteration_overhead_s, p.per_sequence_overhead_s)
 
     def step_time(
         self,
@@ -320,12 +391,7 @@ class CostModel:
         t, n, keys, kv_read = self._aggregate(prefill_tokens, prefill_context, decode_context)
         if t <= 0:
             return 0.0
-        p = self.params
-        c, m, o = self._terms(
-            (p.bandwidth_bytes_per_s, p.matmul_flops_per_s, p.attention_flops_per_s,
-             p.iteration_overhead_s, p.per_sequence_overhead_s),
-            t, n, keys, kv_read,
-        )
+        c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read)
         return float(max(c, m) + o)
 
     def features(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> StepFeatures:
@@ -335,24 +401,20 @@ class CostModel:
     def breakdown(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> dict:
         """Every term of one iteration, in FLOP, bytes and seconds (for reports and calibration)."""
         t, n, keys, kv_read = self._aggregate(prefill_tokens, prefill_context, decode_context)
-        p = self.params
-        c, m, o = self._terms(
-            (p.bandwidth_bytes_per_s, p.matmul_flops_per_s, p.attention_flops_per_s,
-             p.iteration_overhead_s, p.per_sequence_overhead_s),
-            t, n, keys, kv_read,
-        )
+        c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read)
+        ran = t > 0
         out = {
             "new_tokens": t,
             "sequences": n,
             "matmul_flops": self.flops_per_token * t + self.flops_per_sequence * n,
-            "attention_flops": self.attention_flops_per_key * keys,
-            "weight_bytes": float(self.weight_bytes_read(t)) if t > 0 else 0.0,
-            "kv_read_bytes": self.kv_bytes_per_token * kv_read,
-            "kv_write_bytes": self.kv_bytes_per_token * t,
-            "compute_s": float(c) if t > 0 else 0.0,
-            "memory_s": float(m) if t > 0 else 0.0,
-            "overhead_s": float(o) if t > 0 else 0.0,
-            "step_s": float(max(c, m) + o) if t > 0 else 0.0,
+            "attention_flops": self.attention_flops_per_layer_key * keys,
+            "weight_bytes": float(self.weight_bytes_read(t)) if ran else 0.0,
+            "kv_read_bytes": self.kv_bytes_per_layer_token * kv_read,
+            "kv_write_bytes": self.kv_bytes_per_layer_token * self.n_layers * t,
+            "compute_s": float(c) if ran else 0.0,
+            "memory_s": float(m) if ran else 0.0,
+            "overhead_s": float(o) if ran else 0.0,
+            "step_s": float(max(c, m) + o) if ran else 0.0,
             "bound": "compute" if c > m else "memory",
         }
         if self.model.is_moe:
@@ -370,104 +432,144 @@ class CostModel:
         return prompt_tokens / self.step_time((prompt_tokens,), (context,), ())
 
     # ---- runs of decode steps with an unchanged batch (closed form) --------------------------------
-    def _decode_lines(self, decode_context) -> tuple[float, float, float, float] | None:
-        """The step time of step i of a fixed decode batch as max of two lines in i, overhead included:
-        step_i = max(a_c + b_c i, a_m + b_m i).
+    def _decode_segments(self, decode_context):
+        """Step i of a fixed decode batch as max of two lines on segments of i:
 
-        With n sequences and S_0 = sum of contexts at step 0, step i has S_i = S_0 + n i, T = N = n,
-        keys = S_i + n and kv_read = S_i, so compute and memory are both affine in S_i, hence in i.
+        returns (starts, a_c, b_c, a_m, b_m): on segment k (starts[k] <= i < starts[k+1], the last
+        one unbounded) step_i = max(a_c + b_c u, a_m + b_m u) with u = i - starts[k], overheads
+        included. With n sequences at contexts D_j, step i has T = N = n, layer keys
+        sum_j kappa(D_j + i + 1) and KV reads sum_j kappa(D_j + i). Without sliding-window layers
+        kappa is linear, so there is one segment. With them, min(D_j + i, W) stops growing when
+        sequence j reaches the window: the segments start where some sequence does (i = W - D_j or
+        W - D_j - 1), and within a segment the sums are linear in i (prefix sums over sorted D).
         """
-        n = len(decode_context)
-        if n == 0:
-            return None
-        s0 = float(np.sum(decode_context))
-        p = self.params
-        overhead = p.iteration_overhead_s + p.per_sequence_overhead_s * n
-        compute0 = (self.flops_per_token + self.flops_per_sequence) * n / p.matmul_flops_per_s
-        attn_per_key = self.attention_flops_per_key / p.attention_flops_per_s
-        a_c = compute0 + attn_per_key * (s0 + n) + overhead
-        b_c = attn_per_key * n
-        kv_per_token = self.kv_bytes_per_token / p.bandwidth_bytes_per_s
-        a_m = float(self.weight_bytes_read(n)) / p.bandwidth_bytes_per_s + kv_per_token * (s0 + n) + overhead
-        b_m = kv_per_token * n
-        return a_c, b_c, a_m, b_m
+        d = np.asarray(decode_context, dtype=float)
+        if self.window is not None:
+            d = np.sort(d)
+        n = len(d)
+        bw, mm, att, it_s, seq_s = self._param_tuple()
+        overhead = it_s + seq_s * n
+        compute0 = (self.flops_per_token + self.flops_per_sequence) * n / mm + overhead
+        memory0 = (float(self.weight_bytes_read(n)) + self.kv_bytes_per_layer_token * self.n_layers * n) / bw + overhead
+        attn = self.attention_flops_per_layer_key / att  # s per layer-key
+        kvr = self.kv_bytes_per_layer_token / bw  # s per layer-token read
+        s_full = float(d.sum())
+        if self.window is None:  # one segment, as plain floats (hot path)
+            L = self.n_layers
+            return (
+                0.0,
+                compute0 + attn * L * (s_full + n),
+                attn * L * n,
+                memory0 + kvr * L * s_full,
+                kvr * L * n,
+            )
+        else:
+            w = self.window
+            kinks = np.concatenate([w - d, w - d - 1])
+            starts = np.unique(np.concatenate([[0.0], kinks[kinks > 0]]))
+            prefix = np.concatenate([[0.0], np.cumsum(d)])
+
+            def swa_sum(offset):  # sum_j min(D_j + offset, W) and #{j: D_j + offset < W}, per offset
+                growing = np.searchsorted(d, w - offset, side="left")
+                return prefix[growing] + growing * offset + (n - growing) * w, growing
+
+            read_swa, grow_read = swa_sum(starts)
+            keys_swa, grow_keys = swa_sum(starts + 1)
+            full_read = s_full + n * starts
+            keys0 = self.n_full_layers * (full_read + n) + self.n_sliding_layers * keys_swa
+            keys1 = self.n_full_layers * n + self.n_sliding_layers * grow_keys
+            read0 = self.n_full_layers * full_read + self.n_sliding_layers * read_swa
+            read1 = self.n_full_layers * n + self.n_sliding_layers * grow_read
+        a_c = compute0 + attn * np.asarray(keys0, dtype=float) + 0.0 * starts
+        b_c = attn * np.asarray(keys1, dtype=float) + 0.0 * starts
+        a_m = memory0 + kvr * np.asarray(read0, dtype=float) + 0.0 * starts
+        b_m = kvr * np.asarray(read1, dtype=float) + 0.0 * starts
+        return starts, a_c, b_c, a_m, b_m
 
     @staticmethod
-    def _split(a1: float, b1: float, a2: float, b2: float) -> tuple[tuple[float, float], float, tuple[float, float]]:
-        """(line that dominates first, first index where the other may dominate (may be inf), other line)."""
-        if b1 == b2:
-            return ((a1, b1) if a1 >= a2 else (a2, b2)), math.inf, (a1, b1)
-        r = (a2 - a1) / (b1 - b2)  # the lines cross at i = r
-        first, second = ((a2, b2), (a1, b1)) if b1 > b2 else ((a1, b1), (a2, b2))
-        if not math.isfinite(r):
-            return (first if r > 0 else second), math.inf, second
-        if r <= 0:
-            return second, math.inf, first  # past the crossing already: `second` dominates throughout
-        return first, math.ceil(r), second
-
-    @staticmethod
-    def _line_sum(a: float, b: float, start: float, stop: float) -> float:
-        """sum_{i=start}^{stop-1} (a + b i) — an arithmetic series."""
-        count = stop - start
-        return count * a + b * (start + stop - 1) * count / 2.0
+    def _run_time(segments, k: int) -> float:
+        starts, a_c, b_c, a_m, b_m = segments
+        if k <= 0:
+            return 0.0
+        if isinstance(starts, float):
+            return _sum_max_of_two_lines(a_c, b_c, a_m, b_m, k)
+        ends = np.append(starts[1:], np.inf)
+        count = np.clip(np.minimum(ends, k) - starts, 0, None)
+        return float(np.sum(_sum_max_of_lines(a_c, b_c, a_m, b_m, count)))
 
     def decode_run_time(self, decode_context: Sequence[int] | np.ndarray, k: int) -> float:
         """Seconds of k consecutive decode steps of the same batch, every context growing by 1 per step.
 
-        Exact closed form of sum_{i<k} max(a_c + b_c i, a_m + b_m i): split at the index where the
-        compute and memory lines cross and sum the arithmetic series on each side. O(1) after one sum.
+        Exact closed form of sum_{i<k} max(compute_i, memory_i): on each segment where both are
+        linear in i, split at the index where the lines cross and sum the arithmetic series on each
+        side (`_sum_max_of_lines`). One segment for full-attention models: O(1) after one sum.
         """
-        lines = self._decode_lines(decode_context)
-        if lines is None:
+        if len(decode_context) == 0 or k <= 0:
             return 0.0
-        return self._run_time(lines, k)
-
-    def _run_time(self, lines: tuple[float, float, float, float], k: int) -> float:
-        if k <= 0:
-            return 0.0
-        first, m, second = self._split(*lines)
-        m = min(m, k)
-        total = self._line_sum(*first, 0, m)
-        if m < k:
-            total += self._line_sum(*second, m, k)
-        return float(total)
-
-    @staticmethod
-    def _max_count_within(a: float, b: float, start: float, budget: float) -> int:
-        """Largest j with sum_{i=start}^{start+j-1} (a + b i) <= budget, by the quadratic formula
-        (stable form; may be off by one from rounding — callers correct it on the exact sum)."""
-        if budget <= 0:
-            return 0
-        a0 = a + b * start - b / 2.0  # sum = a0 j + b j^2 / 2
-        j = 2.0 * budget / (a0 + math.sqrt(a0 * a0 + 2.0 * b * budget))
-        return int(j) if math.isfinite(j) else 0
+        return self._run_time(self._decode_segments(decode_context), k)
 
     def decode_steps_within(
         self, decode_context: Sequence[int] | np.ndarray, budget_s: float, max_steps: int | None = None
     ) -> int:
         """The largest k such that decode_run_time(decode_context, k) <= budget_s (capped at max_steps).
 
-        Solves the piecewise-quadratic cumulative time with the quadratic formula on the piece the
-        budget ends in, then corrects by whole steps against `decode_run_time` itself, so the result
-        is the exact integer inverse of the closed form.
+        Finds the segment the budget ends in from the segments' cumulative times, solves the
+        piecewise-quadratic cumulative time there with the quadratic formula, then corrects by whole
+        steps against the closed form itself, so the result is its exact integer inverse.
         """
-        lines = self._decode_lines(decode_context)
-        if lines is None:
+        if len(decode_context) == 0:
             return 0
         if not math.isfinite(budget_s):
             if max_steps is None:
                 raise ValueError("an infinite budget needs max_steps")
             return max_steps
-        first, m, second = self._split(*lines)
-        cum_m = self._line_sum(*first, 0, m) if math.isfinite(m) else math.inf
-        if budget_s < cum_m:
-            k = self._max_count_within(*first, 0, budget_s)
-        else:
-            k = int(m) + self._max_count_within(*second, m, budget_s - cum_m)
+        seg = self._decode_segments(decode_context)
+        starts, a_c, b_c, a_m, b_m = seg
+        if isinstance(starts, float):
+            k = self._steps_in_lines(a_c, b_c, a_m, b_m, budget_s)
+            return self._fix_up(seg, k, budget_s, max_steps)
+        lengths = np.append(np.diff(starts), np.inf)
+        seg_total = np.where(
+            np.isfinite(lengths), _sum_max_of_lines(a_c, b_c, a_m, b_m, np.where(np.isfinite(lengths), lengths, 0)), np.inf
+        )
+        before = np.concatenate([[0.0], np.cumsum(seg_total)[:-1]])
+        idx = int(np.searchsorted(before + seg_total, budget_s, side="right"))
+        idx = min(idx, len(starts) - 1)
+        k = int(starts[idx]) + self._steps_in_lines(
+            float(a_c[idx]), float(b_c[idx]), float(a_m[idx]), float(b_m[idx]), budget_s - float(before[idx])
+        )
+        return self._fix_up(seg, k, budget_s, max_steps)
+
+    def _fix_up(self, seg, k: int, budget_s: float, max_steps: int | None) -> int:
+        """Move an estimate k to the exact largest k with run time <= budget_s (and <= max_steps)."""
         if max_steps is not None:
             k = min(k, max_steps)
-        while k > 0 and self._run_time(lines, k) > budget_s:
+        while k > 0 and self._run_time(seg, k) > budget_s:
             k -= 1
-        while (max_steps is None or k < max_steps) and self._run_time(lines, k + 1) <= budget_s:
+        while (max_steps is None or k < max_steps) and self._run_time(seg, k + 1) <= budget_s:
             k += 1
         return k
+
+    @staticmethod
+    def _steps_in_lines(a1: float, b1: float, a2: float, b2: float, budget: float) -> int:
+        """Approximately the largest j with sum_{u<j} max(a1 + b1 u, a2 + b2 u) <= budget (quadratic
+        formula on the piece the budget ends in; callers correct the last step on the exact sum)."""
+        if budget <= 0:
+            return 0
+        if b1 == b2:
+            pieces = [((a1, b1) if a1 >= a2 else (a2, b2), math.inf)]
+        else:
+            r = (a2 - a1) / (b1 - b2)
+            first, last = ((a2, b2), (a1, b1)) if b1 > b2 else ((a1, b1), (a2, b2))
+            m = math.ceil(min(max(r, 0.0), 1e18)) if math.isfinite(r) else (0 if r < 0 else math.inf)
+            pieces = [(first, m), (last, math.inf)] if m > 0 else [(last, math.inf)]
+        start = 0
+        for (a, b), stop in pieces:
+            piece = float(_series(a, b, start, stop)) if math.isfinite(stop) else math.inf
+            if budget < piece:
+                a0 = a + b * start - b / 2.0  # sum over j steps from `start` = a0 j + b j^2 / 2
+                j = 2.0 * budget / (a0 + math.sqrt(a0 * a0 + 2.0 * b * budget))
+                return start + (int(j) if math.isfinite(j) else 0)
+            budget -= piece
+            start = stop
+        return int(start)
