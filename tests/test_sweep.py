@@ -156,3 +156,17 @@ def test_combination_count_is_runs_times_product_of_grid_lengths(tmp_path_factor
         expected *= len(vals)
     assert len(combos) == expected
     assert len({c.key for c in combos}) == expected  # every combination is distinct and keyed apart
+
+
+def test_a_generator_spec_as_trace_is_generated_once_into_the_cache_folder(tmp_path):
+    (tmp_path / "gen.yaml").write_text("seed: 3\nrequests: 12\narrival: {rate_per_s: 4}\n"
+                                       "prompt: {dist: fixed, value: 64}\noutput: {dist: fixed, value: 8}\n")
+    path = _write(tmp_path, "trace: gen.yaml\nhw: h100-sxm\ngrid:\n  concurrency: [1, 2]\n")
+    cache = tmp_path / "cache"
+    first = load_sweep(path, cache_dir=cache).combinations
+    generated = Path(first[0].trace)
+    assert generated.parent == cache and generated.suffix == ".jsonl"
+    lines = generated.read_text().splitlines()
+    assert len(lines) == 12 and all(json.loads(x)["prompt_tokens"] == 64 for x in lines)
+    # seeded: loading again reuses the same file and gives the same keys
+    assert [c.key for c in load_sweep(path, cache_dir=cache).combinations] == [c.key for c in first]

@@ -40,6 +40,12 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
     return format(x, spec) if isinstance(x, (int, float)) else str(x)
 
 
+def _stdout() -> Console:
+    """Tables on stdout: the terminal's width, or 200 columns when piped to a file (no wrapping)."""
+    c = Console()
+    return c if c.is_terminal else Console(width=200)
+
+
 def _executor(kind: str, workers: int | None, ray_address: str | None, n_items: int):
     from sim.plan.executors import make_executor
 
@@ -64,39 +70,61 @@ def sweep(
 
     if executor not in ("local", "ray"):
         raise ConfigError(f"unknown executor '{executor}'; choose local or ray", field="--executor")
-    spec = load_sweep(sweep_file)
+    spec = load_sweep(sweep_file, cache_dir=out / "traces")
     err = Console(stderr=True)
     err.print(f"sweep {spec.name}: {len(spec.combinations)} combinations -> {out}")
     ex = _executor(executor, workers, ray_address, len(spec.combinations))
     result = run_sweep(spec, out, ex, resume=resume, console=err)
     df = result.frame
 
-    table = Table(title=f"{spec.name}: {len(df)} combinations ({result.skipped} resumed, {result.failed} failed)")
-    for col in ("#", "hw", "engine", "model", "quant", "load", "out tok/s", "TTFT p90 s", "TPOT p90 ms",
-                "KV peak", "$/M tok (rent)", "status"):
-        table.add_column(col, justify="left" if col in ("hw", "engine", "model", "quant", "status") else "right")
+    out_console = _stdout()
+    out_console.print(_sweep_table(df, f"{spec.name}: {len(df)} combinations ({result.skipped} resumed, "
+                                       f"{result.failed} failed)"))
+    for _, r in df[df["status"] != "ok"].iterrows():
+        out_console.print(f"#{r['index']} failed: {r['error']}", markup=False)
+    for name, path in result.files.items():
+        out_console.print(f"{name}: {path}", markup=False)
+
+
+def _given(x: Any) -> bool:
+    return x is not None and x == x  # not None, not NaN
+
+
+def _load_text(r) -> str:
+    """The load of one combination as the user set it: users, req/s, or a multiple of the trace's rate."""
+    if _given(r.get("concurrency")):
+        return f"{int(r['concurrency'])} users"
+    for col in ("offered_rps", "rate_rps"):
+        if _given(r.get(col)):
+            return f"{_fmt(r[col], '.4g')} req/s"
+    if _given(r.get("rate_scale")):
+        return f"trace rate x{_fmt(r['rate_scale'], 'g')}"
+    return "as recorded"
+
+
+def _sweep_table(df, title: str) -> Table:
+    """One row per combination: the option fields that vary, the load and the headline metrics."""
+    from sim.plan.report import _option_columns
+
+    options = _option_columns(df) or ["hw"]
+    table = Table(title=title)
+    for col in ["#", *options, "load", "out tok/s", "TTFT p50 s", "TTFT p90 s", "TPOT p90 ms", "KV peak",
+                "preempt", "$/M tok rent", "status"]:
+        table.add_column(col, justify="left" if col in (*options, "status") else "right")
     for _, r in df.iterrows():
-        load = (f"{int(r['concurrency'])} users" if r.get("concurrency") == r.get("concurrency") and r.get("concurrency") is not None
-                else f"{_fmt(r.get('offered_rps'))} req/s" if r.get("offered_rps") is not None else "trace")
+        load = _load_text(r)
         ok = r["status"] == "ok"
         tpot = r.get("tpot_s_p90")
-        table.add_row(str(r["index"]), str(r["hw"]), _fmt(r.get("engine")), _fmt(r.get("model")), _fmt(r.get("quant")),
-                      load,
-                      _fmt(r.get("throughput_output_tok_s"), ",.1f") if ok else "-",
-                      _fmt(r.get("ttft_s_p90")) if ok else "-",
-                      _fmt(None if tpot is None else tpot * 1e3) if ok else "-",
-                      _fmt(r.get("kv_peak_used_fraction"), ".0%") if ok else "-",
-                      _fmt(r.get("cost_rental_usd_per_million_output_tokens"), ",.3g") if ok else "-",
-                      "ok" if ok else f"error: {str(r['error'])[:60]}")
-    Console().print(table)
-    for name, path in result.files.items():
-        Console().print(f"{name}: {path}")
-    if result.failed:
-        err.print(f"{result.failed} combinations failed; their errors are in the table and {result.files['csv']}")
+        cells = [_fmt(r.get("throughput_output_tok_s"), ",.1f"), _fmt(r.get("ttft_s_p50")), _fmt(r.get("ttft_s_p90")),
+                 _fmt(None if tpot is None else tpot * 1e3), _fmt(r.get("kv_peak_used_fraction"), ".0%"),
+                 _fmt(r.get("kv_preemptions")), _fmt(r.get("cost_rental_usd_per_million_output_tokens"), ",.3g")]
+        table.add_row(str(r["index"]), *[_fmt(r.get(c)) for c in options], load,
+                      *(cells if ok else ["-"] * len(cells)), "ok" if ok else "error")
+    return table
 
 
 def plan(
-    trace: Path = typer.Option(..., "--trace", help="workload trace (JSONL); replayed at scaled rates"),
+    trace: Path = typer.Option(..., "--trace", help="workload: a JSONL trace, or a generator spec (.yaml); replayed at scaled rates"),
     hw: str = typer.Option(..., "--hw", help="candidate hardware profiles, comma-separated"),
     engine: Optional[str] = typer.Option(None, "--engine", help="candidate engines, comma-separated (default vllm)"),
     model: Optional[str] = typer.Option(None, "--model", help="model(s), comma-separated (default llama-3.1-8b)"),
@@ -148,7 +176,9 @@ def plan(
         load_profile(h)  # an unknown profile fails now, with suggestions, not inside a worker
     candidates = [Candidate(hw=h, engine=e, model=m, quant=q)
                   for h in _split(hw) for e in _split(engine) for m in _split(model) for q in _split(quant)]
-    trace_path = str(trace.resolve())
+    from sim.plan.workload import materialize
+
+    trace_path = str(materialize(trace.resolve()))
     stats = trace_stats(trace_path)
     err = Console(stderr=True)
     if not as_json:
@@ -187,10 +217,11 @@ def plan(
                       _fmt(c.get("replicas")), _fmt(cost.get("rental"), ",.3g"), _fmt(cost.get("ownership"), ",.3g"),
                       _fmt(at.get("ttft_p90_s")), _fmt(None if tpot is None else tpot * 1e3),
                       c.get("error") or c.get("note") or "")
-    Console().print(table)
-    Console().print(f"costs: {result['assumptions']['text']}")
+    out_console = _stdout()
+    out_console.print(table)
+    out_console.print(f"costs: {result['assumptions']['text']}", markup=False)
     if html_out is not None:
-        Console().print(f"html: {html_out}")
+        out_console.print(f"html: {html_out}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -73,21 +74,41 @@ class LocalExecutor:
         self._pool: ProcessPoolExecutor | None = None
 
     def map_unordered(self, fn, items):
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
         pending: dict[Future, Any] = {}
         queue = list(items)
         queue.reverse()
+        breaks_in_a_row = 0
         try:
             while queue or pending:
-                while queue and len(pending) < 2 * self.workers:
-                    item = queue.pop()
-                    pending[self._pool.submit(fn, item)] = item
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                if self._pool is None:
+                    self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+                try:
+                    while queue and len(pending) < 2 * self.workers:
+                        item = queue[-1]
+                        pending[self._pool.submit(fn, item)] = item
+                        queue.pop()
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                except BrokenProcessPool as e:
+                    done, broken = set(pending), e
+                else:
+                    broken = None
                 for fut in done:
                     item = pending.pop(fut)
-                    exc = fut.exception()
+                    exc = fut.exception() if fut.done() else broken
+                    if isinstance(exc, BrokenProcessPool):
+                        broken = exc
+                    if exc is None:
+                        breaks_in_a_row = 0
                     yield Outcome(item, error=_describe(exc)) if exc else Outcome(item, fut.result())
+                if broken is not None:
+                    # A worker died (killed, out of memory): its items are reported failed above and
+                    # a fresh pool takes the rest. A pool that keeps dying fails everything left.
+                    self._pool.shutdown(wait=False, cancel_futures=True)
+                    self._pool = None
+                    breaks_in_a_row += 1
+                    if breaks_in_a_row >= 3:
+                        while queue:
+                            yield Outcome(queue.pop(), error=f"worker pool keeps dying: {_describe(broken)}")
         finally:
             for fut in pending:
                 fut.cancel()

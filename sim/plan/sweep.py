@@ -11,7 +11,8 @@ The smallest sweep file is a trace and a grid:
 Richer forms (all optional):
 
     name: my sweep                      # title of the report
-    trace: workloads/examples/chat.jsonl  # fixed fields: trace, hw, model, quant, engine,
+    trace: workloads/examples/chat.jsonl  # fixed fields: trace (.jsonl, or a .yaml generator
+                                        #   spec of `infersim trace gen`), hw, model, quant, engine,
     model: llama-3.1-8b                 #   concurrency, rate_scale, rate_rps, seed
     overrides: {block_size: 32}         # engine-preset fields fixed for every combination
     runs:                               # an explicit list; each entry is crossed with the grid
@@ -49,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from sim.errors import ConfigError, pydantic_error_to_config_error
 from sim.plan.costs import OwnershipAssumptions
+from sim.plan.workload import materialize
 
 #: Fields of one simulation run (the rest of a combination's keys are engine overrides).
 RUN_FIELDS = ("trace", "hw", "model", "quant", "engine", "concurrency", "rate_scale", "rate_rps", "seed")
@@ -222,7 +224,7 @@ def _check_override_names(overrides: dict[str, Any], doc: SweepFile, source: str
 
 
 def expand(doc: SweepFile, *, source: str = "<sweep>", base_dir: Path | None = None,
-           lines: dict[str, int] | None = None) -> Sweep:
+           lines: dict[str, int] | None = None, cache_dir: Path | None = None) -> Sweep:
     """Every combination of a sweep document, in report order.
 
     Raises ConfigError naming the file, line and field of the first invalid combination (unknown
@@ -260,6 +262,7 @@ def expand(doc: SweepFile, *, source: str = "<sweep>", base_dir: Path | None = N
             if path is None:
                 f = field_of("trace")
                 raise ConfigError(f"trace file not found: {trace}", file=source, line=_line_for(lines, f), field=f)
+            path = materialize(path, cache_dir)  # a generator spec (.yaml) becomes a trace file
             loads = [n for n in ("concurrency", "rate_scale", "rate_rps") if run_fields.get(n) is not None]
             if len(loads) > 1:
                 f = next((field_of(n) for n in loads if field_of(n) != n), loads[-1])
@@ -289,8 +292,11 @@ def expand(doc: SweepFile, *, source: str = "<sweep>", base_dir: Path | None = N
     return Sweep(name=doc.name or Path(source).stem, source=source, combinations=combos, costs=costs)
 
 
-def load_sweep(path: str | Path) -> Sweep:
-    """Read, validate and expand a sweep file; errors name the file, line and field."""
+def load_sweep(path: str | Path, *, cache_dir: Path | None = None) -> Sweep:
+    """Read, validate and expand a sweep file; errors name the file, line and field.
+
+    Traces generated from `.yaml` generator specs are written under `cache_dir`.
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError("file not found", file=path)
@@ -311,4 +317,4 @@ def load_sweep(path: str | Path) -> Sweep:
         if err.field:
             err = ConfigError(err.problem, file=path, line=_line_for(lines, err.field), field=err.field)
         raise err from None
-    return expand(doc, source=str(path), base_dir=path.parent.resolve(), lines=lines)
+    return expand(doc, source=str(path), base_dir=path.parent.resolve(), lines=lines, cache_dir=cache_dir)

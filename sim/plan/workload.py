@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from sim.errors import ConfigError
 
@@ -63,3 +64,35 @@ def trace_stats(path: str) -> TraceStats:
     if n == 0:
         raise ConfigError("trace has no requests", file=path)
     return TraceStats(path, n, first, last, prompt_sum / n, output_sum / n)
+
+
+GENERATOR_SUFFIXES = (".yaml", ".yml")
+
+
+def materialize(path: str | Path, cache_dir: str | Path | None = None) -> Path:
+    """A workload file as a JSONL trace path.
+
+    A `.jsonl` (or `.jsonl.gz`) trace is returned as is. A `.yaml` file is a generator spec (the
+    `infersim trace gen --spec` format, `workloads.generate.GenSpec`): its requests are generated
+    (seeded, so always the same ones) and written once to `cache_dir/<name>-<sha of the spec>.jsonl`
+    (default: the system temp folder's `infersim-traces/`), which is then replayed like any trace.
+    """
+    path = Path(path)
+    if path.suffix not in GENERATOR_SUFFIXES:
+        return path
+    import hashlib
+    import tempfile
+
+    from workloads.generate import build_spec, generate, load_spec
+    from workloads.trace import write_trace
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    folder = Path(cache_dir) if cache_dir is not None else Path(tempfile.gettempdir()) / "infersim-traces"
+    out = folder / f"{path.stem}-{digest}.jsonl"
+    if not out.is_file():
+        spec = build_spec(load_spec(path), file=path)
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".jsonl.part")
+        write_trace(generate(spec), tmp)
+        tmp.replace(out)  # never leave a half-written trace under the final name
+    return out
