@@ -264,8 +264,12 @@ def parse_profile(text: str, *, origin: str | Path) -> HardwareProfile:
         data: Any = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
+        # a problem found at end of stream is reported on the last line of the file
+        line = min(mark.line + 1, max(1, len(text.splitlines()))) if mark is not None else None
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        context, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
+        if context and cmark is not None:
+            problem += f" ({context} started on line {cmark.line + 1})"
         raise ConfigError(f"invalid YAML: {problem}", file=origin, line=line) from None
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping of profile fields (name: ..., kind: ...)", file=origin, line=1)
@@ -278,7 +282,10 @@ def parse_profile(text: str, *, origin: str | Path) -> HardwareProfile:
     except ValidationError as e:
         errs = e.errors()
         line = _line_of(tuple(errs[0].get("loc", ())), lines) if errs else None
-        raise pydantic_error_to_config_error(e, file=origin, line=line) from None
+        err = pydantic_error_to_config_error(e, file=origin, line=line)
+        if err.field and err.field.endswith(".[key]"):  # pydantic's marker for a bad mapping key
+            err = ConfigError(err.problem, file=origin, line=line, field=err.field[: -len(".[key]")])
+        raise err from None
 
 
 def load_profile_file(path: str | Path) -> HardwareProfile:
