@@ -1,0 +1,229 @@
+"""Physics and closed-form checks of the cost model (sim/cost.py).
+
+Expected figures are computed by hand in each test from the numbers written in it, not read back
+from the code under test.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.cost import CostModel, CostParams, expected_distinct_experts
+from sim.engine_config import load_engine
+from sim.errors import ConfigError
+from sim.hardware import Efficiency, HardwareProfile
+from sim.models import ModelSpec, get_model
+
+# A toy dense model whose sizes are easy to count by hand:
+# attention per layer = 2*h*H*d + 2*h*K*d = 2*1024*1024 + 2*1024*1024 = 4,194,304
+# FFN per layer       = 3*h*F = 3*1024*4096                            = 12,582,912
+# norms per layer     = 2*h                                            = 2,048
+# 2 layers = 33,558,528; tied embedding V*h = 32,000*1024 = 32,768,000; final norm 1,024
+# total = 66,327,552 parameters -> 132,655,104 bytes in bf16.
+TOY = ModelSpec(
+    name="toy", n_layers=2, hidden_size=1024, n_heads=8, n_kv_heads=8, head_dim=128,
+    intermediate_size=4096, vocab_size=32000, max_context=8192, tie_embeddings=True,
+)
+TOY_PARAMS = 66_327_552
+TOY_WEIGHT_BYTES = 132_655_104
+TOY_KV_BYTES_PER_TOKEN = 2 * 2 * 8 * 128 * 2  # K and V, 2 layers, 8 KV heads, head_dim 128, 2 bytes = 8192
+TOY_MATMUL_PARAMS = 2 * (4_194_304 + 12_582_912) + 32_768_000  # layers' matmuls + LM head = 66,322,432
+
+# 1000 GB/s, 1000 dense TFLOP/s; 80% of bandwidth, 50% of FLOP/s, attention at 50% of that.
+PROFILE = HardwareProfile(
+    name="toy-gpu", kind="gpu", memory_capacity_gb=80, memory_bandwidth_gb_per_s=1000,
+    peak_tflops={"bf16": 1000.0}, efficiency=Efficiency(compute=0.5, bandwidth=0.8, attention=0.5),
+)
+
+
+def toy_cost(**overrides) -> CostModel:
+    params = CostParams.from_profile(PROFILE, "bf16")
+    if overrides:
+        params = CostParams(**{**{f: getattr(params, f) for f in CostParams.FIELDS}, **overrides})
+    return CostModel(TOY, "bf16", params, kv_dtype="bf16")
+
+
+def test_toy_model_sizes_match_the_hand_count():
+    assert TOY.n_params_total == TOY_PARAMS
+    assert TOY.weight_bytes("bf16") == TOY_WEIGHT_BYTES
+    assert TOY.kv_bytes_per_token("bf16") == TOY_KV_BYTES_PER_TOKEN
+
+
+def test_single_request_decode_on_bandwidth_bound_profile_runs_at_bandwidth_over_bytes():
+    cm = toy_cost()
+    context = 1000
+    # bytes per step: all weights + the 1000 cached tokens' K/V + the new token's K/V
+    step_bytes = TOY_WEIGHT_BYTES + TOY_KV_BYTES_PER_TOKEN * context + TOY_KV_BYTES_PER_TOKEN
+    expected_tok_s = 1000e9 * 0.8 / step_bytes  # = 8e11 / 140,855,296 = 5679.6 tok/s
+    assert cm.single_stream_decode_tok_s(context) == pytest.approx(expected_tok_s, rel=1e-12)
+    assert cm.breakdown(decode_context=[context])["bound"] == "memory"
+
+
+def test_decode_adds_iteration_and_per_sequence_overheads():
+    cm = toy_cost(iteration_overhead_s=0.002, per_sequence_overhead_s=0.0001)
+    bare = toy_cost()
+    ctx = np.array([100, 200, 300])
+    assert cm.step_time((), (), ctx) == pytest.approx(bare.step_time((), (), ctx) + 0.002 + 3 * 0.0001, rel=1e-12)
+
+
+def test_large_prefill_is_compute_bound_at_flops_over_two_params():
+    cm = toy_cost()
+    p = 2048
+    matmul_flops = 2 * (TOY_MATMUL_PARAMS - 32_768_000) * p + 2 * 32_768_000  # LM head once (last position)
+    attention_flops = 4 * 8 * 128 * 2 * p * (p + 1) / 2  # 4*H*d per layer-key, 2 layers, causal keys
+    expected_s = matmul_flops / (1000e12 * 0.5) + attention_flops / (1000e12 * 0.5 * 0.5)
+    assert cm.step_time((p,), (0,), ()) == pytest.approx(expected_s, rel=1e-12)
+    assert cm.breakdown((p,), (0,))["bound"] == "compute"
+
+
+def test_large_prefill_of_an_8b_model_runs_near_flops_over_two_params():
+    llama = get_model("llama-3.1-8b")  # 8.03 B parameters; vocabulary and attention are small corrections
+    cm = CostModel(llama, "bf16", CostParams.from_profile(PROFILE, "bf16"), kv_dtype="bf16")
+    textbook_tok_s = 1000e12 * 0.5 / (2 * 8.03e9)  # = 31,133 tok/s
+    assert cm.prefill_tok_s(2048) == pytest.approx(textbook_tok_s, rel=0.15)
+    assert cm.breakdown((2048,), (0,))["bound"] == "compute"
+
+
+def test_prefill_chunk_attends_to_cached_context_and_its_causal_prefix():
+    cm = toy_cost()
+    b = cm.breakdown((100,), (400,))
+    keys = 2 * (100 * 400 + 100 * 101 / 2)  # 2 layers x (chunk x cached + causal triangle)
+    assert b["attention_flops"] == pytest.approx(4 * 8 * 128 * keys)
+    assert b["kv_read_bytes"] == pytest.approx(TOY_KV_BYTES_PER_TOKEN * 400)
+    assert b["kv_write_bytes"] == pytest.approx(TOY_KV_BYTES_PER_TOKEN * 100)
+
+
+def test_empty_iteration_costs_nothing():
+    assert toy_cost(iteration_overhead_s=0.01).step_time((), (), ()) == 0.0
+
+
+def test_sliding_window_layers_read_at_most_the_window():
+    gemma = get_model("gemma-3-270m")
+    cm = CostModel(gemma, "bf16", CostParams.from_profile(PROFILE, "bf16"), kv_dtype="bf16")
+    w, swa, full = gemma.sliding_window, gemma.n_sliding_layers, gemma.n_layers - gemma.n_sliding_layers
+    per_layer_token = gemma.kv_bytes_per_token("bf16") / gemma.n_layers
+    for ctx in (100, w, 5000):
+        b = cm.breakdown(decode_context=[ctx])
+        assert b["kv_read_bytes"] == pytest.approx(per_layer_token * (full * ctx + swa * min(ctx, w)))
+
+
+def _loop_sum(cm: CostModel, ctx: np.ndarray, k: int) -> float:
+    return sum(cm.step_time((), (), ctx + i) for i in range(k))
+
+
+MODELS = {"toy": TOY, "gemma-3-270m": get_model("gemma-3-270m"), "qwen3-30b-a3b": get_model("qwen3-30b-a3b")}
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    model=st.sampled_from(sorted(MODELS)),
+    contexts=st.lists(st.integers(0, 3000), min_size=1, max_size=12),
+    k=st.integers(1, 200),
+    attention_tflops=st.floats(0.001, 500.0),
+    overhead_ms=st.floats(0.0, 3.0),
+)
+def test_closed_form_decode_run_equals_the_loop_sum(model, contexts, k, attention_tflops, overhead_ms):
+    # a slow attention unit makes the compute line steeper than the memory line, so runs cross over
+    params = CostParams(8e11, 5e14, attention_tflops * 1e12, overhead_ms / 1e3, 1e-5)
+    cm = CostModel(MODELS[model], "bf16", params, kv_dtype="bf16")
+    ctx = np.array(contexts)
+    assert cm.decode_run_time(ctx, k) == pytest.approx(_loop_sum(cm, ctx, k), rel=1e-9)
+
+
+def test_closed_form_is_exact_across_a_compute_memory_crossover():
+    params = CostParams(8e11, 5e14, 2e9, 0.0, 0.0)  # 2 GFLOP/s attention: compute overtakes memory as contexts grow
+    cm = CostModel(TOY, "bf16", params, kv_dtype="bf16")
+    ctx = np.array([10, 20])
+    first, last = cm.breakdown(decode_context=ctx), cm.breakdown(decode_context=ctx + 999)
+    assert first["bound"] == "memory" and last["bound"] == "compute"
+    assert cm.decode_run_time(ctx, 1000) == pytest.approx(_loop_sum(cm, ctx, 1000), rel=1e-9)
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    model=st.sampled_from(sorted(MODELS)),
+    contexts=st.lists(st.integers(0, 3000), min_size=1, max_size=12),
+    budget_s=st.floats(0.0, 5.0),
+    attention_tflops=st.floats(0.001, 500.0),
+)
+def test_decode_steps_within_is_the_exact_inverse_of_the_closed_form(model, contexts, budget_s, attention_tflops):
+    cm = CostModel(MODELS[model], "bf16", CostParams(8e11, 5e14, attention_tflops * 1e12, 1e-3, 1e-5), kv_dtype="bf16")
+    ctx = np.array(contexts)
+    k = cm.decode_steps_within(ctx, budget_s)
+    assert cm.decode_run_time(ctx, k) <= budget_s < cm.decode_run_time(ctx, k + 1)
+
+
+def test_decode_steps_within_respects_max_steps_and_empty_batches():
+    cm = toy_cost()
+    assert cm.decode_steps_within(np.array([10]), 10.0, max_steps=7) == 7
+    assert cm.decode_steps_within(np.array([10]), math.inf, max_steps=3) == 3
+    assert cm.decode_steps_within(np.array([], dtype=int), 1.0) == 0
+    assert cm.decode_steps_within(np.array([10]), 0.0) == 0
+
+
+def test_distinct_experts_is_k_for_one_token_and_tends_to_all_experts():
+    assert expected_distinct_experts(128, 8, 1) == pytest.approx(8)
+    assert expected_distinct_experts(128, 8, 10_000) == pytest.approx(128)
+    counts = expected_distinct_experts(128, 8, np.arange(1, 200))
+    assert np.all(np.diff(counts) > 0)
+    # two tokens: 2k minus the expected overlap k*k/E
+    assert expected_distinct_experts(64, 4, 2) == pytest.approx(64 * (1 - (1 - 4 / 64) ** 2))
+
+
+def test_moe_decode_reads_more_expert_weights_as_the_batch_grows():
+    cm = CostModel.from_names("qwen3-30b-a3b", "bf16", PROFILE, "vllm")
+    one, many = cm.breakdown(decode_context=[100]), cm.breakdown(decode_context=[100] * 256)
+    assert one["experts_touched"] == pytest.approx(8)
+    assert many["experts_touched"] > 120
+    assert many["weight_bytes"] - one["weight_bytes"] == pytest.approx(
+        (many["experts_touched"] - 8) * cm.expert_bytes
+    )
+
+
+def test_predict_times_vectorised_matches_step_time():
+    cm = toy_cost(iteration_overhead_s=1e-3, per_sequence_overhead_s=2e-5)
+    feats = cm.probe_features(
+        prefill_tokens=[16, 512, 2048], prefill_context=[0, 100, 4000], decode_batch=[1, 8], decode_context=[50, 3000]
+    )
+    expected = [cm.step_time((16,), (0,)), cm.step_time((512,), (100,)), cm.step_time((2048,), (4000,)),
+                cm.step_time((), (), [50]), cm.step_time((), (), [3000] * 8)]
+    np.testing.assert_allclose(cm.predict_times(cm.params, feats), expected, rtol=1e-12)
+    np.testing.assert_allclose(cm.predict_times(cm.params.to_array(), feats), expected, rtol=1e-12)
+
+
+def test_cost_params_from_profile_applies_engine_scale_and_adds_overheads():
+    engine = load_engine("vllm").with_overrides(
+        efficiency_scale={"compute": 0.5, "bandwidth": 0.9}, iteration_overhead_ms=1.0, per_sequence_overhead_ms=0.01
+    )
+    p = CostParams.from_profile(PROFILE, "bf16", engine)
+    assert p.bandwidth_bytes_per_s == pytest.approx(1000e9 * 0.8 * 0.9)
+    assert p.matmul_flops_per_s == pytest.approx(1000e12 * 0.5 * 0.5)
+    assert p.attention_flops_per_s == pytest.approx(1000e12 * 0.5 * 0.5 * 0.5)
+    assert p.iteration_overhead_s == pytest.approx(1e-3)
+    assert p.per_sequence_overhead_s == pytest.approx(1e-5)
+
+
+def test_engine_specific_profile_efficiency_replaces_the_engine_scale():
+    measured = Efficiency(compute=0.3, bandwidth=0.6, attention=0.4)
+    hw = PROFILE.model_copy(update={"engine_efficiency": {"vllm": measured}})
+    engine = load_engine("vllm").with_overrides(efficiency_scale={"bandwidth": 0.5})
+    assert CostParams.from_profile(hw, "bf16", engine).bandwidth_bytes_per_s == pytest.approx(1000e9 * 0.6)
+
+
+def test_profile_calibrated_on_an_engine_does_not_add_its_overheads_twice():
+    hw = PROFILE.model_copy(update={"iteration_overhead_ms": 0.7, "calibration": {"engine": "llama.cpp"}})
+    p = CostParams.from_profile(hw, "q4_k_m", load_engine("llama.cpp"))
+    assert p.iteration_overhead_s == pytest.approx(0.7e-3)
+
+
+def test_cost_params_reject_non_physical_values():
+    with pytest.raises(ConfigError, match="bandwidth_bytes_per_s"):
+        CostParams(0.0, 1e12, 1e12)
+    with pytest.raises(ConfigError, match="iteration_overhead_s"):
+        CostParams(1e9, 1e12, 1e12, -1.0)
+    assert CostParams.from_array(CostParams(1e9, 2e12, 3e12, 4e-3, 5e-6).to_array()) == CostParams(1e9, 2e12, 3e12, 4e-3, 5e-6)
