@@ -73,11 +73,12 @@ def _fmt(x, spec=".4g") -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
 
-def _warn_failures(result: ReplayResult, err: Console) -> None:
+def _warn_failures(result: ReplayResult) -> None:
+    """One plain line on stderr (never wrapped) when some requests did not complete."""
     fails = [r for r in result.records if r.status != "completed"]
     if fails:
-        err.print(f"warning: {len(fails)} of {len(result.records)} requests did not complete; "
-                  f"first: {fails[0].id}: {fails[0].status}: {fails[0].reason}", markup=False, highlight=False)
+        typer.echo(f"warning: {len(fails)} of {len(result.records)} requests did not complete; "
+                   f"first: {fails[0].id}: {fails[0].status}: {fails[0].reason}", err=True)
 
 
 # ---- replay --------------------------------------------------------------------------------------------
@@ -101,14 +102,13 @@ def replay(
     _check_positive(concurrency, "--concurrency")
     requests = _load_requests(trace, max_requests)
     cfg = _local_config(requests, concurrency, slots, n_batch, ctx_per_slot, threads) if local else None
-    err = Console(stderr=True)
     try:
         result = _replay(requests, endpoint=endpoint, local=local, concurrency=concurrency,
                          timeout_s=timeout_s, allow_remote=allow_remote, local_cfg=cfg)
     except EngineUnreachable as e:
         if out is not None and e.partial is not None:
             e.partial.write(out)
-            err.print(f"partial results written to {out}", markup=False, highlight=False)
+            typer.echo(f"partial results written to {out}", err=True)
         raise
     if out is not None:
         result.write(out)
@@ -117,7 +117,7 @@ def replay(
         typer.echo(json.dumps(summary, indent=2))
     else:
         _print_summary(summary, Console())
-    _warn_failures(result, err)
+    _warn_failures(result)
     if any(r.status == "failed" for r in result.records):
         raise typer.Exit(1)
 
@@ -170,13 +170,12 @@ def validate(
     _check_positive(concurrency, "--concurrency")
     requests = _load_requests(trace, max_requests)
     cfg = _local_config(requests, concurrency, slots, n_batch, ctx_per_slot, threads) if local else None
-    err = Console(stderr=True)
     report = run_validation(
         requests, hw=hw, engine=engine, model=model, quant=quant, concurrency=concurrency, seed=seed,
         overrides={"scheduler": scheduler, "max_num_seqs": max_seqs, "max_num_batched_tokens": max_batched_tokens},
         replay=lambda reqs: _replay(reqs, endpoint=endpoint, local=local, concurrency=concurrency,
                                     timeout_s=timeout_s, allow_remote=allow_remote, local_cfg=cfg),
-        local_model=local, log=lambda msg: err.print(msg, markup=False, highlight=False),
+        local_model=local, log=lambda msg: typer.echo(msg, err=True),
         out=out,
     )
     if html is not None:
@@ -185,7 +184,7 @@ def validate(
         typer.echo(json.dumps(report.as_dict(), indent=2))
     else:
         _print_comparison(report, Console())
-    _warn_failures(report.measured, err)
+    _warn_failures(report.measured)
 
 
 def _print_comparison(report, console: Console) -> None:
