@@ -76,6 +76,15 @@ class ResultsJournal:
                     rows[row["key"]] = row
         return rows
 
+    def drop_partial_line(self) -> None:
+        """Cut a last line left half-written by a killed sweep, so the next row starts on its own line."""
+        if not self.path.exists():
+            return
+        with self.path.open("rb+") as f:
+            data = f.read()
+            if data and not data.endswith(b"\n"):
+                f.truncate(data.rfind(b"\n") + 1)
+
     def start_fresh(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text("")

@@ -113,6 +113,7 @@ def run_sweep(
     out_dir.mkdir(parents=True, exist_ok=True)
     journal = ResultsJournal(out_dir / "results.jsonl")
     if resume:
+        journal.drop_partial_line()
         done = {k: r for k, r in journal.read().items() if r.get("status") == "ok"}
     else:
         journal.start_fresh()
