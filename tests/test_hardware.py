@@ -212,6 +212,14 @@ def test_memory_must_be_given_once_and_consistently():
     assert gb_only.memory_bytes == 24e9
 
 
+@pytest.mark.parametrize("name", ["h100-sxm", "dgx-spark", "cpu-x86-generic"])
+def test_profile_round_trips_through_yaml(tmp_path, name):
+    """A calibrated profile is written by dumping a loaded one; it must load back unchanged."""
+    p = load_profile(name)
+    path = write_profile(tmp_path / f"{name}.yaml", p.model_dump(mode="json"))
+    assert load_profile(str(path)) == p
+
+
 def test_provenance_must_name_real_fields():
     with pytest.raises(ValueError, match="unknown field"):
         HardwareProfile.model_validate(dict(MINIMAL, provenance={"bandwith": "typo"}))
