@@ -139,6 +139,10 @@ class EngineConfig(BaseModel):
         None, gt=0, description="server context in tokens (see context_mode for slots); None = model max"
     )
     context_mode: ContextMode = "split"
+    fit_context_to_memory: bool = Field(
+        False, description="an unset context_size shrinks to what fits in memory (llama-server --fit on)"
+    )
+    min_fit_context: int = Field(4096, gt=0, description="smallest context --fit may choose (llama-server --fit-ctx)")
     default_quant: str = "bf16"
     kv_dtype: str = "fp16"
     prefix_caching: bool = False
@@ -192,6 +196,31 @@ class EngineConfig(BaseModel):
         if self.context_mode == "per_slot":
             return self.context_size * self.max_num_seqs
         return self.context_size
+
+    def context_limits(self, model_max_context: int, kv_capacity_tokens: int | None = None) -> tuple[int, int]:
+        """(KV tokens the server holds for contexts, most tokens one request may hold).
+
+        - The engine's context setting (`context_size`, else the model's max context); each request
+          is capped at the model's trained context (llama-server caps slots to n_ctx_train, Ollama
+          caps num_ctx).
+        - `per_slot` (Ollama): the buffer holds max_num_seqs x context_size; `split`: context_size is
+          shared evenly by the slots; `unified`: one request may use the whole buffer.
+        - `fit_context_to_memory` with no explicit context_size: the buffer shrinks to the KV capacity
+          (never below `min_fit_context`), as llama-server's --fit does.
+        Non-slot engines: the per-request limit is the context setting (vLLM max_model_len) and the
+        buffer is the KV capacity (or the context setting when the capacity is not given).
+        """
+        setting = self.context_size or model_max_context
+        if self.scheduler != "slots":
+            per_request = min(setting, model_max_context)
+            return (kv_capacity_tokens if kv_capacity_tokens is not None else per_request), per_request
+        n = self.max_num_seqs
+        # Ollama caps num_ctx at the model's trained context before giving each slot its share
+        total = min(setting, model_max_context) * n if self.context_mode == "per_slot" else setting
+        if self.fit_context_to_memory and self.context_size is None and kv_capacity_tokens is not None:
+            total = min(total, max(kv_capacity_tokens, min(self.min_fit_context, total)))
+        per_request = total // n if self.context_mode in ("split", "per_slot") else total
+        return total, min(per_request, model_max_context)
 
     def for_hardware(self, hw: "HardwareProfile") -> "EngineConfig":
         """The engine's defaults on this device: every matching hardware rule applied in order.

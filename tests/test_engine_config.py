@@ -135,3 +135,19 @@ def test_hardware_rule_with_an_unknown_field_is_rejected():
     with pytest.raises(ValueError, match="max_seqs"):
         EngineConfig(name="x", scheduler="continuous", kv_allocator="paged", max_num_seqs=1,
                      hardware_rules=[{"set": {"max_seqs": 2}}])
+
+
+def test_context_limits_follow_each_servers_rules():
+    # llama-server default: -c from the model, shrunk by --fit to the KV capacity, one shared buffer
+    llama = load_engine("llama.cpp")
+    assert llama.context_limits(131072, kv_capacity_tokens=50_000) == (50_000, 50_000)
+    assert llama.context_limits(131072, kv_capacity_tokens=1_000) == (4096, 4096)  # --fit never below 4096
+    assert llama.with_overrides(context_size=8192, context_mode="split").context_limits(131072, 50_000) == (8192, 2048)
+    # an explicit -c is not shrunk
+    assert llama.with_overrides(context_size=65536).context_limits(131072, 50_000) == (65536, 65536)
+    # Ollama: each of the NUM_PARALLEL slots gets num_ctx, capped at the model's context
+    ollama = load_engine("ollama").with_overrides(max_num_seqs=4)
+    assert ollama.context_limits(131072) == (4 * 4096, 4096)
+    assert ollama.with_overrides(context_size=262144).context_limits(32768) == (4 * 32768, 32768)
+    # vLLM: max_model_len per request, the KV pool is the capacity
+    assert load_engine("vllm").context_limits(131072, kv_capacity_tokens=400_000) == (400_000, 131072)
