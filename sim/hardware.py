@@ -308,6 +308,8 @@ def load_profile(name_or_path: str | Path) -> HardwareProfile:
     profiles = available_profiles()
     if s in profiles:
         return load_profile_file(profiles[s])
-    close = difflib.get_close_matches(s, list(profiles), n=4, cutoff=0.4)
+    # names containing what was typed first ("h100" -> h100-sxm, h100-pcie), then spelling neighbours
+    containing = [n for n in profiles if s.lower() in n]
+    close = list(dict.fromkeys(containing + difflib.get_close_matches(s, list(profiles), n=4, cutoff=0.4)))[:4]
     hint = f"; did you mean: {', '.join(close)}?" if close else f"; known: {', '.join(profiles)}"
     raise ConfigError(f"unknown hardware profile '{s}'{hint}", field="--hw")

@@ -92,7 +92,7 @@ def show(name: str = typer.Argument(..., help="profile name or path to a YAML fi
     spec.add_row("overheads", f"{p.iteration_overhead_ms:g} ms / iteration, "
                               f"{p.per_sequence_overhead_ms:g} ms / sequence")
     spec.add_row("power", "-" if p.power_w is None else f"{p.power_w:g} W")
-    price = [f"${p.price.rental_usd_per_hour:g}/h" if p.price.rental_usd_per_hour is not None else "",
+    price = [f"${p.price.rental_usd_per_hour:.2f}/h" if p.price.rental_usd_per_hour is not None else "",
              f"${p.price.purchase_usd:,.0f} to buy" if p.price.purchase_usd is not None else ""]
     spec.add_row("price", ", ".join(x for x in price if x) or "-")
     if p.calibration:
