@@ -67,8 +67,7 @@ def list_profiles(
     if wide:  # the wide table needs ~125 columns; print it whole rather than truncate cells
         console = Console(width=max(console.width, 200))
     console.print(table)
-    console.print("memory: vendor figure; GB/s: peak memory bandwidth; TF: dense TFLOP/s; "
-                  "'infersim hw show NAME' for sources.", soft_wrap=False)
+    console.print("GB/s: peak memory bandwidth; TF: dense TFLOP/s; sources: infersim hw show NAME")
 
 
 @app.command("show")
