@@ -432,7 +432,7 @@ class CostModel:
         return prompt_tokens / self.step_time((prompt_tokens,), (context,), ())
 
     # ---- runs of decode steps with an unchanged batch (closed form) --------------------------------
-    def _decode_segments(self, decode_context):
+    def _decode_segments(self, decode_context, limit: float = math.inf):
         """Step i of a fixed decode batch as max of two lines on segments of i:
 
         returns (starts, a_c, b_c, a_m, b_m): on segment k (starts[k] <= i < starts[k+1], the last
@@ -442,10 +442,10 @@ class CostModel:
         kappa is linear, so there is one segment. With them, min(D_j + i, W) stops growing when
         sequence j reaches the window: the segments start where some sequence does (i = W - D_j or
         W - D_j - 1), and within a segment the sums are linear in i (prefix sums over sorted D).
+        Segments starting at or after `limit` (no step there is asked for) are left out; a single
+        segment comes back as plain floats (the hot path).
         """
         d = np.asarray(decode_context, dtype=float)
-        if self.window is not None:
-            d = np.sort(d)
         n = len(d)
         bw, mm, att, it_s, seq_s = self._param_tuple()
         overhead = it_s + seq_s * n
@@ -463,10 +463,16 @@ class CostModel:
                 memory0 + kvr * L * s_full,
                 kvr * L * n,
             )
+        w = self.window
+        kinks = np.concatenate([w - d, w - d - 1])
+        kinks = kinks[(kinks > 0) & (kinks < limit)]
+        if kinks.size == 0:  # no sequence reaches the window within the steps asked for: one segment
+            starts = np.zeros(1)
+            read_swa, grow_read = np.array([np.minimum(d, w).sum()]), np.array([np.count_nonzero(d < w)])
+            keys_swa, grow_keys = np.array([np.minimum(d + 1, w).sum()]), np.array([np.count_nonzero(d + 1 < w)])
         else:
-            w = self.window
-            kinks = np.concatenate([w - d, w - d - 1])
-            starts = np.unique(np.concatenate([[0.0], kinks[kinks > 0]]))
+            d = np.sort(d)
+            starts = np.unique(np.concatenate([[0.0], kinks]))
             prefix = np.concatenate([[0.0], np.cumsum(d)])
 
             def swa_sum(offset):  # sum_j min(D_j + offset, W) and #{j: D_j + offset < W}, per offset
@@ -475,16 +481,15 @@ class CostModel:
 
             read_swa, grow_read = swa_sum(starts)
             keys_swa, grow_keys = swa_sum(starts + 1)
-            full_read = s_full + n * starts
-            keys0 = self.n_full_layers * (full_read + n) + self.n_sliding_layers * keys_swa
-            keys1 = self.n_full_layers * n + self.n_sliding_layers * grow_keys
-            read0 = self.n_full_layers * full_read + self.n_sliding_layers * read_swa
-            read1 = self.n_full_layers * n + self.n_sliding_layers * grow_read
-        a_c = compute0 + attn * np.asarray(keys0, dtype=float) + 0.0 * starts
-        b_c = attn * np.asarray(keys1, dtype=float) + 0.0 * starts
-        a_m = memory0 + kvr * np.asarray(read0, dtype=float) + 0.0 * starts
-        b_m = kvr * np.asarray(read1, dtype=float) + 0.0 * starts
-        return starts, a_c, b_c, a_m, b_m
+        full_read = s_full + n * starts
+        keys0 = self.n_full_layers * (full_read + n) + self.n_sliding_layers * keys_swa
+        keys1 = self.n_full_layers * n + self.n_sliding_layers * grow_keys
+        read0 = self.n_full_layers * full_read + self.n_sliding_layers * read_swa
+        read1 = self.n_full_layers * n + self.n_sliding_layers * grow_read
+        if len(starts) == 1:
+            return (0.0, float(compute0 + attn * keys0[0]), float(attn * keys1[0]),
+                    float(memory0 + kvr * read0[0]), float(kvr * read1[0]))
+        return starts, compute0 + attn * keys0, attn * keys1, memory0 + kvr * read0, kvr * read1
 
     @staticmethod
     def _run_time(segments, k: int) -> float:
@@ -506,7 +511,7 @@ class CostModel:
         """
         if len(decode_context) == 0 or k <= 0:
             return 0.0
-        return self._run_time(self._decode_segments(decode_context), k)
+        return self._run_time(self._decode_segments(decode_context, limit=k), k)
 
     def decode_steps_within(
         self, decode_context: Sequence[int] | np.ndarray, budget_s: float, max_steps: int | None = None
@@ -523,7 +528,7 @@ class CostModel:
             if max_steps is None:
                 raise ValueError("an infinite budget needs max_steps")
             return max_steps
-        seg = self._decode_segments(decode_context)
+        seg = self._decode_segments(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
         starts, a_c, b_c, a_m, b_m = seg
         if isinstance(starts, float):
             k = self._steps_in_lines(a_c, b_c, a_m, b_m, budget_s)
