@@ -138,10 +138,8 @@ class ContiguousAllocator(KVAllocator):
         return int(over[over > 0].sum()) if len(over) else 0
 
     def grow(self, lanes: np.ndarray, tokens_after: np.ndarray) -> bool:
-        # A reservation covers the whole budget, so growth within it needs nothing; growth past it
-        # would be a scheduler bug (it must stop a sequence at its budget).
-        if self.grow_blocks_needed(lanes, tokens_after):
-            raise AssertionError("contiguous reservation exceeded")
+        # A reservation covers the whole budget and the replica stops every sequence at its budget
+        # (`ReplicaState.admit` caps stop_ctx), so growth never needs a block.
         return True
 
     def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int) -> int:
@@ -157,16 +155,19 @@ class PagedAllocator(KVAllocator):
     def admission_tokens(self, prompt_tokens: int, budget_tokens: int, chunk_tokens: int) -> int:
         return chunk_tokens
 
+    def _need(self, lanes: np.ndarray, tokens_after: np.ndarray) -> np.ndarray:
+        """Blocks each lane lacks to hold `tokens_after` tokens: max(0, ceil(t / bs) - held)."""
+        need = (tokens_after + (self.block_size - 1)) // self.block_size
+        need -= self.held[lanes]
+        return np.maximum(need, 0, out=need)
+
     def grow_blocks_needed(self, lanes: np.ndarray, tokens_after: np.ndarray) -> int:
-        if not len(lanes):
-            return 0
-        need = (tokens_after + (self.block_size - 1)) // self.block_size - self.held[lanes]
-        return int(need.clip(min=0).sum())
+        return int(self._need(lanes, tokens_after).sum()) if len(lanes) else 0
 
     def grow(self, lanes: np.ndarray, tokens_after: np.ndarray) -> bool:
         if not len(lanes):
             return True
-        need = ((tokens_after + (self.block_size - 1)) // self.block_size - self.held[lanes]).clip(min=0)
+        need = self._need(lanes, tokens_after)
         total = int(need.sum())
         if total > self.free_blocks:
             return False
@@ -185,7 +186,7 @@ class PagedAllocator(KVAllocator):
             return max_steps
 
         def extra(k: int) -> int:
-            return int((((context + k + (bs - 1)) // bs) - held).clip(min=0).sum())
+            return int(np.maximum((context + k + (bs - 1)) // bs - held, 0).sum())
 
         lo, hi = 0, max_steps  # extra(lo) fits; find the largest k that fits
         if extra(hi) <= self.free_blocks:

@@ -176,11 +176,14 @@ class ReplicaState:
         self.stop_ctx = np.zeros(n, dtype=np.int64)  # replica-only: KV length when generation ends
         self.last_token_s = np.zeros(n, dtype=np.float64)
         self.active = np.zeros(n, dtype=bool)
+        self.is_decoding = np.zeros(n, dtype=bool)
+        self.admit_seq = np.zeros(n, dtype=np.int64)  # admission order (oldest = smallest)
+        self._admissions = 0
         self.pending: list[Pending | None] = [None] * n
         self.free_lanes = list(range(n - 1, -1, -1))
         self.running: list[int] = []  # admission order, oldest first
         self.prefilling: list[int] = []  # running lanes still computing their prompt, oldest first
-        self.decoding: list[int] = []
+        self.n_decoding = 0
         self._decode_array: np.ndarray | None = None
         self.used_tokens = 0  # sum of ctx over running lanes
         self.preemptions = 0
@@ -191,15 +194,21 @@ class ReplicaState:
         return len(self.running)
 
     def decode_lanes(self) -> np.ndarray:
-        """Lanes past their prefill, oldest first (cached until the set changes)."""
+        """Lanes past their prefill, in lane order (cached until the set changes)."""
         if self._decode_array is None:
-            self._decode_array = np.array(self.decoding, dtype=np.int64)
+            self._decode_array = np.flatnonzero(self.is_decoding)
         return self._decode_array
+
+    def start_decoding(self, lane: int) -> None:
+        self.prefilling.remove(lane)
+        self.is_decoding[lane] = True
+        self.n_decoding += 1
+        self._decode_array = None
 
     def _grow_lanes(self) -> None:
         old = len(self.ctx)
         new = 2 * old
-        for name in ("ctx", "prefill_goal", "prompt", "stop_ctx", "last_token_s", "active"):
+        for name in ("ctx", "prefill_goal", "prompt", "stop_ctx", "last_token_s", "active", "is_decoding", "admit_seq"):
             a = getattr(self, name)
             b = np.zeros(new, dtype=a.dtype)
             b[:old] = a
@@ -228,6 +237,8 @@ class ReplicaState:
         self.stop_ctx[lane] = max(stop, p.prefill_goal)
         self.last_token_s[lane] = p.last_token_s
         self.active[lane] = True
+        self.admit_seq[lane] = self._admissions
+        self._admissions += 1
         self.pending[lane] = p
         self.running.append(lane)
         self.prefilling.append(lane)
@@ -241,8 +252,9 @@ class ReplicaState:
         self.used_tokens -= int(self.ctx[lane])
         self.kv.release(lane)
         self.running.remove(lane)
-        if self.ctx[lane] >= self.prefill_goal[lane]:
-            self.decoding.remove(lane)
+        if self.is_decoding[lane]:
+            self.is_decoding[lane] = False
+            self.n_decoding -= 1
             self._decode_array = None
         else:
             self.prefilling.remove(lane)
@@ -303,13 +315,15 @@ class Replica:
 
     # ---- arrivals -----------------------------------------------------------------------------
     def _take_arrivals(self, now_s: float) -> None:
+        t_next = self.source.next_time()
+        if t_next is None or t_next > now_s:
+            return
         st = self.state
         sched = self.scheduler
         log = self.log
-        while True:
-            due = self.source.due(now_s)
-            if not due:
-                return
+        due = self.source.due(now_s)
+        while due:
+            rejected = False
             for t, r in due:
                 row = log.add(r.id, t, r.prompt_tokens)
                 why = sched.admission_error(r.prompt_tokens, r.max_tokens, st)
@@ -318,6 +332,8 @@ class Replica:
                 else:
                     log.reject(row, now_s, why)
                     self.source.done(r, now_s)  # closed loop: that client sends its next one now
+                    rejected = True
+            due = self.source.due(now_s) if rejected else None
 
     # ---- the process --------------------------------------------------------------------------
     def run(self):
@@ -333,7 +349,8 @@ class Replica:
             st.now_s = now
             self._take_arrivals(now)
             batch = sched.plan(st)
-            self._note_reserved()
+            if self.check_invariants:
+                kv.check()
             if batch.empty:
                 if st.n_running:  # pragma: no cover - a scheduler bug; never hang on it
                     raise AssertionError(f"{sched.name} planned nothing with {st.n_running} sequences running")
@@ -351,13 +368,12 @@ class Replica:
 
             dl = batch.decode_lanes
             n_dec = len(dl)
+            ctx = st.ctx[dl]
             if batch.prefill_lanes:
                 k = 1
-                pctx = st.ctx[batch.prefill_lanes]
-                t = cost.step_time(batch.prefill_tokens, pctx, st.ctx[dl])
+                t = cost.step_time(batch.prefill_tokens, st.ctx[batch.prefill_lanes].tolist(), ctx)
                 t_first = t
             else:
-                ctx = st.ctx[dl]
                 k = self._run_length(batch, ctx, now) if self.fast_forward and batch.stable else 1
                 t = cost.decode_run_time(ctx, k)
                 t_first = cost.decode_run_time(ctx, 1) if k > 1 else t
@@ -376,21 +392,22 @@ class Replica:
                 self.batch_max = n_seqs
             finished: list[int] = []
             if n_dec:
-                if k > 1 and not kv.grow(dl, st.ctx[dl] + k):  # pragma: no cover - _run_length bounds k
+                if k > 1 and not kv.grow(dl, ctx + k):  # pragma: no cover - _run_length bounds k
                     raise AssertionError("fast-forward ran past the KV cache")
                 self._record_decode_gaps(dl, now, t_first, t, k)
-                st.ctx[dl] += k
+                ctx += k
+                st.ctx[dl] = ctx
                 st.used_tokens += k * n_dec
                 st.last_token_s[dl] = end
-                hit = st.ctx[dl] >= st.stop_ctx[dl]
+                hit = ctx >= st.stop_ctx[dl]
                 if hit.any():
                     finished.extend(dl[hit].tolist())
-            self.skipped_decodes = n_dec < len(st.decoding)
+            self.skipped_decodes = n_dec < st.n_decoding
             if batch.prefill_lanes:
                 self._apply_prefill(batch, end, finished)
             if st.used_tokens > self.peak_used_tokens:
                 self.peak_used_tokens = st.used_tokens
-                self._note_reserved()
+            self._note_reserved()
             if itlog is not None:
                 itlog.add(now, t, k, len(batch.prefill_lanes), sum(batch.prefill_tokens), n_dec,
                           st.used_tokens, kv.reserved_tokens, len(st.waiting), st.n_running)
@@ -401,11 +418,11 @@ class Replica:
                 kv.check()
 
     def _note_reserved(self) -> None:
+        """Peak of reserved KV: allocation happens in plan (admission, growth) and in apply (a
+        fast-forwarded run's blocks) and nothing is freed between them, so after apply is the peak."""
         r = self.kv.reserved_tokens
         if r > self.peak_reserved_tokens:
             self.peak_reserved_tokens = r
-        if self.check_invariants:
-            self.kv.check()
 
     def _run_length(self, batch: Batch, ctx: np.ndarray, now_s: float) -> int:
         """Decode steps the batch can run unchanged: up to its first completion, the last step
@@ -456,9 +473,7 @@ class Replica:
             if st.ctx[lane] < st.prefill_goal[lane]:
                 continue
             # prefill complete: this iteration's logits give the next token
-            st.prefilling.remove(lane)
-            st.decoding.append(lane)
-            st._decode_array = None
+            st.start_decoding(lane)
             p = st.pending[lane]
             if p.generated == 0:
                 log.first_token_s[p.row] = end_s

@@ -207,8 +207,8 @@ class ChunkedPrefill(Scheduler):
         preempted_before = state.preemptions
         decodes = self._grow_decodes(state)
         stable = True
-        if len(decodes) > budget:  # more decodes than the budget: serve the oldest, rotate next time
-            decodes = decodes[: int(budget)]
+        if len(decodes) > budget:  # more decodes than the budget: serve the oldest ones
+            decodes = np.sort(decodes[np.argsort(state.admit_seq[decodes], kind="stable")[: int(budget)]])
             stable = False
         budget -= len(decodes)
         lanes: list[int] = []

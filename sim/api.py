@@ -1,0 +1,128 @@
+"""`RunSpec` + `run_spec(spec)`: one simulation described as data — the path `infersim run`, sweeps,
+capacity planning and validation all take, so they cannot drift apart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sim.engine_config import EngineConfig, load_engine
+from sim.errors import ConfigError, pydantic_error_to_config_error
+from sim.hardware import HardwareProfile, load_profile
+from sim.models import get_model
+from sim.simulate import SimResult, simulate
+from workloads.request import Request
+
+#: engine fields the command line may override (CLI option -> EngineConfig field)
+OVERRIDE_FIELDS = ("scheduler", "kv_allocator", "max_num_seqs", "max_num_batched_tokens", "block_size",
+                   "memory_fraction", "kv_dtype", "context_size")
+
+
+class RunSpec(BaseModel):
+    """Everything one run depends on. Defaults: `llama-3.1-8b` on `h100-sxm` under `vllm`, in the
+    engine's default quantization."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trace: str = Field(description="JSONL trace file")
+    hw: str = Field("h100-sxm", description="hardware profile name or YAML file")
+    model: str = Field("llama-3.1-8b", description="catalog name, *.gguf file or HF config.json")
+    quant: str | None = Field(None, description="quantization; None = the engine's default")
+    engine: str = Field("vllm", description="engine preset name or YAML file")
+    engine_file: str | None = Field(None, description="YAML mapping of engine fields applied over `engine`")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="engine fields to override")
+    concurrency: int | None = Field(None, ge=1, description="closed loop with N clients; None = open loop")
+    rate_scale: float = Field(1.0, gt=0, description="arrival rate multiplier: arrival_s / rate_scale")
+    seed: int = 0
+    efficiency_from: str | None = Field(
+        None, description="profile (e.g. a calibrated one) whose efficiencies replace the hardware profile's")
+    sort: bool = Field(False, description="sort the trace by arrival_s first (reads it whole)")
+    record_iterations: bool = True
+    fast_forward: bool = Field(True, description="jump over runs of identical decode steps (off: debug)")
+
+
+def resolve_engine(spec: RunSpec) -> EngineConfig:
+    """The preset, then the `engine_file` fields, then the command-line overrides."""
+    engine = load_engine(spec.engine)
+    if spec.engine_file:
+        engine = _apply_engine_file(engine, Path(spec.engine_file))
+    unknown = set(spec.overrides) - set(EngineConfig.model_fields)
+    if unknown:
+        raise ConfigError(f"unknown engine field(s): {', '.join(sorted(unknown))}", field="overrides")
+    return engine.with_overrides(**spec.overrides)
+
+
+def _apply_engine_file(engine: EngineConfig, path: Path) -> EngineConfig:
+    if not path.is_file():
+        raise ConfigError("file not found", file=path, field="--engine-file")
+    text = path.read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise ConfigError(f"invalid YAML: {getattr(e, 'problem', e)}", file=path,
+                          line=mark.line + 1 if mark is not None else None) from None
+    if data is None:
+        return engine
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping of engine fields", file=path)
+    try:
+        return engine.with_overrides(**data)
+    except ConfigError as e:
+        line = None
+        if e.field:
+            key = e.field.split(".")[0]
+            for i, row in enumerate(text.splitlines(), start=1):
+                if row.lstrip().startswith(f"{key}:"):
+                    line = i
+                    break
+        raise ConfigError(e.problem, file=path, line=line, field=e.field) from None
+
+
+def resolve_hardware(spec: RunSpec, engine: EngineConfig) -> HardwareProfile:
+    hw = load_profile(spec.hw)
+    if spec.efficiency_from:
+        src = load_profile(spec.efficiency_from)
+        hw = hw.model_copy(update={"efficiency": src.efficiency_for(engine.name), "engine_efficiency": {}})
+    return hw
+
+
+def _scaled(requests: Iterator[Request], rate_scale: float) -> Iterator[Request]:
+    """The same trace offered `rate_scale` times faster (arrival times divided by it)."""
+    if rate_scale == 1.0:
+        yield from requests
+        return
+    from dataclasses import replace
+
+    for r in requests:
+        yield replace(r, arrival_s=r.arrival_s / rate_scale)
+
+
+def run_spec(spec: RunSpec) -> SimResult:
+    """Resolve names, stream the trace and simulate."""
+    from workloads.trace import iter_trace
+
+    engine = resolve_engine(spec)
+    hw = resolve_hardware(spec, engine)
+    model = get_model(spec.model)
+    quant = spec.quant or engine.default_quant
+    model.quant(quant)  # unknown names fail before the trace is read
+    requests = _scaled(iter_trace(spec.trace, sort=spec.sort), spec.rate_scale)
+    return simulate(
+        requests, hw=hw, model=model, quant=quant, engine=engine, concurrency=spec.concurrency, seed=spec.seed,
+        record_iterations=spec.record_iterations, fast_forward=spec.fast_forward,
+        config_extra={"trace": spec.trace, "rate_scale": spec.rate_scale,
+                      "efficiency_from": spec.efficiency_from},
+    )
+
+
+def make_spec(**fields: Any) -> RunSpec:
+    """A RunSpec from keyword fields, bad values reported as a one-line `ConfigError`."""
+    try:
+        return RunSpec(**fields)
+    except ValidationError as e:
+        raise pydantic_error_to_config_error(e) from None
