@@ -8,21 +8,25 @@ each, sequence j having D_j tokens in its KV cache). Its time is a roofline plus
     memory_s   = (weight_bytes + kv_read_bytes + kv_write_bytes) / bandwidth_bytes_per_s
     step_s     = max(compute_s, memory_s) + iteration_overhead_s + per_sequence_overhead_s x sequences
 
-with (T = new tokens = sum P_i + number of decodes; N = sequences = number of chunks + decodes):
+with (T = new tokens = sum P_i + number of decodes; N = sequences = number of chunks + decodes;
+kappa(c) = L_full x c + L_swa x min(c, W) = tokens of a c-token context summed over layers, which is
+L x c for a model without sliding-window layers):
 
     matmul_flops    = 2 x (matmul params without the LM head) x T        [FLOP; 2 = multiply + add]
                     + 2 x (vocab x hidden) x N                            [LM head: logits only for the last
                                                                            position of each sequence, as vLLM
                                                                            and llama.cpp compute them]
-    attention_flops = 4 x layers x heads x head_dim x keys                [FLOP; QK^T and PV, 2 each]
-        keys        = sum_i (P_i x C_i + P_i (P_i + 1) / 2) + sum_j (D_j + 1)
-                      (chunk token t attends to the C_i cached tokens and to itself and the t tokens
-                       before it — causal; a decode token attends to its D_j cached tokens and itself)
+    attention_flops = 4 x heads x head_dim x layer_keys                   [FLOP; QK^T and PV, 2 each]
+        layer_keys  = sum_i sum_{t=1..P_i} kappa(C_i + t) + sum_j kappa(D_j + 1)
+                      (chunk token t attends to the C_i cached tokens, itself and the tokens before it —
+                       causal; a decode token attends to its D_j cached tokens and itself)
     weight_bytes    = bytes of every weight matrix streamed once per iteration      [B]
                       (dense: all weights except an untied input-embedding table, of which only T rows
                        are gathered; MoE: see `expected_distinct_experts`)
-    kv_read_bytes   = kv_bytes_per_token x (sum_i C_i + sum_j D_j)                   [B]
-    kv_write_bytes  = kv_bytes_per_token x T                                         [B]
+    kv_read_bytes   = kv_bytes_per_layer_token x (sum_i kappa(C_i) + sum_j kappa(D_j))   [B]
+    kv_write_bytes  = kv_bytes_per_layer_token x L x T                              [B]
+
+kv_bytes_per_layer_token = 2 (K and V) x kv_heads x head_dim x bytes per element (ModelSpec).
 
 Why max and not sum: the GPU (or CPU) streams weights and KV from memory while its matmul units work
 on what already arrived — the two resources overlap, and the one that needs longer sets the pace
@@ -33,8 +37,13 @@ that residue, and everything else the roofline leaves out (activation traffic, n
 kernel launch gaps), is absorbed by the measured efficiencies and overheads that `CostParams` holds.
 
 Activation traffic (about 2 x hidden bytes per token per layer) is ignored: it is < 1% of the weight
-bytes for a decode step and prefill is compute-bound. Sliding-window layers are priced as full
-attention (the ModelSpec does not describe windows yet).
+bytes for a decode step and prefill is compute-bound.
+
+Runs of decode steps (the simulator's fast-forward): with a fixed batch of n sequences whose contexts
+grow by one per step, compute_i and memory_i are linear in i (on segments between the steps where a
+sequence reaches a sliding window), so sum_{i<k} max(compute_i, memory_i) is a sum of arithmetic
+series split at the crossover index — exact and O(1) per segment (`decode_run_time`), and its
+integer inverse (`decode_steps_within`) comes from the quadratic formula plus an exact correction.
 
 Unified-memory SoCs and CPUs use the same formulas with their own bandwidth and FLOP/s. The five
 numbers in `CostParams` are the only free parameters: calibration fits them with `predict_times`.
