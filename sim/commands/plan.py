@@ -93,7 +93,8 @@ def _given(x: Any) -> bool:
 def _load_text(r) -> str:
     """The load of one combination as the user set it: users, req/s, or a multiple of the trace's rate."""
     if _given(r.get("concurrency")):
-        return f"{int(r['concurrency'])} users"
+        n = int(r["concurrency"])
+        return f"{n} user" if n == 1 else f"{n} users"
     for col in ("offered_rps", "rate_rps"):
         if _given(r.get(col)):
             return f"{_fmt(r[col], '.4g')} req/s"
@@ -109,7 +110,7 @@ def _sweep_table(df, title: str) -> Table:
     options = _option_columns(df) or ["hw"]
     table = Table(title=title)
     for col in ["#", *options, "load", "out tok/s", "TTFT p50 s", "TTFT p90 s", "TPOT p90 ms", "KV peak",
-                "preempt", "$/M tok rent", "status"]:
+                "preempt", "$/M tok rent", "$/M tok own", "status"]:
         table.add_column(col, justify="left" if col in (*options, "status") else "right")
     for _, r in df.iterrows():
         load = _load_text(r)
@@ -117,7 +118,8 @@ def _sweep_table(df, title: str) -> Table:
         tpot = r.get("tpot_s_p90")
         cells = [_fmt(r.get("throughput_output_tok_s"), ",.1f"), _fmt(r.get("ttft_s_p50")), _fmt(r.get("ttft_s_p90")),
                  _fmt(None if tpot is None else tpot * 1e3), _fmt(r.get("kv_peak_used_fraction"), ".0%"),
-                 _fmt(r.get("kv_preemptions")), _fmt(r.get("cost_rental_usd_per_million_output_tokens"), ",.3g")]
+                 _fmt(r.get("kv_preemptions")), _fmt(r.get("cost_rental_usd_per_million_output_tokens"), ",.3g"),
+                 _fmt(r.get("cost_ownership_usd_per_million_output_tokens"), ",.3g")]
         table.add_row(str(r["index"]), *[_fmt(r.get(c)) for c in options], load,
                       *(cells if ok else ["-"] * len(cells)), "ok" if ok else "error")
     return table

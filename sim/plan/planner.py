@@ -219,7 +219,7 @@ class Candidate:
 
 
 def _probe_fn(cand: Candidate, trace: str, slo: SLO, seed: int, overrides: dict[str, Any]):
-    from sim.api import RunSpec, run_spec
+    from sim.api import make_spec, run_spec
 
     stats = trace_stats(trace)
     resolved: dict[str, Any] = {}
@@ -227,8 +227,8 @@ def _probe_fn(cand: Candidate, trace: str, slo: SLO, seed: int, overrides: dict[
     def probe(rate_rps: float) -> Probe:
         kwargs = {"trace": trace, "hw": cand.hw, "engine": cand.engine, "model": cand.model,
                   "quant": cand.quant, "rate_scale": stats.rate_scale_for(rate_rps), "seed": seed,
-                  "overrides": overrides or None}
-        result = run_spec(RunSpec(**{k: v for k, v in kwargs.items() if v is not None}))
+                  "overrides": overrides or None, "record_iterations": False}
+        result = run_spec(make_spec(**{k: v for k, v in kwargs.items() if v is not None}))
         config = result.summary.get("config") or {}
         resolved.update({k: config[k] for k in ("model", "quant", "engine") if isinstance(config.get(k), str)})
         return check_slo(result.summary, result.requests, slo, rate_rps)

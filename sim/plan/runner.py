@@ -36,6 +36,8 @@ def run_spec_kwargs(combo: Combination) -> dict[str, Any]:
         "trace": combo.trace, "hw": combo.hw, "model": combo.model, "quant": combo.quant,
         "engine": combo.engine, "overrides": dict(combo.overrides) or None,
         "concurrency": combo.concurrency, "rate_scale": rate_scale, "seed": combo.seed,
+        "efficiency_from": combo.efficiency_from,
+        "record_iterations": False,  # a sweep keeps summaries, not iteration logs
     }
     return {k: v for k, v in kwargs.items() if v is not None}
 
@@ -62,10 +64,10 @@ def run_combination(task: dict[str, Any]) -> dict[str, Any]:
     """
     combo = Combination.model_validate(task["combination"])
     try:
-        from sim.api import RunSpec, run_spec
+        from sim.api import make_spec, run_spec
 
         kwargs = run_spec_kwargs(combo)
-        result = run_spec(RunSpec(**kwargs))
+        result = run_spec(make_spec(**kwargs))
         summary = result.summary
         row = {**combination_columns(combo), "status": "ok", "error": None}
         if "rate_scale" in kwargs:

@@ -13,7 +13,7 @@ Richer forms (all optional):
     name: my sweep                      # title of the report
     trace: workloads/examples/chat.jsonl  # fixed fields: trace (.jsonl, or a .yaml generator
                                         #   spec of `infersim trace gen`), hw, model, quant, engine,
-    model: llama-3.1-8b                 #   concurrency, rate_scale, rate_rps, seed
+    model: llama-3.1-8b                 #   concurrency, rate_scale, rate_rps, seed, efficiency_from
     overrides: {block_size: 32}         # engine-preset fields fixed for every combination
     runs:                               # an explicit list; each entry is crossed with the grid
       - {hw: h100-sxm, engine: vllm}
@@ -53,7 +53,8 @@ from sim.plan.costs import OwnershipAssumptions
 from sim.plan.workload import materialize
 
 #: Fields of one simulation run (the rest of a combination's keys are engine overrides).
-RUN_FIELDS = ("trace", "hw", "model", "quant", "engine", "concurrency", "rate_scale", "rate_rps", "seed")
+RUN_FIELDS = ("trace", "hw", "model", "quant", "engine", "concurrency", "rate_scale", "rate_rps", "seed",
+              "efficiency_from")
 
 #: `infersim run` flag names -> EngineConfig field names.
 OVERRIDE_ALIASES = {
@@ -81,6 +82,7 @@ class Combination(BaseModel):
     rate_scale: float | None = Field(None, gt=0)
     rate_rps: float | None = Field(None, gt=0)
     seed: int = 0
+    efficiency_from: str | None = None
 
     @model_validator(mode="after")
     def _one_load(self) -> "Combination":
@@ -92,8 +94,9 @@ class Combination(BaseModel):
     @property
     def key(self) -> str:
         """Stable 16-hex-digit id: sha256 of the fields that change the result (not the index or
-        the trace's location, but the trace's bytes)."""
-        fields = self.model_dump(exclude={"index", "trace"})
+        the trace's location, but the trace's bytes). Unset fields are left out, so a field added
+        later does not change the keys of existing journals."""
+        fields = self.model_dump(exclude={"index", "trace"}, exclude_none=True)
         blob = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -113,6 +116,7 @@ class SweepFile(BaseModel):
     rate_scale: float | None = Field(None, gt=0)
     rate_rps: float | None = Field(None, gt=0)
     seed: int = 0
+    efficiency_from: str | None = None
     overrides: dict[str, Any] = Field(default_factory=dict)
     runs: list[dict[str, Any]] = Field(default_factory=list)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
