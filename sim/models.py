@@ -13,7 +13,7 @@ W sliding window, L_swa layers with sliding-window attention.
 from __future__ import annotations
 
 import difflib
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -89,35 +89,35 @@ class ModelSpec(BaseModel):
         return self.n_layers - self.n_sliding_layers
 
     # ---- parameter counts -------------------------------------------------------------------------
-    @cached_property
+    @property
     def attention_params_per_layer(self) -> int:
         """q, k, v, o projections: h*H*d + 2*h*K*d + H*d*h, plus (H + 2K)*d biases when qkv_bias."""
         h, d = self.hidden_size, self.d_head
         bias = (self.n_heads + 2 * self.n_kv_heads) * d if self.qkv_bias else 0
         return 2 * h * self.n_heads * d + 2 * h * self.n_kv_heads * d + bias
 
-    @cached_property
+    @property
     def ffn_params_per_expert(self) -> int:
         """One FFN (one expert for MoE): (3 if gated else 2) * h * F."""
         mats = 3 if self.gated_mlp else 2
         return mats * self.hidden_size * self.expert_ffn
 
-    @cached_property
+    @property
     def dense_ffn_params(self) -> int:
         mats = 3 if self.gated_mlp else 2
         return mats * self.hidden_size * self.intermediate_size
 
-    @cached_property
+    @property
     def token_embedding_params(self) -> int:
         """The input embedding table: V * h."""
         return self.vocab_size * self.hidden_size
 
-    @cached_property
+    @property
     def lm_head_params(self) -> int:
         """The output projection stored separately: V * h, or 0 when tied to the input embedding."""
         return 0 if self.tie_embeddings else self.vocab_size * self.hidden_size
 
-    @cached_property
+    @property
     def embedding_params(self) -> int:
         """Input embedding + LM head (counted once when tied): V*h*(1 or 2)."""
         return self.token_embedding_params + self.lm_head_params
@@ -129,13 +129,13 @@ class ModelSpec(BaseModel):
         shared = self.n_shared_experts * self.ffn_params_per_expert
         return experts * self.ffn_params_per_expert + shared + router
 
-    @cached_property
+    @property
     def n_params_total(self) -> int:
         """Total parameters: L * (attention + FFN(all E experts) + router + 2 norms*h) + embeddings + final norm h."""
         per_layer = self.attention_params_per_layer + self._ffn_params_per_layer(self.n_experts) + 2 * self.hidden_size
         return self.n_layers * per_layer + self.embedding_params + self.hidden_size
 
-    @cached_property
+    @property
     def n_params_active(self) -> int:
         """Parameters one token touches: as the total, but only k of the E experts per layer."""
         if not self.is_moe:
@@ -147,12 +147,12 @@ class ModelSpec(BaseModel):
         )
         return self.n_layers * per_layer + self.embedding_params + self.hidden_size
 
-    @cached_property
+    @property
     def block_params(self) -> int:
         """Parameters outside the vocabulary tensors: n_params_total - V*h (- V*h when untied)."""
         return self.n_params_total - self.embedding_params
 
-    @cached_property
+    @property
     def matmul_params_active(self) -> int:
         """Parameters in matmuls per token: L * (attention + active FFN + router) + V*h.
 
