@@ -45,9 +45,10 @@ class RunSpec(BaseModel):
     fast_forward: bool = Field(True, description="jump over runs of identical decode steps (off: debug)")
 
 
-def resolve_engine(spec: RunSpec) -> EngineConfig:
-    """The preset, then the `engine_file` fields, then the command-line overrides."""
-    engine = load_engine(spec.engine)
+def resolve_engine(spec: RunSpec, hw: HardwareProfile) -> EngineConfig:
+    """The preset, its defaults for this device (`for_hardware`), then the `engine_file` fields,
+    then the command-line overrides — a user's explicit value always wins."""
+    engine = load_engine(spec.engine).for_hardware(hw)
     if spec.engine_file:
         engine = _apply_engine_file(engine, Path(spec.engine_file))
     unknown = set(spec.overrides) - set(EngineConfig.model_fields)
@@ -83,12 +84,16 @@ def _apply_engine_file(engine: EngineConfig, path: Path) -> EngineConfig:
         raise ConfigError(e.problem, file=path, line=line, field=e.field) from None
 
 
-def resolve_hardware(spec: RunSpec, engine: EngineConfig) -> HardwareProfile:
+def resolve(spec: RunSpec) -> tuple[HardwareProfile, EngineConfig]:
+    """The hardware profile and the engine configuration a spec names. With `efficiency_from`,
+    the hardware keeps its own peaks but takes the other profile's efficiencies for this engine
+    (e.g. a profile calibrated on one machine applied to another's datasheet)."""
     hw = load_profile(spec.hw)
+    engine = resolve_engine(spec, hw)
     if spec.efficiency_from:
         src = load_profile(spec.efficiency_from)
         hw = hw.model_copy(update={"efficiency": src.efficiency_for(engine.name), "engine_efficiency": {}})
-    return hw
+    return hw, engine
 
 
 def _scaled(requests: Iterator[Request], rate_scale: float) -> Iterator[Request]:
@@ -106,8 +111,7 @@ def run_spec(spec: RunSpec) -> SimResult:
     """Resolve names, stream the trace and simulate."""
     from workloads.trace import iter_trace
 
-    engine = resolve_engine(spec)
-    hw = resolve_hardware(spec, engine)
+    hw, engine = resolve(spec)
     model = get_model(spec.model)
     quant = spec.quant or engine.default_quant
     model.quant(quant)  # unknown names fail before the trace is read

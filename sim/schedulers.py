@@ -19,9 +19,10 @@ Policies, picked by name from `SCHEDULERS`:
   every decode takes one token first, then prefill chunks (unfinished prefills first, then new
   admissions) fill what is left (Sarathi-Serve, OSDI 2024; vLLM v1's default).
 - `sequential`: one request at a time, first come first served.
-- `slots`: llama-server: `max_num_seqs` slots, each owning `context_size // max_num_seqs` tokens,
-  batched like `chunked` with `n_batch` = `max_num_batched_tokens`. A prompt of at least the slot's
-  context is rejected, and generation stops when the slot is full (see `Slots`).
+- `slots`: llama-server: `max_num_seqs` slots, each limited to the slot context (`context_size //
+  max_num_seqs` for a split buffer), batched like `chunked` with `n_batch` =
+  `max_num_batched_tokens`. A prompt of at least the slot's context is rejected, and generation
+  stops when the slot is full (see `Slots`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ class Scheduler:
     #: whether a prompt must fit in one iteration's token budget (no chunking)
     whole_prompt: ClassVar[bool] = True
 
-    def __init__(self, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int) -> None:
+    def __init__(self, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int,
+                 shared_slots: bool = False) -> None:
         if max_num_seqs < 1:
             raise ConfigError(f"must be >= 1, got {max_num_seqs}", field="--max-seqs")
         self.max_seqs = int(max_num_seqs)
@@ -243,23 +245,28 @@ class ChunkedPrefill(Scheduler):
 
 
 class Slots(ChunkedPrefill):
-    """llama-server's parallel slots.
+    """llama-server's parallel slots (and Ollama's, which runs llama.cpp's server loop).
 
-    `-c N --parallel n` gives each slot `N // n` context tokens (llama.cpp
-    tools/server/server-context.cpp: `n_ctx_slot = n_ctx / params.n_parallel`). A request whose
-    prompt has at least that many tokens is refused with `exceed_context_size_error` ("the request
-    exceeds the available context size", `if (slot.task->n_tokens() >= slot.n_ctx)`); with context
-    shift off (the default since b5xxx) generation stops with `truncated: true` once
-    `n_tokens + 1 >= n_ctx`. Each iteration (`update_slots`) adds one token per generating slot,
-    then prompt tokens of the slots still reading their prompt up to `n_batch`
-    (= `max_num_batched_tokens`).
+    Each request may hold at most `context_tokens` tokens — the slot context the engine resolves
+    (`EngineConfig.context_limits`: `-c N --parallel n` gives each slot N // n, llama.cpp
+    tools/server/server-context.cpp `n_ctx_slot`; with `--kv-unified` one request may use the
+    whole buffer). A request whose prompt has at least that many tokens is refused with
+    `exceed_context_size_error` ("the request exceeds the available context size",
+    `if (slot.task->n_tokens() >= slot.n_ctx)`); with context shift off (the default) generation
+    stops with `truncated: true` once `n_tokens + 1 >= n_ctx`. Each iteration (`update_slots`)
+    adds one token per generating slot, then prompt tokens of the slots still reading their prompt
+    up to `n_batch` (= `max_num_batched_tokens`): the `chunked` policy.
+
+    KV: a split buffer gives every slot its fixed share (reserved whole); a unified buffer is
+    shared, so a request reserves what it may use, prompt + max_tokens capped at the slot context.
     """
 
     name = "slots"
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self.slot_tokens = self.context_tokens // self.max_seqs
+        self.shared = bool(kw.get("shared_slots", False))
+        self.slot_tokens = self.context_tokens
         if self.slot_tokens < 2:
             raise ConfigError(
                 f"each of the {self.max_seqs} slots gets {self.slot_tokens} tokens of context; raise context_size",
@@ -270,13 +277,15 @@ class Slots(ChunkedPrefill):
         if prompt_tokens >= self.slot_tokens:
             return (f"prompt of {prompt_tokens} tokens does not fit the slot context of {self.slot_tokens} tokens "
                     "(llama-server: exceed_context_size_error)")
-        if not state.kv.fits_ever(self.reservation_budget(prompt_tokens, max_tokens)):
-            return f"a slot of {self.slot_tokens} tokens does not fit the KV cache ({state.kv.capacity_tokens} tokens)"
+        need = self.reservation_budget(prompt_tokens, max_tokens)
+        if not state.kv.fits_ever(need):
+            return f"{need} tokens of slot context do not fit the KV cache ({state.kv.capacity_tokens} tokens)"
         return None
 
     def reservation_budget(self, prompt_tokens: int, max_tokens: int) -> int:
-        # A slot's share of the cache belongs to it whatever the request asks for.
-        return self.slot_tokens
+        if self.shared:
+            return min(prompt_tokens + max_tokens, self.slot_tokens)
+        return self.slot_tokens  # a split buffer: the slot's share belongs to it whatever the request asks
 
     def context_limit(self) -> int | None:
         # Generation stops when n_tokens + 1 >= n_ctx_slot, i.e. at n_ctx_slot - 1 tokens in KV.
@@ -288,10 +297,13 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
 }
 
 
-def make_scheduler(name: str, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int) -> Scheduler:
-    """A scheduler by registry name."""
+def make_scheduler(name: str, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int,
+                   shared_slots: bool = False) -> Scheduler:
+    """A scheduler by registry name. `context_tokens`: the most tokens one request may hold
+    (`EngineConfig.context_limits`); `shared_slots`: slots share one KV buffer (`unified`)."""
     try:
         cls = SCHEDULERS[name]
     except KeyError:
         raise ConfigError(f"unknown scheduler '{name}'; known: {', '.join(SCHEDULERS)}", field="--scheduler") from None
-    return cls(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, context_tokens=context_tokens)
+    return cls(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, context_tokens=context_tokens,
+               shared_slots=shared_slots)

@@ -60,8 +60,8 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
     The activation reserve is the larger of the engine's stated share of its memory
     (`activation_reserve_fraction`: workspace, CUDA graphs, allocator slack) and the peak
     activation of one forward of `max_num_batched_tokens` tokens (`sim.memory.activation_peak_bytes`,
-    what vLLM's profiling run measures). llama-server (`slots`) allocates exactly `context_size`
-    KV cells at start-up, so its capacity is that, provided it fits.
+    what vLLM's profiling run measures). llama-server and Ollama (`slots`) allocate their context
+    buffer (`EngineConfig.context_limits`) at start-up, so their capacity is that, provided it fits.
     """
     budget = memory_budget_bytes(hw, engine.memory_fraction)
     weights = model.weight_bytes(quant)
@@ -75,12 +75,12 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
             field="--model")
     capacity = kv_capacity_tokens(hw, model, quant, engine.kv_dtype, engine.memory_fraction, reserve)
     if engine.scheduler == "slots":
-        ctx = engine.context_size or model.max_context
-        if ctx > capacity:
+        buffer, _ = engine.context_limits(model.max_context, capacity)
+        if buffer > capacity:
             raise ConfigError(
-                f"llama-server would allocate {ctx} KV tokens ({ctx * per_token / 1e9:.1f} GB) but only "
+                f"llama-server would allocate {buffer} KV tokens ({buffer * per_token / 1e9:.1f} GB) but only "
                 f"{capacity} fit next to the weights on {hw.name}; lower context_size", field="context_size")
-        capacity = ctx
+        capacity = buffer
     if capacity <= 0:
         raise ConfigError(
             f"no memory left for the KV cache: {budget / 1e9:.1f} GB budget - {weights / 1e9:.1f} GB weights "
@@ -115,9 +115,10 @@ def simulate(
     params = cost_params or CostParams.from_profile(hw, q, engine)
     cost = CostModel(model, q, params, kv_dtype=engine.kv_dtype)
     kvp = plan_kv(hw, model, q.name, engine)
-    context_tokens = engine.context_size or model.max_context
+    _, context_tokens = engine.context_limits(model.max_context, kvp.capacity_tokens)
     scheduler = make_scheduler(engine.scheduler, max_num_seqs=engine.max_num_seqs,
-                               max_num_batched_tokens=engine.max_num_batched_tokens, context_tokens=context_tokens)
+                               max_num_batched_tokens=engine.max_num_batched_tokens, context_tokens=context_tokens,
+                               shared_slots=engine.context_mode == "unified")
     kv = make_allocator(engine.kv_allocator, kvp.capacity_tokens, engine.block_size)
     config = {
         "hw": hw.name,
@@ -133,6 +134,7 @@ def simulate(
         "block_size": kv.block_size,
         "memory_fraction": engine.memory_fraction,
         "context_tokens": context_tokens,
+        "context_mode": engine.context_mode if engine.scheduler == "slots" else None,
         "concurrency": concurrency,
         "seed": seed,
         "weight_bytes": kvp.weight_bytes,

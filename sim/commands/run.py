@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sim.api import make_spec, resolve_engine, resolve_hardware, run_spec
+from sim.api import make_spec, resolve, run_spec
 from sim.errors import ConfigError
 from sim.models import get_model
 from sim.simulate import SimResult
@@ -57,8 +57,7 @@ def run(
         concurrency=concurrency, rate_scale=rate_scale, sort=sort, seed=seed, fast_forward=not step_by_step,
     )
     # The resolved configuration first, so nothing is assumed silently (stderr under --json).
-    eng = resolve_engine(spec)
-    prof = resolve_hardware(spec, eng)
+    prof, eng = resolve(spec)
     spec_model = get_model(spec.model)
     err = Console(stderr=True) if as_json else Console()
     err.print(_config_line(spec, eng, prof.name, spec_model.name), highlight=False, soft_wrap=True)
@@ -83,7 +82,7 @@ def _config_line(spec, eng, hw_name: str, model_name: str) -> str:
     if eng.kv_allocator == "paged":
         limits += f" block_size={eng.block_size}"
     if eng.scheduler == "slots":
-        limits += f" context_size={eng.context_size}"
+        limits += f" context_size={eng.context_size or 'model max'} ({eng.context_mode})"
     load = f"closed loop, {spec.concurrency} clients" if spec.concurrency else "open loop (trace arrival times)"
     if spec.rate_scale != 1.0:
         load += f", rate x{spec.rate_scale:g}"

@@ -1,0 +1,88 @@
+"""KV allocators: block accounting, on-demand growth, reservations, conservation."""
+
+import numpy as np
+import pytest
+
+from sim.errors import ConfigError
+from sim.kv import ContiguousAllocator, PagedAllocator, make_allocator
+
+
+def test_capacity_is_whole_blocks_of_the_token_budget():
+    kv = PagedAllocator(capacity_tokens=1000, block_size=16)
+    assert kv.total_blocks == 62  # floor(1000 / 16)
+    assert kv.capacity_tokens == 62 * 16
+    assert kv.free_blocks == kv.total_blocks
+
+
+def test_paged_allocator_grows_block_by_block_and_frees_every_block_on_release():
+    kv = PagedAllocator(capacity_tokens=160, block_size=16, lanes=4)
+    assert kv.reserve(0, 17)  # 17 tokens -> 2 blocks
+    assert kv.held[0] == 2 and kv.free_blocks == 8
+    lanes = np.array([0])
+    assert kv.grow(lanes, np.array([32]))  # still 2 blocks
+    assert kv.held[0] == 2
+    assert kv.grow(lanes, np.array([33]))  # a third block
+    assert kv.held[0] == 3 and kv.free_blocks == 7
+    kv.check()
+    assert kv.release(0) == 3
+    assert kv.free_blocks == kv.total_blocks
+    kv.check()
+
+
+def test_reservation_that_does_not_fit_changes_nothing():
+    kv = PagedAllocator(capacity_tokens=64, block_size=16, lanes=2)
+    assert kv.reserve(0, 48)
+    assert not kv.reserve(1, 32)  # needs 2 blocks, 1 free
+    assert kv.held[1] == 0 and kv.free_blocks == 1
+    assert not kv.grow(np.array([0, 1]), np.array([64, 16]))  # needs 2, 1 free: all or nothing
+    assert kv.held.tolist() == [3, 0]
+    kv.check()
+
+
+def test_contiguous_reserves_the_whole_budget_up_front_in_tokens():
+    kv = ContiguousAllocator(capacity_tokens=1000, block_size=16)
+    assert kv.block_size == 1  # exact-size regions: block size is ignored
+    # admission reserves prompt + max_tokens, whatever the first chunk is
+    assert kv.admission_tokens(prompt_tokens=100, budget_tokens=600, chunk_tokens=100) == 600
+    assert kv.reserve(0, 600)
+    assert kv.reserved_tokens == 600
+    assert not kv.reserve(1, 401)
+    kv.check()
+
+
+def test_paged_admission_reserves_only_the_first_chunk():
+    kv = PagedAllocator(capacity_tokens=1000, block_size=16)
+    assert kv.admission_tokens(prompt_tokens=100, budget_tokens=600, chunk_tokens=64) == 64
+
+
+@pytest.mark.parametrize("free_tokens", [0, 5, 16, 40, 200])
+def test_paged_decode_steps_available_matches_step_by_step_growth(free_tokens):
+    bs = 16
+    ctx = np.array([15, 16, 17, 31, 100])
+    lanes = np.arange(len(ctx))
+    base = int(sum(-(-(c + 1) // bs) for c in ctx))
+    kv = PagedAllocator(capacity_tokens=(base * bs + free_tokens), block_size=bs, lanes=len(ctx))
+    assert kv.grow(lanes, ctx + 1)
+    k = kv.decode_steps_available(lanes, ctx, max_steps=500)
+    # brute force: the largest k whose growth fits
+    probe = PagedAllocator(capacity_tokens=kv.capacity_tokens, block_size=bs, lanes=len(ctx))
+    probe.grow(lanes, ctx + 1)
+    steps = 0
+    while steps < 500 and probe.grow(lanes, ctx + steps + 1):
+        steps += 1
+    assert k == steps
+    assert kv.grow(lanes, ctx + k)
+    kv.check()
+
+
+def test_conservation_check_detects_a_leak():
+    kv = PagedAllocator(capacity_tokens=64, block_size=16)
+    kv.reserve(0, 16)
+    kv.free_blocks += 1  # a leak
+    with pytest.raises(AssertionError, match="conservation"):
+        kv.check()
+
+
+def test_unknown_allocator_is_a_config_error_naming_the_known_ones():
+    with pytest.raises(ConfigError, match="contiguous, paged"):
+        make_allocator("buddy", 100, 16)
