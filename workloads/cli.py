@@ -65,13 +65,6 @@ class ArrivalKind(str, Enum):
     closed = "closed"
 
 
-def _strip_value_error(err: ConfigError) -> ConfigError:
-    """pydantic prefixes validator messages with 'Value error, '; the user does not need it."""
-    if err.problem.startswith("Value error, "):
-        return ConfigError(err.problem[len("Value error, "):], file=err.file, line=err.line, field=err.field)
-    return err
-
-
 @app.command("gen")
 def gen(
     output: Path = typer.Option(..., "-o", "--output", help="trace to write (.jsonl, .jsonl.gz, or - for stdout)"),
@@ -137,11 +130,7 @@ def gen(
         data["prompt"] = parse_dist(prompt_tokens, option="--prompt-tokens").model_dump()
     if output_tokens is not None:
         data["output"] = parse_dist(output_tokens, option="--output-tokens").model_dump()
-    try:
-        gspec = build_spec(data, file=spec)
-    except ConfigError as err:
-        raise _strip_value_error(err) from None
-    reqs = generate(gspec)
+    reqs = generate(build_spec(data, file=spec))
     n = _write(reqs, output)
     if str(output) != "-":
         _note(f"wrote {n} requests to {output}")

@@ -33,7 +33,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from sim.errors import ConfigError, pydantic_error_to_config_error
+from sim.errors import ConfigError
 from workloads.request import Request
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -125,11 +125,15 @@ def parse_dist(text: str, *, option: str) -> Fixed | Uniform | Normal | LogNorma
         raise ConfigError(f"{name} takes {len(want)} number(s): {name}:{','.join(want)}", field=option)
     try:
         nums = [float(p) for p in parts]
-        return _DIST_CLASSES[name](**dict(zip(want, nums)))
-    except ValueError as exc:  # float() or pydantic
-        if isinstance(exc, ValidationError):
-            raise pydantic_error_to_config_error(exc, prefix=f"{option} ") from None
+    except ValueError:
         raise ConfigError(f"not a number in {text!r}", field=option) from None
+    try:
+        return _DIST_CLASSES[name](**dict(zip(want, nums)))
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = ".".join(str(x) for x in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{text!r}: {where + ': ' if where else ''}{msg}", field=option) from None
 
 
 def _tokens(x: np.ndarray, max_tokens: int | None) -> np.ndarray:
@@ -325,10 +329,20 @@ def load_spec(path: str | Path) -> dict:
 
 
 def build_spec(data: dict, *, file: str | Path | None = None) -> GenSpec:
+    """Validate a spec mapping; the first problem becomes a ConfigError naming the field.
+
+    An unknown (often misspelled) field is reported before the "Field required" it causes."""
     try:
         return GenSpec.model_validate(data)
     except ValidationError as exc:
-        raise pydantic_error_to_config_error(exc, file=file) from None
+        errs = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        first = errs[0]
+        msg = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+        loc = ".".join(str(x) for x in first["loc"]) or None
+        raise ConfigError(msg + more, file=file, field=loc) from None
 
 
 class _Lengths:

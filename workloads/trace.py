@@ -302,8 +302,9 @@ def write_trace(requests: Iterable[Request], path: str | Path | io.TextIOBase) -
     tmp = p.with_name(p.name + ".part")
     try:
         if p.suffix == ".gz":
-            # mtime=0: the gzip header carries no timestamp, so the same trace gives the same bytes
-            with gzip.GzipFile(tmp, "wb", mtime=0) as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as fh:
+            # no file name and mtime=0 in the gzip header: the same trace always gives the same bytes
+            with open(tmp, "wb") as out, gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0) as raw, \
+                    io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as fh:
                 n = _write_lines(requests, fh)
         else:
             with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
