@@ -76,7 +76,7 @@ class ArrivalSource:
         self._seq = 0
         self._closed = concurrency
         self._last_arrival = 0.0
-        # session id -> [requests in flight or queued to arrive, parked followers, last done time]
+        # session id -> [requests sent and not done, parked followers, last done time]
         self._sessions: dict[str, list] = {}
         if concurrency:
             for _ in range(concurrency):
@@ -106,19 +106,23 @@ class ArrivalSource:
         return True
 
     def _route(self, r: Request) -> None:
-        """Open loop: when the request of a session can be sent."""
-        if r.think_s is None or r.session_id is None:
+        """Open loop: when a request is sent. A request with `think_s` waits until every earlier
+        request of its session is done, then `think_s` more (never before its `arrival_s`)."""
+        sid = r.session_id
+        if sid is None:
             self._push(r.arrival_s, r)
             return
-        s = self._sessions.get(r.session_id)
+        s = self._sessions.get(sid)
         if s is None:
-            self._sessions[r.session_id] = [1, deque(), None]
-            self._push(r.arrival_s, r)
-        elif s[0] > 0:
-            s[1].append(r)  # its predecessor is not done: send it think_s after that
-        else:
-            s[0] = 1
-            self._push(max(r.arrival_s, s[2] + r.think_s) if s[2] is not None else r.arrival_s, r)
+            s = self._sessions[sid] = [0, deque(), None]  # in flight, parked followers, last done time
+        if r.think_s is not None and (s[0] or s[1]):
+            s[1].append(r)
+            return
+        s[0] += 1
+        t = r.arrival_s
+        if r.think_s is not None and s[2] is not None:
+            t = max(t, s[2] + r.think_s)
+        self._push(t, r)
 
     def next_time(self) -> float | None:
         """Earliest time another request may arrive (a lower bound), None when none will."""
@@ -144,17 +148,15 @@ class ArrivalSource:
         if self._closed is not None:
             self._client_next(now_s)
             return
-        if request.think_s is None or request.session_id is None:
-            return
-        s = self._sessions.get(request.session_id)
+        s = self._sessions.get(request.session_id) if request.session_id is not None else None
         if s is None:
             return
+        s[0] -= 1
         s[2] = now_s
-        if s[1]:
+        if not s[0] and s[1]:
             nxt = s[1].popleft()
+            s[0] = 1
             self._push(max(nxt.arrival_s, now_s + nxt.think_s), nxt)
-        else:
-            s[0] = 0
 
     @property
     def exhausted(self) -> bool:
