@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sim.errors import ConfigError, pydantic_error_to_config_error
-from sim.quant import QuantFormat, get_quant, kv_dtype_bytes
+from sim.quant import QUANT_FORMATS, QuantFormat, get_quant, kv_dtype_bytes
 
 
 class ModelSpec(BaseModel):
@@ -54,6 +54,10 @@ class ModelSpec(BaseModel):
         None, gt=0, description="real weight bytes (e.g. a GGUF file's tensor data size)"
     )
     quant_override: str | None = Field(None, description="quantization the override bytes are in")
+    file_weight_bytes: dict[str, int] = Field(
+        default_factory=dict,
+        description="measured tensor bytes of real files of this model, by quantization (beats the table)",
+    )
     sources: list[str] = Field(default_factory=list)
     notes: str = ""
 
@@ -69,6 +73,9 @@ class ModelSpec(BaseModel):
             raise ValueError(f"n_sliding_layers ({self.n_sliding_layers}) exceeds n_layers ({self.n_layers})")
         if self.n_sliding_layers and self.sliding_window is None:
             raise ValueError("n_sliding_layers > 0 needs sliding_window")
+        unknown = [q for q in self.file_weight_bytes if q not in QUANT_FORMATS]
+        if unknown:
+            raise ValueError(f"file_weight_bytes: unknown quantization {unknown[0]!r}; known: {', '.join(QUANT_FORMATS)}")
         return self
 
     # ---- shapes ---------------------------------------------------------------------------------
@@ -187,12 +194,15 @@ class ModelSpec(BaseModel):
     def weight_bytes(self, quant: str | QuantFormat | None = None) -> float:
         """Bytes of weights resident in memory (see `nominal_weight_bytes` for the formula).
 
-        A GGUF-derived spec knows its real tensor bytes (`weight_bytes_override`); that figure is
-        used when the requested quantization is the file's own.
+        Measured figures win over the table: a GGUF-derived spec knows its file's tensor bytes
+        (`weight_bytes_override`, used when the requested quantization is the file's own), and a
+        catalog entry may list measured file sizes per quantization (`file_weight_bytes`).
         """
         q = self.quant(quant)
         if self.weight_bytes_override and (self.quant_override is None or self.quant_override == q.name):
             return float(self.weight_bytes_override)
+        if q.name in self.file_weight_bytes:
+            return float(self.file_weight_bytes[q.name])
         return self.nominal_weight_bytes(q)
 
     def expert_bytes(self, quant: str | QuantFormat | None = None) -> float:

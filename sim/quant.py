@@ -36,6 +36,14 @@ Sources (block layouts are exact; mixes are measured file sizes):
   4-bit packed zero point per 128 = 4 + 16/128 + 4/128 = 4.16 bpw; embeddings and lm_head stay fp16.
 - MLX 4-bit (`mlx_lm.convert -q`, group_size 64, bits 4): 4 bits + fp16 scale + fp16 bias per
   64 weights = 4.5 bpw; MLX quantizes the embedding and lm_head too (QuantizedEmbedding).
+
+Where the GGUF figures are estimates (read the GGUF file for exact bytes: `infersim models show
+file.gguf`; a catalog entry may also list measured sizes in `file_weight_bytes`):
+- rows whose length is not a multiple of 256 cannot hold K-quant blocks; llama.cpp falls back to
+  Q5_0 (for Q4_K), Q5_1 (Q5_K) or Q8_0 (Q6_K): Gemma 3 270M (h = 640) Q4_K_M is 246.6 MB, not
+  the 197.8 MB this table gives;
+- Phi-3's fused attn_qkv goes to Q5_K in Q4_K_M; 8-expert MoE files bump attn_v to Q8_0; 70B
+  llama files bump attn_v to Q5_K: each changes a whole file by a few percent at most.
 """
 
 from __future__ import annotations

@@ -218,6 +218,7 @@ def test_real_gemma_gguf_matches_the_catalog_architecture():
     # The formula leaves out 4 norms/layer beyond 2 and the q/k norms: 32,256 of 268 M (0.012%).
     assert m.n_params_total == pytest.approx(sum(t.n_elements for t in header.tensors), rel=2e-4)
     assert m.weight_bytes() == 246_587_904  # measured: this file's tensor data
+    assert c.weight_bytes("q4_k_m") == m.weight_bytes()  # the catalog lists the measured size
 
 
 # ---- Hugging Face config.json ---------------------------------------------------------------------

@@ -160,6 +160,15 @@ def test_model_spec_rejects_inconsistent_numbers():
         ModelSpec(**{**base, "n_sliding_layers": 1})
     with pytest.raises(ValidationError):
         ModelSpec(**{**base, "n_layers": 0})
+    with pytest.raises(ValidationError, match="file_weight_bytes: unknown quantization 'q4km'"):
+        ModelSpec(**{**base, "file_weight_bytes": {"q4km": 10}})
+
+
+def test_measured_file_sizes_beat_the_table_only_for_their_own_quantization():
+    gemma = load_catalog()["gemma-3-270m"]
+    assert gemma.weight_bytes("q4_k_m") == 246_587_904  # the real Q4_K_M file
+    assert gemma.nominal_weight_bytes("q4_k_m") < 246_587_904  # the table misses llama.cpp's fallbacks
+    assert gemma.weight_bytes("q8_0") == gemma.nominal_weight_bytes("q8_0")
 
 
 def test_unknown_model_suggests_close_catalog_names():
