@@ -13,7 +13,6 @@ measurement the CSV is derived from.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,7 +166,3 @@ class ReplayResult:
                                     "token_times_s": list(r.token_times_s)}) + "\n")
         return out
 
-
-def finite_or_none(x: float | None) -> float | None:
-    """JSON has no NaN: a statistic over nothing is null."""
-    return None if x is None or not math.isfinite(x) else float(x)
