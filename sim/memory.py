@@ -66,6 +66,21 @@ def activation_peak_bytes(model: ModelSpec, max_batched_tokens: int) -> float:
     return float(max_batched_tokens) * per_token
 
 
+def activation_reserve_bytes(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    max_batched_tokens: int | None = None,
+    reserve_fraction: float = 0.0,
+    memory_fraction: float | None = None,
+) -> float:
+    """Memory kept out of the KV cache for activations: the larger of the peak of one forward of
+    `max_batched_tokens` tokens (`activation_peak_bytes`; default `default_max_batched_tokens(hw)`)
+    and `reserve_fraction` x the memory budget (an engine's stated workspace share,
+    `EngineConfig.activation_reserve_fraction`). The same rule as `sim.simulate.plan_kv`."""
+    tokens = default_max_batched_tokens(hw) if max_batched_tokens is None else max_batched_tokens
+    return max(activation_peak_bytes(model, tokens), reserve_fraction * memory_budget_bytes(hw, memory_fraction))
+
+
 def memory_budget_bytes(hw: HardwareProfile, memory_fraction: float | None = None) -> float:
     """Device memory the serving process may use: memory_bytes x (memory_fraction or the profile's)."""
     fraction = hw.usable_memory_fraction if memory_fraction is None else memory_fraction
@@ -168,15 +183,15 @@ def fit(
     concurrency: int = 1,
     memory_fraction: float | None = None,
     max_batched_tokens: int | None = None,
+    activation_reserve_fraction: float = 0.0,
 ) -> FitResult:
     """Does `model` in `quant` serve `concurrency` sequences of `context` tokens on `hw`?
 
-    Fits when the weights and the activation reserve leave a KV budget that holds
-    concurrency x kv_bytes_per_sequence(context), and context <= the model's max context.
+    Fits when the weights and the activation reserve (`activation_reserve_bytes`) leave a KV budget
+    that holds concurrency x kv_bytes_per_sequence(context), and context <= the model's max context.
     """
     q = model.quant(quant)
-    tokens = default_max_batched_tokens(hw) if max_batched_tokens is None else max_batched_tokens
-    reserve = activation_peak_bytes(model, tokens)
+    reserve = activation_reserve_bytes(hw, model, max_batched_tokens, activation_reserve_fraction, memory_fraction)
     budget = memory_budget_bytes(hw, memory_fraction)
     weights = model.weight_bytes(q)
     kv_budget = budget - weights - reserve

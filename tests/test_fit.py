@@ -76,6 +76,16 @@ def test_kv_budget_reproduces_the_kv_memory_vllm_allocated_for_llama_8b():
     assert kv / GiB == pytest.approx(51.38, rel=0.02)
 
 
+def test_activation_reserve_is_the_larger_of_the_forward_peak_and_the_engine_share():
+    hw, m = gpu(80, 0.9), CATALOG["llama-3.1-8b"]
+    peak = memory.activation_peak_bytes(m, 8192)  # 4,940,890,112
+    assert memory.activation_reserve_bytes(hw, m) == peak  # 80 GB device: vLLM's 8192 tokens
+    assert memory.activation_reserve_bytes(hw, m, 2048) == memory.activation_peak_bytes(m, 2048)
+    assert memory.activation_reserve_bytes(hw, m, 8192, reserve_fraction=0.1) == 0.1 * 72e9  # 7.2 GB > peak
+    r = memory.fit(hw, m, "bf16", activation_reserve_fraction=0.1)
+    assert r.kv_budget_bytes == 72e9 - 16_060_522_496 - 7.2e9
+
+
 def test_default_batched_tokens_and_quants_follow_the_hardware():
     assert memory.default_max_batched_tokens(gpu(80)) == 8192  # 80 GB = 74.5 GiB >= 70 GiB
     assert memory.default_max_batched_tokens(gpu(24)) == 2048
@@ -174,6 +184,25 @@ def test_cli_fit_bad_input_exits_2_with_one_clear_line(args, message):
     result = runner.invoke(app, ["fit", *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_cli_fit_with_an_engine_takes_its_memory_fraction_batched_tokens_and_kv_dtype():
+    from sim.engine_config import load_engine
+
+    hw = load_profile("rtx-4090")
+    eng = load_engine("llama.cpp").for_hardware(hw)
+    result = runner.invoke(app, ["fit", "--hw", "rtx-4090", "--engine", "llama.cpp", "--model", "qwen3-8b",
+                                 "--quant", "q4_k_m", "--json", "--no-speed"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["engine"] == "llama.cpp" and out["kv_dtype"] == eng.kv_dtype
+    assert out["memory_budget_bytes"] == pytest.approx(hw.memory_bytes * eng.memory_fraction)
+    expected = memory.fit(hw, CATALOG["qwen3-8b"], "q4_k_m", kv_dtype=eng.kv_dtype, memory_fraction=eng.memory_fraction,
+                          max_batched_tokens=eng.max_num_batched_tokens,
+                          activation_reserve_fraction=eng.activation_reserve_fraction)
+    assert out["rows"][0]["max_context"] == expected.max_context
+    bad = runner.invoke(app, ["fit", "--hw", "rtx-4090", "--engine", "vlm"])
+    assert bad.exit_code == 2 and "error: --engine: unknown engine" in bad.output
 
 
 def test_speed_hook_is_empty_without_a_cost_model(monkeypatch):

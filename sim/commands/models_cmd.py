@@ -122,19 +122,21 @@ def engine_for_quant(quant: str) -> str:
     return "llama.cpp" if get_quant(quant).family == "gguf" else "vllm"
 
 
-def predicted_speed(model: ModelSpec, quant: str, hw: HardwareProfile, context: int) -> dict | None:
+def predicted_speed(model: ModelSpec, quant: str, hw: HardwareProfile, context: int,
+                    engine: "str | object | None" = None) -> dict | None:
     """Hook for the "predicted tokens/s" columns: single-stream decode tok/s at `context` and the
-    prefill tok/s of a `context`-token prompt, from `sim.cost.CostModel` with the engine of
-    `engine_for_quant`. None while the cost model is not installed."""
+    prefill tok/s of a `context`-token prompt, from `sim.cost.CostModel` with `engine` (default:
+    `engine_for_quant`). None while the cost model is not installed."""
     try:
         from sim.cost import CostModel
     except ModuleNotFoundError as e:
         if e.name in ("sim.cost",):
             return None
         raise
-    cm = CostModel.from_names(model, quant, hw, engine_for_quant(quant))
-    return {"engine": engine_for_quant(quant), "decode_tok_s": cm.single_stream_decode_tok_s(context),
-            "prefill_tok_s": cm.prefill_tok_s(context)}
+    eng = engine or engine_for_quant(quant)
+    cm = CostModel.from_names(model, quant, hw, eng)
+    return {"engine": eng if isinstance(eng, str) else eng.name,
+            "decode_tok_s": cm.single_stream_decode_tok_s(context), "prefill_tok_s": cm.prefill_tok_s(context)}
 
 
 def _split(values: Optional[str]) -> list[str]:
@@ -147,15 +149,21 @@ def fit(
     concurrency: int = typer.Option(1, "--concurrency", min=1, help="sequences held in memory at once"),
     quant: Optional[str] = typer.Option(None, "--quant", help="comma-separated quantizations "
                                         "(default: bf16,fp8,q8_0,q4_k_m, plus nvfp4 on fp4 hardware)"),
-    kv_dtype: str = typer.Option("fp16", "--kv-dtype", help="KV-cache dtype: fp16, bf16, fp8, q8_0, q4_0"),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache dtype: fp16, bf16, fp8, q8_0, q4_0 "
+                                           "(default: the engine's, else fp16)"),
     model: Optional[str] = typer.Option(None, "--model", help="comma-separated catalog names or model files "
                                         "(default: the whole catalog)"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="serving engine preset: its memory fraction, "
+                                         "batched tokens, activation reserve and KV dtype set the budget, and it "
+                                         "prices every row (default: none; tok/s from llama.cpp for GGUF rows, "
+                                         "vLLM for the others)"),
     memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction", min=0.01, max=1.0,
                                                     help="share of device memory for weights + activations + KV "
-                                                    "(default: the profile's usable_memory_fraction)"),
+                                                    "(default: the engine's, else the profile's usable_memory_fraction)"),
     max_batched_tokens: Optional[int] = typer.Option(None, "--max-batched-tokens", min=0,
                                                      help="tokens per forward that size the activation reserve "
-                                                     "(default: vLLM's, 8192 on >= 70 GiB devices, else 2048)"),
+                                                     "(default: the engine's, else vLLM's: 8192 on >= 70 GiB "
+                                                     "devices, 2048 below)"),
     speed: bool = typer.Option(True, "--speed/--no-speed", help="add predicted tok/s columns (cost model)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
@@ -166,6 +174,17 @@ def fit(
     the largest context at that concurrency and the most sequences at that context.
     """
     prof = load_profile(hw)
+    reserve_fraction = 0.0
+    eng = None
+    if engine:
+        from sim.engine_config import load_engine
+
+        eng = load_engine(engine).for_hardware(prof)
+        memory_fraction = eng.memory_fraction if memory_fraction is None else memory_fraction
+        max_batched_tokens = eng.max_num_batched_tokens if max_batched_tokens is None else max_batched_tokens
+        kv_dtype = kv_dtype or eng.kv_dtype
+        reserve_fraction = eng.activation_reserve_fraction
+    kv_dtype = kv_dtype or "fp16"
     kv_dtype_bytes(kv_dtype)
     quants = [get_quant(q).name for q in _split(quant)] or memory.default_fit_quants(prof)
     models = [get_model(n) for n in _split(model)] or list(load_catalog().values())
@@ -173,9 +192,11 @@ def fit(
     for m in models:
         for q in quants:
             r = memory.fit(prof, m, q, kv_dtype=kv_dtype, context=context, concurrency=concurrency,
-                           memory_fraction=memory_fraction, max_batched_tokens=max_batched_tokens)
+                           memory_fraction=memory_fraction, max_batched_tokens=max_batched_tokens,
+                           activation_reserve_fraction=reserve_fraction)
             row = r.to_dict()
-            s = predicted_speed(m, q, prof, context) if speed and r.weight_bytes < r.memory_budget_bytes else None
+            s = (predicted_speed(m, q, prof, context, eng) if speed and r.weight_bytes < r.memory_budget_bytes
+                 else None)
             if s is not None:
                 row.update(s)
             rows.append(row)
@@ -183,7 +204,8 @@ def fit(
     tokens = memory.default_max_batched_tokens(prof) if max_batched_tokens is None else max_batched_tokens
     if as_json:
         typer.echo(json.dumps({
-            "hw": prof.name, "memory_bytes": prof.memory_bytes, "memory_budget_bytes": budget,
+            "hw": prof.name, "engine": eng.name if eng else None, "memory_bytes": prof.memory_bytes,
+            "memory_budget_bytes": budget,
             "max_batched_tokens": tokens, "context": context, "concurrency": concurrency,
             "kv_dtype": kv_dtype, "rows": rows,
         }, indent=2))
@@ -191,7 +213,8 @@ def fit(
     has_speed = any("decode_tok_s" in r for r in rows)
     title = (f"{prof.display_name or prof.name}: {prof.memory_bytes / GB:.1f} GB x "
              f"{budget / prof.memory_bytes:.2f} = {budget / GB:.1f} GB budget; {concurrency} x {context:,} tokens, "
-             f"KV {kv_dtype}; activation reserve for {tokens:,} batched tokens")
+             f"KV {kv_dtype}; activation reserve for {tokens:,} batched tokens"
+             + (f"; engine {eng.name}" if eng else ""))
     table = Table(title=title)
     cols = ["model", "quant", "weights GB", "act. GB", "KV GB/1k tok", "fits", f"max ctx @{concurrency}",
             f"max seqs @{context:,}"]
@@ -214,5 +237,6 @@ def fit(
     con = _console()
     con.print(table)
     if has_speed:
-        con.print("tok/s: single-stream decode at the context and prefill of one context-long prompt, "
-                  "from sim.cost (llama.cpp for GGUF formats, vLLM otherwise).")
+        con.print("tok/s: single-stream decode at the context and prefill of one context-long prompt, from "
+                  + (f"sim.cost with engine {eng.name}." if eng else
+                     "sim.cost (llama.cpp for GGUF formats, vLLM otherwise)."))
