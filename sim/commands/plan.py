@@ -110,7 +110,7 @@ def _sweep_table(df, title: str) -> Table:
     options = _option_columns(df) or ["hw"]
     table = Table(title=title)
     for col in ["#", *options, "load", "out tok/s", "TTFT p50 s", "TTFT p90 s", "TPOT p90 ms", "KV peak",
-                "preempt", "$/M tok rent", "$/M tok own", "status"]:
+                "preempt", "rejected", "$/M tok rent", "$/M tok own", "status"]:
         table.add_column(col, justify="left" if col in (*options, "status") else "right")
     for _, r in df.iterrows():
         load = _load_text(r)
@@ -118,7 +118,7 @@ def _sweep_table(df, title: str) -> Table:
         tpot = r.get("tpot_s_p90")
         cells = [_fmt(r.get("throughput_output_tok_s"), ",.1f"), _fmt(r.get("ttft_s_p50")), _fmt(r.get("ttft_s_p90")),
                  _fmt(None if tpot is None else tpot * 1e3), _fmt(r.get("kv_peak_used_fraction"), ".0%"),
-                 _fmt(r.get("kv_preemptions")), _fmt(r.get("cost_rental_usd_per_million_output_tokens"), ",.3g"),
+                 _fmt(r.get("kv_preemptions")), _fmt(r.get("requests_rejected")), _fmt(r.get("cost_rental_usd_per_million_output_tokens"), ",.3g"),
                  _fmt(r.get("cost_ownership_usd_per_million_output_tokens"), ",.3g")]
         table.add_row(str(r["index"]), *[_fmt(r.get(c)) for c in options], load,
                       *(cells if ok else ["-"] * len(cells)), "ok" if ok else "error")

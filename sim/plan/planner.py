@@ -36,7 +36,7 @@ import numpy as np
 
 from sim.errors import ConfigError
 from sim.plan.costs import OwnershipAssumptions, deployment_cost, replicas_needed
-from sim.plan.workload import trace_stats
+from sim.plan.workload import display_path, trace_stats
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|us|µs|s)?\s*$")
 _UNIT_S = {"s": 1.0, None: 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
@@ -351,7 +351,7 @@ def run_plan(
     results = [r for _, r in sorted(results, key=lambda pair: pair[0])]
     a = assumptions
     return {
-        "workload": {"trace": trace, "requests": stats.requests, "native_rate_rps": stats.native_rate_rps,
+        "workload": {"trace": display_path(trace), "requests": stats.requests, "native_rate_rps": stats.native_rate_rps,
                      "mean_prompt_tokens": stats.mean_prompt_tokens, "mean_output_tokens": stats.mean_output_tokens},
         "slo": asdict(slo),
         "slo_text": slo.describe(),

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from sim.plan.sweep import Combination
+from sim.plan.workload import display_path
 
 #: Leading columns of the results table, in this order; metric columns follow.
 ID_COLUMNS = ["index", "key", "status", "error", "trace", "hw", "model", "quant", "engine",
@@ -41,7 +42,7 @@ def flatten_summary(summary: dict[str, Any]) -> dict[str, Any]:
 def combination_columns(combo: Combination) -> dict[str, Any]:
     """The identifying columns of a row; each override also gets its own column for grouping."""
     cols: dict[str, Any] = {
-        "index": combo.index, "key": combo.key, "trace": combo.trace, "hw": combo.hw,
+        "index": combo.index, "key": combo.key, "trace": display_path(combo.trace), "hw": combo.hw,
         "model": combo.model, "quant": combo.quant, "engine": combo.engine,
         "concurrency": combo.concurrency, "rate_scale": combo.rate_scale, "rate_rps": combo.rate_rps,
         "seed": combo.seed, "overrides": json.dumps(combo.overrides, sort_keys=True),

@@ -66,6 +66,14 @@ def trace_stats(path: str) -> TraceStats:
     return TraceStats(path, n, first, last, prompt_sum / n, output_sum / n)
 
 
+def display_path(path: str | Path) -> str:
+    """A path as people read it in tables: relative to the current folder when inside it."""
+    import os
+
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else str(path)
+
+
 GENERATOR_SUFFIXES = (".yaml", ".yml")
 
 
