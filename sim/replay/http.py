@@ -263,7 +263,7 @@ async def replay_http_async(
             if server.kind.name == "llama-cpp-python":
                 server.eog_bias = await _eog_bias(client, server)
         try:
-            prompts, prompt_source = await build_prompts(requests, tokenize, secrets.token_hex(3))
+            prompts, prompt_source = await build_prompts(requests, tokenize, secrets.token_hex(2))
         except httpx.HTTPError as e:
             raise EngineUnreachable(f"tokenizing prompts at {base} failed: {type(e).__name__}: {e}") from e
         records, error = await _drive(client, server, requests, prompts, concurrency, timeout_s)

@@ -1,6 +1,6 @@
 """Prompts of an exact token count, built through the server's own tokenizer.
 
-A prompt is a tag unique to the request (so no two prompts share a prefix an engine could cache:
+A prompt is a short tag unique to the run and the request (so no two prompts share a prefix an engine could cache:
 llama-cpp-python reuses the previous prompt's KV, llama-server caches per slot, vLLM caches
 16-token blocks) followed by a filler word repeated. The filler count is corrected against the
 server's tokenizer until the prompt has the requested number of tokens (as the server counts them,
@@ -14,7 +14,6 @@ result says so.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Awaitable, Callable
 
 # " a" is one token in the SentencePiece and BPE vocabularies we know (Llama, Gemma, Qwen, GPT-2);
@@ -68,11 +67,12 @@ async def build_prompts(requests, tokenize: Tokenize | None, tag: str) -> tuple[
         return prompts, "estimate"
     all_exact = True
     for r in requests:
-        # a fresh random word first: prompts differ from their first token after BOS
-        head = f"[{secrets.token_hex(4)} {tag} {r.id}]"
+        # the run's tag then the request id, first: prompts differ within their first few tokens,
+        # from each other and from any earlier run's (an engine may keep its cache between runs)
+        head = f"{tag}{r.id}:"
         if r.prefix_id and 0 < r.prefix_tokens < r.prompt_tokens:
             if r.prefix_id not in prefixes:
-                prefixes[r.prefix_id] = await exact_prompt(tokenize, f"[{tag} prefix {r.prefix_id}]", r.prefix_tokens)
+                prefixes[r.prefix_id] = await exact_prompt(tokenize, f"{tag}p{r.prefix_id}:", r.prefix_tokens)
             head = prefixes[r.prefix_id][0] + head
         text, n = await exact_prompt(tokenize, head, r.prompt_tokens)
         all_exact &= n == r.prompt_tokens
