@@ -236,6 +236,10 @@ def fit(
         table.add_row(*cells, style=None if r["fits"] else "dim")
     con = _console()
     con.print(table)
+    sliding = [m.name for m in models if m.n_sliding_layers]
+    if sliding:
+        con.print(f"KV GB/1k tok counts every layer; the sliding-window layers of {', '.join(sliding)} hold at most "
+                  "their window, which 'fits', 'max ctx' and 'max seqs' account for.")
     if has_speed:
         con.print("tok/s: single-stream decode at the context and prefill of one context-long prompt, from "
                   + (f"sim.cost with engine {eng.name}." if eng else
