@@ -9,8 +9,11 @@ its own KV stream (`seq_id`). Every iteration it
    admitted sequences, in admission order, until the batch holds `n_batch` tokens (llama-server's
    order: decodes first, prompts fill the rest — the simulator's `chunked` scheduler),
 3. runs `llama_decode` on it (one ubatch: `n_ubatch = n_batch`, so one call is one iteration),
-4. samples greedily for every sequence that produced logits, stamps the token time, and frees a
-   sequence's KV (`llama_memory_seq_rm`) as soon as it has its requested number of tokens.
+4. samples a token for every sequence that produced logits with llama-server's default sampler
+   chain (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8 — the chain the calibration probes
+   time, so the per-sequence sampling cost is the one the profile was fitted with) and detokenizes
+   it, stamps the token time, and frees a sequence's KV (`llama_memory_seq_rm`) as soon as it has
+   its requested number of tokens.
 
 Output lengths are forced: a sequence stops at the trace's `output_tokens`, whatever it sampled
 (end-of-generation tokens are ignored, like `ignore_eos`). Prompts are seeded pseudo-random token
@@ -155,7 +158,22 @@ class LlamaEngine:
         self.n_seq_max = llama_cpp.llama_n_seq_max(self.ctx)
         self.mem = llama_cpp.llama_get_memory(self.ctx)
         self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self.samplers = [self._sampler_chain(cfg.seed + i) for i in range(self.n_seq_max)]
+        self._piece = ctypes.create_string_buffer(64)
         self._closed = False
+
+    def _sampler_chain(self, seed: int):
+        """llama-server's default sampling chain (common/common.h `common_params_sampling`), one per sequence."""
+        from calibrate.probe_worker import SAMPLER_MIN_P, SAMPLER_TEMP, SAMPLER_TOP_K, SAMPLER_TOP_P
+
+        ll = self.ll
+        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(SAMPLER_TOP_K))
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(SAMPLER_TOP_P, 1))
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(SAMPLER_MIN_P, 1))
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(SAMPLER_TEMP))
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed))
+        return chain
 
     def __enter__(self) -> "LlamaEngine":
         return self
@@ -167,6 +185,8 @@ class LlamaEngine:
         if self._closed:
             return
         self._closed = True
+        for chain in self.samplers:
+            self.ll.llama_sampler_free(chain)
         self.ll.llama_batch_free(self.batch)
         self.ll.llama_free(self.ctx)
         self.ll.llama_model_free(self.model)
@@ -204,13 +224,15 @@ class LlamaEngine:
         self.decode([toks[0]], [n], [0], [True])
         self.free_sequence(0)
 
-    def greedy(self, batch_index: int) -> int:
-        """The most likely next token at an output position of the last batch (greedy sampling)."""
-        ptr = self.ll.llama_get_logits_ith(self.ctx, batch_index)
-        return int(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).argmax())
+    def sample(self, seq_id: int, batch_index: int) -> int:
+        """Sample the next token of a sequence from an output of the last batch, and detokenize it."""
+        tok = self.ll.llama_sampler_sample(self.samplers[seq_id], self.ctx, batch_index)
+        self.ll.llama_token_to_piece(self.vocab, tok, self._piece, 64, 0, False)
+        return int(tok)
 
     def free_sequence(self, seq_id: int) -> None:
         self.ll.llama_memory_seq_rm(self.mem, seq_id, -1, -1)
+        self.ll.llama_sampler_reset(self.samplers[seq_id])
 
     def prompt_tokens(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """`n` token ids: BOS when the model expects it, then seeded random ids (distinct per request)."""
@@ -346,7 +368,7 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
         kv_peak_used = max(kv_peak_used, sum(s.kv_tokens for s in running.values()))
         kv_peak_reserved = max(kv_peak_reserved, len(running) * engine.n_ctx_seq)
         for s, idx in emitters:
-            s.last_token = engine.greedy(idx)
+            s.last_token = engine.sample(s.seq_id, idx)
             s.generated += 1
             s.meas.token(t)
             if s.generated >= s.target_tokens:
