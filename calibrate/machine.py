@@ -173,3 +173,39 @@ def describe_machine() -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
     }
+
+
+def measure_raw_rates_isolated(*, threads: int, quick: bool = False, timeout_s: float = 300.0) -> RawRates:
+    """`measure_raw_rates` in a child process whose BLAS uses exactly `threads` threads.
+
+    BLAS libraries fix their thread count when they load, so a fresh process with
+    OPENBLAS/OMP/MKL_NUM_THREADS set is the reliable way to measure the peak of the same number
+    of cores llama.cpp is given — the efficiency fitted/peak is then about the kernels, not about
+    how many cores were used.
+    """
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+        env[var] = str(threads)
+    args = [sys.executable, "-m", "calibrate.machine", "--threads", str(threads)] + (["--quick"] if quick else [])
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout_s)
+    if out.returncode != 0:
+        raise RuntimeError(f"raw machine probe failed: {out.stderr.strip()[-500:]}")
+    d = json.loads(out.stdout)
+    d["bandwidth_samples_bytes_per_s"] = tuple(d["bandwidth_samples_bytes_per_s"])
+    d["matmul_samples_flops_per_s"] = tuple(d["matmul_samples_flops_per_s"])
+    return RawRates(**d)
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description="raw memory-bandwidth and fp32 GEMM probes (JSON on stdout)")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    print(json.dumps(measure_raw_rates(quick=a.quick, threads=a.threads).to_dict()))

@@ -1,0 +1,258 @@
+"""One calibration end to end: measure, fit, build the profile with its provenance, write it.
+
+`calibrate_model` drives llama.cpp probes on this machine (`calibrate.probes`);
+`calibrate_endpoint` times a running server (`calibrate.endpoint`). Both fit the same five
+cost-model parameters (`calibrate.fit`) and produce the same kind of profile (`calibrate.profile`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import importlib.metadata
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlsplit
+
+from calibrate.fit import FitResult, Observation, fit_cost_params, int8_speedup_for, physical_bounds
+from calibrate.machine import RawRates, describe_machine, measure_raw_rates_isolated
+from calibrate.probes import ProbePoint, ProbeRun, build_plan, run_plan
+from calibrate.profile import build_profile, write_profile_atomic
+from sim.cost import CostModel, CostParams
+from sim.hardware import HardwareProfile, user_profiles_dir
+from sim.models import ModelSpec
+from sim.quant import QuantFormat
+
+# Any positive placeholder: the fit replaces every parameter, CostModel only needs one to exist.
+_PLACEHOLDER = CostParams(1e10, 1e11, 1e11)
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    profile: HardwareProfile
+    observations: tuple[Observation, ...]
+    fit: FitResult
+    raw: RawRates | None
+    probe_run: ProbeRun | None
+    path: Path | None
+
+
+def default_profile_path(name: str) -> Path:
+    return user_profiles_dir() / f"{name}.yaml"
+
+
+def _now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # pragma: no cover - not on Windows
+        return None
+
+
+def observations_from_points(points: tuple[ProbePoint, ...]) -> list[Observation]:
+    """The fit's data: each probe point's median seconds."""
+    return [
+        Observation(p.id, p.kind, p.prefill_tokens, p.prefill_context, p.decode_batch, p.decode_context, p.median_s)
+        for p in points
+    ]
+
+
+def _point_records(observations, fit: FitResult, points: dict[str, ProbePoint] | None = None) -> list[dict]:
+    """Every point for the provenance block: shape, measured, spread, fitted prediction, error, split."""
+    out = []
+    for o, pred, held in zip(observations, fit.predicted_s, fit.heldout):
+        rec = {
+            "id": o.id, "kind": o.kind, "prefill_tokens": o.prefill_tokens, "prefill_context": o.prefill_context,
+            "decode_batch": o.decode_batch, "decode_context": round(o.decode_context, 2),
+            "measured_s": o.measured_s, "predicted_s": pred, "error": pred / o.measured_s - 1.0,
+            "split": "heldout" if held else "train",
+        }
+        p = (points or {}).get(o.id)
+        if p is not None:
+            rec.update({"p25_s": p.p25_s, "p75_s": p.p75_s, "min_s": p.min_s, "max_s": p.max_s, "runs": p.runs,
+                        "spread": p.spread})
+        out.append(rec)
+    return out
+
+
+def _finish(
+    *, name: str, spec: ModelSpec, quant: QuantFormat, observations: list[Observation], raw: RawRates | None,
+    peaks: tuple[float, float] | None, int8_speedup: float, memory_bytes: float | None, seed: int, engine: str,
+    calibration: dict, kind: str, display_name: str, vendor: str, out: Path | None, write: bool,
+    points: dict[str, ProbePoint] | None = None, probe_run: ProbeRun | None = None,
+) -> CalibrationResult:
+    cost = CostModel(spec, quant, _PLACEHOLDER)
+    bw_peak, mm_peak = peaks if peaks else (None, None)
+    bounds = physical_bounds(bw_peak, mm_peak, int8_speedup=int8_speedup)
+    fit = fit_cost_params(cost, observations, bounds, seed=seed)
+    calibration = {**calibration, "fit": fit.to_dict(), "probe_points": _point_records(observations, fit, points)}
+    profile = build_profile(
+        name=name, params=fit.params, quant=quant,
+        raw_bandwidth_bytes_per_s=bw_peak or fit.params.bandwidth_bytes_per_s,
+        raw_matmul_flops_per_s=mm_peak or fit.params.matmul_flops_per_s,
+        memory_bytes=memory_bytes, kind=kind, display_name=display_name, vendor=vendor, engine=engine,
+        calibration=calibration,
+    )
+    path = None
+    if write:
+        path = write_profile_atomic(profile, out or default_profile_path(name))
+    return CalibrationResult(profile, tuple(observations), fit, raw, probe_run, path)
+
+
+def calibrate_model(
+    model_path: str | Path,
+    *,
+    name: str,
+    spec: ModelSpec,
+    quant: QuantFormat,
+    quick: bool = False,
+    threads: int,
+    gpu_layers: int = 0,
+    seed: int = 0,
+    engine: str = "llama.cpp",
+    out: Path | None = None,
+    write: bool = True,
+    on_event: Callable[[dict], None] | None = None,
+    timeout_s: float = 1800.0,
+) -> CalibrationResult:
+    """Probe llama.cpp with `model_path` on this machine, fit, and write the profile `name`."""
+    model_path = Path(model_path).resolve()
+    machine = describe_machine()
+    load_before = _loadavg()
+    if on_event:
+        on_event({"event": "phase", "name": "raw machine probes"})
+    raw = measure_raw_rates_isolated(threads=threads, quick=quick)
+    if on_event:
+        on_event({"event": "raw", "raw": raw.to_dict()})
+    plan = build_plan(model_path, n_ctx_train=spec.max_context, quick=quick, n_threads=threads,
+                      n_gpu_layers=gpu_layers, seed=seed)
+    run = run_plan(plan, on_event=on_event, timeout_s=timeout_s)
+    observations = observations_from_points(run.points)
+    calibration = {
+        "method": "llama.cpp probes",
+        "date": _now_utc(),
+        "quick": quick,
+        "threads": threads,
+        "gpu_layers": gpu_layers,
+        "seed": seed,
+        "machine": {**machine, "loadavg_before": load_before, "loadavg_after": _loadavg()},
+        "versions": {
+            "infersim": _version("infersim"),
+            "llama_cpp_python": _version("llama_cpp_python"),
+            "llama_cpp": run.llama_cpp_version,
+            "llama_system_info": run.llama_system_info,
+        },
+        "model": {
+            "file": str(model_path), "name": spec.name, "architecture": spec.architecture,
+            "quantization": quant.name, "size_bytes": model_path.stat().st_size, "sha256": _sha256(model_path),
+        },
+        "raw_probes": raw.to_dict(),
+        "load_time_s": {"cold": run.load_cold_s, "warm": list(run.load_warm_s), "warm_median": run.load_warm_median_s},
+        "contexts": [dict(c) for c in run.contexts],
+        "probe_wall_s": round(run.wall_s, 1),
+        "statistic": "median of timed runs after warm-up",
+    }
+    vendor = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}.get(machine.get("cpu_vendor", ""), machine.get("cpu_vendor", ""))
+    return _finish(
+        name=name, spec=spec, quant=quant, observations=observations, raw=raw,
+        peaks=None if gpu_layers else (raw.memory_bandwidth_bytes_per_s, raw.matmul_fp32_flops_per_s),
+        int8_speedup=int8_speedup_for(machine["simd"]), memory_bytes=machine["memory_bytes"], seed=seed, engine=engine,
+        calibration=calibration, kind="cpu" if not gpu_layers else "gpu",
+        display_name=f"{machine['cpu']} x{threads} threads (calibrated)", vendor=vendor, out=out, write=write,
+        points={p.id: p for p in run.points}, probe_run=run,
+    )
+
+
+def is_loopback_url(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def calibrate_endpoint(
+    url: str,
+    *,
+    name: str,
+    spec: ModelSpec,
+    quant: QuantFormat,
+    quick: bool = False,
+    seed: int = 0,
+    engine: str = "llama.cpp",
+    peaks_from: HardwareProfile | None = None,
+    threads: int | None = None,
+    allow_remote: bool = False,
+    out: Path | None = None,
+    write: bool = True,
+    on_phase: Callable[[str], None] | None = None,
+    timeout_s: float = 600.0,
+) -> CalibrationResult:
+    """Time the server at `url`, fit, and write the profile `name`.
+
+    Peaks (for efficiencies and bounds): `peaks_from`'s datasheet figures when given; else, for a
+    loopback endpoint, this machine's raw probes; else none (efficiencies 1, rates = fitted).
+    """
+    from calibrate.endpoint import endpoint_plan, measure_endpoint
+
+    machine = describe_machine()
+    raw = None
+    peaks = None
+    int8_speedup = 1.0
+    kind, vendor, memory_bytes, display = "cpu", "", None, name
+    if peaks_from is not None:
+        peaks = (peaks_from.bandwidth_bytes_per_s, peaks_from.peak_flops(quant.compute_format))
+        kind, vendor, memory_bytes = peaks_from.kind, peaks_from.vendor, peaks_from.memory_bytes
+        display = f"{peaks_from.display_name or peaks_from.name} via {engine} endpoint (calibrated)"
+        # A CPU datasheet peak is fp32 FMA; llama.cpp's int8 dot products may exceed it (fit.py).
+        int8_speedup = 4.0 if peaks_from.kind == "cpu" else 1.0
+    elif is_loopback_url(url):
+        if on_phase:
+            on_phase("raw machine probes")
+        raw = measure_raw_rates_isolated(threads=threads or machine["threads_available"], quick=quick)
+        peaks = (raw.memory_bandwidth_bytes_per_s, raw.matmul_fp32_flops_per_s)
+        int8_speedup, memory_bytes = int8_speedup_for(machine["simd"]), machine["memory_bytes"]
+        display = f"{machine['cpu']} via {engine} endpoint (calibrated)"
+    plan = endpoint_plan(quick=quick, max_context=spec.max_context)
+    load_before = _loadavg()
+    observations, driven = measure_endpoint(url, plan, timeout_s=timeout_s, allow_remote=allow_remote, on_phase=on_phase)
+    calibration = {
+        "method": "endpoint",
+        "date": _now_utc(),
+        "quick": quick,
+        "seed": seed,
+        "endpoint": url,
+        "driven": driven,
+        "plan": plan.__dict__,
+        "machine": {**machine, "loadavg_before": load_before, "loadavg_after": _loadavg()} if raw else None,
+        "peaks_from": peaks_from.name if peaks_from is not None else ("raw probes of this machine" if raw else None),
+        "versions": {"infersim": _version("infersim")},
+        "model": {"name": spec.name, "quantization": quant.name},
+        "raw_probes": raw.to_dict() if raw else None,
+    }
+    return _finish(
+        name=name, spec=spec, quant=quant, observations=observations, raw=raw, peaks=peaks, int8_speedup=int8_speedup,
+        memory_bytes=memory_bytes, seed=seed, engine=engine, calibration=calibration, kind=kind,
+        display_name=display, vendor=vendor, out=out, write=write,
+    )

@@ -1,0 +1,201 @@
+"""`infersim calibrate`: fit a hardware profile from real llama.cpp runs (or a running server).
+
+    infersim calibrate --model MODEL.gguf --name my-box [--quick] [--threads N] [--gpu-layers N]
+    infersim calibrate --endpoint http://127.0.0.1:8080 --model MODEL --name my-box-llamaserver
+
+Progress and tables go to stderr; `--json` prints the fit summary as JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sim.errors import ConfigError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_GGUF_MAGIC = b"GGUF"
+
+
+def _check_name(name: str) -> str:
+    if not _NAME.match(name) or name.endswith((".yaml", ".yml")):
+        raise ConfigError(
+            f"'{name}' is not a profile name: use letters, digits, '.', '_' and '-' (it becomes NAME.yaml)",
+            field="--name",
+        )
+    return name
+
+
+def _check_gguf(path: Path) -> None:
+    if not path.is_file():
+        raise ConfigError("file not found", file=path, field="--model")
+    with open(path, "rb") as f:
+        if f.read(4) != _GGUF_MAGIC:
+            raise ConfigError("not a GGUF file (no 'GGUF' magic at the start)", file=path, field="--model")
+
+
+def _require_llama_cpp() -> None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ConfigError("llama-cpp-python is not installed: pip install 'infersim[calibrate]'", field="--model")
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:,.3f}" if x < 0.01 else f"{x * 1e3:,.1f}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.1f}%"
+
+
+def render_summary(console: Console, result) -> None:
+    """Measured vs fitted for every point, then the fitted parameters against the raw peaks."""
+    fit = result.fit
+    table = Table(title="Probe points: measured vs fitted", box=box.SIMPLE_HEAD, pad_edge=False)
+    for header, justify in [("point", "left"), ("measured ms", "right"), ("spread", "right"),
+                            ("fitted ms", "right"), ("error", "right"), ("", "left")]:
+        table.add_column(header, justify=justify, no_wrap=True)
+    points = {r["id"]: r for r in (result.profile.calibration or {}).get("probe_points", [])}
+    for o, pred, held in zip(result.observations, fit.predicted_s, fit.heldout):
+        spread = points.get(o.id, {}).get("spread")
+        table.add_row(o.id, _ms(o.measured_s), "-" if spread is None else f"{spread * 100:.0f}%",
+                      _ms(pred), _pct(pred / o.measured_s - 1), "held out" if held else "")
+    console.print(table)
+
+    p = fit.params
+    prof = result.profile
+    eff = prof.efficiency
+    params = Table(title="Fitted cost-model parameters", box=box.SIMPLE_HEAD, pad_edge=False)
+    for header, justify in [("parameter", "left"), ("fitted", "right"), ("peak (raw probe)", "right"),
+                            ("efficiency", "right")]:
+        params.add_column(header, justify=justify, no_wrap=True)
+    params.add_row("memory bandwidth", f"{p.bandwidth_bytes_per_s / 1e9:.2f} GB/s",
+                   f"{prof.memory_bandwidth_gb_per_s:.2f} GB/s", f"{eff.bandwidth:.3f}")
+    params.add_row("matmul", f"{p.matmul_flops_per_s / 1e9:.2f} GFLOP/s",
+                   f"{prof.peak_tflops.get('fp32', 0) * 1e3:.2f} GFLOP/s fp32", f"{eff.compute:.3f}")
+    params.add_row("attention", f"{p.attention_flops_per_s / 1e9:.2f} GFLOP/s", "", f"{eff.attention:.3f}")
+    params.add_row("iteration overhead", f"{p.iteration_overhead_s * 1e3:.3f} ms", "", "")
+    params.add_row("per-sequence overhead", f"{p.per_sequence_overhead_s * 1e3:.3f} ms", "", "")
+    console.print(params)
+    by_kind = ", ".join(f"{k} {v * 100:.1f}%" for k, v in fit.heldout_median_abs_error_by_kind.items())
+    console.print(
+        f"held-out median |error|: {_pct(fit.heldout_median_abs_error).lstrip('+')} ({by_kind or 'none held out'}); "
+        f"train {fit.train_median_abs_error * 100:.1f}%; R² of log time: all {fit.r2_log_all:.3f}"
+        + (f", held-out {fit.r2_log_heldout:.3f}" if fit.r2_log_heldout is not None else "")
+    )
+    for note in fit.notes + list((prof.calibration or {}).get("peaks_raised", [])):
+        console.print(f"note: {note}")
+
+
+def summary_json(result) -> dict:
+    fit = result.fit
+    return {
+        "profile": result.profile.name,
+        "path": str(result.path) if result.path else None,
+        "fit": fit.to_dict(),
+        "efficiency": result.profile.efficiency.model_dump(),
+        "peaks": {"memory_bandwidth_gb_per_s": result.profile.memory_bandwidth_gb_per_s,
+                  "peak_tflops": result.profile.peak_tflops},
+        "points": (result.profile.calibration or {}).get("probe_points", []),
+    }
+
+
+def calibrate_command(
+    model: str = typer.Option(None, "--model", "-m", help="GGUF file to probe (with --endpoint: the served model: GGUF, HF config.json or catalog name)"),
+    name: str = typer.Option(..., "--name", help="profile name; use it later as --hw NAME"),
+    quick: bool = typer.Option(False, "--quick", help="fewer, shorter probes (under 2 minutes with Gemma 3 270M)"),
+    threads: int = typer.Option(None, "--threads", min=1, help="llama.cpp threads (default: physical cores)"),
+    gpu_layers: int = typer.Option(0, "--gpu-layers", min=0, help="layers offloaded to a GPU (raw CPU peaks then unused)"),
+    out: Path = typer.Option(None, "--out", help="where to write the profile YAML (default: the user profile folder)"),
+    endpoint: str = typer.Option(None, "--endpoint", help="calibrate a running OpenAI-compatible / llama-server endpoint instead"),
+    quant: str = typer.Option(None, "--quant", help="quantization of the served model (endpoint mode; default: the model's)"),
+    engine: str = typer.Option("llama.cpp", "--engine", help="engine preset these measurements describe"),
+    peaks_from: str = typer.Option(None, "--peaks-from", help="endpoint mode: hardware profile with the server's datasheet peaks"),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="endpoint mode: allow a non-loopback host"),
+    seed: int = typer.Option(0, "--seed", help="seed of the held-out split and of the probe prompts"),
+    timeout_s: float = typer.Option(1800.0, "--timeout", min=1, help="give up after this many seconds of probing"),
+    as_json: bool = typer.Option(False, "--json", help="print the fit summary as JSON on stdout"),
+) -> None:
+    """Measure this machine (or a running server), fit the cost model, write a hardware profile."""
+    from calibrate.calibration import calibrate_endpoint, calibrate_model
+    from calibrate.machine import physical_cores
+    from calibrate.probes import ProbeError
+    from sim.engine_config import load_engine
+    from sim.hardware import load_profile
+    from sim.models import get_model
+
+    _check_name(name)
+    load_engine(engine)  # an unknown engine is a one-line error before minutes of probing
+    console = Console(stderr=True)
+    if endpoint is None:
+        if not model:
+            raise ConfigError("give --model MODEL.gguf to probe, or --endpoint URL", field="--model")
+        path = Path(model)
+        _check_gguf(path)
+        _require_llama_cpp()
+        spec = get_model(str(path))
+        q = spec.quant(quant or spec.quant_override or spec.default_quant)
+        n_threads = threads or physical_cores()
+        from calibrate.probes import build_plan, count_probes
+
+        total = count_probes(build_plan(path, n_ctx_train=spec.max_context, quick=quick, n_threads=n_threads)) + 2
+        with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=False) as progress:
+            task = progress.add_task("raw machine probes", total=total)
+
+            def on_event(e: dict) -> None:
+                kind = e.get("event")
+                if kind in ("raw", "load", "point"):
+                    progress.advance(task)
+                if kind == "start":
+                    progress.update(task, description=e["id"])
+                elif kind == "raw":
+                    progress.update(task, description="model load (cold, warm)")
+
+            try:
+                result = calibrate_model(
+                    path, name=name, spec=spec, quant=q, quick=quick, threads=n_threads, gpu_layers=gpu_layers,
+                    seed=seed, engine=engine, out=out, on_event=on_event, timeout_s=timeout_s,
+                )
+            except ProbeError as e:
+                raise ConfigError(str(e), file=path) from None
+    else:
+        if not model:
+            raise ConfigError("endpoint mode needs --model: the served model (GGUF, config.json or catalog name)",
+                              field="--model")
+        from sim.replay.http import check_endpoint
+
+        check_endpoint(endpoint, allow_remote=allow_remote)
+        spec = get_model(model)
+        q = spec.quant(quant or spec.quant_override or spec.default_quant)
+        peaks = load_profile(peaks_from) if peaks_from else None
+        from sim.replay.errors import EngineUnreachable
+
+        with console.status("calibrating endpoint") as status:
+            try:
+                result = calibrate_endpoint(
+                    endpoint, name=name, spec=spec, quant=q, quick=quick, seed=seed, engine=engine,
+                    peaks_from=peaks, threads=threads, allow_remote=allow_remote, out=out,
+                    on_phase=lambda s: status.update(f"endpoint: {s}"), timeout_s=timeout_s,
+                )
+            except EngineUnreachable as e:
+                raise ConfigError(str(e), field="--endpoint") from None
+            except ValueError as e:  # too few usable points (requests failed or ended early)
+                raise ConfigError(f"{e} (from {endpoint})", field="--endpoint") from None
+    render_summary(console, result)
+    console.print(f"wrote {result.path}; use it with --hw {name}")
+    if as_json:
+        sys.stdout.write(json.dumps(summary_json(result), indent=2) + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `calibrate` to the infersim CLI."""
+    app.command("calibrate", help="Measure this machine with llama.cpp (or a running server) and write a calibrated hardware profile.")(calibrate_command)

@@ -1,0 +1,391 @@
+"""The child process that times llama.cpp: `python -m calibrate.probe_worker < plan.json`.
+
+Runs in its own process (started by `calibrate.probes.run_plan`) so that a crash inside
+llama.cpp — a GGML_ASSERT abort, a segfault — kills only this child and reaches the user as an
+error message. Protocol: one JSON plan on stdin; one JSON object per line on the protocol pipe
+(the original stdout; C-level stdout is redirected to stderr so nothing else can interleave):
+
+    {"event": "load", ...}     model load times (cold = first load in this fresh process,
+                               warm = reloads of the same file, now in the OS page cache)
+    {"event": "point", ...}    one probe point: median, spread and all samples of its timed runs
+    {"event": "error", "message": ...}   a refused size or a failed llama.cpp call (exit status 3)
+    {"event": "done"}
+
+Every probe point is one *iteration shape*, the unit the cost model prices: an optional prefill
+chunk of P tokens on top of Cp tokens already cached, plus B sequences decoding one token each at
+context Cd. Each timed run is what an engine iteration does: build the `llama_batch`, one
+`llama_decode`, then sample one token for every sequence that produced logits (a top-k / top-p /
+min-p / temperature chain with llama-server's defaults) and detokenize it. So sampling over the
+vocabulary — the per-sequence cost an engine adds — is inside the measurement.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+# llama-server / common defaults (llama.cpp common/common.h, struct common_params_sampling):
+# top_k = 40, top_p = 0.95, min_p = 0.05, temp = 0.80.
+SAMPLER_TOP_K = 40
+SAMPLER_TOP_P = 0.95
+SAMPLER_MIN_P = 0.05
+SAMPLER_TEMP = 0.80
+
+# ggml_log_level (ggml.h): 0 NONE, 1 DEBUG, 2 INFO, 3 WARN, 4 ERROR, 5 CONT.
+_LOG_WARN_OR_ERROR = (3, 4)
+
+
+class ProbeSizeError(ValueError):
+    """A probe that does not fit the context (n_ctx, n_batch, n_seq_max): refused before llama_decode."""
+
+
+@dataclass(frozen=True)
+class ContextLimits:
+    """The sizes llama.cpp granted a context (it may round n_ctx up)."""
+
+    n_ctx: int
+    n_ctx_seq: int  # positions one sequence may hold (n_ctx, or n_ctx / n_seq_max without unified KV)
+    n_batch: int  # tokens one llama_decode call may take
+    n_seq_max: int
+    kv_unified: bool
+
+
+def probe_fits(probe: dict, limits: ContextLimits) -> str | None:
+    """Why `probe` does not fit `limits`, or None when it fits. Checked in parent and child.
+
+    Counts what the probe will put into the KV cache: Cp + P positions for the prefill sequence
+    (seq id B), Cd + warmup + runs positions for each of the B decode sequences (seq ids 0..B-1),
+    since the decode sequences grow by one token per timed or warm-up run.
+    """
+    p, cp = int(probe["prefill_tokens"]), int(probe["prefill_context"])
+    b, cd = int(probe["decode_batch"]), int(probe["decode_context"])
+    runs = int(probe["warmup"]) + int(probe.get("max_runs", probe["runs"]))
+    if p < 0 or cp < 0 or b < 0 or cd < 0 or (p == 0 and b == 0):
+        return "a probe needs prefill_tokens > 0 or decode_batch > 0, all sizes >= 0"
+    if b > 0 and cd < 1:
+        return "decode sequences need decode_context >= 1 (a prompt to continue)"
+    n_seqs = b + (1 if p else 0)
+    if n_seqs > limits.n_seq_max:
+        return f"{n_seqs} sequences exceed n_seq_max={limits.n_seq_max}"
+    if p + b > limits.n_batch:
+        return f"{p + b} tokens in one llama_decode exceed n_batch={limits.n_batch}"
+    if p and cp + p > limits.n_ctx_seq:
+        return f"prefill to position {cp + p} exceeds the per-sequence context {limits.n_ctx_seq}"
+    if b and cd + runs > limits.n_ctx_seq:
+        return f"decode to position {cd + runs} exceeds the per-sequence context {limits.n_ctx_seq}"
+    cells = (cp + p if p else 0) + b * (cd + runs)
+    if limits.kv_unified and cells > limits.n_ctx:
+        return f"{cells} KV cells needed exceed n_ctx={limits.n_ctx}"
+    return None
+
+
+# A point whose interquartile range exceeds this share of its median is sampled again (up to its
+# max_runs / time cap): on a shared machine another process can stall llama.cpp's threads for
+# hundreds of milliseconds, and more samples keep such runs out of the median.
+SPREAD_TARGET = 0.15
+TIME_CAP_FACTOR = 8.0  # never spend more than this x min_time_s on one point
+
+
+def _wants_more(samples_s: list[float], max_runs: int, min_time_s: float) -> bool:
+    """Whether a probe point should take another timed run.
+
+    More runs while fewer than `max_runs`, and either the runs so far total under `min_time_s`
+    (cheap points get many samples) or their spread is above SPREAD_TARGET (a disturbed point gets
+    more samples), but never beyond TIME_CAP_FACTOR x `min_time_s` of timed runs.
+    """
+    n, total = len(samples_s), sum(samples_s)
+    if n >= max_runs or (min_time_s > 0 and total >= TIME_CAP_FACTOR * min_time_s):
+        return False
+    if total < min_time_s:
+        return True
+    if n >= 4:
+        q = statistics.quantiles(samples_s, n=4, method="inclusive")
+        return (q[2] - q[0]) > SPREAD_TARGET * statistics.median(samples_s)
+    return False
+
+
+def summarize(samples_s: list[float]) -> dict:
+    """Median (the kept value), quartiles, min, max and all samples of one probe point, in seconds."""
+    s = sorted(samples_s)
+    q = statistics.quantiles(s, n=4, method="inclusive") if len(s) > 1 else [s[0], s[0], s[0]]
+    return {
+        "median_s": statistics.median(s),
+        "p25_s": q[0],
+        "p75_s": q[2],
+        "min_s": s[0],
+        "max_s": s[-1],
+        "samples_s": samples_s,
+    }
+
+
+class _Worker:
+    """Owns one model, one context at a time, its batch and samplers."""
+
+    def __init__(self, plan: dict, out) -> None:
+        import llama_cpp as L
+
+        self.L = L
+        self.plan = plan
+        self.out = out
+        self.model = None
+        self.ctx = None
+        self.batch = None
+        self.batch_capacity = 0
+        self.samplers: list = []
+        self.seed = int(plan.get("seed", 0))
+        self.next_token = 0
+        L.llama_backend_init()
+        # Silence llama.cpp's logging, but keep its last warnings/errors to explain a failed call.
+        # (The callback object stays referenced by self so ctypes does not free it.)
+        self.recent_log: collections.deque[str] = collections.deque(maxlen=4)
+
+        def on_log(level: int, text: bytes, user_data) -> None:
+            if level in _LOG_WARN_OR_ERROR and text:
+                line = text.decode(errors="replace").strip()
+                if line:
+                    self.recent_log.append(line)
+
+        self._log_cb = L.llama_log_callback(on_log)
+        L.llama_log_set(self._log_cb, ctypes.c_void_p(0))
+
+    def llama_error(self, what: str) -> RuntimeError:
+        """An error for a failed llama.cpp call, with llama.cpp's own last message when it left one."""
+        said = f" (llama.cpp: {self.recent_log[-1]})" if self.recent_log else ""
+        return RuntimeError(what + said)
+
+    def emit(self, obj: dict) -> None:
+        self.out.write(json.dumps(obj) + "\n")
+        self.out.flush()
+
+    # ---- model and context ---------------------------------------------------------------------
+    def load_model(self) -> float:
+        L = self.L
+        params = L.llama_model_default_params()
+        params.n_gpu_layers = int(self.plan.get("n_gpu_layers", 0))
+        t0 = time.perf_counter()
+        model = L.llama_model_load_from_file(self.plan["model_path"].encode(), params)
+        dt = time.perf_counter() - t0
+        if not model:
+            raise self.llama_error(f"llama.cpp could not load the model file {self.plan['model_path']}")
+        self.model = model
+        self.vocab = L.llama_model_get_vocab(model)
+        self.n_vocab = L.llama_vocab_n_tokens(self.vocab)
+        return dt
+
+    def free_model(self) -> None:
+        self.free_context()
+        if self.model:
+            self.L.llama_model_free(self.model)
+            self.model = None
+
+    def measure_loads(self) -> None:
+        cold = self.load_model()
+        warm = []
+        for _ in range(int(self.plan.get("warm_loads", 2))):
+            self.free_model()
+            warm.append(self.load_model())
+        self.emit({"event": "load", "cold_s": cold, "warm_s": warm,
+                   "warm_median_s": statistics.median(warm) if warm else None,
+                   "n_vocab": self.n_vocab,
+                   "llama_cpp_version": self.L.llama_version().decode(errors="replace"),
+                   "llama_system_info": self.L.llama_print_system_info().decode(errors="replace").strip()})
+
+    def open_context(self, session: dict) -> ContextLimits:
+        L = self.L
+        self.free_context()
+        cp = L.llama_context_default_params()
+        cp.n_ctx = int(session["n_ctx"])
+        cp.n_batch = int(session["n_batch"])
+        cp.n_ubatch = int(session.get("n_ubatch", min(512, session["n_batch"])))
+        cp.n_seq_max = int(session["n_seq_max"])
+        cp.kv_unified = bool(session.get("kv_unified", False))
+        cp.n_threads = cp.n_threads_batch = int(self.plan["n_threads"])
+        cp.no_perf = True
+        t0 = time.perf_counter()
+        ctx = L.llama_init_from_model(self.model, cp)
+        dt = time.perf_counter() - t0
+        if not ctx:
+            raise self.llama_error(
+                f"llama.cpp could not create a context (n_ctx={cp.n_ctx}, n_batch={cp.n_batch}, "
+                f"n_seq_max={cp.n_seq_max}): out of memory or unsupported sizes"
+            )
+        self.ctx = ctx
+        self.mem = L.llama_get_memory(ctx)
+        limits = ContextLimits(
+            n_ctx=L.llama_n_ctx(ctx), n_ctx_seq=L.llama_n_ctx_seq(ctx), n_batch=L.llama_n_batch(ctx),
+            n_seq_max=L.llama_n_seq_max(ctx), kv_unified=cp.kv_unified,
+        )
+        self.batch = L.llama_batch_init(limits.n_batch, 0, 1)
+        self.batch_capacity = limits.n_batch
+        self.samplers = [self._make_sampler(i) for i in range(limits.n_seq_max)]
+        self.emit({"event": "context", "session": session["name"], "create_s": dt, **limits.__dict__})
+        return limits
+
+    def _make_sampler(self, i: int):
+        L = self.L
+        chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
+        L.llama_sampler_chain_add(chain, L.llama_sampler_init_top_k(SAMPLER_TOP_K))
+        L.llama_sampler_chain_add(chain, L.llama_sampler_init_top_p(SAMPLER_TOP_P, 1))
+        L.llama_sampler_chain_add(chain, L.llama_sampler_init_min_p(SAMPLER_MIN_P, 1))
+        L.llama_sampler_chain_add(chain, L.llama_sampler_init_temp(SAMPLER_TEMP))
+        L.llama_sampler_chain_add(chain, L.llama_sampler_init_dist(self.seed + i))
+        return chain
+
+    def free_context(self) -> None:
+        L = self.L
+        for s in self.samplers:
+            L.llama_sampler_free(s)
+        self.samplers = []
+        if self.batch is not None:
+            L.llama_batch_free(self.batch)
+            self.batch = None
+        if self.ctx:
+            L.llama_free(self.ctx)
+            self.ctx = None
+
+    # ---- batches ---------------------------------------------------------------------------------
+    def _token(self) -> int:
+        """Deterministic pseudo-random prompt tokens, skipping the first ids (special/control tokens)."""
+        self.next_token = (self.next_token * 1103515245 + 12345 + self.seed) % 2**31
+        lo = min(16, self.n_vocab - 1)
+        return lo + self.next_token % (self.n_vocab - lo)
+
+    def _fill(self, entries: list[tuple[int, int, int, bool]]) -> None:
+        """Put (token, pos, seq_id, wants_logits) entries into the batch."""
+        if len(entries) > self.batch_capacity:
+            raise ProbeSizeError(f"{len(entries)} tokens exceed the batch capacity {self.batch_capacity}")
+        b = self.batch
+        b.n_tokens = len(entries)
+        for i, (tok, pos, seq, logits) in enumerate(entries):
+            b.token[i] = tok
+            b.pos[i] = pos
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = seq
+            b.logits[i] = logits
+
+    def _decode(self) -> None:
+        rc = self.L.llama_decode(self.ctx, self.batch)
+        if rc != 0:
+            raise self.llama_error(f"llama_decode returned {rc} for a batch of {self.batch.n_tokens} tokens")
+
+    def _sample(self, seq: int, batch_index: int) -> int:
+        """Sample and detokenize one token, as an engine does for every sequence every step."""
+        L = self.L
+        tok = L.llama_sampler_sample(self.samplers[seq], self.ctx, batch_index)
+        buf = (ctypes.c_char * 64)()
+        L.llama_token_to_piece(self.vocab, tok, buf, 64, 0, False)
+        return tok
+
+    def _prefill_untimed(self, seq_lengths: dict[int, int], limits: ContextLimits) -> None:
+        """Fill sequences to the given lengths, packing tokens of several sequences per llama_decode."""
+        pending = [(tok_seq, pos) for tok_seq, n in seq_lengths.items() for pos in range(n)]
+        for start in range(0, len(pending), limits.n_batch):
+            chunk = pending[start:start + limits.n_batch]
+            self._fill([(self._token(), pos, seq, False) for seq, pos in chunk])
+            self._decode()
+
+    # ---- one probe point ---------------------------------------------------------------------------
+    def run_probe(self, probe: dict, limits: ContextLimits) -> None:
+        L = self.L
+        why = probe_fits(probe, limits)
+        if why and not self.plan.get("unchecked", False):
+            raise ProbeSizeError(f"probe {probe['id']}: {why}")
+        p, cp = int(probe["prefill_tokens"]), int(probe["prefill_context"])
+        b, cd = int(probe["decode_batch"]), int(probe["decode_context"])
+        warmup, min_runs = int(probe["warmup"]), int(probe["runs"])
+        max_runs = int(probe.get("max_runs", min_runs))
+        min_time_s = float(probe.get("min_time_s", 0.0))
+        prefill_seq = b  # decode sequences are 0..b-1, the prefill sequence comes after them
+
+        L.llama_memory_clear(self.mem, True)
+        for s in self.samplers:
+            L.llama_sampler_reset(s)
+        setup = {seq: cd for seq in range(b)}
+        if p and cp:
+            setup[prefill_seq] = cp
+        self._prefill_untimed(setup, limits)
+        last = {seq: self._token() for seq in range(b)}  # the token each decode sequence feeds next
+
+        samples: list[float] = []
+        r = 0
+        while r < warmup + min_runs or _wants_more(samples, max_runs, min_time_s):
+            if p:  # the prefill chunk is recomputed each run: drop what the previous run cached
+                L.llama_memory_seq_rm(self.mem, prefill_seq, cp, -1)
+            entries = [(last[seq], cd + r, seq, True) for seq in range(b)]
+            entries += [(self._token(), cp + i, prefill_seq, i == p - 1) for i in range(p)]
+            t0 = time.perf_counter()
+            self._fill(entries)
+            self._decode()
+            L.llama_synchronize(self.ctx)
+            for i in range(b):
+                last[i] = self._sample(i, i)
+            if p:
+                self._sample(prefill_seq, len(entries) - 1)
+            dt = time.perf_counter() - t0
+            if r >= warmup:
+                samples.append(dt)
+            r += 1
+        # Decode sequences advance one position per run: the timed runs saw contexts
+        # cd + warmup ... cd + warmup + runs - 1; the cost model is linear in context, so the mean
+        # context is the one the median time corresponds to.
+        runs = len(samples)
+        mean_decode_context = cd + warmup + (runs - 1) / 2.0 if b else 0.0
+        self.emit({
+            "event": "point", "id": probe["id"], "kind": probe["kind"], "session": probe["session"],
+            "prefill_tokens": p, "prefill_context": cp, "decode_batch": b,
+            "decode_context": mean_decode_context, "runs": runs, "warmup": warmup,
+            **summarize(samples),
+        })
+
+    def inject_fault(self, limits: ContextLimits) -> None:
+        """Test hook (plan key "inject_fault"): make llama.cpp abort the way a buggy probe would.
+
+        "sample_without_logits" decodes a batch that asks for no logits, then samples from it:
+        llama.cpp's sampler hits GGML_ASSERT(logits != nullptr) and aborts the process. Tests use
+        it to check that such a crash reaches the user as an error message, not as a crash.
+        """
+        fault = self.plan.get("inject_fault")
+        if fault == "sample_without_logits":
+            self._fill([(self._token(), i, 0, False) for i in range(4)])
+            self._decode()
+            self._sample(0, 0)
+        elif fault:
+            raise RuntimeError(f"unknown fault {fault!r}")
+
+    def run(self) -> None:
+        self.measure_loads()
+        for session in self.plan["sessions"]:
+            limits = self.open_context(session)
+            self.inject_fault(limits)
+            for probe in session["probes"]:
+                self.emit({"event": "start", "id": probe["id"]})
+                self.run_probe({**probe, "session": session["name"]}, limits)
+        self.free_model()
+        self.emit({"event": "done"})
+
+
+def main() -> int:
+    # Keep the protocol channel private: C code that prints to stdout (fd 1) goes to stderr instead.
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    plan = json.loads(sys.stdin.read())
+    worker = None
+    try:
+        worker = _Worker(plan, proto)
+        worker.run()
+    except (ProbeSizeError, RuntimeError) as e:
+        proto.write(json.dumps({"event": "error", "message": str(e)}) + "\n")
+        proto.flush()
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
