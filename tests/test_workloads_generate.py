@@ -221,3 +221,15 @@ def test_bad_distribution_strings_name_the_option(text, problem):
         parse_dist(text, option="--prompt-tokens")
     assert exc.value.field == "--prompt-tokens"
     assert exc.value.problem.startswith(problem)
+
+
+def test_example_spec_file_generates_a_day_peaking_at_nine():
+    from workloads.generate import load_spec
+
+    spec_path = Path(__file__).resolve().parents[1] / "workloads" / "examples" / "office-day.yaml"
+    reqs = generate(build_spec(load_spec(spec_path), file=spec_path))
+    t = _times(reqs)
+    hourly, _ = np.histogram(t, bins=24, range=(0, 86400))
+    assert 7 <= int(np.argmax(hourly)) <= 11
+    assert max(r.prompt_tokens for r in reqs) <= 8192
+    assert all(r.prefix_tokens <= r.prompt_tokens for r in reqs)

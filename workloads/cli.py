@@ -79,6 +79,7 @@ def gen(
     prompt_tokens: Optional[str] = typer.Option(None, "--prompt-tokens", help="DIST, e.g. lognormal:1000,800"),
     output_tokens: Optional[str] = typer.Option(None, "--output-tokens", help="DIST, e.g. fixed:256"),
     lengths_from: Optional[Path] = typer.Option(None, "--lengths-from", help="draw (prompt, output) pairs from this trace"),
+    lengths_format: Optional[str] = typer.Option(None, "--lengths-format", help="format of --lengths-from (detected if not given)"),
     max_prompt_tokens: Optional[int] = typer.Option(None, "--max-prompt-tokens", help="clamp prompts"),
     max_output_tokens: Optional[int] = typer.Option(None, "--max-output-tokens", help="clamp outputs"),
     turns: Optional[str] = typer.Option(None, "--turns", help="multi-turn sessions: turns per session DIST"),
@@ -123,7 +124,7 @@ def gen(
     overrides = {
         "requests": requests, "duration_s": duration_s, "seed": seed, "max_prompt_tokens": max_prompt_tokens,
         "max_output_tokens": max_output_tokens, "system_prompt_tokens": system_prompt_tokens,
-        "lengths_from": str(lengths_from) if lengths_from is not None else None,
+        "lengths_from": str(lengths_from) if lengths_from is not None else None, "lengths_format": lengths_format,
     }
     data.update({k: v for k, v in overrides.items() if v is not None})
     if prompt_tokens is not None:

@@ -442,11 +442,15 @@ def _open_sessions(spec: GenSpec, rng, lengths: _Lengths) -> list[dict]:
     # the first `requests` rows by time.
     starts = spec.arrival.open_loop_times(rng, spec.requests, spec.duration_s)
     rows = []
+    next_check = spec.requests or 0
     for j, t0 in enumerate(starts):
         # Later sessions start at or after t0: once `requests` rows come no later than t0, the
-        # first `requests` rows by time are settled.
-        if spec.requests is not None and j % 64 == 0 and sum(r["arrival_s"] <= t0 for r in rows) >= spec.requests:
-            break
+        # first `requests` rows by time are settled. Checked as the row count grows by half, so
+        # the checks cost O(rows) in all.
+        if spec.requests is not None and len(rows) >= next_check:
+            if np.count_nonzero(np.fromiter((r["arrival_s"] for r in rows), float, len(rows)) <= t0) >= spec.requests:
+                break
+            next_check = int(len(rows) * 1.5) + 1
         n_turns = int(_tokens(ses.turns.draw(rng, 1), None)[0])
         think = np.maximum(ses.think_s.draw(rng, n_turns), 0.0)
         rows += _conversation(spec, lengths, f"s{j}", float(t0), n_turns, think, ses.closed_loop)

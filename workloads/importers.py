@@ -20,7 +20,6 @@ rule of thumb that one token is about 4 characters of English text — and the r
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -67,21 +66,6 @@ def estimate_tokens(text: str) -> int:
 # ---- format detection ---------------------------------------------------------------------------
 
 
-def _first_json_value(path: Path) -> object:
-    with open(path, encoding="utf-8") as fh:
-        head = fh.read(1)
-        while head and head.isspace():
-            head = fh.read(1)
-        fh.seek(0)
-        if head == "[":
-            data = json.load(fh)
-            return data[0] if isinstance(data, list) and data else data
-        for line in fh:
-            if line.strip():
-                return json.loads(line)
-    return None
-
-
 def detect_format(path: str | Path) -> str:
     """Guess a source's format from its header (CSV) or the keys of its first JSON object."""
     path = Path(path)
@@ -99,8 +83,8 @@ def detect_format(path: str | Path) -> str:
     if {"Request tokens", "Response tokens"} <= cols:
         return "burstgpt"
     try:
-        obj = _first_json_value(path)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        obj = next(_json_records(path), (0, None))[1]
+    except (ConfigError, UnicodeDecodeError):
         obj = None
     if isinstance(obj, dict):
         keys = set(obj)
