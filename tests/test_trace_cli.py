@@ -147,3 +147,28 @@ def test_real_subprocess_exit_code_and_one_line_error(tmp_path):
     ok = subprocess.run([*exe, "trace", "stats", str(ROOT / "workloads" / "examples" / "n-users.jsonl"), "--json"],
                         capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0 and json.loads(ok.stdout)["output_tokens"]["p50"] == 512
+
+
+SHARED = Path("/work/shared/traces")
+
+
+@pytest.mark.parametrize("name", ["chat", "bursty", "n-users", "chat-sessions"])
+def test_shipped_examples_are_what_make_examples_sh_generates(tmp_path, name):
+    """Each example is regenerated from its line in make_examples.sh and compared byte for byte."""
+    script = (ROOT / "workloads" / "examples" / "make_examples.sh").read_text()
+    joined = script.replace("\\\n", " ")
+    line = next(x for x in joined.splitlines() if f"$E/{name}.jsonl" in x)
+    args = line.split('"$I" trace ', 1)[1].split()
+    if any("$T" in a for a in args) and not SHARED.is_dir():
+        pytest.skip("needs the public traces in /work/shared/traces")
+    out = tmp_path / f"{name}.jsonl"
+    args = [str(out) if a == f"$E/{name}.jsonl" else a.replace('"$T', str(SHARED)).replace('"', "") for a in args]
+    res = run(*args)
+    assert res.exit_code == 0, res.output
+    assert out.read_bytes() == (ROOT / "workloads" / "examples" / f"{name}.jsonl").read_bytes()
+
+
+def test_gzip_output_round_trips(tmp_path):
+    out = tmp_path / "g.jsonl.gz"
+    assert run("gen", "-o", str(out), "-n", "20", "--rate", "2").exit_code == 0
+    assert len(load_trace(out)) == 20

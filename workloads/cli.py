@@ -202,6 +202,9 @@ def stats_cmd(
         if st.block_reuse is not None:
             lines.append(f"block_reuse     {st.block_reuse:.1%} of prefix blocks seen earlier")
         lines.append(f"sessions        {st.sessions:,}  (closed-loop requests: {st.closed_loop_requests:,})")
+        if st.closed_loop_requests:
+            lines.append("note: closed-loop requests wait for earlier answers; their arrival_s (used for "
+                         "duration, rate, CV) are earliest send times")
         typer.echo("\n".join(lines))
     if html is not None:
         _note(f"wrote {html}")
