@@ -59,6 +59,7 @@ import numpy as np
 
 from sim.errors import ConfigError
 from sim.models import ModelSpec
+from sim.parallel import OffloadConfig, ParallelConfig, build_placement
 from sim.quant import QuantFormat
 
 if TYPE_CHECKING:
@@ -233,10 +234,40 @@ def _series(a, b, start, stop):
     return count * a + b * (start + stop - 1) * count / 2.0
 
 
+def _largest_within(run_time, budget_s: float, max_steps: int | None) -> int:
+    """Largest k with run_time(k) <= budget_s (capped at max_steps), for run_time increasing in k:
+    doubling then bisection on the exact closed form, O(log k) evaluations."""
+    if run_time(1) > budget_s or max_steps == 0:
+        return 0
+    lo, hi = 1, 2  # run_time(lo) <= budget
+    while run_time(hi) <= budget_s:
+        if max_steps is not None and hi >= max_steps:
+            return max_steps
+        lo, hi = hi, hi * 2
+    if max_steps is not None:
+        hi = min(hi, max_steps + 1)
+    while hi - lo > 1:  # run_time(lo) <= budget < run_time(hi) (or hi = max_steps + 1)
+        mid = (lo + hi) // 2
+        if run_time(mid) <= budget_s:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 class CostModel:
     """Seconds per engine iteration for one model, quantization, KV dtype and `CostParams`."""
 
-    def __init__(self, model: ModelSpec, quant: str | QuantFormat, params: CostParams, kv_dtype: str = "fp16"):
+    def __init__(
+        self,
+        model: ModelSpec,
+        quant: str | QuantFormat,
+        params: CostParams,
+        kv_dtype: str = "fp16",
+        *,
+        parallel: "ParallelConfig | None" = None,
+        offload: "OffloadConfig | None" = None,
+    ):
         self.model = model
         self.quant = model.quant(quant)
         self.params = params
@@ -261,6 +292,13 @@ class CostModel:
         self.expert_bytes = model.expert_bytes(self.quant)  # one routed expert, all layers [B]
         self.non_expert_bytes = streamed - model.n_experts * self.expert_bytes
         self.dense_weight_bytes = streamed
+        # The LM head's share of the streamed bytes (by parameters, as above), for placements that
+        # put it on one device (the last pipeline stage, the GPU under partial offload).
+        self.head_bytes = total * lm_head / model.n_params_total
+        self.parallel = parallel
+        self.offload = offload
+        # How the work is spread over devices (sim.parallel); None = one device holds everything.
+        self.placement = build_placement(model, params, parallel, offload)
 
     @classmethod
     def from_names(
@@ -269,8 +307,15 @@ class CostModel:
         quant: str | QuantFormat | None = None,
         hw: "str | HardwareProfile" = "h100-sxm",
         engine: "str | EngineConfig" = "vllm",
+        params: CostParams | None = None,
     ) -> "CostModel":
-        """Resolve names (or pass objects): quant defaults to the engine's default, KV dtype is the engine's."""
+        """Resolve names (or pass objects): quant defaults to the engine's default, KV dtype is the engine's.
+
+        The engine's `tp`, `pp` and `gpu_layers` (an int, or "auto": the most layers that fit,
+        `sim.memory.auto_gpu_layers`, with the engine's KV buffer) set the placement, the host
+        profile being `engine.offload_host`. `params` replaces the profile-derived parameters
+        (a calibration). Speculative decoding wraps the result: `sim.speculative.make_cost_model`.
+        """
         from sim.engine_config import EngineConfig, load_engine
         from sim.hardware import HardwareProfile, load_profile
         from sim.models import get_model
@@ -279,7 +324,15 @@ class CostModel:
         eng = engine if isinstance(engine, EngineConfig) else load_engine(engine)
         prof = hw if isinstance(hw, HardwareProfile) else load_profile(hw)
         q = spec.quant(quant or eng.default_quant)
-        return cls(spec, q, CostParams.from_profile(prof, q, eng), kv_dtype=eng.kv_dtype)
+        params = params or CostParams.from_profile(prof, q, eng)
+        parallel = ParallelConfig.for_profile(prof, eng.tp, eng.pp) if eng.tp * eng.pp > 1 else None
+        offload = None
+        if eng.gpu_layers is not None:
+            from sim.memory import resolve_gpu_layers
+
+            gpu_layers = resolve_gpu_layers(prof, spec, q, eng)
+            offload = OffloadConfig.for_profiles(prof, load_profile(eng.offload_host), q, gpu_layers, eng)
+        return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload)
 
     # ---- token counts summed over layers ---------------------------------------------------------
     def layer_tokens(self, context):
@@ -360,6 +413,81 @@ class CostModel:
             kv_read_layer_tokens=np.concatenate([self.layer_tokens(c), b * self.layer_tokens(d)]),
         )
 
+    # ---- several devices (a sim.parallel.Placement) ---------------------------------------------
+    def _microbatches(self, sequences):
+        """Micro-batches an iteration is split into: min(pp, sequences), at least 1 (sim.parallel)."""
+        return np.minimum(self.placement.microbatches, np.maximum(sequences, 1))
+
+    def _placed_terms(self, tokens, seqs, layer_keys, kv_read_layer_tokens, logits, batch_seqs):
+        """Per part (compute_s, memory_s) of one micro-batch pass with the given aggregates, the
+        pass's communication seconds, and the iteration's overheads (for `batch_seqs` sequences).
+
+        Part p holds a fraction f of the repeating layers (and the LM head when h = 1):
+            compute_p = (f x flops_per_token x T + h x flops_per_sequence x logits) / matmul_p
+                        + f x attention_flops_per_layer_key x layer_keys / attention_p
+            memory_p  = (f x layer weight bytes(T) + h x head bytes
+                         + kv_factor x f x kv_bytes_per_layer_token x (kv_read + L x T)) / bandwidth_p
+        `logits` = positions whose logits are computed (one per sequence; k + 1 in a verify step).
+        """
+        pl = self.placement
+        layer_bytes = self.weight_bytes_read(tokens) - self.head_bytes
+        kv_layer_tokens = kv_read_layer_tokens + self.n_layers * tokens
+        parts = []
+        for p in pl.parts:
+            f, h = p.layer_fraction, float(p.head)
+            c = (f * self.flops_per_token * tokens + h * self.flops_per_sequence * logits) / p.matmul_flops_per_s + (
+                f * self.attention_flops_per_layer_key * layer_keys) / p.attention_flops_per_s
+            m = (f * layer_bytes + h * self.head_bytes
+                 + p.kv_factor * f * self.kv_bytes_per_layer_token * kv_layer_tokens) / p.bandwidth_bytes_per_s
+            parts.append((c, m))
+        comm = pl.comm_s_per_token * tokens + pl.comm_s_per_pass
+        op = pl.overhead_params or self.params
+        overhead = op.iteration_overhead_s + op.per_sequence_overhead_s * batch_seqs + pl.extra_overhead_s
+        return parts, comm, overhead
+
+    def placed_time(self, tokens, sequences, layer_keys, kv_read_layer_tokens, logits=None):
+        """Seconds of one iteration with these aggregates on the placement (numpy-broadcast):
+
+            iteration_s = sum_p max(compute_p, memory_p) + comm + overheads
+
+        of one micro-batch (the aggregates / m, m = min(pp, sequences)): with m micro-batches in
+        flight the iteration lasts one micro-batch's pass (see sim.parallel). `logits` defaults to
+        one per sequence. On one device (no placement) it is the single-roofline step time."""
+        logits = sequences if logits is None else logits
+        if self.placement is None:
+            bw, mm, att, it_s, seq_s = self._param_tuple()
+            c, m, o = self._terms((bw, mm, att, it_s, seq_s), tokens, sequences, layer_keys, kv_read_layer_tokens)
+            return np.maximum(c + self.flops_per_sequence * (np.asarray(logits) - sequences) / mm, m) + o
+        mb = self._microbatches(sequences)
+        parts, comm, overhead = self._placed_terms(
+            tokens / mb, sequences / mb, layer_keys / mb, kv_read_layer_tokens / mb, logits / mb, sequences)
+        return sum(np.maximum(c, m) for c, m in parts) + comm + overhead
+
+    def _placed_decode_lines(self, decode_context, limit: float = math.inf):
+        """Decode steps of a fixed batch on the placement: (starts, [per-part lines], constant s per
+        step). Each part's compute and memory are lines in the step index on the segments of
+        `_decode_aggregates`; communication and overheads are the same every step."""
+        d = np.asarray(decode_context, dtype=float)
+        n = len(d)
+        mb = float(self._microbatches(n))
+        starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
+        tb = n / mb
+        parts0, comm, overhead = self._placed_terms(tb, tb, keys0 / mb, read0 / mb, tb, n)
+        attn, kvb = self.attention_flops_per_layer_key, self.kv_bytes_per_layer_token
+        lines = [
+            (c0, p.layer_fraction * attn * keys1 / mb / p.attention_flops_per_s,
+             m0, p.kv_factor * p.layer_fraction * kvb * read1 / mb / p.bandwidth_bytes_per_s)
+            for p, (c0, m0) in zip(self.placement.parts, parts0)
+        ]
+        return starts, lines, comm + overhead
+
+    def _placed_run_time(self, placed_lines, k: int) -> float:
+        """sum over k steps of sum_p max(compute_p, memory_p) + constant: one closed form per part."""
+        if k <= 0:
+            return 0.0
+        starts, lines, const = placed_lines
+        return sum(self._run_time((starts, *line), k) for line in lines) + k * const
+
     # ---- one iteration ---------------------------------------------------------------------------
     def _aggregate(self, prefill_tokens, prefill_context, decode_context) -> tuple[float, float, float, float]:
         """(new_tokens, sequences, attention_layer_keys, kv_read_layer_tokens) of one iteration."""
@@ -400,6 +528,8 @@ class CostModel:
         t, n, keys, kv_read = self._aggregate(prefill_tokens, prefill_context, decode_context)
         if t <= 0:
             return 0.0
+        if self.placement is not None:
+            return float(self.placed_time(t, n, keys, kv_read))
         c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read)
         return float(max(c, m) + o)
 
@@ -430,7 +560,31 @@ class CostModel:
             out["experts_touched"] = float(
                 expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, t)
             )
+        if self.placement is not None and ran:
+            out.update(self._placed_breakdown(t, n, keys, kv_read))
         return out
+
+    def _placed_breakdown(self, t, n, keys, kv_read) -> dict:
+        """The placement's view of one iteration: per part (device or stage) compute and memory
+        seconds of one micro-batch, communication, and the pipeline's throughput bound."""
+        mb = self._microbatches(n)
+        parts, comm_s, overhead_s = self._placed_terms(t / mb, n / mb, keys / mb, kv_read / mb, n / mb, n)
+        stage_s = [float(max(c, m)) for c, m in parts]
+        slowest = int(np.argmax(stage_s))
+        c_slow, m_slow = parts[slowest]
+        return {
+            "compute_s": float(sum(c for c, _ in parts)),
+            "memory_s": float(sum(m for _, m in parts)),
+            "overhead_s": float(overhead_s),
+            "comm_s": float(comm_s),
+            "step_s": float(sum(stage_s) + comm_s + overhead_s),
+            "bound": "compute" if c_slow > m_slow else "memory",
+            "microbatches": mb,
+            "parts": [{"name": p.name, "compute_s": float(c), "memory_s": float(m)}
+                      for p, (c, m) in zip(self.placement.parts, parts)],
+            # each stage handles `mb` micro-batches per iteration: the slowest one bounds throughput
+            "pipeline_bottleneck_s": float(mb * max(stage_s)),
+        }
 
     def single_stream_decode_tok_s(self, context: int) -> float:
         """Decode tokens/s of one sequence alone at `context` cached tokens: 1 / step_time."""
@@ -446,13 +600,8 @@ class CostModel:
 
         returns (starts, a_c, b_c, a_m, b_m): on segment k (starts[k] <= i < starts[k+1], the last
         one unbounded) step_i = max(a_c + b_c u, a_m + b_m u) with u = i - starts[k], overheads
-        included. With n sequences at contexts D_j, step i has T = N = n, layer keys
-        sum_j kappa(D_j + i + 1) and KV reads sum_j kappa(D_j + i). Without sliding-window layers
-        kappa is linear, so there is one segment. With them, min(D_j + i, W) stops growing when
-        sequence j reaches the window: the segments start where some sequence does (i = W - D_j or
-        W - D_j - 1), and within a segment the sums are linear in i (prefix sums over sorted D).
-        Segments starting at or after `limit` (no step there is asked for) are left out; a single
-        segment comes back as plain floats (the hot path).
+        included (the token aggregates are `_decode_aggregates`'). A single segment comes back as
+        plain floats (the hot path).
         """
         d = np.asarray(decode_context, dtype=float)
         n = len(d)
@@ -462,16 +611,26 @@ class CostModel:
         memory0 = (float(self.weight_bytes_read(n)) + self.kv_bytes_per_layer_token * self.n_layers * n) / bw + overhead
         attn = self.attention_flops_per_layer_key / att  # s per layer-key
         kvr = self.kv_bytes_per_layer_token / bw  # s per layer-token read
+        starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
+        return starts, compute0 + attn * keys0, attn * keys1, memory0 + kvr * read0, kvr * read1
+
+    def _decode_aggregates(self, d: np.ndarray, limit: float = math.inf):
+        """Token aggregates of step i of a fixed decode batch, linear on segments of i:
+
+        returns (starts, keys0, keys1, read0, read1): on segment k, with u = i - starts[k], the
+        layer keys attended are keys0 + keys1 u and the KV layer-tokens read read0 + read1 u. With
+        n sequences at contexts D_j, step i attends to sum_j kappa(D_j + i + 1) and reads
+        sum_j kappa(D_j + i). Without sliding-window layers kappa is linear, so there is one
+        segment. With them, min(D_j + i, W) stops growing when sequence j reaches the window: the
+        segments start where some sequence does (i = W - D_j or W - D_j - 1), and within a segment
+        the sums are linear in i (prefix sums over sorted D). Segments starting at or after
+        `limit` (no step there is asked for) are left out; one segment comes back as plain floats.
+        """
+        n = len(d)
         s_full = float(d.sum())
         if self.window is None:  # one segment, as plain floats (hot path)
             L = self.n_layers
-            return (
-                0.0,
-                compute0 + attn * L * (s_full + n),
-                attn * L * n,
-                memory0 + kvr * L * s_full,
-                kvr * L * n,
-            )
+            return 0.0, L * (s_full + n), L * n, L * s_full, L * n
         w = self.window
         kinks = np.concatenate([w - d, w - d - 1])
         kinks = kinks[(kinks > 0) & (kinks < limit)]
@@ -496,9 +655,8 @@ class CostModel:
         read0 = self.n_full_layers * full_read + self.n_sliding_layers * read_swa
         read1 = self.n_full_layers * n + self.n_sliding_layers * grow_read
         if len(starts) == 1:
-            return (0.0, float(compute0 + attn * keys0[0]), float(attn * keys1[0]),
-                    float(memory0 + kvr * read0[0]), float(kvr * read1[0]))
-        return starts, compute0 + attn * keys0, attn * keys1, memory0 + kvr * read0, kvr * read1
+            return 0.0, float(keys0[0]), float(keys1[0]), float(read0[0]), float(read1[0])
+        return starts, keys0, keys1, read0, read1
 
     @staticmethod
     def _run_time(segments, k: int) -> float:
@@ -520,6 +678,8 @@ class CostModel:
         """
         if len(decode_context) == 0 or k <= 0:
             return 0.0
+        if self.placement is not None:
+            return self._placed_run_time(self._placed_decode_lines(decode_context, limit=k), k)
         return self._run_time(self._decode_segments(decode_context, limit=k), k)
 
     def decode_steps_within(
@@ -537,6 +697,9 @@ class CostModel:
             if max_steps is None:
                 raise ValueError("an infinite budget needs max_steps")
             return max_steps
+        if self.placement is not None:
+            lines = self._placed_decode_lines(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
+            return _largest_within(lambda k: self._placed_run_time(lines, k), budget_s, max_steps)
         seg = self._decode_segments(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
         starts, a_c, b_c, a_m, b_m = seg
         if isinstance(starts, float):

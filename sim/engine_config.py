@@ -114,6 +114,37 @@ class HardwareRule(BaseModel):
     note: str = ""
 
 
+class SpeculativeSettings(BaseModel):
+    """Speculative decoding as an engine runs it (vLLM `--speculative-config`, SGLang `--speculative-*`,
+    llama-server `--model-draft`): a drafter proposes `k` tokens per sequence, the target verifies
+    them in one forward of k + 1 positions (see `sim.speculative`).
+
+    - `method`: `draft` (a smaller model of the same vocabulary, `draft_model`, priced by the same
+      cost model) or `eagle` (a one-layer head on the target's hidden states, priced as
+      `draft_cost_fraction` x one target decode step per drafted token).
+    - `acceptance_rate`: probability each drafted token is accepted, i.i.d. per token (Leviathan et
+      al. 2023's alpha); measured acceptance depends on the model pair and the text.
+    """
+
+    model_config = _FROZEN
+    method: Literal["draft", "eagle"] = "draft"
+    k: int = Field(4, ge=1, le=64, description="tokens drafted per verify step")
+    acceptance_rate: float = Field(0.7, ge=0, le=1, description="per-token acceptance probability (i.i.d.)")
+    draft_model: str | None = Field(None, description="catalog name or path of the draft model (method: draft)")
+    draft_quant: str | None = Field(None, description="quantization of the draft model; None = the target's")
+    draft_cost_fraction: float | None = Field(
+        None, gt=0, le=1, description="one draft step as a fraction of a target decode step (method: eagle)"
+    )
+
+    @model_validator(mode="after")
+    def _drafter_given(self) -> "SpeculativeSettings":
+        if self.method == "draft" and not self.draft_model:
+            raise ValueError("method 'draft' needs draft_model")
+        if self.method == "eagle" and self.draft_cost_fraction is None:
+            raise ValueError("method 'eagle' needs draft_cost_fraction")
+        return self
+
+
 class EngineConfig(BaseModel):
     """One serving engine's policy and limits, as the simulator uses them."""
 
@@ -147,6 +178,15 @@ class EngineConfig(BaseModel):
     kv_dtype: str = "fp16"
     prefix_caching: bool = False
     efficiency_scale: EfficiencyScale = EfficiencyScale()
+    tp: int = Field(1, ge=1, le=64, description="tensor-parallel degree: devices each layer is split across")
+    pp: int = Field(1, ge=1, le=64, description="pipeline-parallel degree: stages the layers are split into")
+    gpu_layers: int | Literal["auto"] | None = Field(
+        None, description="llama.cpp --n-gpu-layers: None = everything on the device, 'auto' = as many as fit"
+    )
+    offload_host: str = Field(
+        "cpu-x86-generic", description="hardware profile of the host that runs the layers not on the device"
+    )
+    speculative: SpeculativeSettings | None = None
     iteration_overhead_ms: float = Field(0.0, ge=0, description="software cost per iteration (scheduling, launch)")
     per_sequence_overhead_ms: float = Field(
         0.0, ge=0, description="software cost per sequence per iteration (sampling, detokenization)"
@@ -162,6 +202,10 @@ class EngineConfig(BaseModel):
             unknown = set(rule.set) - settable
             if unknown:
                 raise ValueError(f"hardware_rules[{i}].set: unknown field(s) {', '.join(sorted(unknown))}")
+        if isinstance(self.gpu_layers, int) and self.gpu_layers < 0:
+            raise ValueError(f"gpu_layers must be >= 0 or 'auto', got {self.gpu_layers}")
+        if self.gpu_layers is not None and (self.tp > 1 or self.pp > 1):
+            raise ValueError("gpu_layers (partial offload) cannot be combined with tp or pp > 1")
         get_quant(self.default_quant)  # raises ConfigError naming the known formats
         kv_dtype_bytes(self.kv_dtype)
         if (

@@ -228,3 +228,169 @@ def default_fit_quants(hw: HardwareProfile) -> list[str]:
 
 def bytes_to_gib(n: float) -> float:
     return n / GiB if math.isfinite(n) else n
+
+
+# ---- several devices and partial offload (sim.parallel) ------------------------------------------
+# Weights are split in proportion to parameters (the input embedding and the LM head are V x h each;
+# a tied matrix is one tensor on one device, and is duplicated when the head sits on another device,
+# as vLLM's pipeline stages and llama.cpp's offloaded output layer do).
+
+
+def _weight_shares(model: ModelSpec, quant: str | QuantFormat | None) -> tuple[float, float, bool]:
+    """(bytes of the repeating layers, bytes of one V x h vocabulary matrix, tied embeddings)."""
+    total = model.weight_bytes(quant)
+    vocab = total * model.token_embedding_params / model.n_params_total
+    matrices = 1 if model.tie_embeddings else 2
+    return total - matrices * vocab, vocab, model.tie_embeddings
+
+
+def device_memory_bytes(
+    model: ModelSpec, quant: str | QuantFormat | None, kv_dtype: str, kv_tokens: int, tp: int = 1, pp: int = 1
+) -> list[tuple[float, float]]:
+    """(weight bytes, KV bytes) on one device of each pipeline stage, for `kv_tokens` KV tokens in all.
+
+    Stage s holds L_s of the L layers (`sim.parallel.stage_layer_counts`), the input embedding on
+    the first stage and the LM head on the last; tensor parallelism divides a stage's weights by
+    tp and its KV by K / max(1, K // tp) (KV heads are replicated when tp > K):
+
+        weights_s = (layers x L_s / L + embedding [s = 0] + head [s = last]) / tp
+        kv_s      = kv_tokens x kv_bytes_per_token x L_s / L x max(1, K // tp) / K
+    """
+    from sim.parallel import kv_heads_per_device, stage_layer_counts
+
+    layers, vocab, tied = _weight_shares(model, quant)
+    kv_share = kv_heads_per_device(model.n_kv_heads, tp) / model.n_kv_heads
+    counts = stage_layer_counts(model.n_layers, pp)
+    out = []
+    for s, n in enumerate(counts):
+        first, last = s == 0, s == pp - 1
+        vocab_mats = int(first) + int(last and (not tied or not first))
+        weights = (layers * n / model.n_layers + vocab_mats * vocab) / tp
+        kv = kv_tokens * model.kv_bytes_per_token(kv_dtype) * n / model.n_layers * kv_share
+        out.append((weights, kv))
+    return out
+
+
+def check_parallel_fit(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | QuantFormat | None,
+    kv_dtype: str,
+    kv_tokens: int,
+    tp: int = 1,
+    pp: int = 1,
+    memory_fraction: float | None = None,
+    activation_reserve_bytes: float = 0.0,
+) -> None:
+    """Raise `ConfigError` unless every device holds its weights + KV + activation reserve:
+
+        weights_s + kv_s + reserve <= memory budget of one device   for every stage s
+
+    The message names the device, what it needs and the shortfall."""
+    from sim.errors import ConfigError
+
+    budget = memory_budget_bytes(hw, memory_fraction)
+    for s, (weights, kv) in enumerate(device_memory_bytes(model, quant, kv_dtype, kv_tokens, tp, pp)):
+        need = weights + kv + activation_reserve_bytes
+        if need > budget:
+            where = f"each {hw.name}" + (f" of pipeline stage {s}" if pp > 1 else "")
+            raise ConfigError(
+                f"{model.name} in {model.quant(quant).name} with tp={tp} pp={pp} needs {need / 1e9:.1f} GB on {where} "
+                f"({weights / 1e9:.1f} weights + {kv / 1e9:.1f} KV for {kv_tokens} tokens + "
+                f"{activation_reserve_bytes / 1e9:.1f} reserve) but {budget / 1e9:.1f} GB is usable: "
+                f"short by {(need - budget) / 1e9:.1f} GB", field="--tp")
+
+
+def parallel_kv_capacity_tokens(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | QuantFormat | None,
+    kv_dtype: str = "fp16",
+    tp: int = 1,
+    pp: int = 1,
+    memory_fraction: float | None = None,
+    activation_reserve_bytes: float = 0.0,
+) -> int:
+    """KV tokens (all sequences together) a tp x pp deployment holds: the most-loaded device decides,
+
+        min over stages s of floor((budget - weights_s - reserve) / kv bytes per token on s)
+
+    Equals `kv_capacity_tokens` for tp = pp = 1; 0 when some device has no room."""
+    budget = memory_budget_bytes(hw, memory_fraction)
+    per_device = device_memory_bytes(model, quant, kv_dtype, 1, tp, pp)  # KV of one token
+    free = [(budget - w - activation_reserve_bytes, kv) for w, kv in per_device]
+    if any(room <= 0 for room, _ in free):
+        return 0
+    return int(min(room // kv for room, kv in free))
+
+
+def offload_memory_bytes(
+    model: ModelSpec, quant: str | QuantFormat | None, kv_dtype: str, kv_tokens: int, gpu_layers: int
+) -> tuple[float, float]:
+    """(GPU bytes, host bytes) of weights + KV under llama.cpp's `-ngl gpu_layers`
+    (`sim.parallel.offload_split`): each layer's KV lives with the layer, the input embedding on
+    the host, the output layer on the GPU from gpu_layers >= 1 (a tied one duplicated there)."""
+    from sim.parallel import offload_split
+
+    layers, vocab, tied = _weight_shares(model, quant)
+    on_gpu, head_on_gpu = offload_split(model.n_layers, gpu_layers)
+    frac = on_gpu / model.n_layers
+    kv = kv_tokens * model.kv_bytes_per_token(kv_dtype)
+    gpu = layers * frac + kv * frac + (vocab if head_on_gpu else 0.0)
+    host = layers * (1 - frac) + kv * (1 - frac) + vocab + (vocab if not head_on_gpu and not tied else 0.0)
+    return gpu, host
+
+
+def auto_gpu_layers(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | QuantFormat | None,
+    kv_dtype: str,
+    kv_tokens: int,
+    memory_fraction: float | None = None,
+    activation_reserve_bytes: float = 0.0,
+) -> int:
+    """The largest llama.cpp `-ngl` (0 .. n_layers + 1) whose GPU share of weights + KV + the
+    activation reserve fits the device's memory budget (what `--fit` / `-ngl auto` does)."""
+    budget = memory_budget_bytes(hw, memory_fraction) - activation_reserve_bytes
+    best = 0
+    for g in range(1, model.n_layers + 2):  # GPU bytes grow with g
+        if offload_memory_bytes(model, quant, kv_dtype, kv_tokens, g)[0] > budget:
+            break
+        best = g
+    return best
+
+
+def offload_kv_tokens(model: ModelSpec, engine) -> int:
+    """KV tokens llama.cpp allocates when fitting layers: the engine's context buffer, or, when it
+    sizes the context to memory (`--fit`, no `-c`), its smallest context (`min_fit_context`) —
+    llama.cpp's fit lowers the context to that minimum before it moves layers to the host."""
+    if engine.total_context_tokens is not None:
+        return min(engine.total_context_tokens, model.max_context * engine.max_num_seqs)
+    if engine.fit_context_to_memory:
+        return min(engine.min_fit_context, model.max_context)
+    return model.max_context
+
+
+def resolve_gpu_layers(hw: HardwareProfile, model: ModelSpec, quant: str | QuantFormat | None, engine) -> int:
+    """`engine.gpu_layers` as a number: itself (None: n_layers + 1, all on the device), or for "auto" `auto_gpu_layers` with the engine's
+    memory fraction, its activation reserve (same rule as the simulator) and `offload_kv_tokens`."""
+    if engine.gpu_layers is None:  # everything on the device, output layer included
+        return model.n_layers + 1
+    if engine.gpu_layers != "auto":
+        return int(engine.gpu_layers)
+    reserve = activation_reserve_bytes(hw, model, engine.max_num_batched_tokens, engine.activation_reserve_fraction,
+                                       engine.memory_fraction)
+    return auto_gpu_layers(hw, model, quant, engine.kv_dtype, offload_kv_tokens(model, engine),
+                           engine.memory_fraction, reserve)
+
+
+def host_fit_check(host: HardwareProfile, host_bytes: float) -> None:
+    """Raise `ConfigError` when the host's share of an offloaded model exceeds the host's usable memory."""
+    from sim.errors import ConfigError
+
+    if host_bytes > host.usable_memory_bytes:
+        raise ConfigError(
+            f"the host ({host.name}) would hold {host_bytes / 1e9:.1f} GB of offloaded weights and KV but "
+            f"{host.usable_memory_bytes / 1e9:.1f} GB is usable: short by "
+            f"{(host_bytes - host.usable_memory_bytes) / 1e9:.1f} GB", field="gpu_layers")
