@@ -40,10 +40,10 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
     return format(x, spec) if isinstance(x, (int, float)) else str(x)
 
 
-def _stdout() -> Console:
-    """Tables on stdout: the terminal's width, or 200 columns when piped to a file (no wrapping)."""
-    c = Console()
-    return c if c.is_terminal else Console(width=200)
+def _stdout(stderr: bool = False) -> Console:
+    """The terminal's width, or 200 columns when piped to a file (tables and notes do not wrap)."""
+    c = Console(stderr=stderr)
+    return c if c.is_terminal else Console(stderr=stderr, width=200)
 
 
 def _executor(kind: str, workers: int | None, ray_address: str | None, n_items: int):
@@ -71,7 +71,7 @@ def sweep(
     if executor not in ("local", "ray"):
         raise ConfigError(f"unknown executor '{executor}'; choose local or ray", field="--executor")
     spec = load_sweep(sweep_file, cache_dir=out / "traces")
-    err = Console(stderr=True)
+    err = _stdout(stderr=True)
     err.print(f"sweep {spec.name}: {len(spec.combinations)} combinations -> {out}")
     ex = _executor(executor, workers, ray_address, len(spec.combinations))
     result = run_sweep(spec, out, ex, resume=resume, console=err)
@@ -182,7 +182,7 @@ def plan(
 
     trace_path = str(materialize(trace.resolve()))
     stats = trace_stats(trace_path)
-    err = Console(stderr=True)
+    err = _stdout(stderr=True)
     if not as_json:
         err.print(f"plan: {len(candidates)} candidates; trace {trace} ({stats.requests} requests, native rate "
                   f"{_fmt(stats.native_rate_rps, '.4g')} req/s); SLO {slo.describe()}; target {target_rps:g} req/s")

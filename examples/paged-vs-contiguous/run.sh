@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Regenerates output.txt and results.csv; the full report is out/report.html.
+set -euo pipefail
+cd "$(dirname "$0")"
+INFERSIM="${INFERSIM:-../../.venv/bin/infersim}"
+PYTHON="${PYTHON:-../../.venv/bin/python}"
+{ "$INFERSIM" sweep sweep.yaml -o out; echo; "$PYTHON" summarize.py out/results.csv; } | tee output.txt
+cp out/results.csv results.csv
