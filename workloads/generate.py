@@ -167,6 +167,9 @@ class Daily(BaseModel):
 
 
 class Arrival(BaseModel):
+    """When requests are sent: an open-loop process at a rate (constant, schedule or daily curve),
+    or `closed`: `clients` users each waiting for an answer, then `think_s`, before the next."""
+
     model_config = _STRICT
     process: Literal["poisson", "gamma", "constant", "closed"] = "poisson"
     rate_per_s: float | None = Field(None, gt=0, description="constant rate (open loop); inf = all at t=0")
@@ -270,6 +273,7 @@ class Sessions(BaseModel):
     """Multi-turn conversations: `turns` per session; `think_s` between a turn and the next."""
 
     model_config = _STRICT
+    # Illustrative defaults, not measured: no public trace we have records turns or think times.
     turns: Dist = Field(default_factory=lambda: Fixed(value=4))
     think_s: Dist = Field(default_factory=lambda: Exponential(mean=30.0))
     closed_loop: bool = Field(True, description="write think_s so the simulator waits for each answer")
@@ -283,8 +287,12 @@ class GenSpec(BaseModel):
     requests: int | None = Field(None, ge=1)
     duration_s: float | None = Field(None, gt=0)
     arrival: Arrival = Field(default_factory=lambda: Arrival(rate_per_s=1.0))
-    prompt: Dist = Field(default_factory=lambda: LogNormal(mean=1000, std=800))
-    output: Dist = Field(default_factory=lambda: LogNormal(mean=200, std=150))
+    # Defaults: lognormals with the mean and std of the Azure LLM inference trace 2023, conversation
+    # part (ContextTokens 1,154.7 +- 1,108.8, GeneratedTokens 211.1 +- 162.9; computed from
+    # AzureLLMInferenceTrace_conv.csv, see ../shared/traces/SOURCES.md).
+    prompt: Dist = Field(default_factory=lambda: LogNormal(mean=1155, std=1109),
+                         description="prompt tokens; with sessions, the tokens of each new user message")
+    output: Dist = Field(default_factory=lambda: LogNormal(mean=211, std=163), description="output tokens")
     lengths_from: str | None = Field(None, description="trace to draw (prompt, output) pairs from, jointly")
     lengths_format: str | None = None
     max_prompt_tokens: int | None = Field(None, ge=1)
