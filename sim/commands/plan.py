@@ -73,8 +73,15 @@ def sweep(
     spec = load_sweep(sweep_file, cache_dir=out / "traces")
     err = _stdout(stderr=True)
     err.print(f"sweep {spec.name}: {len(spec.combinations)} combinations -> {out}")
+    journal = out / "results.jsonl"
+    if not resume and journal.is_file() and journal.stat().st_size:
+        err.print(f"starting afresh: {journal} is replaced (use --resume to keep its finished combinations)")
     ex = _executor(executor, workers, ray_address, len(spec.combinations))
-    result = run_sweep(spec, out, ex, resume=resume, console=err)
+    try:
+        result = run_sweep(spec, out, ex, resume=resume, console=err)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: finished combinations are in {journal}; run again with --resume to go on")
+        raise typer.Exit(130) from None
     df = result.frame
 
     out_console = _stdout()
@@ -125,6 +132,26 @@ def _sweep_table(df, title: str) -> Table:
     return table
 
 
+def _check_names(hw: str, engine: str | None, model: str | None, quant: str | None) -> None:
+    """Unknown profiles, engines, models or quantizations fail now, with suggestions, not in a worker."""
+    from sim.engine_config import load_engine
+    from sim.hardware import load_profile
+    from sim.models import get_model
+    from sim.quant import get_quant
+
+    for h in _split(hw):
+        load_profile(h)
+    for e in _split(engine):
+        if e is not None:
+            load_engine(e)
+    for m in _split(model):
+        if m is not None:
+            get_model(m)
+    for q in _split(quant):
+        if q is not None:
+            get_quant(q)
+
+
 def plan(
     trace: Path = typer.Option(..., "--trace", help="workload: a JSONL trace, or a generator spec (.yaml); replayed at scaled rates"),
     hw: str = typer.Option(..., "--hw", help="candidate hardware profiles, comma-separated"),
@@ -172,10 +199,7 @@ def plan(
         raise ConfigError(f"must be in (0, 1), got {rel_tol}", field="--rel-tol")
     if start_rps is not None and not start_rps > 0:
         raise ConfigError(f"must be > 0, got {start_rps}", field="--start-rps")
-    from sim.hardware import load_profile
-
-    for h in _split(hw):
-        load_profile(h)  # an unknown profile fails now, with suggestions, not inside a worker
+    _check_names(hw, engine, model, quant)
     candidates = [Candidate(hw=h, engine=e, model=m, quant=q)
                   for h in _split(hw) for e in _split(engine) for m in _split(model) for q in _split(quant)]
     from sim.plan.workload import materialize
