@@ -363,12 +363,13 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
         except RuntimeError as e:
             error = f"llama.cpp stopped: {e}"
             break
+        for s, idx in emitters:  # sample the whole batch, then its tokens exist (a server sends them now)
+            s.last_token = engine.sample(s.seq_id, idx)
         t = clock()
         batch_sizes.append(len(set(seq)))
         kv_peak_used = max(kv_peak_used, sum(s.kv_tokens for s in running.values()))
         kv_peak_reserved = max(kv_peak_reserved, len(running) * engine.n_ctx_seq)
-        for s, idx in emitters:
-            s.last_token = engine.sample(s.seq_id, idx)
+        for s, _ in emitters:
             s.generated += 1
             s.meas.token(t)
             if s.generated >= s.target_tokens:
