@@ -88,3 +88,16 @@ def test_plan_rejects_a_malformed_slo_in_one_line(tmp_path):
                                    "--target-rps", "1"])
     assert res.exit_code == 2
     assert res.output.strip().splitlines()[-1] == "error: --ttft-p90: 'soon' is not a duration (examples: 2s, 100ms, 1.5)"
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--engine", "vlm", "error: --engine: unknown engine 'vlm'; did you mean: vllm"),
+    ("--hw", "h100", "error: --hw: unknown hardware profile 'h100'"),
+    ("--target-rps", "0", "error: --target-rps: must be > 0, got 0.0"),
+])
+def test_plan_rejects_unknown_names_before_searching(tmp_path, option, value, message):
+    args = {"--trace": str(_trace(tmp_path / "t.jsonl", n=5)), "--hw": "rtx-4090", "--engine": "vllm",
+            "--ttft-p90": "1s", "--target-rps": "1", option: value}
+    res = CliRunner().invoke(app, ["plan", *[x for kv in args.items() for x in kv]])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines()[-1].startswith(message)

@@ -140,3 +140,19 @@ def test_sweep_cli_reports_a_bad_file_in_one_line(tmp_path):
     res = CliRunner().invoke(app, ["sweep", str(bad), "-o", str(tmp_path / "o")])
     assert res.exit_code == 2
     assert res.output.strip().splitlines()[-1].startswith(f"error: {bad}:1: trace: trace file not found")
+
+
+def test_sweep_cli_replays_at_requested_rates_and_lists_its_files(tmp_path):
+    from typer.testing import CliRunner
+
+    from sim.cli import app
+
+    path = _sweep_file(tmp_path, "  rate_rps: [2, 8]\n")  # the trace's own rate is 4 req/s
+    res = CliRunner().invoke(app, ["sweep", str(path), "-o", str(tmp_path / "o"), "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(tmp_path / "o" / "results.csv")
+    assert df["offered_rps"].tolist() == pytest.approx([2.0, 8.0])
+    # 24 requests at 2 req/s arrive over 11.5 s, at 8 req/s over 2.9 s
+    assert df.loc[0, "duration_s"] > 11.5 and df.loc[1, "duration_s"] < df.loc[0, "duration_s"]
+    for name in ("results.jsonl", "results.csv", "results.parquet", "report.html"):
+        assert str(tmp_path / "o" / name) in res.stdout.replace("\n", "")

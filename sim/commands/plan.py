@@ -61,7 +61,7 @@ def sweep(
     out: Path = typer.Option(..., "-o", "--out", help="folder for results.jsonl/.csv/.parquet and report.html"),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address (default: start a local Ray)"),
-    workers: Optional[int] = typer.Option(None, "--workers", help="parallel simulations (local: default = CPU cores; 1 = in this process)"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="parallel simulations (local: default = CPU cores, 1 = in this process; ray: CPUs of a Ray started here)"),
     resume: bool = typer.Option(False, "--resume", help="keep the finished combinations in OUT/results.jsonl and run only the rest"),
 ) -> None:
     """Simulate every combination of a sweep file; write a table and an HTML report."""
@@ -172,7 +172,7 @@ def plan(
     seed: int = typer.Option(0, "--seed"),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address"),
-    workers: Optional[int] = typer.Option(None, "--workers", help="candidates searched in parallel (1 = in this process)"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="candidates searched in parallel (local: 1 = in this process; ray: CPUs of a Ray started here)"),
     as_json: bool = typer.Option(False, "--json", help="print only the plan as JSON on stdout"),
     html_out: Optional[Path] = typer.Option(None, "--html", help="write the HTML report here"),
 ) -> None:
