@@ -91,6 +91,21 @@ grid:
         for k in ("paged", "contiguous") for m in (4, 8)]
 
 
+def test_a_runs_entry_adds_its_overrides_to_the_fixed_ones(tmp_path):
+    _trace(tmp_path / "t.jsonl")
+    sweep = load_sweep(_write(tmp_path, """\
+trace: t.jsonl
+hw: h100-sxm
+overrides: {block_size: 32, max_num_seqs: 8}
+runs:
+  - {}
+  - {overrides: {max_num_seqs: 64}, scheduler: static}
+"""))
+    assert [c.overrides for c in sweep.combinations] == [
+        {"block_size": 32, "max_num_seqs": 8},
+        {"block_size": 32, "max_num_seqs": 64, "scheduler": "static"}]
+
+
 def test_trace_can_be_a_grid_dimension_and_relative_paths_resolve_next_to_the_sweep_file(tmp_path, monkeypatch):
     _trace(tmp_path / "a.jsonl")
     _trace(tmp_path / "b.jsonl", n=7)

@@ -211,7 +211,7 @@ def _split_fields(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     return run, overrides
 
 
-def _check_override_names(overrides: dict[str, Any], doc: SweepFile, source: str, lines: dict[str, int]) -> None:
+def _check_override_names(overrides: dict[str, Any], source: str, lines: dict[str, int]) -> None:
     """An override must name an `EngineConfig` field; a typo fails here, before any simulation."""
     from sim.engine_config import EngineConfig
 
@@ -253,9 +253,10 @@ def expand(doc: SweepFile, *, source: str = "<sweep>", base_dir: Path | None = N
             raise ConfigError("each runs entry must be a mapping", file=source,
                               line=_line_for(lines, f"runs.{r_i}"), field=f"runs.{r_i}")
         for point in grid_points:
-            entry = {**fixed, "overrides": dict(doc.overrides), **run, **dict(zip(grid_keys, point))}
+            entry = {**fixed, **run, **dict(zip(grid_keys, point)),
+                     "overrides": {**doc.overrides, **(run.get("overrides") or {})}}
             run_fields, overrides = _split_fields(entry)
-            _check_override_names(overrides, doc, source, lines)
+            _check_override_names(overrides, source, lines)
             trace = run_fields.get("trace")
             field_of = lambda name: (  # noqa: E731 - which YAML key set this field, for the error
                 f"grid.{name}" if name in grid_keys else f"{where_run}.{name}" if where_run and name in run else name
