@@ -90,9 +90,9 @@ def run_combination(task: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class SweepOutcome:
     frame: pd.DataFrame
-    ran: int
-    skipped: int
-    failed: int
+    ran: int  # combinations simulated by this call
+    skipped: int  # finished in an earlier run (--resume)
+    failed: int  # rows of the table with status error
     out_dir: Path
     files: dict[str, Path]
     wall_s: float
@@ -156,4 +156,4 @@ def run_sweep(
         files["html"] = out_dir / "report.html"
         files["html"].write_text(sweep_report(frame, title=sweep.name))
     return SweepOutcome(frame, ran=len(tasks), skipped=len(sweep.combinations) - len(tasks),
-                        failed=failed, out_dir=out_dir, files=files, wall_s=wall_s)
+                        failed=int((frame["status"] != "ok").sum()), out_dir=out_dir, files=files, wall_s=wall_s)
