@@ -46,7 +46,21 @@ series split at the crossover index — exact and O(1) per segment (`decode_run_
 integer inverse (`decode_steps_within`) comes from the quadratic formula plus an exact correction.
 
 Unified-memory SoCs and CPUs use the same formulas with their own bandwidth and FLOP/s. The five
-numbers in `CostParams` are the only free parameters: calibration fits them with `predict_times`.
+numbers in `CostParams` are the only free parameters: calibration fits them with `predict_times`
+(on one device; the placements below apply on top of the fitted values).
+
+Several devices (`parallel=ParallelConfig(tp, pp, ...)`) or partial offload (`offload=OffloadConfig`)
+turn the single roofline into a `sim.parallel.Placement`: parts (a TP group priced as one device
+of tp x the rates, a pipeline stage, the host's layers) that one micro-batch passes in sequence,
+
+    iteration_s = sum_p max(compute_p, memory_p) + comm_s_per_token x T_b + comm_s_per_pass + overheads
+
+on the micro-batch's aggregates (T_b = T / m, m = min(pp, sequences)). Each part's terms are the
+formulas above restricted to its share of the layers (and the LM head where it sits); the all-reduce
+and transfer terms are linear in tokens. A decode run is then a sum over parts of the same
+max-of-two-lines series plus a constant per step, so `decode_run_time` stays an exact closed form
+and `decode_steps_within` its exact inverse (bisection on the closed form). Speculative decoding
+wraps a CostModel: `sim.speculative.SpeculativeCostModel`.
 """
 
 from __future__ import annotations

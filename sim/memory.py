@@ -394,3 +394,47 @@ def host_fit_check(host: HardwareProfile, host_bytes: float) -> None:
             f"the host ({host.name}) would hold {host_bytes / 1e9:.1f} GB of offloaded weights and KV but "
             f"{host.usable_memory_bytes / 1e9:.1f} GB is usable: short by "
             f"{(host_bytes - host.usable_memory_bytes) / 1e9:.1f} GB", field="gpu_layers")
+
+
+def deployment_kv_capacity_tokens(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | QuantFormat | None,
+    engine,
+    activation_reserve_bytes: float = 0.0,
+    extra_weight_bytes: float = 0.0,
+    host: HardwareProfile | None = None,
+) -> int:
+    """KV tokens the engine's deployment holds, all sequences together — what the simulator's KV
+    allocator should be sized with when `engine` has tp, pp, gpu_layers or a draft model:
+
+    - no offload: `parallel_kv_capacity_tokens` (the most-loaded device decides), with
+      `extra_weight_bytes` (a draft model's weights, split tp ways) added to each device's reserve;
+    - offload (`engine.gpu_layers`): each layer's KV lives with its layer, so both the GPU and the
+      host (`host`, default `engine.offload_host`) must hold their share: the smaller of
+      (GPU budget - reserve - GPU weights) / (KV bytes per token x GPU layers / L) and the host's
+      (usable memory - host weights) / (KV bytes per token x host layers / L).
+    0 when the weights alone do not fit. Equals `kv_capacity_tokens` for a plain one-device engine.
+    """
+    fraction = engine.memory_fraction
+    if engine.gpu_layers is None:
+        reserve = activation_reserve_bytes + extra_weight_bytes / engine.tp
+        return parallel_kv_capacity_tokens(hw, model, quant, engine.kv_dtype, engine.tp, engine.pp, fraction, reserve)
+    from sim.hardware import load_profile
+    from sim.parallel import offload_split
+
+    host = host or load_profile(engine.offload_host)
+    g = resolve_gpu_layers(hw, model, quant, engine)
+    on_gpu, _ = offload_split(model.n_layers, g)
+    gpu_w, host_w = offload_memory_bytes(model, quant, engine.kv_dtype, 0, g)
+    per_token = model.kv_bytes_per_token(engine.kv_dtype)
+    gpu_room = memory_budget_bytes(hw, fraction) - activation_reserve_bytes - extra_weight_bytes - gpu_w
+    host_room = host.usable_memory_bytes - host_w
+    if gpu_room < 0 or host_room < 0:
+        return 0
+    limits = []
+    if on_gpu:
+        limits.append(gpu_room / (per_token * on_gpu / model.n_layers))
+    if on_gpu < model.n_layers:
+        limits.append(host_room / (per_token * (model.n_layers - on_gpu) / model.n_layers))
+    return int(min(limits))

@@ -139,3 +139,14 @@ def test_quantized_kv_cache_shrinks_both_capacity_and_the_kv_read_term():
         cap16 = kv_capacity_tokens(h100, m, "bf16", "fp16", 0.9, 2e9)
         capq = kv_capacity_tokens(h100, m, "bf16", dtype, 0.9, 2e9)
         assert capq == pytest.approx(cap16 * 2 / elem, rel=1e-4)
+
+
+def test_auto_offload_leaves_room_for_the_context_it_was_fitted_with():
+    from sim.memory import activation_reserve_bytes, deployment_kv_capacity_tokens, offload_kv_tokens
+
+    rtx, m = load_profile("rtx-4090"), get_model("llama-3.1-70b")
+    engine = load_engine("llama.cpp").with_overrides(gpu_layers="auto")
+    reserve = activation_reserve_bytes(rtx, m, engine.max_num_batched_tokens, engine.activation_reserve_fraction,
+                                       engine.memory_fraction)
+    assert offload_kv_tokens(m, engine) == 4096  # --fit lowers an unset context to its 4096 minimum first
+    assert deployment_kv_capacity_tokens(rtx, m, "q4_k_m", engine, reserve) >= 4096

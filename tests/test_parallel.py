@@ -194,3 +194,15 @@ def test_tp_needs_an_interconnect_and_offload_excludes_tp():
         load_engine("llama.cpp").with_overrides(tp=2, gpu_layers=10)
     with pytest.raises(ConfigError, match="tp"):
         ParallelConfig(tp=0)
+
+
+def test_deployment_capacity_is_plain_capacity_for_one_device_and_counts_a_draft_models_weights():
+    from sim.memory import deployment_kv_capacity_tokens
+
+    h100, m = load_profile("h100-sxm"), get_model("llama-3.1-8b")
+    vllm = load_engine("vllm")
+    plain = kv_capacity_tokens(h100, m, "bf16", "fp16", vllm.memory_fraction, 2e9)
+    assert deployment_kv_capacity_tokens(h100, m, "bf16", vllm, 2e9) == plain
+    # a 1 GB draft model on the same device takes 1 GB / 131,072 B per token = 7,629 tokens of KV
+    with_draft = deployment_kv_capacity_tokens(h100, m, "bf16", vllm, 2e9, extra_weight_bytes=1e9)
+    assert plain - with_draft == pytest.approx(1e9 / m.kv_bytes_per_token("fp16"), abs=1)
