@@ -91,6 +91,7 @@ def _point_records(observations, fit: FitResult, points: dict[str, ProbePoint] |
         p = (points or {}).get(o.id)
         if p is not None:
             rec.update({"p25_s": p.p25_s, "p75_s": p.p75_s, "min_s": p.min_s, "max_s": p.max_s, "runs": p.runs,
+                        "undisturbed_runs": p.undisturbed_runs, "median_all_s": p.median_all_s,
                         "spread": p.spread})
         out.append(rec)
     return out
@@ -171,7 +172,10 @@ def calibrate_model(
         "load_time_s": {"cold": run.load_cold_s, "warm": list(run.load_warm_s), "warm_median": run.load_warm_median_s},
         "contexts": [dict(c) for c in run.contexts],
         "probe_wall_s": round(run.wall_s, 1),
-        "statistic": "median of timed runs after warm-up",
+        "statistic": (
+            "median of the undisturbed timed runs after warm-up (CPU share >= 0.85 x the point's best; "
+            "median_all_s keeps the median of every run)"
+        ),
     }
     vendor = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}.get(machine.get("cpu_vendor", ""), machine.get("cpu_vendor", ""))
     return _finish(

@@ -90,29 +90,51 @@ def probe_fits(probe: dict, limits: ContextLimits) -> str | None:
 # hundreds of milliseconds, and more samples keep such runs out of the median.
 SPREAD_TARGET = 0.15
 TIME_CAP_FACTOR = 8.0  # never spend more than this x min_time_s on one point
+# A timed run counts as undisturbed when its CPU share (process CPU seconds / (wall seconds x
+# threads)) is at least this fraction of the best share among the point's runs. A run during which
+# the OS gave a llama.cpp thread's core to another process shows up as a lower share: measured
+# here on a 2-core machine shared with other work, undisturbed single-thread decode runs had a share
+# of 0.99 and disturbed ones 0.5-0.65, with wall times 2-3x longer.
+UNDISTURBED_SHARE = 0.85
 
 
-def _wants_more(samples_s: list[float], max_runs: int, min_time_s: float) -> bool:
+def undisturbed(wall_s: list[float], cpu_s: list[float], n_threads: int) -> list[bool]:
+    """Which runs kept (nearly) their full CPU share; all of them when no share can be computed."""
+    shares = [c / (w * n_threads) if w > 0 else 0.0 for w, c in zip(wall_s, cpu_s)]
+    best = max(shares, default=0.0)
+    if best <= 0:
+        return [True] * len(wall_s)
+    return [sh >= UNDISTURBED_SHARE * best for sh in shares]
+
+
+def _wants_more(wall_s: list[float], kept: list[bool], max_runs: int, min_runs: int, min_time_s: float) -> bool:
     """Whether a probe point should take another timed run.
 
-    More runs while fewer than `max_runs`, and either the runs so far total under `min_time_s`
-    (cheap points get many samples) or their spread is above SPREAD_TARGET (a disturbed point gets
-    more samples), but never beyond TIME_CAP_FACTOR x `min_time_s` of timed runs.
+    More runs while fewer than `max_runs`, and any of: the runs so far total under `min_time_s`
+    (cheap points get many samples); fewer than `min_runs` undisturbed runs; the undisturbed runs'
+    spread is above SPREAD_TARGET. Never beyond TIME_CAP_FACTOR x `min_time_s` of timed runs.
     """
-    n, total = len(samples_s), sum(samples_s)
+    n, total = len(wall_s), sum(wall_s)
     if n >= max_runs or (min_time_s > 0 and total >= TIME_CAP_FACTOR * min_time_s):
         return False
-    if total < min_time_s:
+    good = [w for w, k in zip(wall_s, kept) if k]
+    if total < min_time_s or len(good) < min_runs:
         return True
-    if n >= 4:
-        q = statistics.quantiles(samples_s, n=4, method="inclusive")
-        return (q[2] - q[0]) > SPREAD_TARGET * statistics.median(samples_s)
+    if len(good) >= 4:
+        q = statistics.quantiles(good, n=4, method="inclusive")
+        return (q[2] - q[0]) > SPREAD_TARGET * statistics.median(good)
     return False
 
 
-def summarize(samples_s: list[float]) -> dict:
-    """Median (the kept value), quartiles, min, max and all samples of one probe point, in seconds."""
-    s = sorted(samples_s)
+def summarize(wall_s: list[float], cpu_s: list[float], n_threads: int) -> dict:
+    """The point's kept value and spread, in seconds.
+
+    `median_s` (the value the fit uses) is the median of the undisturbed runs (see `undisturbed`);
+    quartiles, min and max are over the same runs; `median_all_s` is over every timed run, and
+    `samples_s` / `cpu_s` keep them all.
+    """
+    kept = undisturbed(wall_s, cpu_s, n_threads)
+    s = sorted(w for w, k in zip(wall_s, kept) if k) or sorted(wall_s)
     q = statistics.quantiles(s, n=4, method="inclusive") if len(s) > 1 else [s[0], s[0], s[0]]
     return {
         "median_s": statistics.median(s),
@@ -120,7 +142,10 @@ def summarize(samples_s: list[float]) -> dict:
         "p75_s": q[2],
         "min_s": s[0],
         "max_s": s[-1],
-        "samples_s": samples_s,
+        "median_all_s": statistics.median(wall_s),
+        "undisturbed_runs": len(s),
+        "samples_s": wall_s,
+        "cpu_s": cpu_s,
     }
 
 
@@ -312,13 +337,17 @@ class _Worker:
         self._prefill_untimed(setup, limits)
         last = {seq: self._token() for seq in range(b)}  # the token each decode sequence feeds next
 
+        n_threads = int(self.plan["n_threads"])
         samples: list[float] = []
+        cpu: list[float] = []
+        kept: list[bool] = []
         r = 0
-        while r < warmup + min_runs or _wants_more(samples, max_runs, min_time_s):
+        while r < warmup + min_runs or _wants_more(samples, kept, max_runs, min_runs, min_time_s):
             if p:  # the prefill chunk is recomputed each run: drop what the previous run cached
                 L.llama_memory_seq_rm(self.mem, prefill_seq, cp, -1)
             entries = [(last[seq], cd + r, seq, True) for seq in range(b)]
             entries += [(self._token(), cp + i, prefill_seq, i == p - 1) for i in range(p)]
+            c0 = time.process_time()
             t0 = time.perf_counter()
             self._fill(entries)
             self._decode()
@@ -328,8 +357,11 @@ class _Worker:
             if p:
                 self._sample(prefill_seq, len(entries) - 1)
             dt = time.perf_counter() - t0
+            dc = time.process_time() - c0
             if r >= warmup:
                 samples.append(dt)
+                cpu.append(dc)
+                kept = undisturbed(samples, cpu, n_threads)
             r += 1
         # Decode sequences advance one position per run: the timed runs saw contexts
         # cd + warmup ... cd + warmup + runs - 1; the cost model is linear in context, so the mean
@@ -340,7 +372,7 @@ class _Worker:
             "event": "point", "id": probe["id"], "kind": probe["kind"], "session": probe["session"],
             "prefill_tokens": p, "prefill_context": cp, "decode_batch": b,
             "decode_context": mean_decode_context, "runs": runs, "warmup": warmup,
-            **summarize(samples),
+            **summarize(samples, cpu, n_threads),
         })
 
     def inject_fault(self, limits: ContextLimits) -> None:

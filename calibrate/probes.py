@@ -54,6 +54,8 @@ class ProbePoint:
     runs: int
     samples_s: tuple[float, ...] = ()
     session: str = ""
+    median_all_s: float | None = None  # median over every timed run, disturbed ones included
+    undisturbed_runs: int | None = None
 
     @property
     def spread(self) -> float:
@@ -89,6 +91,7 @@ class ProbePoint:
             decode_context=float(e["decode_context"]), median_s=e["median_s"], p25_s=e["p25_s"],
             p75_s=e["p75_s"], min_s=e["min_s"], max_s=e["max_s"], runs=int(e["runs"]),
             samples_s=tuple(e.get("samples_s", ())), session=e.get("session", ""),
+            median_all_s=e.get("median_all_s"), undisturbed_runs=e.get("undisturbed_runs"),
         )
 
 

@@ -1,0 +1,148 @@
+"""Real llama.cpp probes on the tiny GGUF: they run in a child, measure what they say, refuse sizes
+that do not fit, and turn a crash of llama.cpp into an error message."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tiny_model import requires_llama_cpp, tiny_gguf  # noqa: F401  (fixture)
+
+from calibrate.probe_worker import ContextLimits, probe_fits
+from calibrate.probes import ProbeError, build_plan, run_plan, validate_plan
+
+pytestmark = requires_llama_cpp
+
+
+def _probe(pid, *, p=0, cp=0, b=0, cd=0, runs=3, warmup=1):
+    kind = "mixed" if p and b else ("prefill" if p else "decode")
+    return {"id": pid, "kind": kind, "prefill_tokens": p, "prefill_context": cp, "decode_batch": b,
+            "decode_context": cd, "warmup": warmup, "runs": runs, "max_runs": runs, "min_time_s": 0.0}
+
+
+def _plan(model, sessions, **extra):
+    return {"model_path": str(model), "n_threads": 1, "n_gpu_layers": 0, "seed": 0, "warm_loads": 1,
+            "sessions": sessions, **extra}
+
+
+def test_probes_run_in_a_child_and_time_every_planned_shape(tiny_gguf):
+    plan = _plan(tiny_gguf, [
+        {"name": "single", "n_ctx": 1024, "n_batch": 512, "n_seq_max": 1, "probes": [
+            _probe("prefill-16", p=16), _probe("prefill-512", p=512), _probe("decode-1@32", b=1, cd=32, runs=8)]},
+        {"name": "batched", "n_ctx": 16 * 128, "n_batch": 512, "n_seq_max": 16, "probes": [
+            _probe("decode-16@32", b=16, cd=32, runs=8), _probe("mixed", p=64, b=4, cd=32)]},
+    ])
+    events = []
+    run = run_plan(plan, on_event=events.append)
+    by_id = {p.id: p for p in run.points}
+    assert list(by_id) == ["prefill-16", "prefill-512", "decode-1@32", "decode-16@32", "mixed"]
+    for p in run.points:
+        assert 0 < p.min_s <= p.p25_s <= p.median_s <= p.p75_s <= p.max_s
+        assert p.runs == len(p.samples_s) >= 3
+    # 32x the tokens cost more (by far more than any scheduling noise on a shared machine)
+    assert by_id["prefill-512"].median_s > 3 * by_id["prefill-16"].median_s
+    # decode sequences grow one position per run: warm-up 1 + 8 runs from 32 -> mean context 32 + 1 + 3.5
+    assert by_id["decode-1@32"].decode_context == pytest.approx(36.5)
+    assert run.load_cold_s > 0 and len(run.load_warm_s) == 1
+    assert [c["n_seq_max"] for c in run.contexts] == [1, 16]
+    assert run.llama_cpp_version
+    assert [e["id"] for e in events if e["event"] == "start"] == list(by_id)
+
+
+def test_quick_plan_fits_its_contexts_and_stays_within_the_model_context():
+    plan = build_plan("m.gguf", n_ctx_train=512, quick=True, n_threads=1)
+    validate_plan(plan)  # no exception
+    for s in plan["sessions"]:
+        for pr in s["probes"]:
+            assert pr["prefill_context"] + pr["prefill_tokens"] <= 512
+            assert pr["decode_context"] + pr["warmup"] + pr["max_runs"] <= 512
+    full = build_plan("m.gguf", n_ctx_train=32768, quick=False, n_threads=2)
+    prefill = sorted(p["prefill_tokens"] for p in full["sessions"][0]["probes"] if p["kind"] == "prefill")
+    assert prefill[0] == 32 and prefill[-1] == 2048
+    assert sorted({p["decode_batch"] for p in full["sessions"][1]["probes"] if p["kind"] == "decode"}) == [1, 2, 4, 8, 16]
+
+
+@pytest.mark.parametrize(
+    "probe, why",
+    [
+        (_probe("too-many-seqs", b=5, cd=8), "n_seq_max"),
+        (_probe("too-many-tokens", p=300), "n_batch"),
+        (_probe("past-context", p=100, cp=200), "per-sequence context"),
+        (_probe("decode-past-context", b=1, cd=250, runs=10), "per-sequence context"),
+    ],
+)
+def test_sizes_that_do_not_fit_are_refused_before_llama_cpp_starts(probe, why):
+    limits = ContextLimits(n_ctx=1024, n_ctx_seq=256, n_batch=256, n_seq_max=4, kv_unified=False)
+    assert why in probe_fits(probe, limits)
+    plan = _plan("does-not-matter.gguf", [{"name": "s", "n_ctx": 1024, "n_batch": 256, "n_seq_max": 4,
+                                           "probes": [probe]}])
+    with pytest.raises(ProbeError, match=why):
+        run_plan(plan)
+
+
+def test_probes_exactly_at_the_limits_run(tiny_gguf):
+    plan = _plan(tiny_gguf, [{"name": "edge", "n_ctx": 4 * 64, "n_batch": 64, "n_seq_max": 4, "probes": [
+        _probe("full-batch", p=64),  # exactly n_batch tokens, exactly the per-sequence context
+        _probe("all-seqs", p=8, cp=52, b=3, cd=60, runs=3),  # 4 sequences, decode to position 64
+    ]}])
+    run = run_plan(plan)
+    assert [p.id for p in run.points] == ["full-batch", "all-seqs"]
+
+
+def test_unchecked_oversized_probe_fails_inside_llama_cpp_with_its_reason(tiny_gguf):
+    """Why the size check exists: without it llama.cpp refuses the batch (here: no KV slot)."""
+    plan = _plan(tiny_gguf, [{"name": "s", "n_ctx": 256, "n_batch": 64, "n_seq_max": 1,
+                              "probes": [_probe("overflow", b=1, cd=250, runs=10)]}], unchecked=True)
+    with pytest.raises(ProbeError, match=r"probe overflow.*llama_decode returned"):
+        run_plan(plan, validate=False)
+
+
+def test_a_llama_cpp_abort_in_the_child_becomes_an_error_naming_the_assert(tiny_gguf):
+    plan = _plan(tiny_gguf, [{"name": "s", "n_ctx": 256, "n_batch": 64, "n_seq_max": 1,
+                              "probes": [_probe("prefill-8", p=8)]}], inject_fault="sample_without_logits")
+    with pytest.raises(ProbeError) as e:
+        run_plan(plan)
+    msg = str(e.value)
+    assert "crashed (SIGABRT)" in msg and "GGML_ASSERT(logits != nullptr)" in msg
+    assert "\n" not in msg  # one line
+
+
+def test_a_corrupted_gguf_is_an_error_not_a_crash(tiny_gguf, tmp_path):
+    bad = tmp_path / "truncated.gguf"
+    bad.write_bytes(Path(tiny_gguf).read_bytes()[: 40_000])  # header intact, tensor data cut off
+    plan = _plan(bad, [{"name": "s", "n_ctx": 256, "n_batch": 64, "n_seq_max": 1, "probes": [_probe("p", p=8)]}])
+    with pytest.raises(ProbeError, match="could not load the model file"):
+        run_plan(plan)
+
+
+def test_a_probe_run_past_its_time_limit_is_stopped(tiny_gguf):
+    plan = _plan(tiny_gguf, [{"name": "s", "n_ctx": 2048, "n_batch": 2048, "n_seq_max": 1,
+                              "probes": [_probe("long", p=2048, runs=10_000)]}])
+    plan["sessions"][0]["probes"][0]["max_runs"] = 10_000
+    with pytest.raises(ProbeError, match="did not finish within 2 s"):
+        run_plan(plan, timeout_s=2.0)
+
+
+def test_worker_protocol_channel_is_clean_json_even_when_c_code_prints(tiny_gguf):
+    plan = _plan(tiny_gguf, [{"name": "s", "n_ctx": 256, "n_batch": 64, "n_seq_max": 1, "probes": [_probe("p", p=8)]}])
+    out = subprocess.run([sys.executable, "-m", "calibrate.probe_worker"], input=json.dumps(plan),
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "GGML_NO_BACKTRACE": "1"})
+    assert out.returncode == 0
+    events = [json.loads(line) for line in out.stdout.splitlines()]  # every stdout line is JSON
+    assert events[0]["event"] == "load" and events[-1]["event"] == "done"
+
+
+def test_runs_that_lost_their_cpu_to_another_process_are_left_out_of_the_median():
+    from calibrate.probe_worker import summarize, undisturbed
+
+    wall = [0.020, 0.021, 0.060, 0.020, 0.055]  # two runs stalled by another process
+    cpu = [0.0198, 0.0207, 0.031, 0.0199, 0.030]  # ... during which the thread got ~half its CPU
+    assert undisturbed(wall, cpu, 1) == [True, True, False, True, False]
+    s = summarize(wall, cpu, 1)
+    assert s["median_s"] == pytest.approx(0.020) and s["undisturbed_runs"] == 3
+    assert s["median_all_s"] == pytest.approx(0.021)
+    assert undisturbed(wall, [0.0] * 5, 1) == [True] * 5  # no CPU clock: keep everything
