@@ -26,11 +26,12 @@ def test_bad_durations_are_config_errors_naming_the_option(text):
 
 
 def _threshold_probe(capacity: float, calls: list[float] | None = None):
-    """A replica whose SLO holds exactly up to `capacity` req/s."""
+    """A replica whose SLO holds exactly up to `capacity` req/s (its TTFT p90 grows with the rate)."""
     def probe(rate: float) -> Probe:
         if calls is not None:
             calls.append(rate)
-        return Probe(rate, rate <= capacity, "" if rate <= capacity else "TTFT p90 too high")
+        return Probe(rate, rate <= capacity, "" if rate <= capacity else "TTFT p90 too high",
+                     ttft_p90_s=0.1 + rate, tpot_p90_s=0.02, goodput_fraction=1.0)
     return probe
 
 
@@ -117,3 +118,16 @@ def test_pareto_front_keeps_only_points_no_other_point_beats_on_both_axes():
     df = pd.DataFrame({"cost": [1, 2, 3, 2, 5, 4], "lat": [9, 5, 6, 7, 1, 1]})
     front = pareto_front(df, "cost", "lat")
     assert list(zip(front["cost"], front["lat"])) == [(1, 9), (2, 5), (4, 1)]
+
+
+def test_halving_stops_once_lower_load_no_longer_changes_the_latencies():
+    calls: list[float] = []
+
+    def probe(rate):  # queueing vanishes below 1 req/s; the light-load TTFT (3 s) misses the SLO
+        calls.append(rate)
+        return Probe(rate, False, "TTFT p90 too high", ttft_p90_s=3.0 + max(0.0, rate - 1.0), tpot_p90_s=0.05,
+                     goodput_fraction=0.0)
+
+    res = find_max_rate(probe, 8.0)
+    assert calls == [8.0, 4.0, 2.0, 1.0, 0.5]
+    assert res.max_rate_rps is None and "infeasible" in res.note

@@ -12,7 +12,9 @@ How the rate is found (`find_max_rate`):
    `--goodput` counts the same requests) is at least the goodput target. Only the SLOs given apply.
 3. **Bracket.** Start at `start_rps` (default: the trace's native rate). If it passes, double the
    rate until a replay fails; if it fails, halve it until one passes (at most `max_bracket_steps`
-   times each way; a candidate that fails at every rate tried is infeasible, with the reason).
+   times each way). A candidate that fails at every rate tried is infeasible, with the reason; the
+   halving stops early when a halving leaves TTFT p90, TPOT p90 and goodput unchanged (to 0.1%):
+   every request is then served alone and no lower rate can do better.
 4. **Bisect** the bracket [last pass, first fail] at its midpoint until
    (first fail - last pass) / first fail <= `rel_tol` or `max_iterations` midpoints were tried.
 
@@ -147,6 +149,17 @@ class SearchSettings:
                 "assumes passing is monotone in the rate")
 
 
+def _same_verdict(a: Probe, b: Probe, rel: float = 1e-3) -> bool:
+    """Two failing probes with the same latencies and goodput (to `rel`): load no longer matters."""
+    def close(x: float | None, y: float | None) -> bool:
+        if x is None or y is None:
+            return x is y
+        return abs(x - y) <= rel * max(abs(x), abs(y), 1e-12)
+
+    return (close(a.ttft_p90_s, b.ttft_p90_s) and close(a.tpot_p90_s, b.tpot_p90_s)
+            and close(a.goodput_fraction, b.goodput_fraction))
+
+
 @dataclass(frozen=True)
 class SearchResult:
     """Outcome of `find_max_rate`: the verified pass/fail pair and every probe, in order."""
@@ -186,6 +199,11 @@ def find_max_rate(probe: Callable[[float], Probe], start_rps: float, settings: S
             lo, hi = (p, None) if p.passed else (lo, p)
         else:
             p = run(hi.rate_rps / 2)
+            if not p.passed and _same_verdict(p, hi):
+                # Halving the rate changed nothing: requests are already served alone, so no
+                # lower rate can pass (the SLO is out of reach of this candidate at any load).
+                hi = p
+                break
             lo, hi = (p, hi) if p.passed else (None, p)
     if lo is None:
         return SearchResult(None, hi, probes, 0,
