@@ -332,8 +332,9 @@ class Replica:
                 if why is None:
                     st.waiting.append(Pending(row, r))
                 else:
-                    log.reject(row, now_s, why)
-                    self.source.done(r, now_s)  # closed loop: that client sends its next one now
+                    # refused on receipt (a server validates lengths before queueing), at its arrival
+                    log.reject(row, t, why)
+                    self.source.done(r, t)  # closed loop: that client sends its next one then
                     rejected = True
             due = self.source.due(now_s) if rejected else None
 
