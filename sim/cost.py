@@ -449,10 +449,19 @@ class CostModel:
         parts = []
         for p in pl.parts:
             f, h = p.layer_fraction, float(p.head)
-            c = (f * self.flops_per_token * tokens + h * self.flops_per_sequence * logits) / p.matmul_flops_per_s + (
-                f * self.attention_flops_per_layer_key * layer_keys) / p.attention_flops_per_s
-            m = (f * layer_bytes + h * self.head_bytes
-                 + p.kv_factor * f * self.kv_bytes_per_layer_token * kv_layer_tokens) / p.bandwidth_bytes_per_s
+            matmul_flops = f * self.flops_per_token * tokens + h * self.flops_per_sequence * logits
+            weight_bytes = f * layer_bytes + h * self.head_bytes
+            attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
+            kv_s = p.kv_factor * f * self.kv_bytes_per_layer_token * kv_layer_tokens / p.bandwidth_bytes_per_s
+            c = matmul_flops / p.matmul_flops_per_s + attention_s
+            m = weight_bytes / p.bandwidth_bytes_per_s + kv_s
+            if math.isfinite(p.upload_min_tokens):
+                # op offload (sim.parallel): weights copied over the link, matmuls on the GPU, then the
+                # attention on the host: upload + matmul + max(attention, KV), as a (c, m) pair
+                shipped = (weight_bytes * np.ceil(tokens / p.upload_chunk_tokens) / p.upload_bandwidth_bytes_per_s
+                           + matmul_flops / p.upload_matmul_flops_per_s)
+                big = tokens >= p.upload_min_tokens
+                c, m = np.where(big, shipped + attention_s, c), np.where(big, shipped + kv_s, m)
             parts.append((c, m))
         comm = pl.comm_s_per_token * tokens + pl.comm_s_per_pass
         op = pl.overhead_params or self.params

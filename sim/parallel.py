@@ -56,8 +56,18 @@ Partial offload (llama.cpp `--n-gpu-layers`), `gpu_layers = g`: llama.cpp counts
   FLOP/s, then the GPU's (the two do not overlap: the layers are sequential), and the hidden
   states cross the host link (`host_bandwidth_gb_per_s` of the GPU profile) once when both hold
   layers: T x hidden x 4 bytes (ggml keeps activations in f32) / bandwidth + HOST_LINK_LATENCY_S.
-  Limit: llama.cpp uploads host-resident weights to the GPU for large batches (op offload, batch
-  >= 32 tokens); that is not modelled, so prefill with many host layers is priced pessimistically.
+  Op offload: for a batch of at least OP_OFFLOAD_MIN_TOKENS tokens, ggml runs the matmuls of
+  host-resident weights on the GPU, copying the weights over the link first
+  (ggml/src/ggml-cuda/ggml-cuda.cu `ggml_backend_cuda_device_offload_op`: batch >= 32; the
+  scheduler copies a split's inputs, then computes it). Attention stays on the host, where its KV
+  cache is. So for T >= 32 the host layers cost
+
+      uploads x host layer bytes / link bandwidth + matmul FLOPs / GPU FLOP/s
+      + max(attention FLOPs / host FLOP/s, KV bytes / host bandwidth)
+
+  with one upload per micro-batch of `ubatch_tokens` (llama.cpp -ub, default 512):
+  uploads = ceil(T / ubatch). This is what makes prompt processing with a partly offloaded model
+  run at hundreds of tokens/s instead of the CPU's few.
 """
 
 from __future__ import annotations
@@ -84,6 +94,10 @@ HOST_ACTIVATION_BYTES = 4
 HOST_LINK_LATENCY_S = 10e-6
 # Megatron-style TP: an all-reduce after the attention output projection and after the MLP.
 ALLREDUCES_PER_LAYER = 2
+# ggml backends offload an op on host weights to the GPU from this batch size (ggml-cuda.cu, ggml-metal).
+OP_OFFLOAD_MIN_TOKENS = 32
+# llama.cpp's physical batch (-ub / n_ubatch default 512, common/common.h): the unit of one upload.
+LLAMA_CPP_UBATCH_TOKENS = 512
 
 
 def ring_allreduce_s(message_bytes: float, devices: int, bandwidth_bytes_per_s: float, latency_s: float) -> float:
@@ -184,6 +198,8 @@ class OffloadConfig:
     link_bandwidth_bytes_per_s: float
     link_latency_s: float = HOST_LINK_LATENCY_S
     host_iteration_overhead_s: float = 0.0  # the host device's own floor per iteration (no engine share)
+    op_offload_min_tokens: float = OP_OFFLOAD_MIN_TOKENS  # math.inf turns op offload off (--no-op-offload)
+    ubatch_tokens: int = LLAMA_CPP_UBATCH_TOKENS
 
     @classmethod
     def for_profiles(
@@ -221,6 +237,13 @@ class DevicePart:
     matmul_flops_per_s: float
     attention_flops_per_s: float
     kv_factor: float = 1.0
+    # op offload (host parts only): from `upload_min_tokens` tokens the weights' matmuls run on a
+    # device of `upload_matmul_flops_per_s` after the weights cross a link of `upload_bandwidth_bytes_per_s`,
+    # once per `upload_chunk_tokens` tokens
+    upload_min_tokens: float = math.inf
+    upload_bandwidth_bytes_per_s: float = math.inf
+    upload_matmul_flops_per_s: float = math.inf
+    upload_chunk_tokens: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -283,7 +306,11 @@ def _offload_placement(model: "ModelSpec", params: "CostParams", offload: Offloa
     parts = []
     if on_gpu < L or not head_on_gpu:
         parts.append(DevicePart("host", (L - on_gpu) / L, not head_on_gpu, host.bandwidth_bytes_per_s,
-                                host.matmul_flops_per_s, host.attention_flops_per_s))
+                                host.matmul_flops_per_s, host.attention_flops_per_s,
+                                upload_min_tokens=offload.op_offload_min_tokens,
+                                upload_bandwidth_bytes_per_s=offload.link_bandwidth_bytes_per_s,
+                                upload_matmul_flops_per_s=params.matmul_flops_per_s,
+                                upload_chunk_tokens=offload.ubatch_tokens))
     if on_gpu or head_on_gpu:
         parts.append(DevicePart("gpu", on_gpu / L, head_on_gpu, params.bandwidth_bytes_per_s,
                                 params.matmul_flops_per_s, params.attention_flops_per_s))

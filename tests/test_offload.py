@@ -150,3 +150,33 @@ def test_auto_offload_leaves_room_for_the_context_it_was_fitted_with():
                                        engine.memory_fraction)
     assert offload_kv_tokens(m, engine) == 4096  # --fit lowers an unset context to its 4096 minimum first
     assert deployment_kv_capacity_tokens(rtx, m, "q4_k_m", engine, reserve) >= 4096
+
+
+def test_large_batches_ship_host_weights_to_the_gpu_as_llama_cpp_op_offload_does():
+    # -ngl 2 on the toy, one 512-token prompt (>= 32 tokens: op offload; one 512-token ubatch = 1 upload).
+    # host layer: upload 33,559,552 B / 32e9 = 1.048736e-3 s
+    #             + matmuls on the GPU: 0.5 x 67,108,864 x 512 = 17,179,869,184 FLOP / 5e14 = 3.4359738368e-5 s
+    #             + attention on the host: 0.5 x 4096 x (2 layers x 512 x 513 / 2) = 537,919,488 FLOP / 1e12
+    #               = 5.37919488e-4 s (> its KV traffic 0.5 x 4096 x 1024 B / 1e11 = 2.1e-5 s)
+    # GPU layer + head: 33,559,552 + 65,536,000 + 2,097,152 (KV written) = 101,192,704 B / 8e11 = 1.2649088e-4 s
+    #             (its 1.7e10 FLOP take 3.6e-5 s: memory-bound)
+    # link: 512 x 1024 x 4 B / 32e9 + 10 us = 7.5536e-5 s
+    # step = 1.621015226368e-3 + 1.2649088e-4 + 7.5536e-5 = 1.823042106368e-3 s
+    cm = toy(2)
+    assert cm.step_time((512,), (0,), ()) == pytest.approx(1.823042106368e-3, rel=1e-9)
+    # below 32 tokens the host computes its layer itself
+    no_op = CostModel(TOY, "bf16", GPU, kv_dtype="bf16", offload=OffloadConfig(
+        gpu_layers=2, host_params=HOST, link_bandwidth_bytes_per_s=LINK_BW, op_offload_min_tokens=float("inf")))
+    assert cm.step_time((31,), (0,), ()) == pytest.approx(no_op.step_time((31,), (0,), ()), rel=1e-12)
+    assert no_op.step_time((512,), (0,), ()) > 5 * cm.step_time((512,), (0,), ())
+    # a 1024-token batch is two ubatches: the host weights cross the link twice
+    one, two = cm.breakdown((512,), (0,)), cm.breakdown((1024,), (0,))
+    assert two["parts"][0]["memory_s"] - one["parts"][0]["memory_s"] > 33_559_552 / LINK_BW
+
+
+def test_offloaded_closed_form_holds_for_decode_batches_that_trigger_op_offload():
+    cm = toy(2)
+    ctx = np.arange(40) * 50  # 40 sequences: >= 32 tokens a step
+    assert cm.decode_run_time(ctx, 70) == pytest.approx(sum(cm.step_time((), (), ctx + i) for i in range(70)), rel=1e-9)
+    j = cm.decode_steps_within(ctx, 0.1)
+    assert cm.decode_run_time(ctx, j) <= 0.1 < cm.decode_run_time(ctx, j + 1)
