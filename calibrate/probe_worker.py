@@ -41,6 +41,19 @@ SAMPLER_TEMP = 0.80
 _LOG_WARN_OR_ERROR = (3, 4)
 
 
+def sampler_chain(llama_cpp, seed: int):
+    """llama-server's default sampling chain (top-k, top-p, min-p, temperature, seeded draw), one per
+    sequence as an engine keeps it. Free with `llama_sampler_free`."""
+    L = llama_cpp
+    chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
+    L.llama_sampler_chain_add(chain, L.llama_sampler_init_top_k(SAMPLER_TOP_K))
+    L.llama_sampler_chain_add(chain, L.llama_sampler_init_top_p(SAMPLER_TOP_P, 1))
+    L.llama_sampler_chain_add(chain, L.llama_sampler_init_min_p(SAMPLER_MIN_P, 1))
+    L.llama_sampler_chain_add(chain, L.llama_sampler_init_temp(SAMPLER_TEMP))
+    L.llama_sampler_chain_add(chain, L.llama_sampler_init_dist(seed))
+    return chain
+
+
 class ProbeSizeError(ValueError):
     """A probe that does not fit the context (n_ctx, n_batch, n_seq_max): refused before llama_decode."""
 
@@ -91,20 +104,27 @@ def probe_fits(probe: dict, limits: ContextLimits) -> str | None:
 SPREAD_TARGET = 0.15
 TIME_CAP_FACTOR = 8.0  # never spend more than this x min_time_s on one point
 # A timed run counts as undisturbed when its CPU share (process CPU seconds / (wall seconds x
-# threads)) is at least this fraction of the best share among the point's runs. A run during which
-# the OS gave a llama.cpp thread's core to another process shows up as a lower share: measured
-# here on a 2-core machine shared with other work, undisturbed single-thread decode runs had a share
-# of 0.99 and disturbed ones 0.5-0.65, with wall times 2-3x longer.
+# threads)) is at least this fraction of the best share seen so far in the whole probe run (or in
+# the point itself, if higher). A run during which the OS gave a llama.cpp thread's core to another
+# process shows up as a lower share: measured here on a 2-core machine shared with other work,
+# undisturbed single-thread decode runs had a share of 0.99 and disturbed ones 0.5-0.65, with wall
+# times 2-3x longer. The reference is run-wide so that a point whose runs were *all* disturbed is
+# recognised too (it then keeps sampling until its time cap, and falls back to its best runs).
 UNDISTURBED_SHARE = 0.85
 
 
-def undisturbed(wall_s: list[float], cpu_s: list[float], n_threads: int) -> list[bool]:
+def cpu_shares(wall_s: list[float], cpu_s: list[float], n_threads: int) -> list[float]:
+    return [c / (w * n_threads) if w > 0 else 0.0 for w, c in zip(wall_s, cpu_s)]
+
+
+def undisturbed(wall_s: list[float], cpu_s: list[float], n_threads: int, reference_share: float = 0.0) -> list[bool]:
     """Which runs kept (nearly) their full CPU share; all of them when no share can be computed."""
-    shares = [c / (w * n_threads) if w > 0 else 0.0 for w, c in zip(wall_s, cpu_s)]
+    shares = cpu_shares(wall_s, cpu_s, n_threads)
     best = max(shares, default=0.0)
     if best <= 0:
         return [True] * len(wall_s)
-    return [sh >= UNDISTURBED_SHARE * best for sh in shares]
+    ref = max(best, reference_share)
+    return [sh >= UNDISTURBED_SHARE * ref for sh in shares]
 
 
 def _wants_more(wall_s: list[float], kept: list[bool], max_runs: int, min_runs: int, min_time_s: float) -> bool:
@@ -126,14 +146,16 @@ def _wants_more(wall_s: list[float], kept: list[bool], max_runs: int, min_runs: 
     return False
 
 
-def summarize(wall_s: list[float], cpu_s: list[float], n_threads: int) -> dict:
+def summarize(wall_s: list[float], cpu_s: list[float], n_threads: int, reference_share: float = 0.0) -> dict:
     """The point's kept value and spread, in seconds.
 
     `median_s` (the value the fit uses) is the median of the undisturbed runs (see `undisturbed`);
     quartiles, min and max are over the same runs; `median_all_s` is over every timed run, and
     `samples_s` / `cpu_s` keep them all.
     """
-    kept = undisturbed(wall_s, cpu_s, n_threads)
+    kept = undisturbed(wall_s, cpu_s, n_threads, reference_share)
+    if not any(kept):  # every run disturbed: keep the least disturbed ones, so the point has a value
+        kept = undisturbed(wall_s, cpu_s, n_threads)
     s = sorted(w for w, k in zip(wall_s, kept) if k) or sorted(wall_s)
     q = statistics.quantiles(s, n=4, method="inclusive") if len(s) > 1 else [s[0], s[0], s[0]]
     return {
@@ -165,6 +187,7 @@ class _Worker:
         self.samplers: list = []
         self.seed = int(plan.get("seed", 0))
         self.next_token = 0
+        self.best_share = 0.0  # best CPU share of any timed run so far (see `undisturbed`)
         L.llama_backend_init()
         # Silence llama.cpp's logging, but keep its last warnings/errors to explain a failed call.
         # (The callback object stays referenced by self so ctypes does not free it.)
@@ -253,14 +276,7 @@ class _Worker:
         return limits
 
     def _make_sampler(self, i: int):
-        L = self.L
-        chain = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
-        L.llama_sampler_chain_add(chain, L.llama_sampler_init_top_k(SAMPLER_TOP_K))
-        L.llama_sampler_chain_add(chain, L.llama_sampler_init_top_p(SAMPLER_TOP_P, 1))
-        L.llama_sampler_chain_add(chain, L.llama_sampler_init_min_p(SAMPLER_MIN_P, 1))
-        L.llama_sampler_chain_add(chain, L.llama_sampler_init_temp(SAMPLER_TEMP))
-        L.llama_sampler_chain_add(chain, L.llama_sampler_init_dist(self.seed + i))
-        return chain
+        return sampler_chain(self.L, self.seed + i)
 
     def free_context(self) -> None:
         L = self.L
@@ -361,18 +377,19 @@ class _Worker:
             if r >= warmup:
                 samples.append(dt)
                 cpu.append(dc)
-                kept = undisturbed(samples, cpu, n_threads)
+                kept = undisturbed(samples, cpu, n_threads, self.best_share)
             r += 1
         # Decode sequences advance one position per run: the timed runs saw contexts
         # cd + warmup ... cd + warmup + runs - 1; the cost model is linear in context, so the mean
         # context is the one the median time corresponds to.
+        self.best_share = max([self.best_share, *cpu_shares(samples, cpu, n_threads)])
         runs = len(samples)
         mean_decode_context = cd + warmup + (runs - 1) / 2.0 if b else 0.0
         self.emit({
             "event": "point", "id": probe["id"], "kind": probe["kind"], "session": probe["session"],
             "prefill_tokens": p, "prefill_context": cp, "decode_batch": b,
             "decode_context": mean_decode_context, "runs": runs, "warmup": warmup,
-            **summarize(samples, cpu, n_threads),
+            **summarize(samples, cpu, n_threads, self.best_share),
         })
 
     def inject_fault(self, limits: ContextLimits) -> None:

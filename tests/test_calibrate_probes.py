@@ -146,3 +146,47 @@ def test_runs_that_lost_their_cpu_to_another_process_are_left_out_of_the_median(
     assert s["median_s"] == pytest.approx(0.020) and s["undisturbed_runs"] == 3
     assert s["median_all_s"] == pytest.approx(0.021)
     assert undisturbed(wall, [0.0] * 5, 1) == [True] * 5  # no CPU clock: keep everything
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list child processes")
+def test_interrupted_calibration_stops_the_child_and_writes_no_profile(tiny_gguf, tmp_path):
+    from calibrate.calibration import calibrate_model
+    from sim.models import get_model
+
+    spec = get_model(str(tiny_gguf))
+    before = set(_children(os.getpid()))
+
+    def ctrl_c_at_first_point(event):
+        if event.get("event") == "point":
+            raise KeyboardInterrupt
+
+    out = tmp_path / "profiles" / "x.yaml"
+    with pytest.raises(KeyboardInterrupt):
+        calibrate_model(tiny_gguf, name="x", spec=spec, quant=spec.quant("fp16"), quick=True, threads=1,
+                        out=out, on_event=ctrl_c_at_first_point)
+    assert not out.exists() and not out.parent.exists()
+    assert set(_children(os.getpid())) <= before  # the probe worker is gone
+
+
+def test_a_point_disturbed_throughout_is_recognised_against_the_run_wide_best_share():
+    from calibrate.probe_worker import _wants_more, summarize, undisturbed
+
+    wall = [0.040, 0.042, 0.041, 0.044]
+    cpu = [0.020, 0.021, 0.020, 0.022]  # share ~0.5 in every run; earlier points reached 0.99
+    assert undisturbed(wall, cpu, 1, reference_share=0.99) == [False] * 4
+    kept = undisturbed(wall, cpu, 1, reference_share=0.99)
+    assert _wants_more(wall, kept, max_runs=64, min_runs=3, min_time_s=0.25)  # keeps sampling
+    assert summarize(wall, cpu, 1, reference_share=0.99)["undisturbed_runs"] == 4  # then falls back to its best
