@@ -111,15 +111,15 @@ def test_killed_sweep_resumes_from_its_journal_through_the_real_cli(tmp_path):
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and proc.poll() is None:
-            if journal.exists() and journal.read_text().count("\n") >= 2:
+            if journal.exists() and journal.read_text().count("\n") >= 1:
                 break
-            time.sleep(0.05)
+            time.sleep(0.02)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
     before = [json.loads(x)["key"] for x in journal.read_text().splitlines() if x.endswith("}")]
-    assert 2 <= len(before) < 12, "the sweep should have been killed part-way"
+    assert 1 <= len(before) < 12, "the sweep should have been killed part-way"
 
     done = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
