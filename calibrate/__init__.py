@@ -1,0 +1,9 @@
+"""Calibration: measure a machine (llama.cpp probes) or a running server, fit the cost model's free
+parameters, and write a hardware profile the simulator uses like any other.
+
+Modules, in the order data flows: `tiny_gguf` (a tiny test model), `machine` (raw bandwidth and
+GEMM peaks, machine description), `probe_worker` (the child process that times llama.cpp),
+`probes` (plans, size checks, crash isolation), `endpoint` (timed streaming requests), `fit`
+(least squares with held-out error), `profile` (profile building, atomic writing, efficiency
+transfer), `calibration` (one calibration end to end), `cli` (`infersim calibrate`).
+"""
