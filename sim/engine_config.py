@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
     from sim.hardware import HardwareProfile
@@ -195,6 +195,16 @@ class EngineConfig(BaseModel):
     sources: list[EngineSource] = Field(default_factory=list)
     notes: str = ""
 
+    @field_validator("gpu_layers", mode="before")
+    @classmethod
+    def _gpu_layers_number_or_auto(cls, v: Any) -> Any:
+        """Accept an integer >= 0, its decimal text (a CLI value) or "auto"."""
+        if v is None or v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+            return v
+        if isinstance(v, str) and v.strip().isdigit():
+            return int(v)
+        raise ValueError(f"must be an integer >= 0 or 'auto', got {v!r}")
+
     @model_validator(mode="after")
     def _check(self) -> "EngineConfig":
         settable = set(type(self).model_fields) - {"name", "hardware_rules", "sources"}
@@ -202,8 +212,6 @@ class EngineConfig(BaseModel):
             unknown = set(rule.set) - settable
             if unknown:
                 raise ValueError(f"hardware_rules[{i}].set: unknown field(s) {', '.join(sorted(unknown))}")
-        if isinstance(self.gpu_layers, int) and self.gpu_layers < 0:
-            raise ValueError(f"gpu_layers must be >= 0 or 'auto', got {self.gpu_layers}")
         if self.gpu_layers is not None and (self.tp > 1 or self.pp > 1):
             raise ValueError("gpu_layers (partial offload) cannot be combined with tp or pp > 1")
         get_quant(self.default_quant)  # raises ConfigError naming the known formats

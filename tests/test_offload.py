@@ -180,3 +180,20 @@ def test_offloaded_closed_form_holds_for_decode_batches_that_trigger_op_offload(
     assert cm.decode_run_time(ctx, 70) == pytest.approx(sum(cm.step_time((), (), ctx + i) for i in range(70)), rel=1e-9)
     j = cm.decode_steps_within(ctx, 0.1)
     assert cm.decode_run_time(ctx, j) <= 0.1 < cm.decode_run_time(ctx, j + 1)
+
+
+def test_gpu_layers_accepts_a_number_its_text_or_auto_and_names_the_field_otherwise():
+    eng = load_engine("llama.cpp")
+    assert eng.with_overrides(gpu_layers="12").gpu_layers == 12
+    assert eng.with_overrides(gpu_layers="auto").gpu_layers == "auto"
+    for bad in ("most", -1):
+        with pytest.raises(ConfigError, match="gpu_layers: .*integer >= 0 or 'auto'"):
+            eng.with_overrides(gpu_layers=bad)
+
+
+def test_engine_file_with_an_incomplete_speculative_block_names_file_line_and_field(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("base: vllm\ntp: 2\nspeculative:\n  method: eagle\n  k: 4\n")
+    with pytest.raises(ConfigError) as err:
+        load_engine(str(path))
+    assert err.value.format_message() == f"{path}:3: speculative: Value error, method 'eagle' needs draft_cost_fraction"
