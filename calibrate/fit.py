@@ -26,7 +26,8 @@ Physical bounds (from the raw machine probes, `calibrate.machine`):
 - matmul <= `int8_speedup` x the fp32 GEMM rate: llama.cpp multiplies quantized weights with int8
   dot products, which on AVX-512 VNNI retire 4 int8 multiply-adds per 32-bit lane where fp32 FMA
   retires 1 (Intel intrinsics guide, VPDPBUSD vs VFMADD231PS), and 2 with AVX2 (VPMADDUBSW);
-- attention <= the matmul bound;
+- attention <= the fp32 GEMM rate: attention multiplies activations with the f16/f32 KV cache,
+  which CPU kernels compute with fp32 FMA (no int8 dot products);
 - overheads in [0, 100 ms] per iteration and [0, 50 ms] per sequence.
 """
 
@@ -122,12 +123,13 @@ def physical_bounds(
     bw_hi = 2.0 * raw_bandwidth_bytes_per_s if raw_bandwidth_bytes_per_s else inf
     mm_hi = int8_speedup * raw_matmul_flops_per_s if raw_matmul_flops_per_s else inf
     lower = (1e6, 1e6, 1e6, 0.0, 0.0)
-    upper = (bw_hi, mm_hi, mm_hi, MAX_ITERATION_OVERHEAD_MS / 1e3, MAX_SEQUENCE_OVERHEAD_MS / 1e3)
+    att_hi = raw_matmul_flops_per_s if raw_matmul_flops_per_s else inf
+    upper = (bw_hi, mm_hi, att_hi, MAX_ITERATION_OVERHEAD_MS / 1e3, MAX_SEQUENCE_OVERHEAD_MS / 1e3)
     parts = []
     if raw_bandwidth_bytes_per_s:
         parts.append("bandwidth <= 2 x STREAM copy")
     if raw_matmul_flops_per_s:
-        parts.append(f"matmul, attention <= {int8_speedup:g} x fp32 GEMM")
+        parts.append(f"matmul <= {int8_speedup:g} x fp32 GEMM, attention <= fp32 GEMM")
     return FitBounds(lower, upper, "; ".join(parts) or "no raw probes: rates unbounded above")
 
 
