@@ -53,13 +53,16 @@ Several devices (`parallel=ParallelConfig(tp, pp, ...)`) or partial offload (`of
 turn the single roofline into a `sim.parallel.Placement`: parts (a TP group priced as one device
 of tp x the rates, a pipeline stage, the host's layers) that one micro-batch passes in sequence,
 
-    iteration_s = sum_p max(compute_p, memory_p) + comm_s_per_token x T_b + comm_s_per_pass + overheads
+    iteration_s = max(sum_p stage_p + comm_s_per_token x T_b + comm_s_per_pass, m x max_p stage_p) + overheads
+    stage_p     = max(compute_p, memory_p)
 
-on the micro-batch's aggregates (T_b = T / m, m = min(pp, sequences)). Each part's terms are the
+on the micro-batch's aggregates (T_b = T / m, m = min(pp, sequences); the second term of the outer
+max — each stage handling all m micro-batches — only exists for pp > 1). Each part's terms are the
 formulas above restricted to its share of the layers (and the LM head where it sits); the all-reduce
 and transfer terms are linear in tokens. A decode run is then a sum over parts of the same
-max-of-two-lines series plus a constant per step, so `decode_run_time` stays an exact closed form
-and `decode_steps_within` its exact inverse (bisection on the closed form). Speculative decoding
+max-of-two-lines series plus a constant per step (with pp, a convex piecewise-linear function summed
+piece by piece between line crossings), so `decode_run_time` stays an exact closed form and
+`decode_steps_within` its exact inverse (bisection on the closed form). Speculative decoding
 wraps a CostModel: `sim.speculative.SpeculativeCostModel`.
 """
 
@@ -246,6 +249,47 @@ def _series(a, b, start, stop):
     """sum_{u=start}^{stop-1} (a + b u) — an arithmetic series (0 when stop <= start)."""
     count = np.maximum(stop - start, 0)
     return count * a + b * (start + stop - 1) * count / 2.0
+
+
+def _sum_pipeline_steps(parts, comm_s: float, microbatches: float, count: int) -> float:
+    """sum_{u<count} max(sum_p max(c_p(u), m_p(u)) + comm_s, mb x max_p max(c_p(u), m_p(u))), exact,
+    for parts given as lines (a_c, b_c, a_m, b_m): c_p(u) = a_c + b_c u, m_p(u) = a_m + b_m u.
+
+    Between two consecutive crossings of any two of the lines no max changes its argument, so
+    both terms of the outer max are lines there and `_sum_max_of_two_lines` sums that piece
+    exactly. Stages with equal lines are counted once with their multiplicity (a pipeline has
+    at most three kinds: the layer count, one more layer, the LM head), so the crossings are few.
+    """
+    if count <= 0:
+        return 0.0
+    kinds: dict[tuple[float, float, float, float], int] = {}
+    for p in parts:
+        kinds[p] = kinds.get(p, 0) + 1
+    atoms = sorted({(a, b) for a_c, b_c, a_m, b_m in kinds for a, b in ((a_c, b_c), (a_m, b_m))})
+    points = {0.0, float(count)}
+    for i, (a1, b1) in enumerate(atoms):
+        for a2, b2 in atoms[i + 1:]:
+            if b1 != b2:
+                r = (a2 - a1) / (b1 - b2)
+                if 0.0 < r < count:
+                    points.add(r)
+    edges = sorted(points)
+    total = 0.0
+    for lo, hi in zip(edges, edges[1:]):
+        u0, u1 = math.ceil(lo), math.ceil(hi)  # the integer steps in [lo, hi)
+        if u1 <= u0:
+            continue
+        mid = (lo + hi) / 2.0
+        sum_a, sum_b, best_a, best_b = comm_s, 0.0, -math.inf, 0.0
+        for (a_c, b_c, a_m, b_m), mult in kinds.items():
+            a, b = (a_c, b_c) if a_c + b_c * mid >= a_m + b_m * mid else (a_m, b_m)
+            sum_a += mult * a
+            sum_b += mult * b
+            if a + b * mid > best_a + best_b * mid:
+                best_a, best_b = a, b
+        total += _sum_max_of_two_lines(sum_a + sum_b * u0, sum_b, microbatches * (best_a + best_b * u0),
+                                       microbatches * best_b, u1 - u0)
+    return total
 
 
 def _largest_within(run_time, budget_s: float, max_steps: int | None) -> int:
@@ -471,11 +515,13 @@ class CostModel:
     def placed_time(self, tokens, sequences, layer_keys, kv_read_layer_tokens, logits=None):
         """Seconds of one iteration with these aggregates on the placement (numpy-broadcast):
 
-            iteration_s = sum_p max(compute_p, memory_p) + comm + overheads
+            iteration_s = max(sum_p stage_p + comm, m x max_p stage_p) + overheads,
+            stage_p     = max(compute_p, memory_p)
 
         of one micro-batch (the aggregates / m, m = min(pp, sequences)): with m micro-batches in
-        flight the iteration lasts one micro-batch's pass (see sim.parallel). `logits` defaults to
-        one per sequence. On one device (no placement) it is the single-roofline step time."""
+        flight the iteration lasts one micro-batch's pass, or, when the stages are unbalanced, the
+        m passes the slowest stage must make (see sim.parallel). `logits` defaults to one per
+        sequence. On one device (no placement) it is the single-roofline step time."""
         logits = sequences if logits is None else logits
         if self.placement is None:
             bw, mm, att, it_s, seq_s = self._param_tuple()
@@ -484,7 +530,11 @@ class CostModel:
         mb = self._microbatches(sequences)
         parts, comm, overhead = self._placed_terms(
             tokens / mb, sequences / mb, layer_keys / mb, kv_read_layer_tokens / mb, logits / mb, sequences)
-        return sum(np.maximum(c, m) for c, m in parts) + comm + overhead
+        stage_s = [np.maximum(c, m) for c, m in parts]
+        period = sum(stage_s) + comm
+        if self.placement.microbatches > 1:  # each stage handles mb micro-batches per iteration
+            period = np.maximum(period, mb * np.maximum.reduce(stage_s))
+        return period + overhead
 
     def _placed_decode_lines(self, decode_context, limit: float = math.inf):
         """Decode steps of a fixed batch on the placement: (starts, [per-part lines], constant s per
@@ -502,14 +552,31 @@ class CostModel:
              m0, p.kv_factor * p.layer_fraction * kvb * read1 / mb / p.bandwidth_bytes_per_s)
             for p, (c0, m0) in zip(self.placement.parts, parts0)
         ]
-        return starts, lines, comm + overhead
+        if not isinstance(starts, float):
+            lines = [tuple(np.broadcast_to(x, np.shape(starts)).astype(float) for x in line) for line in lines]
+        else:
+            lines = [tuple(float(x) for x in line) for line in lines]
+        return starts, lines, float(comm), float(overhead), mb
 
     def _placed_run_time(self, placed_lines, k: int) -> float:
-        """sum over k steps of sum_p max(compute_p, memory_p) + constant: one closed form per part."""
+        """Seconds of k decode steps on the placement (exact).
+
+        One micro-batch in flight: sum_p of each part's max-of-two-lines series + k x constant.
+        Several (pp): each step is max(sum_p stage_p + comm, m x max_p stage_p), a convex
+        piecewise-linear function of the step index, summed exactly by `_sum_pipeline_steps`."""
         if k <= 0:
             return 0.0
-        starts, lines, const = placed_lines
-        return sum(self._run_time((starts, *line), k) for line in lines) + k * const
+        starts, lines, comm, overhead, mb = placed_lines
+        if mb <= 1:
+            return sum(self._run_time((starts, *line), k) for line in lines) + k * (comm + overhead)
+        if isinstance(starts, float):
+            return _sum_pipeline_steps(lines, comm, mb, k) + k * overhead
+        ends = np.append(starts[1:], np.inf)
+        counts = np.clip(np.minimum(ends, k) - starts, 0, None)
+        return sum(
+            _sum_pipeline_steps([tuple(float(x[i]) for x in line) for line in lines], comm, mb, int(counts[i]))
+            for i in range(len(starts)) if counts[i] > 0
+        ) + k * overhead
 
     # ---- one iteration ---------------------------------------------------------------------------
     def _aggregate(self, prefill_tokens, prefill_context, decode_context) -> tuple[float, float, float, float]:
@@ -600,7 +667,7 @@ class CostModel:
             "memory_s": float(sum(m for _, m in parts)),
             "overhead_s": float(overhead_s),
             "comm_s": float(comm_s),
-            "step_s": float(sum(stage_s) + comm_s + overhead_s),
+            "step_s": float(self.placed_time(t, n, keys, kv_read)),
             "bound": "compute" if c_slow > m_slow else "memory",
             "microbatches": mb,
             "parts": [{"name": p.name, "compute_s": float(c), "memory_s": float(m)}

@@ -37,16 +37,19 @@ Pipeline parallel, `pp = N`: the layers are split into N consecutive stages (`st
     micro-batches of equal shares (T/m tokens, KV reads/m, ...); one iteration — every sequence
     advancing one token — lasts the latency of one micro-batch through the pipeline:
 
-        iteration_s = sum over stages of stage_s(batch / m) + (N - 1) x transfer_s(batch / m)
+        iteration_s = max( sum over stages of stage_s(batch / m) + (N - 1) x transfer_s(batch / m),
+                           m x max over stages of stage_s(batch / m) )
 
-    With balanced stages that equals N x stage_s(batch / m), which is also the throughput bound
-    (each stage works on m <= N micro-batches per iteration), so no bubble remains in the steady
-    state except the transfers. Limits: when stages are unbalanced (the last holds the LM head),
-    the slowest stage x m can exceed the sum and the model is optimistic by that imbalance
-    (`CostModel.breakdown` reports `pipeline_bottleneck_s` so it can be checked); a single long
-    prefill (m = 1) gets no pipelining, as in vLLM, which pipelines across requests, not within one.
+    The first term is the latency of a micro-batch's round trip (each re-enters stage 1 when it
+    leaves stage N); the second the throughput bound: every stage works on all m micro-batches
+    per iteration, and the slowest (usually the last, with the LM head) can take longer than the
+    round trip. With balanced stages and m = N the two agree up to the transfers: no bubble
+    remains in the steady state. Limits: sends are taken to overlap the sender's next compute;
+    a single long prefill (m = 1) gets no pipelining, as in vLLM, which pipelines across
+    requests, not within one (chunked-prefill pipelining within a prompt is not modelled).
     Weights are read once per micro-batch per stage, so a memory-bound decode gains nothing from PP
-    but memory capacity — which is what PP is used for.
+    but memory capacity — which is what PP is used for. A decode run's sum of these maxima is still
+    exact (`sim.cost._sum_pipeline_steps`: piecewise-linear between line crossings).
 
 Partial offload (llama.cpp `--n-gpu-layers`), `gpu_layers = g`: llama.cpp counts n_layer + 1
   slots, the output layer being the first to go on the GPU: `i_gpu_start = max(n_layer + 1 - g, 0)`,
@@ -252,7 +255,8 @@ class Placement:
 
     pass_s = sum_p max(compute_p, memory_p) + comm_s_per_token x T_b + comm_s_per_pass
 
-    with up to `microbatches` micro-batches in flight (pp), and `extra_overhead_s` per iteration
+    with up to `microbatches` micro-batches in flight (pp; the iteration is then the larger of the
+    pass and m x the slowest part), and `extra_overhead_s` per iteration
     (the host's own per-iteration cost when it runs layers next to the GPU). The iteration and
     per-sequence overheads are those of `overhead_params` (the host's when it runs everything)."""
 

@@ -101,15 +101,31 @@ def test_pipeline_parallel_decode_step_matches_the_hand_worked_case():
     # stage 0 memory: 67,119,104/2 + 0.5 x 4096 x 4004 = 33,559,552 + 8,200,192 = 41,759,744 B -> 5.219968e-5 s
     # stage 1 memory: 33,559,552 + 65,536,000 + 8,200,192 = 107,295,744 B -> 1.3411968e-4 s
     # transfer at the boundary: 2 tokens x 1024 x 2 B / 1e11 + 5e-6 = 5.04096e-6 s
-    # iteration = 5.219968e-5 + 1.3411968e-4 + 5.04096e-6 = 1.9136032e-4 s (compute is < 1e-6 s a stage)
+    # one micro-batch's pass = 5.219968e-5 + 1.3411968e-4 + 5.04096e-6 = 1.9136032e-4 s
+    # (compute is < 1e-6 s a stage); but the last stage (LM head) must run both micro-batches:
+    # 2 x 1.3411968e-4 = 2.6823936e-4 s > the pass, so the slowest stage sets the iteration.
     cm = toy(pp=2)
     ctx = [1000] * 4
-    assert cm.step_time((), (), ctx) == pytest.approx(1.9136032e-4, rel=1e-9)
+    assert cm.step_time((), (), ctx) == pytest.approx(2.6823936e-4, rel=1e-9)
     b = cm.breakdown(decode_context=ctx)
     assert b["microbatches"] == 2
     assert [p["memory_s"] for p in b["parts"]] == pytest.approx([5.219968e-5, 1.3411968e-4], rel=1e-9)
-    # the last stage (LM head) is the slowest: 2 micro-batches x 1.3411968e-4 s bound the throughput
-    assert b["pipeline_bottleneck_s"] == pytest.approx(2 * 1.3411968e-4, rel=1e-9)
+    assert b["comm_s"] == pytest.approx(5.04096e-6, rel=1e-9)
+    assert b["pipeline_bottleneck_s"] == b["step_s"] == pytest.approx(2.6823936e-4, rel=1e-9)
+
+
+def test_balanced_pipeline_iteration_is_one_pass_of_a_micro_batch():
+    # The toy with an 8-token vocabulary: the head is 8 x 1024 x 2 = 16,384 B, so the stages balance.
+    # Layers (and final norm) still 67,119,104 B; pp = 2, four sequences at context 1000, m = 2.
+    # stage 0: 33,559,552 + 8,200,192 = 41,759,744 B -> 5.219968e-5 s
+    # stage 1: 41,759,744 + 16,384     = 41,776,128 B -> 5.222016e-5 s
+    # pass = 5.219968e-5 + 5.222016e-5 + 5.04096e-6 (transfer) = 1.094608e-4 s
+    #      > 2 x 5.222016e-5 = 1.0444032e-4 s (the slowest stage's two micro-batches): the pass sets it
+    small_vocab = TOY.model_copy(update={"vocab_size": 8})
+    cm = CostModel(small_vocab, "bf16", PARAMS, kv_dtype="bf16", parallel=ParallelConfig(1, 2, LINK_BW, LINK_LAT))
+    b = cm.breakdown(decode_context=[1000] * 4)
+    assert b["step_s"] == pytest.approx(1.094608e-4, rel=1e-9)
+    assert b["pipeline_bottleneck_s"] == pytest.approx(1.0444032e-4, rel=1e-9)
 
 
 def test_gpipe_bubble_is_n_minus_one_over_m_plus_n_minus_one():
