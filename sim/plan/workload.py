@@ -67,11 +67,15 @@ def trace_stats(path: str) -> TraceStats:
 
 
 def display_path(path: str | Path) -> str:
-    """A path as people read it in tables: relative to the current folder when inside it."""
+    """A path as people read it in tables: relative to the current folder, unless that climbs more
+    than three folders (or crosses drives) — then absolute."""
     import os
 
-    rel = os.path.relpath(path)
-    return rel if not rel.startswith("..") else str(path)
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return str(path)
+    return rel if rel.split(os.sep)[:4].count("..") < 4 else str(Path(path).resolve())
 
 
 GENERATOR_SUFFIXES = (".yaml", ".yml")
