@@ -51,7 +51,8 @@ def run_one(n: int, profile: bool) -> dict:
     from sim.models import get_model
     from sim.simulate import simulate
 
-    hw, model, engine = load_profile("h100-sxm"), get_model("llama-3.1-8b"), load_engine("vllm")
+    hw, model = load_profile("h100-sxm"), get_model("llama-3.1-8b")
+    engine = load_engine("vllm").for_hardware(hw)  # vLLM defaults on an H100: 1024 seqs, 8192 tokens
     t = time.perf_counter()
     cpu = time.process_time()
     if profile:

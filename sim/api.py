@@ -7,10 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sim.engine_config import EngineConfig, load_engine
+from sim.engine_config import EngineConfig, _line_of, _read_yaml, load_engine  # the preset loader's YAML helpers
 from sim.errors import ConfigError, pydantic_error_to_config_error
 from sim.hardware import HardwareProfile, load_profile
 from sim.models import get_model
@@ -58,30 +57,15 @@ def resolve_engine(spec: RunSpec, hw: HardwareProfile) -> EngineConfig:
 
 
 def _apply_engine_file(engine: EngineConfig, path: Path) -> EngineConfig:
+    """The engine with the fields of a YAML mapping replaced; errors name the file and line."""
     if not path.is_file():
         raise ConfigError("file not found", file=path, field="--engine-file")
-    text = path.read_text()
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise ConfigError(f"invalid YAML: {getattr(e, 'problem', e)}", file=path,
-                          line=mark.line + 1 if mark is not None else None) from None
-    if data is None:
-        return engine
-    if not isinstance(data, dict):
-        raise ConfigError("expected a mapping of engine fields", file=path)
+    data = _read_yaml(path)
     try:
         return engine.with_overrides(**data)
     except ConfigError as e:
-        line = None
-        if e.field:
-            key = e.field.split(".")[0]
-            for i, row in enumerate(text.splitlines(), start=1):
-                if row.lstrip().startswith(f"{key}:"):
-                    line = i
-                    break
-        raise ConfigError(e.problem, file=path, line=line, field=e.field) from None
+        raise ConfigError(e.problem, file=path, line=_line_of(path, e.field) if e.field else None,
+                          field=e.field) from None
 
 
 def resolve(spec: RunSpec) -> tuple[HardwareProfile, EngineConfig]:

@@ -33,6 +33,8 @@ class KVAllocator:
     """
 
     name: ClassVar[str] = ""
+    #: whether a decoding sequence can need new blocks (paged) or holds its whole budget (contiguous)
+    grows_on_decode: ClassVar[bool] = True
 
     def __init__(self, capacity_tokens: int, block_size: int, lanes: int = 64) -> None:
         if capacity_tokens < 0:
@@ -125,6 +127,7 @@ class ContiguousAllocator(KVAllocator):
     """Whole budget reserved up front, in one-token units; a sequence never grows past it."""
 
     name = "contiguous"
+    grows_on_decode = False
 
     def __init__(self, capacity_tokens: int, block_size: int = 1, lanes: int = 64) -> None:
         # One-token granularity: a contiguous region is sized exactly (block_size is ignored).

@@ -78,14 +78,24 @@ class ArrivalSource:
         self._last_arrival = 0.0
         # session id -> [requests sent and not done, parked followers, last done time]
         self._sessions: dict[str, list] = {}
+        self.next_s = float("inf")  # earliest time another request may arrive (see next_time)
         if concurrency:
             for _ in range(concurrency):
                 if not self._client_next(0.0):
                     break
+        self._refresh()
 
     def _push(self, t: float, r: Request) -> None:
         heapq.heappush(self._heap, (t, self._seq, r))
         self._seq += 1
+        if t < self.next_s:
+            self.next_s = t
+
+    def _refresh(self) -> None:
+        t = self._heap[0][0] if self._heap else float("inf")
+        if self._closed is None and self._peek is not None and self._peek.arrival_s < t:
+            t = self._peek.arrival_s
+        self.next_s = t
 
     def _pull(self) -> Request | None:
         r = self._peek
@@ -126,10 +136,7 @@ class ArrivalSource:
 
     def next_time(self) -> float | None:
         """Earliest time another request may arrive (a lower bound), None when none will."""
-        t = self._heap[0][0] if self._heap else None
-        if self._closed is None and self._peek is not None:
-            t = self._peek.arrival_s if t is None else min(t, self._peek.arrival_s)
-        return t
+        return None if self.next_s == float("inf") else self.next_s
 
     def due(self, now_s: float) -> list[tuple[float, Request]]:
         """Requests that have arrived by `now_s`, in arrival order, with their arrival times."""
@@ -141,6 +148,7 @@ class ArrivalSource:
         while heap and heap[0][0] <= now_s:
             t, _, r = heapq.heappop(heap)
             out.append((t, r))
+        self._refresh()
         return out
 
     def done(self, request: Request, now_s: float) -> None:
@@ -317,8 +325,7 @@ class Replica:
 
     # ---- arrivals -----------------------------------------------------------------------------
     def _take_arrivals(self, now_s: float) -> None:
-        t_next = self.source.next_time()
-        if t_next is None or t_next > now_s:
+        if self.source.next_s > now_s:
             return
         st = self.state
         sched = self.scheduler
@@ -347,6 +354,7 @@ class Replica:
         kv = self.kv
         source = self.source
         itlog = self.iterations if self.iterations.enabled else None
+        grows = kv.grows_on_decode
         while True:
             now = env.now
             st.now_s = now
@@ -372,12 +380,13 @@ class Replica:
             dl = batch.decode_lanes
             n_dec = len(dl)
             ctx = st.ctx[dl]
+            remaining = st.stop_ctx[dl] - ctx  # decode steps to each lane's last token (>= 1)
             if batch.prefill_lanes:
                 k = 1
                 t = cost.step_time(batch.prefill_tokens, st.ctx[batch.prefill_lanes].tolist(), ctx)
                 t_first = t
             else:
-                k = self._run_length(batch, ctx, now) if self.fast_forward and batch.stable else 1
+                k = self._run_length(batch, ctx, remaining, now) if self.fast_forward and batch.stable else 1
                 t = cost.decode_run_time(ctx, k)
                 t_first = cost.decode_run_time(ctx, 1) if k > 1 else t
             yield env.timeout(t)
@@ -395,14 +404,14 @@ class Replica:
                 self.batch_max = n_seqs
             finished: list[int] = []
             if n_dec:
-                if k > 1 and not kv.grow(dl, ctx + k):  # pragma: no cover - _run_length bounds k
+                if k > 1 and grows and not kv.grow(dl, ctx + k):  # pragma: no cover - _run_length bounds k
                     raise AssertionError("fast-forward ran past the KV cache")
                 self._record_decode_gaps(dl, now, t_first, t, k)
                 ctx += k
                 st.ctx[dl] = ctx
                 st.used_tokens += k * n_dec
                 st.last_token_s[dl] = end
-                hit = ctx >= st.stop_ctx[dl]
+                hit = remaining <= k
                 if hit.any():
                     finished.extend(dl[hit].tolist())
             self.skipped_decodes = n_dec < st.n_decoding
@@ -427,13 +436,13 @@ class Replica:
         if r > self.peak_reserved_tokens:
             self.peak_reserved_tokens = r
 
-    def _run_length(self, batch: Batch, ctx: np.ndarray, now_s: float) -> int:
+    def _run_length(self, batch: Batch, ctx: np.ndarray, remaining: np.ndarray, now_s: float) -> int:
         """Decode steps the batch can run unchanged: up to its first completion, the last step
         the KV cache can hold, and the first step ending at or after the next arrival (when an
         arrival could be admitted)."""
         st = self.state
         dl = batch.decode_lanes
-        k = int((st.stop_ctx[dl] - ctx).min())
+        k = int(remaining.min())
         if k <= 1:
             return 1
         k = max(1, min(k, self.kv.decode_steps_available(dl, ctx, k)))

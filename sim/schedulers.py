@@ -134,6 +134,26 @@ class Scheduler:
                 return False
         return True
 
+    def _admit_whole_prompts(self, state: "ReplicaState") -> Batch:
+        """Admit waiting requests, first come first served, each prefilling its whole prompt (or
+        recompute) in this iteration, while lanes, KV and the token budget allow. A lone prefill
+        may exceed the budget (a recompute of prompt + generated tokens), or it would never run."""
+        lanes: list[int] = []
+        tokens: list[int] = []
+        budget = self.token_budget
+        while state.waiting and state.n_running < self.max_seqs:
+            p = state.waiting[0]
+            chunk = p.prefill_goal
+            if lanes and chunk > budget:
+                break
+            lane = self._admit(state, p, chunk)
+            if lane is None:
+                break
+            lanes.append(lane)
+            tokens.append(chunk)
+            budget -= chunk
+        return Batch(lanes, tokens, _NO_LANES)
+
 
 class StaticBatching(Scheduler):
     """Form a batch, run it until its slowest member finishes, then form the next."""
@@ -146,21 +166,7 @@ class StaticBatching(Scheduler):
     def plan(self, state: "ReplicaState") -> Batch:
         if state.n_running:
             return Batch([], [], self._grow_decodes(state), stable=True)
-        lanes: list[int] = []
-        tokens: list[int] = []
-        budget = self.token_budget
-        while state.waiting and len(lanes) < self.max_seqs:
-            p = state.waiting[0]
-            chunk = p.prefill_goal
-            if lanes and chunk > budget:
-                break
-            lane = self._admit(state, p, chunk)
-            if lane is None:
-                break
-            lanes.append(lane)
-            tokens.append(chunk)
-            budget -= chunk
-        return Batch(lanes, tokens, _NO_LANES)
+        return self._admit_whole_prompts(state)
 
 
 class Sequential(StaticBatching):
@@ -179,22 +185,9 @@ class ContinuousBatching(Scheduler):
     name = "continuous"
 
     def plan(self, state: "ReplicaState") -> Batch:
-        lanes: list[int] = []
-        tokens: list[int] = []
-        budget = self.token_budget
-        while state.waiting and state.n_running < self.max_seqs:
-            p = state.waiting[0]
-            chunk = p.prefill_goal
-            if chunk > budget:
-                break
-            lane = self._admit(state, p, chunk)
-            if lane is None:
-                break
-            lanes.append(lane)
-            tokens.append(chunk)
-            budget -= chunk
-        if lanes:
-            return Batch(lanes, tokens, _NO_LANES)
+        batch = self._admit_whole_prompts(state)
+        if batch.prefill_lanes:
+            return batch
         return Batch([], [], self._grow_decodes(state), stable=True)
 
 
@@ -208,6 +201,8 @@ class ChunkedPrefill(Scheduler):
         budget = self.token_budget
         preempted_before = state.preemptions
         decodes = self._grow_decodes(state)
+        if not state.prefilling and not state.waiting and len(decodes) <= budget:
+            return Batch([], [], decodes, stable=True)  # the common case: nothing but decodes
         stable = True
         if len(decodes) > budget:  # more decodes than the budget: serve the oldest ones
             decodes = np.sort(decodes[np.argsort(state.admit_seq[decodes], kind="stable")[: int(budget)]])
