@@ -65,13 +65,17 @@ def loadavg() -> float:
     return os.getloadavg()[0]
 
 
-def calibrate(model: Path, threads: int, out: Path, quick: bool) -> Path:
-    cmd = [str(INFERSIM), "calibrate", "--model", str(model), "--name", "fidelity-gemma3-270m",
-           "--threads", str(threads), "--out", str(out)] + (["--quick"] if quick else [])
+def calibrate(model: Path, out: Path, quick: bool, *, threads: int | None = None, endpoint: str | None = None) -> Path:
+    """`infersim calibrate` on the model: llama.cpp probes, or timed requests to `endpoint`."""
+    cmd = [str(INFERSIM), "calibrate", "--model", str(model), "--name", out.stem, "--out", str(out)]
+    cmd += ["--threads", str(threads)] if endpoint is None else ["--endpoint", endpoint]
+    cmd += ["--quick"] if quick else []
     print("$", " ".join(cmd), flush=True)
+    t0 = time.perf_counter()
     proc = subprocess.run(cmd, text=True, capture_output=True)
     if proc.returncode != 0:
         sys.exit(f"calibration failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    print(f"  calibrated in {time.perf_counter() - t0:.0f} s -> {out}", flush=True)
     return out
 
 
@@ -140,6 +144,22 @@ def machine_line(d: dict) -> str:
             f"{'' if mem is None else f'{mem / 2**30:.0f} GiB, '}{', '.join(d.get('simd', [])[:3])}), {d.get('os')}")
 
 
+def calibration_quality(profile) -> str:
+    """The profile's own fit quality: median |error| on held-out probe points (what it cannot beat)."""
+    import yaml
+
+    if profile is None:
+        return "n/a"
+    fit = ((yaml.safe_load(Path(profile).read_text()) or {}).get("calibration") or {}).get("fit") or {}
+    held, by_kind = fit.get("heldout_median_abs_error"), fit.get("heldout_median_abs_error_by_kind") or {}
+    if held is None:
+        return "not recorded in the profile"
+    kinds = ", ".join(f"{k} {v * 100:.0f} %" for k, v in sorted(by_kind.items()) if v is not None)
+    train = fit.get("train_median_abs_error")
+    return (f"held-out probe points median |error| {held * 100:.0f} % ({kinds})"
+            + (f", training points {train * 100:.0f} %" if train is not None else ""))
+
+
 def fmt(x, spec=".4g"):
     return "-" if x is None else format(x, spec)
 
@@ -160,7 +180,10 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
         f"- Machine: {meta['machine']}",
         f"- Model: Gemma 3 270M Q4_K_M (`{meta['model']}`), llama-cpp-python {meta['llama_cpp']}, "
         f"{meta['threads']} llama.cpp thread(s)",
-        f"- Hardware profile: `{meta['profile']}` ({meta['profile_source']})",
+        f"- Hardware profile, local cases: `{meta['profile']}` ({meta['profile_source']})",
+        f"- Hardware profile, server case: `{meta['server_profile']}` ({meta['server_profile_source']})",
+        f"- Calibration quality (the profile against its own probes): local {meta['profile_quality']}; "
+        f"server {meta['server_profile_quality']}",
         f"- Traces: prompts uniform 64–384 tokens, outputs 16–64 tokens (seeded); "
         f"{meta['requests']} requests per case; Poisson rate {fmt(meta['poisson_rate'], '.3g')} req/s "
         f"(1.5 × the single-client request rate measured in case `local c=1`)",
@@ -202,6 +225,17 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
                          f"{fmt(r['error_pct'], '+.1f')} | {tgt} |")
         lines.append("")
     lines += ["## Reading the misses", "", meta["notes"], ""]
+    drift = []
+    for c in cases:  # single-stream decode: the purest check of the profile against the machine right now
+        if c["case"] in ("local c=1", "llama-cpp-python server c=2"):
+            r = next(x for x in c["rows"] if x["metric"] == "TPOT p50")
+            if r["measured"] and r["predicted"]:
+                drift.append(f"- {c['case']}: one decode step took {r['measured']:.1f} ms when measured; the profile "
+                             f"(calibrated minutes earlier) says {r['predicted']:.1f} ms — the machine ran "
+                             f"{abs(r['predicted'] / r['measured'] - 1) * 100:.0f} % "
+                             f"{'faster' if r['measured'] < r['predicted'] else 'slower'} than when it was calibrated.")
+    if drift:
+        lines += ["Machine drift between calibration and measurement (single-stream decode step):", ""] + drift + [""]
     path.write_text("\n".join(lines))
 
 
@@ -218,6 +252,9 @@ Where a figure misses, the per-case tables say in which direction. How to read t
 - Calibration and measurement run minutes apart: if the machine's load changed between them, the
   fitted profile describes a different machine than the one measured. Rerun on a quiet machine
   (load average well below the CPU count) before reading a miss as a model error.
+- A prediction cannot be closer to the engine than the profile is to its own probe points: the
+  calibration-quality line above gives that floor. When held-out decode points miss by tens of
+  percent, batched-decode cases (2, 4, 8 clients, Poisson) inherit that error.
 """
 
 
@@ -226,8 +263,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="short run: 8 requests per case, quick calibration")
     ap.add_argument("--requests", type=int, default=None, help="requests per case (default 8 quick, 32 full)")
     ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads for calibration, driver and server")
-    ap.add_argument("--profile", type=Path, default=None, help="use this calibrated profile instead of calibrating")
+    ap.add_argument("--profile", type=Path, default=None, help="local cases: use this calibrated profile instead of calibrating")
+    ap.add_argument("--server-profile", type=Path, default=None,
+                    help="server case: use this profile instead of calibrating against the server (infersim calibrate --endpoint)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "fidelity.md")
+    ap.add_argument("--json", type=Path, default=None, help="also write every figure as JSON here")
     ap.add_argument("--cases", default="local,poisson,server", help="comma list of: local, poisson, server")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -243,11 +283,12 @@ def main() -> None:
     model = Path(assemble())
     load_start = loadavg()
     tmp = Path(tempfile.mkdtemp(prefix="infersim-fidelity-"))
-    if args.profile is None:
-        profile = calibrate(model, args.threads, tmp / "fidelity-gemma3-270m.yaml", args.quick)
-        profile_source = f"calibrated by this run: infersim calibrate{' --quick' if args.quick else ''} --threads {args.threads}"
-    else:
-        profile, profile_source = args.profile, "given with --profile"
+    local_cases = bool(cases_wanted & {"local", "poisson"})
+    profile, profile_source = args.profile, "given with --profile"
+    if local_cases and profile is None:
+        profile = calibrate(model, tmp / "fidelity-gemma3-270m.yaml", args.quick, threads=args.threads)
+        profile_source = (f"calibrated by this run on llama.cpp probes: infersim calibrate --model GGUF"
+                          f"{' --quick' if args.quick else ''} --threads {args.threads}")
 
     cases = []
     closed = make_trace(n, args.seed)
@@ -267,6 +308,7 @@ def main() -> None:
                 c1_rps = next(r for r in case["rows"] if r["metric"] == "throughput")["measured"] / \
                     np.mean([r.output_tokens for r in closed])
     rate = None
+    server_profile, server_source = None, ""
     if "poisson" in cases_wanted:
         rate = 1.5 * c1_rps
         cases.append(run_case("local Poisson", make_trace(n, args.seed + 1, rate_per_s=rate), profile=profile,
@@ -275,7 +317,13 @@ def main() -> None:
         from sim.replay.http import replay_http
 
         with llama_cpp_server(model, args.threads, 2048, tmp / "server.log") as url:
-            cases.append(run_case("llama-cpp-python server c=2", closed, profile=profile, model=model,
+            server_profile, server_source = args.server_profile, "given with --server-profile"
+            if server_profile is None:
+                server_profile = calibrate(model, tmp / "fidelity-gemma3-270m-llama-cpp-python.yaml", args.quick,
+                                           endpoint=url)
+                server_source = (f"calibrated by this run against the server: infersim calibrate --endpoint URL "
+                                 f"--model GGUF{' --quick' if args.quick else ''}")
+            cases.append(run_case("llama-cpp-python server c=2", closed, profile=server_profile, model=model,
                                   concurrency=2, engine_overrides={"scheduler": "sequential", "max_num_seqs": 1},
                                   replay=lambda reqs: replay_http(reqs, url, concurrency=2, timeout_s=1800)))
 
@@ -283,12 +331,16 @@ def main() -> None:
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine_line(describe_machine()),
         "model": model.name, "llama_cpp": llama_cpp.__version__, "threads": args.threads,
-        "profile": Path(profile).name, "profile_source": profile_source, "requests": n,
+        "profile": None if profile is None else Path(profile).name, "profile_source": profile_source,
+        "server_profile": None if server_profile is None else Path(server_profile).name,
+        "server_profile_source": server_source, "requests": n,
+        "profile_quality": calibration_quality(profile), "server_profile_quality": calibration_quality(server_profile),
         "poisson_rate": rate, "load_start": load_start, "load_end": loadavg(), "cpus": os.cpu_count(),
         "command": "python benchmarks/fidelity.py " + " ".join(sys.argv[1:]), "notes": NOTES,
     }
     write_report(args.out, cases, meta)
-    (args.out.with_suffix(".json")).write_text(json.dumps({"meta": meta, "cases": cases}, indent=2, default=str))
+    if args.json is not None:
+        args.json.write_text(json.dumps({"meta": meta, "cases": cases}, indent=2, default=str))
     print(f"wrote {args.out}")
 
 
