@@ -11,9 +11,14 @@ TTFT, TPOT and E2E percentiles use `numpy.percentile` (linear interpolation), as
 ITL without per-token arrays: a fast-forwarded run of k decode steps for a batch of B sequences
 produces B gaps per step, and step j lasts t_first + j * delta (the step time grows linearly with
 the context: one more token of KV per sequence per step). Each run is stored as one record
-(first value, delta, steps, weight B); percentiles are exact order statistics of that pooled
-multiset (the "inverted CDF" definition: the smallest gap g with at least q of all gaps <= g),
-found by bisection on the value without expanding the records (`weighted_ap_quantiles`).
+(first value, delta, steps, weight B), with t_first the exact first step and delta chosen so the
+record sums to the run's exact closed-form total; percentiles are exact order statistics of that
+pooled multiset (the "inverted CDF" definition: the smallest gap g with at least q of all gaps
+<= g), found by bisection on the value without expanding the records (`weighted_ap_quantiles`).
+The linear form is exact while a run stays in one roofline regime; a run that crosses from
+memory- to compute-bound (or past a sliding window) mid-way is represented within its
+first-to-last step spread. A sequence that missed iterations (a prefill-only iteration, a
+preemption) gets its real, longer gap as a record of its own.
 """
 
 from __future__ import annotations
