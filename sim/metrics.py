@@ -7,6 +7,10 @@ Definitions (vllm/benchmarks/serve.py, `calculate_metrics`):
 - E2E = finish time - arrival time. Duration = first arrival to last completion.
 - Decode tokens/s per request = (output tokens - 1) / (e2e - TTFT) = 1 / TPOT.
 TTFT, TPOT and E2E percentiles use `numpy.percentile` (linear interpolation), as vLLM does.
+Throughput counts completed requests over the duration. Batch size = sequences (prefill chunks +
+decodes) per engine iteration, averaged over iterations (a fast-forwarded run of k steps counts k
+times), not over time. KV peaks are fractions of the cache's token capacity: used = tokens
+written, reserved = blocks handed out (their difference is the allocator's waste).
 
 ITL without per-token arrays: a fast-forwarded run of k decode steps for a batch of B sequences
 produces B gaps per step, and step j lasts t_first + j * delta (the step time grows linearly with
