@@ -25,7 +25,7 @@ from sim.errors import ConfigError
 from sim.replay.dispatch import Dispatcher
 from sim.replay.errors import EngineUnreachable
 from sim.replay.prompts import build_prompts
-from sim.replay.records import REJECTED, Measurement, ReplayResult
+from sim.replay.records import FAILED, REJECTED, Measurement, ReplayResult
 from workloads.request import Request
 
 
@@ -179,7 +179,7 @@ async def _one(client, server: _Server, prompt: str, meas: Measurement, clock) -
         async with client.stream("POST", "/v1/completions", json=body) as resp:
             if resp.status_code != 200:
                 text = (await resp.aread()).decode(errors="replace")[:200].replace("\n", " ")
-                status = REJECTED if 400 <= resp.status_code < 500 else "failed"
+                status = REJECTED if 400 <= resp.status_code < 500 else FAILED
                 meas.fail(f"HTTP {resp.status_code}: {text}", status=status)
                 return
             async for line in resp.aiter_lines():
@@ -266,19 +266,20 @@ async def replay_http_async(
             prompts, prompt_source = await build_prompts(requests, tokenize, secrets.token_hex(2))
         except httpx.HTTPError as e:
             raise EngineUnreachable(f"tokenizing prompts at {base} failed: {type(e).__name__}: {e}") from e
-        records, error = await _drive(client, server, requests, prompts, concurrency, timeout_s)
+        records, error, engine_lost = await _drive(client, server, requests, prompts, concurrency, timeout_s)
     config = {
         "target": "endpoint", "endpoint": base, "server": server.kind.name, "model": server.model,
         "concurrency": concurrency, "prompt_tokens_source": prompt_source,
         "forced_output_fields": sorted(server.kind.force(1)) + (["logit_bias"] if server.eog_bias else []),
     }
     result = ReplayResult(tuple(records), config, {}, error)
-    if error.startswith("engine stopped answering"):
+    if engine_lost:
         raise EngineUnreachable(error, partial=result)
     return result
 
 
 async def _drive(client, server, requests, prompts, concurrency, timeout_s):
+    """Send requests as the dispatcher releases them; returns (records, error, engine_lost)."""
     dispatcher = Dispatcher(requests, concurrency)
     wall0 = time.perf_counter()
     deadline = wall0 + timeout_s
@@ -289,6 +290,7 @@ async def _drive(client, server, requests, prompts, concurrency, timeout_s):
     measurements: list[Measurement] = []
     tasks: dict[asyncio.Task, Measurement] = {}
     error = ""
+    engine_lost = False
     while not dispatcher.done:
         if time.perf_counter() >= deadline:
             error = f"timeout after {timeout_s:g} s"
@@ -317,6 +319,7 @@ async def _drive(client, server, requests, prompts, concurrency, timeout_s):
                 lost = m.reason
         if lost is not None and not await _alive(client):
             error = f"engine stopped answering after {time.perf_counter() - wall0:.1f} s: {lost}"
+            engine_lost = True
             break
     for task, m in tasks.items():  # stopped early: cancel what is in flight, keep its tokens
         task.cancel()
@@ -327,7 +330,7 @@ async def _drive(client, server, requests, prompts, concurrency, timeout_s):
     records = [m.freeze() for m in measurements]
     records += [Measurement(r.id, r.arrival_s, prompts[r.id][1], r.output_tokens).freeze(f"not sent: {error}")
                 for r in never_sent]
-    return records, error
+    return records, error, engine_lost
 
 
 def replay_http(requests: Sequence[Request], endpoint: str, **kw) -> ReplayResult:
