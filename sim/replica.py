@@ -140,11 +140,15 @@ class ArrivalSource:
 
     def due(self, now_s: float) -> list[tuple[float, Request]]:
         """Requests that have arrived by `now_s`, in arrival order, with their arrival times."""
-        if self._closed is None:
-            while self._peek is not None and self._peek.arrival_s <= now_s:
-                self._route(self._pull())
         out = []
         heap = self._heap
+        if self._closed is None:
+            while self._peek is not None and self._peek.arrival_s <= now_s:
+                r = self._pull()
+                if r.session_id is None and not heap:  # plain open loop: in trace order already
+                    out.append((r.arrival_s, r))
+                else:
+                    self._route(r)
         while heap and heap[0][0] <= now_s:
             t, _, r = heapq.heappop(heap)
             out.append((t, r))
@@ -452,10 +456,10 @@ class Replica:
                 budget = t_next - now_s
                 kw = self.cost.decode_steps_within(ctx, budget, max_steps=k)
                 if kw < k:
-                    # the first step whose end is at or after the arrival (as a step-by-step run sees it)
-                    if kw == 0 or self.cost.decode_run_time(ctx, kw) < budget:
-                        kw += 1
-                    k = max(1, kw)
+                    # Stop at the first step ending after the arrival, where a step-by-step run
+                    # admits it. (A step ending exactly at the arrival — a tie of two float sums —
+                    # is counted as before it.)
+                    k = kw + 1
         return k
 
     def _record_decode_gaps(self, dl: np.ndarray, start_s: float, t_first: float, total_s: float, k: int) -> None:
