@@ -93,6 +93,27 @@ def render_summary(console: Console, result) -> None:
     )
     for note in fit.notes + list((prof.calibration or {}).get("peaks_raised", [])):
         console.print(f"note: {note}")
+    busy = machine_busy_warning(prof.calibration or {})
+    if busy:
+        console.print(f"warning: {busy}")
+
+
+def machine_busy_warning(calibration: dict) -> str | None:
+    """A warning when other work competed for the CPU during the probes (load or disturbed runs)."""
+    machine = calibration.get("machine") or {}
+    threads = machine.get("threads_available") or 1
+    loads = [x for key in ("loadavg_before", "loadavg_after") for x in (machine.get(key) or [])[:1]]
+    points = calibration.get("probe_points", [])
+    runs = sum(p.get("runs") or 0 for p in points)
+    kept = sum(p.get("undisturbed_runs") or 0 for p in points)
+    reasons = []
+    if loads and max(loads) > 0.5 * threads:
+        reasons.append(f"load average up to {max(loads):.1f} on {threads} hardware threads")
+    if runs and kept < 0.8 * runs:
+        reasons.append(f"{runs - kept} of {runs} timed runs lost CPU time to other processes")
+    if not reasons:
+        return None
+    return "the machine was busy (" + "; ".join(reasons) + "): timings are noisy, calibrate again when it is idle"
 
 
 def summary_json(result) -> dict:

@@ -138,3 +138,15 @@ def test_corrupted_gguf_exits_2_with_one_line_through_the_real_cli(tiny_gguf, tm
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("error:") and "could not load the model file" in last and "Traceback" not in out.stderr
     assert not (tmp_path / "home" / "profiles" / "x.yaml").exists()
+
+
+def test_busy_machine_warning_names_the_load_and_the_disturbed_runs():
+    from calibrate.cli import machine_busy_warning
+
+    quiet = {"machine": {"threads_available": 2, "loadavg_before": [0.3, 0.2, 0.1], "loadavg_after": [0.9, 0.4, 0.2]},
+             "probe_points": [{"runs": 10, "undisturbed_runs": 10}]}
+    assert machine_busy_warning(quiet) is None
+    busy = {"machine": {"threads_available": 2, "loadavg_before": [5.3, 5, 4], "loadavg_after": [2.6, 3, 4]},
+            "probe_points": [{"runs": 10, "undisturbed_runs": 4}, {"runs": 10, "undisturbed_runs": 10}]}
+    msg = machine_busy_warning(busy)
+    assert "load average up to 5.3 on 2" in msg and "6 of 20 timed runs" in msg
