@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -110,8 +111,7 @@ class ProbeRun:
 
     @property
     def load_warm_median_s(self) -> float | None:
-        w = sorted(self.load_warm_s)
-        return w[len(w) // 2] if w else None
+        return statistics.median(self.load_warm_s) if self.load_warm_s else None
 
 
 # ---- planning -------------------------------------------------------------------------------------
