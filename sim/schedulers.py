@@ -134,17 +134,15 @@ class Scheduler:
                 return False
         return True
 
-    def _admit_whole_prompts(self, state: "ReplicaState") -> Batch:
-        """Admit waiting requests, first come first served, each prefilling its whole prompt (or
-        recompute) in this iteration, while lanes, KV and the token budget allow. A lone prefill
-        may exceed the budget (a recompute of prompt + generated tokens), or it would never run."""
-        lanes: list[int] = []
-        tokens: list[int] = []
-        budget = self.token_budget
+    def _admit_waiting(self, state: "ReplicaState", lanes: list[int], tokens: list[int], budget: float) -> None:
+        """Admit waiting requests, first come first served, while lanes, KV and the token budget
+        allow, appending each to `lanes`/`tokens`. A whole-prompt scheduler prefills each prompt (or
+        recompute) at once — a lone one may exceed the budget, or a long recompute would never run;
+        a chunking one gives the head whatever budget is left."""
         while state.waiting and state.n_running < self.max_seqs:
             p = state.waiting[0]
-            chunk = p.prefill_goal
-            if lanes and chunk > budget:
+            chunk = p.prefill_goal if self.whole_prompt else int(min(p.prefill_goal, budget))
+            if chunk <= 0 or (lanes and chunk > budget):
                 break
             lane = self._admit(state, p, chunk)
             if lane is None:
@@ -152,6 +150,11 @@ class Scheduler:
             lanes.append(lane)
             tokens.append(chunk)
             budget -= chunk
+
+    def _admit_whole_prompts(self, state: "ReplicaState") -> Batch:
+        lanes: list[int] = []
+        tokens: list[int] = []
+        self._admit_waiting(state, lanes, tokens, self.token_budget)
         return Batch(lanes, tokens, _NO_LANES)
 
 
@@ -227,15 +230,7 @@ class ChunkedPrefill(Scheduler):
             decodes = decodes[state.active[decodes]]
             keep = [i for i, lane in enumerate(lanes) if state.active[lane]]
             return Batch([lanes[i] for i in keep], [tokens[i] for i in keep], decodes)
-        while budget > 0 and state.waiting and state.n_running < self.max_seqs:
-            p = state.waiting[0]
-            chunk = int(min(p.prefill_goal, budget))
-            lane = self._admit(state, p, chunk)
-            if lane is None:
-                break
-            lanes.append(lane)
-            tokens.append(chunk)
-            budget -= chunk
+        self._admit_waiting(state, lanes, tokens, budget)
         return Batch(lanes, tokens, decodes, stable=stable and not lanes)
 
 
