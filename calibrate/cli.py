@@ -159,11 +159,14 @@ def calibrate_command(
     if endpoint is None:
         if not model:
             raise ConfigError("give --model MODEL.gguf to probe, or --endpoint URL", field="--model")
+        if quant:
+            raise ConfigError("--quant is for --endpoint; probes measure the GGUF file's own quantization",
+                              field="--quant")
         path = Path(model)
         _check_gguf(path)
         _require_llama_cpp()
         spec = get_model(str(path))
-        q = spec.quant(quant or spec.quant_override or spec.default_quant)
+        q = spec.quant(spec.quant_override or spec.default_quant)
         n_threads = threads or physical_cores()
         from calibrate.probes import build_plan, count_probes
 

@@ -171,6 +171,8 @@ def build_plan(
     for c in single_decode:
         if c + decode_room <= n_ctx_train:
             single.append(_probe(f"decode-1@{c}", "decode", b=1, cd=c, **dreps))
+    if not single:
+        raise ProbeError(f"the model's context ({n_ctx_train} tokens) is too short for the smallest probe")
     single_ctx = max(
         [pr["prefill_context"] + pr["prefill_tokens"] for pr in single]
         + [pr["decode_context"] + decode_room for pr in single if pr["decode_batch"]]

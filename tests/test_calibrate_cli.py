@@ -111,6 +111,7 @@ def test_simulator_runs_on_the_calibrated_profile(calibrated, tmp_path):
         (["--name", "x", "--endpoint", "http://127.0.0.1:9"], "endpoint mode needs --model"),
         (["--name", "x", "--endpoint", "http://example.com:80", "--model", "llama-3.1-8b"], "loopback"),
         (["--name", "x", "--model", "m.gguf", "--engine", "no-such-engine"], "no-such-engine"),
+        (["--name", "x", "--model", "m.gguf", "--quant", "q8_0"], "--quant is for --endpoint"),
     ],
 )
 def test_calibrate_usage_errors_exit_2_with_one_line(args, message):
