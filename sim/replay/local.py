@@ -163,17 +163,11 @@ class LlamaEngine:
         self._closed = False
 
     def _sampler_chain(self, seed: int):
-        """llama-server's default sampling chain (common/common.h `common_params_sampling`), one per sequence."""
-        from calibrate.probe_worker import SAMPLER_MIN_P, SAMPLER_TEMP, SAMPLER_TOP_K, SAMPLER_TOP_P
+        """llama-server's default sampling chain, one per sequence: the calibration probes' own
+        (`calibrate.probe_worker.sampler_chain`), so both time the same per-sequence work."""
+        from calibrate.probe_worker import sampler_chain
 
-        ll = self.ll
-        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(SAMPLER_TOP_K))
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(SAMPLER_TOP_P, 1))
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(SAMPLER_MIN_P, 1))
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(SAMPLER_TEMP))
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed))
-        return chain
+        return sampler_chain(self.ll, seed)
 
     def __enter__(self) -> "LlamaEngine":
         return self
