@@ -20,20 +20,16 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    """Attach every command group. Imports are local so one broken area names itself clearly."""
-    from sim.commands import hw, models_cmd
+    """Attach every command group; each area owns its commands and exposes `register(app)`."""
+    from calibrate import cli as calibrate_cli
+    from sim.commands import hw, models_cmd, plan, run, validate
+    from workloads import cli as workloads_cli
 
     app.add_typer(hw.app, name="hw", help="List and show hardware profiles.")
     app.add_typer(models_cmd.app, name="models", help="List and show the model catalog.")
     app.command("fit", help="What fits in memory on a machine: models x quantizations.")(models_cmd.fit)
-    for optional in ("sim.commands.run", "workloads.cli", "calibrate.cli", "sim.commands.plan", "sim.commands.validate"):
-        try:
-            mod = __import__(optional, fromlist=["register"])
-        except ModuleNotFoundError as e:
-            if e.name and optional.startswith(e.name):
-                continue
-            raise
-        mod.register(app)
+    for area in (run, workloads_cli, calibrate_cli, plan, validate):
+        area.register(app)
 
 
 _register()
