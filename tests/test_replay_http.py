@@ -156,3 +156,21 @@ def test_endpoint_check_strips_v1_and_accepts_localhost():
     with pytest.raises(ConfigError):
         check_endpoint("ftp://127.0.0.1")
     assert check_endpoint("http://example.com:80", allow_remote=True) == "http://example.com:80"
+
+
+def test_requests_sharing_a_prefix_id_get_the_same_leading_text_and_others_do_not():
+    from sim.replay.prompts import build_prompts
+
+    async def tokenize(text: str) -> int:  # one token per non-space character
+        return len(text.replace(" ", ""))
+
+    reqs = [Request(id=i, arrival_s=0.0, prompt_tokens=n, output_tokens=1, max_tokens=1, prefix_id=p, prefix_tokens=k)
+            for i, n, p, k in (("a", 120, "sys", 60), ("b", 150, "sys", 60), ("c", 120, None, 0))]
+    prompts, source = asyncio.run(build_prompts(reqs, tokenize, "t0"))
+    assert source == "exact"
+    assert [prompts[r.id][1] for r in reqs] == [120, 150, 120]
+    a, b, c = (prompts[x][0] for x in "abc")
+    n_shared = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)  # characters a and b have in common
+    assert len(a[:n_shared].replace(" ", "")) >= 60  # at least the 60-token prefix
+    assert not c.startswith(a[:n_shared])
+    assert a != b[:120]  # past the shared prefix the prompts differ
