@@ -15,12 +15,14 @@ from collections.abc import Iterable
 import pandas as pd
 import simpy
 
-from sim.cost import CostModel, CostParams
+from sim.cost import CostParams
+from sim.speculative import make_cost_model
 from sim.engine_config import EngineConfig
 from sim.errors import ConfigError
 from sim.hardware import HardwareProfile
 from sim.kv import make_allocator
-from sim.memory import activation_peak_bytes, default_max_batched_tokens, memory_budget_bytes, kv_capacity_tokens
+from sim.memory import (activation_peak_bytes, check_parallel_fit, default_max_batched_tokens,
+                        deployment_kv_capacity_tokens, memory_budget_bytes, resolve_gpu_layers)
 from sim.metrics import GapLog, IterationLog, RequestLog, summarize
 from sim.models import ModelSpec
 from sim.replica import ArrivalSource, Replica
@@ -54,7 +56,8 @@ class KVPlan:
     kv_bytes_per_token: float
 
 
-def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineConfig) -> KVPlan:
+def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineConfig,
+            extra_weight_bytes: float = 0.0) -> KVPlan:
     """KV capacity = (device memory x engine memory fraction - weights - activation reserve) / KV bytes per token.
 
     The activation reserve is the larger of the engine's stated share of its memory
@@ -62,18 +65,28 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
     activation of one forward of `max_num_batched_tokens` tokens (`sim.memory.activation_peak_bytes`,
     what vLLM's profiling run measures). llama-server and Ollama (`slots`) allocate their context
     buffer (`EngineConfig.context_limits`) at start-up, so their capacity is that, provided it fits.
+
+    With `tp`/`pp`, partial offload (`gpu_layers`) or a draft model (`extra_weight_bytes`, its
+    weights), the capacity is the deployment's, all devices together
+    (`sim.memory.deployment_kv_capacity_tokens`: the most-loaded device decides); a deployment
+    whose weights do not fit fails with `check_parallel_fit`'s message naming the device.
     """
     budget = memory_budget_bytes(hw, engine.memory_fraction)
     weights = model.weight_bytes(quant)
     tokens = engine.max_num_batched_tokens or default_max_batched_tokens(hw)
     reserve = max(activation_peak_bytes(model, tokens), engine.activation_reserve_fraction * budget)
     per_token = model.kv_bytes_per_token(engine.kv_dtype)
-    if weights >= budget:
+    placed = engine.tp * engine.pp > 1 or engine.gpu_layers is not None
+    if not placed and weights + extra_weight_bytes >= budget:
+        draft = f" + {extra_weight_bytes / 1e9:.1f} GB of draft model" if extra_weight_bytes else ""
         raise ConfigError(
-            f"{model.name} in {quant} needs {weights / 1e9:.1f} GB of weights but {engine.name} may use "
+            f"{model.name} in {quant} needs {weights / 1e9:.1f} GB of weights{draft} but {engine.name} may use "
             f"{budget / 1e9:.1f} GB of {hw.name} ({engine.memory_fraction:g} x {hw.memory_capacity_gb:g} GB)",
             field="--model")
-    capacity = kv_capacity_tokens(hw, model, quant, engine.kv_dtype, engine.memory_fraction, reserve)
+    capacity = deployment_kv_capacity_tokens(hw, model, quant, engine, reserve, extra_weight_bytes)
+    if capacity <= 0 and engine.tp * engine.pp > 1:
+        check_parallel_fit(hw, model, quant, engine.kv_dtype, 1, engine.tp, engine.pp, engine.memory_fraction,
+                           reserve + extra_weight_bytes / engine.tp)
     if engine.scheduler == "slots":
         buffer, _ = engine.context_limits(model.max_context, capacity)
         if buffer > capacity:
@@ -82,10 +95,25 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
                 f"{capacity} fit next to the weights on {hw.name}; lower context_size", field="context_size")
         capacity = buffer
     if capacity <= 0:
+        where = f" with gpu_layers={engine.gpu_layers}" if engine.gpu_layers is not None else ""
         raise ConfigError(
-            f"no memory left for the KV cache: {budget / 1e9:.1f} GB budget - {weights / 1e9:.1f} GB weights "
+            f"no memory left for the KV cache{where}: {budget / 1e9:.1f} GB budget - {weights / 1e9:.1f} GB weights "
             f"- {reserve / 1e9:.1f} GB activation reserve", field="--mem-fraction")
     return KVPlan(capacity, budget, weights, reserve, per_token)
+
+
+def deployment_config(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineConfig, cost) -> dict:
+    """The resolved parallelism, offload and speculative settings for `summary["config"]`:
+    `tp`, `pp`, `gpu_layers` (the number of llama.cpp `-ngl` layers; n_layers + 1 = all on the
+    device), `speculative` (the settings, or None) and `spec_tokens_per_step` (expected tokens a
+    verify step emits per sequence; 1.0 without speculative decoding)."""
+    return {
+        "tp": engine.tp,
+        "pp": engine.pp,
+        "gpu_layers": resolve_gpu_layers(hw, model, quant, engine),
+        "speculative": engine.speculative.model_dump() if engine.speculative is not None else None,
+        "spec_tokens_per_step": float(getattr(cost, "tokens_per_step", 1.0)),
+    }
 
 
 def simulate(
@@ -113,8 +141,8 @@ def simulate(
     """
     q = model.quant(quant or engine.default_quant)
     params = cost_params or CostParams.from_profile(hw, q, engine)
-    cost = CostModel(model, q, params, kv_dtype=engine.kv_dtype)
-    kvp = plan_kv(hw, model, q.name, engine)
+    cost = make_cost_model(hw, model, q, engine, params=params)
+    kvp = plan_kv(hw, model, q.name, engine, getattr(cost, "extra_weight_bytes", 0.0))
     _, context_tokens = engine.context_limits(model.max_context, kvp.capacity_tokens)
     scheduler = make_scheduler(engine.scheduler, max_num_seqs=engine.max_num_seqs,
                                max_num_batched_tokens=engine.max_num_batched_tokens, context_tokens=context_tokens,
@@ -141,6 +169,7 @@ def simulate(
         "activation_reserve_bytes": kvp.activation_reserve_bytes,
         "kv_bytes_per_token": kvp.kv_bytes_per_token,
         "cost_params": {k: getattr(params, k) for k in CostParams.FIELDS},
+        **deployment_config(hw, model, q.name, engine, cost),
         **(config_extra or {}),
     }
     log = RequestLog()

@@ -35,6 +35,19 @@ def run(
     block_size: Optional[int] = typer.Option(None, "--block-size", help="tokens per KV block (paged)"),
     mem_fraction: Optional[float] = typer.Option(None, "--mem-fraction", help="share of device memory the engine takes"),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache element type: fp16|bf16|fp8|q8_0|q4_0"),
+    tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel degree (devices per layer)"),
+    pp: Optional[int] = typer.Option(None, "--pp", help="pipeline-parallel degree (stages)"),
+    gpu_layers: Optional[str] = typer.Option(
+        None, "--gpu-layers", help="llama.cpp -ngl: layers on the GPU, N or 'auto' (the rest run from host memory)"),
+    spec_method: Optional[str] = typer.Option(None, "--spec-method", help="speculative decoding: draft|eagle"),
+    spec_k: Optional[int] = typer.Option(None, "--spec-k", help="tokens drafted per verify step"),
+    spec_acceptance: Optional[float] = typer.Option(
+        None, "--spec-acceptance", help="per-token acceptance probability of drafted tokens"),
+    spec_draft_model: Optional[str] = typer.Option(None, "--spec-draft-model", help="draft model (method draft)"),
+    spec_draft_fraction: Optional[float] = typer.Option(
+        None, "--spec-draft-fraction", help="EAGLE head step as a fraction of a target decode step (method eagle)"),
+    prefix_caching: Optional[bool] = typer.Option(
+        None, "--prefix-caching/--no-prefix-caching", help="reuse cached KV of shared prompt prefixes (default: the engine's)"),
     concurrency: Optional[int] = typer.Option(
         None, "--concurrency", help="closed loop: N clients, each sends its next request when the last is done"),
     rate_scale: float = typer.Option(1.0, "--rate-scale", help="offer the trace this many times faster"),
@@ -48,7 +61,9 @@ def run(
     overrides = {
         "scheduler": scheduler, "kv_allocator": kv, "max_num_seqs": max_seqs,
         "max_num_batched_tokens": max_batched_tokens, "block_size": block_size,
-        "memory_fraction": mem_fraction, "kv_dtype": kv_dtype,
+        "memory_fraction": mem_fraction, "kv_dtype": kv_dtype, "tp": tp, "pp": pp, "gpu_layers": gpu_layers,
+        "speculative": _speculative(spec_method, spec_k, spec_acceptance, spec_draft_model, spec_draft_fraction),
+        "prefix_caching": prefix_caching,
     }
     spec = make_spec(
         trace=str(trace), hw=hw, model=model, quant=quant, engine=engine,
@@ -76,6 +91,19 @@ def run(
         Console().print(_table(result))
 
 
+def _speculative(method, k, acceptance, draft_model, draft_fraction) -> dict | None:
+    """The `speculative` engine field from the --spec-* options (None when none is given); a
+    draft model alone implies method draft, a draft fraction alone method eagle."""
+    given = {"method": method, "k": k, "acceptance_rate": acceptance, "draft_model": draft_model,
+             "draft_cost_fraction": draft_fraction}
+    given = {f: v for f, v in given.items() if v is not None}
+    if not given:
+        return None
+    if "method" not in given:
+        given["method"] = "eagle" if "draft_cost_fraction" in given else "draft"
+    return given
+
+
 def _config_line(spec, eng, hw_name: str, model_name: str) -> str:
     quant = spec.quant or eng.default_quant
     limits = f"max_num_seqs={eng.max_num_seqs} max_num_batched_tokens={eng.max_num_batched_tokens}"
@@ -83,6 +111,14 @@ def _config_line(spec, eng, hw_name: str, model_name: str) -> str:
         limits += f" block_size={eng.block_size}"
     if eng.scheduler == "slots":
         limits += f" context_size={eng.context_size or 'model max'} ({eng.context_mode})"
+    if eng.tp * eng.pp > 1:
+        limits += f" tp={eng.tp} pp={eng.pp}"
+    if eng.gpu_layers is not None:
+        limits += f" gpu_layers={eng.gpu_layers} (host {eng.offload_host})"
+    if eng.speculative is not None:
+        sp = eng.speculative
+        limits += f" speculative={sp.method} k={sp.k} acceptance={sp.acceptance_rate:g}"
+    limits += f" prefix_caching={'on' if eng.prefix_caching else 'off'}"
     load = f"closed loop, {spec.concurrency} clients" if spec.concurrency else "open loop (trace arrival times)"
     if spec.rate_scale != 1.0:
         load += f", rate x{spec.rate_scale:g}"
