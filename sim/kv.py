@@ -14,6 +14,13 @@ whole decode batch is a few vectorised operations, never a Python loop over sequ
 
 Invariant (checked by `check()` and the property tests): allocated blocks + free blocks = total
 blocks, after every operation.
+
+Prefix caching (`sim.prefix_cache.BlockPrefixCache`, paged only): a lane's `held` count includes
+the cached blocks it references; a cached block referenced by several lanes is one block of
+memory. `free_blocks` counts the truly free blocks *and* the cached blocks nobody references (they
+are evicted, least recently used first, when an allocation needs them), so the policy code above
+is unchanged. Conservation becomes: private blocks (held minus referenced cached, over lanes) +
+referenced cached blocks + free blocks (unreferenced cached included) = total.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ class KVAllocator:
         self.total_blocks = int(capacity_tokens) // self.block_size
         self.free_blocks = self.total_blocks
         self.held = np.zeros(max(1, lanes), dtype=np.int64)
+        self.prefix = None  # sim.prefix_cache.BlockPrefixCache when prefix caching is on (paged)
 
     # ---- sizes ---------------------------------------------------------------------------------
     @property
@@ -86,18 +94,48 @@ class KVAllocator:
             return False
         self.held[lane] += need
         self.free_blocks -= need
+        if self.prefix is not None:
+            self._evict()
         return True
 
     def release(self, lane: int) -> int:
-        """Free every block of `lane`; returns how many."""
+        """Free every block of `lane` (cached blocks it referenced stay cached); returns how many
+        it held."""
         n = int(self.held[lane])
         self.held[lane] = 0
-        self.free_blocks += n
+        if self.prefix is None:
+            self.free_blocks += n
+            return n
+        shared, unreferenced = self.prefix.release(lane)
+        self.free_blocks += n - shared + unreferenced
         return n
 
+    # ---- prefix caching ----------------------------------------------------------------------------
+    def _evict(self) -> None:
+        """Keep unreferenced cached blocks <= free blocks: an allocation that took more blocks than
+        were truly free reused the least recently used cached ones."""
+        over = len(self.prefix.unreferenced) - self.free_blocks
+        if over > 0:
+            self.prefix.evict(over)
+
+    def acquire_prefix(self, lane: int, keys) -> None:
+        """`lane` (holding nothing yet) starts with the cached blocks `keys` (a prefix-cache hit)."""
+        self.free_blocks -= self.prefix.acquire(lane, keys)
+        self.held[lane] += len(keys)
+
+    def insert_prefix(self, lane: int, keys) -> None:
+        """The lane's first len(keys) blocks, now computed, become cached (no memory changes hands)."""
+        self.prefix.insert(lane, keys)
+
     def check(self) -> None:
-        """KV conservation: blocks held by lanes + free blocks = total blocks."""
+        """KV conservation: private blocks held by lanes + referenced cached blocks + free blocks =
+        total blocks; with a prefix cache also its reference counts (see the module docstring)."""
         held = int(self.held.sum())
+        if self.prefix is not None:
+            shared = sum(len(k) for k in self.prefix.lane_keys.values())
+            held += self.prefix.check() - shared
+            if len(self.prefix.unreferenced) > self.free_blocks:
+                raise AssertionError("more unreferenced cached blocks than free blocks")
         if held + self.free_blocks != self.total_blocks or self.free_blocks < 0:
             raise AssertionError(
                 f"KV conservation broken: held {held} + free {self.free_blocks} != total {self.total_blocks}"
@@ -177,6 +215,8 @@ class PagedAllocator(KVAllocator):
         if total:
             self.held[lanes] += need
             self.free_blocks -= total
+            if self.prefix is not None:
+                self._evict()
         return True
 
     def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int) -> int:

@@ -38,7 +38,8 @@ from workloads.request import Request
 class Pending:
     """A request waiting for admission (new, or preempted and waiting to be recomputed)."""
 
-    __slots__ = ("row", "request", "prompt_tokens", "max_tokens", "output_tokens", "generated", "last_token_s")
+    __slots__ = ("row", "request", "prompt_tokens", "max_tokens", "output_tokens", "generated", "last_token_s",
+                 "keys")
 
     def __init__(self, row: int, request: Request) -> None:
         self.row = row
@@ -48,6 +49,7 @@ class Pending:
         self.output_tokens = request.output_tokens  # the replica's secret: when EOS comes
         self.generated = 0  # tokens already streamed to the client (recompute keeps them)
         self.last_token_s = 0.0
+        self.keys = None  # prefix-cache block keys, computed on first lookup
 
     @property
     def prefill_goal(self) -> int:
@@ -178,9 +180,12 @@ class ArrivalSource:
 class ReplicaState:
     """Queue, running lanes and KV cache of one replica: what the scheduler reads and admits into."""
 
-    def __init__(self, kv: KVAllocator, log: RequestLog, lanes: int) -> None:
+    def __init__(self, kv: KVAllocator, log: RequestLog, lanes: int, prefix=None) -> None:
         self.kv = kv
         self.log = log
+        # sim.prefix_cache: BlockPrefixCache (also kv.prefix) or SlotPromptCache, None when off
+        self.prefix = prefix
+        self._slot_hit = None  # SlotPromptCache: the cached prompt prefix_hit found for the head
         self.waiting: deque[Pending] = deque()
         n = max(1, lanes)
         kv.ensure_lanes(n)
@@ -231,17 +236,46 @@ class ReplicaState:
         self.free_lanes = list(range(new - 1, old - 1, -1)) + self.free_lanes
         self.kv.ensure_lanes(new)
 
-    def admit(self, p: Pending, reserve_tokens: int, context_limit: int | None) -> int | None:
-        """Move the waiting head `p` into a lane holding `reserve_tokens` of KV; None if the KV
-        cache cannot give that now (nothing changes then)."""
+    def prefix_hit(self, p: Pending) -> int:
+        """Leading prompt tokens of `p` whose KV the prefix cache holds (0 without a cache); the
+        cache does not change until `admit`."""
+        cache = self.prefix
+        if cache is None:
+            return 0
+        r = p.request
+        if r.prefix_id is None and r.prefix_blocks is None:
+            return 0
+        if cache.kind == "blocks":
+            if p.keys is None:
+                from sim.prefix_cache import block_keys
+
+                p.keys = block_keys(r, cache.block_size)
+            return cache.lookup(p.keys, p.prompt_tokens) * cache.block_size
+        return cache.peek(r)
+
+    def admit(self, p: Pending, reserve_tokens: int, context_limit: int | None, hit_tokens: int = 0) -> int | None:
+        """Move the waiting head `p` into a lane holding `reserve_tokens` of KV, its first
+        `hit_tokens` (`prefix_hit`) served by the prefix cache; None if the KV cache cannot give
+        that now (nothing changes then)."""
         if not self.free_lanes:
             self._grow_lanes()
         lane = self.free_lanes[-1]
+        cache = self.prefix
+        blocks = cache is not None and cache.kind == "blocks"
+        if blocks and hit_tokens:
+            self.kv.acquire_prefix(lane, p.keys[: hit_tokens // cache.block_size])
         if not self.kv.reserve(lane, reserve_tokens):
+            if blocks and hit_tokens:
+                self.kv.release(lane)
             return None
+        if cache is not None:
+            if not blocks:
+                hit_tokens = cache.take(p.request, self.n_running)
+            cache.stats.record(p.prompt_tokens, hit_tokens)
         self.free_lanes.pop()
         self.waiting.popleft()
-        self.ctx[lane] = 0
+        self.ctx[lane] = hit_tokens
+        self.used_tokens += hit_tokens
         self.prefill_goal[lane] = p.prefill_goal
         self.prompt[lane] = p.prompt_tokens
         # EOS after output_tokens tokens, the client's max_tokens, or the engine's context limit
@@ -299,6 +333,8 @@ class ReplicaState:
         if self.ctx[lane] < p.prompt_tokens + min(p.output_tokens, p.max_tokens) - 1:
             log.reason[row] = log.reason_code("truncated: the slot's context is full (llama-server stops generation)")
         self._vacate(lane)
+        if self.prefix is not None and self.prefix.kind == "slots":
+            self.prefix.put(p.request)
         return p
 
 
@@ -307,7 +343,7 @@ class Replica:
 
     def __init__(self, env, *, cost, scheduler: Scheduler, kv: KVAllocator, source: ArrivalSource,
                  log: RequestLog, gaps: GapLog, iterations: IterationLog, fast_forward: bool = True,
-                 check_invariants: bool = False) -> None:
+                 check_invariants: bool = False, prefix=None) -> None:
         self.env = env
         self.cost = cost
         self.scheduler = scheduler
@@ -318,7 +354,7 @@ class Replica:
         self.iterations = iterations
         self.fast_forward = fast_forward
         self.check_invariants = check_invariants
-        self.state = ReplicaState(kv, log, lanes=min(scheduler.max_seqs, 4096))
+        self.state = ReplicaState(kv, log, lanes=min(scheduler.max_seqs, 4096), prefix=prefix)
         self.peak_used_tokens = 0
         self.peak_reserved_tokens = 0
         self.batch_steps = 0
@@ -491,6 +527,8 @@ class Replica:
             # prefill complete: this iteration's logits give the next token
             st.start_decoding(lane)
             p = st.pending[lane]
+            if p.keys:  # its prompt's full prefix blocks are now reusable by others
+                st.kv.insert_prefix(lane, p.keys)
             if p.generated == 0:
                 log.first_token_s[p.row] = end_s
             else:  # recomputed after a preemption: the client waited since its last token

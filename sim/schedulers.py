@@ -109,10 +109,12 @@ class Scheduler:
         raise NotImplementedError
 
     # ---- shared steps ---------------------------------------------------------------------------
-    def _admit(self, state: "ReplicaState", p: "Pending", chunk: int) -> int | None:
-        """Admit the waiting head `p` computing `chunk` tokens first; None if KV does not allow."""
-        reserve = state.kv.admission_tokens(p.prompt_tokens, self.reservation_budget(p.prompt_tokens, p.max_tokens), chunk)
-        return state.admit(p, reserve, self.context_limit())
+    def _admit(self, state: "ReplicaState", p: "Pending", chunk: int, hit: int = 0) -> int | None:
+        """Admit the waiting head `p` computing `chunk` tokens first after `hit` tokens the prefix
+        cache serves; None if KV does not allow."""
+        reserve = state.kv.admission_tokens(p.prompt_tokens, self.reservation_budget(p.prompt_tokens, p.max_tokens),
+                                            hit + chunk)
+        return state.admit(p, reserve, self.context_limit(), hit)
 
     def _grow_decodes(self, state: "ReplicaState") -> np.ndarray:
         """Give every decoding lane room for one more token; when the paged cache has no free
@@ -141,10 +143,12 @@ class Scheduler:
         a chunking one gives the head whatever budget is left."""
         while state.waiting and state.n_running < self.max_seqs:
             p = state.waiting[0]
-            chunk = p.prefill_goal if self.whole_prompt else int(min(p.prefill_goal, budget))
+            hit = state.prefix_hit(p)  # prompt tokens whose KV is cached: not computed again
+            goal = p.prefill_goal - hit
+            chunk = goal if self.whole_prompt else int(min(goal, budget))
             if chunk <= 0 or (lanes and chunk > budget):
                 break
-            lane = self._admit(state, p, chunk)
+            lane = self._admit(state, p, chunk, hit)
             if lane is None:
                 break
             lanes.append(lane)

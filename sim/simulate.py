@@ -25,6 +25,7 @@ from sim.memory import (activation_peak_bytes, check_parallel_fit, default_max_b
                         deployment_kv_capacity_tokens, memory_budget_bytes, resolve_gpu_layers)
 from sim.metrics import GapLog, IterationLog, RequestLog, summarize
 from sim.models import ModelSpec
+from sim.prefix_cache import BlockPrefixCache, SlotPromptCache
 from sim.replica import ArrivalSource, Replica
 from sim.schedulers import make_scheduler
 from workloads.request import Request
@@ -116,6 +117,29 @@ def deployment_config(hw: HardwareProfile, model: ModelSpec, quant: str, engine:
     }
 
 
+def make_prefix_cache(engine: EngineConfig, kv):
+    """The engine's prefix cache (`sim.prefix_cache`), None when `prefix_caching` is off: shared
+    blocks for a paged allocator (attached to it, its memory is the KV cache's), the slots' last
+    prompts for a contiguous one."""
+    if not engine.prefix_caching:
+        return None
+    if kv.name == "paged":
+        kv.prefix = BlockPrefixCache(kv.block_size)
+        return kv.prefix
+    return SlotPromptCache(engine.max_num_seqs)
+
+
+def prefix_summary(prefix) -> dict:
+    """`summary["prefix_cache"]`: hit rate in tokens (hit / queried prompt tokens, each admission
+    a lookup), counts, and the blocks still cached at the end (block caches)."""
+    if prefix is None:
+        return {"enabled": False}
+    out = prefix.stats.summary(prefix.kind)
+    if prefix.kind == "blocks":
+        out["cached_blocks_at_end"] = prefix.cached_blocks
+    return out
+
+
 def simulate(
     requests: Iterable[Request],
     *,
@@ -148,6 +172,7 @@ def simulate(
                                max_num_batched_tokens=engine.max_num_batched_tokens, context_tokens=context_tokens,
                                shared_slots=engine.context_mode == "unified")
     kv = make_allocator(engine.kv_allocator, kvp.capacity_tokens, engine.block_size)
+    prefix = make_prefix_cache(engine, kv)
     config = {
         "hw": hw.name,
         "model": model.name,
@@ -178,7 +203,7 @@ def simulate(
     env = simpy.Environment()
     replica = Replica(env, cost=cost, scheduler=scheduler, kv=kv, source=ArrivalSource(requests, concurrency),
                       log=log, gaps=gaps, iterations=iterations, fast_forward=fast_forward,
-                      check_invariants=check_invariants)
+                      check_invariants=check_invariants, prefix=prefix)
     env.process(replica.run())
     env.run()
     if check_invariants:
@@ -190,5 +215,6 @@ def simulate(
         peak_reserved_tokens=replica.peak_reserved_tokens, preemptions=replica.state.preemptions,
         batch_steps=replica.batch_steps, batch_seq_steps=replica.batch_seq_steps, batch_max=replica.batch_max,
     )
+    summary["prefix_cache"] = prefix_summary(prefix)
     return SimResult(summary, log.frame(), iterations.frame(),
                      extra={"kv_plan": kvp, "final_clock_s": env.now, "events": len(iterations.start_s)})

@@ -26,6 +26,7 @@ SUMMARY_KEYS = {
     "decode_tok_s_per_request": {"mean", "p50"},
     "kv": {"capacity_tokens", "peak_used_fraction", "peak_reserved_fraction", "preemptions"},
     "batch_size": {"mean", "max"},
+    "prefix_cache": None,  # issue 8, additive: {enabled, kind, hit_rate, hit_tokens, ...}
 }
 CSV_COLUMNS = ["id", "arrival_s", "scheduled_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens",
                "ttft_s", "tpot_s", "e2e_s", "preemptions", "status", "reason"]
