@@ -135,10 +135,11 @@ def build_plan(
 ) -> dict:
     """The probe plan for a model whose training context is `n_ctx_train`.
 
-    Two llama.cpp contexts: "single" (one sequence, n_ctx up to 2048 + headroom) for prefill and
-    single-stream decode, and "batched" (16 sequences, each with its own KV stream — kv_unified off,
-    so every sequence's attention reads only its own cache, as the cost model assumes) for batched
-    decode and mixed iterations. Shapes larger than the model's context are left out.
+    Three llama.cpp contexts: "single" (one sequence, n_ctx up to 2048 + headroom) for prefill and
+    single-stream decode; "batched" (16 sequences, each with its own KV stream — kv_unified off, so
+    every sequence's attention reads only its own cache, as the cost model assumes) for batched
+    decode; "mixed" (16 sequences in one unified KV cache, so a batch is one pass) for a prefill
+    chunk together with decodes. Shapes larger than the model's context are left out.
     """
     max_single = min(2048, n_ctx_train)
     if quick:
@@ -183,9 +184,10 @@ def build_plan(
     for b, c in batched_decode:
         if c + decode_room <= per_seq_ctx:
             batched.append(_probe(f"decode-{b}@{c}", "decode", b=b, cd=c, **dreps))
+    mixed_probes: list[dict] = []
     for p, cp, b, c in mixed:
         if cp + p <= per_seq_ctx and c + reps["warmup"] + reps["max_runs"] <= per_seq_ctx:
-            batched.append(_probe(f"mixed-{p}@{cp}+{b}x{c}", "mixed", p=p, cp=cp, b=b, cd=c, **reps))
+            mixed_probes.append(_probe(f"mixed-{p}@{cp}+{b}x{c}", "mixed", p=p, cp=cp, b=b, cd=c, **reps))
     n_seq = 16
     sessions = [
         {"name": "single", "n_ctx": single_ctx, "n_batch": max_single, "n_ubatch": min(512, max_single),
@@ -195,6 +197,16 @@ def build_plan(
         sessions.append(
             {"name": "batched", "n_ctx": n_seq * per_seq_ctx, "n_batch": max_single,
              "n_ubatch": min(512, max_single), "n_seq_max": n_seq, "kv_unified": False, "probes": batched}
+        )
+    if mixed_probes:
+        # Mixed iterations in one unified KV cache (llama-server's default with automatic slots):
+        # with one KV stream per sequence llama.cpp splits a batch whose sequences bring unequal
+        # token counts into several micro-batches (llama_batch_allocr::split_equal, chosen in
+        # llama_kv_cache::init_batch when n_stream > 1), i.e. several passes over the weights; a
+        # unified cache takes the whole batch in one pass, which is what the cost model prices.
+        sessions.append(
+            {"name": "mixed", "n_ctx": n_seq * per_seq_ctx, "n_batch": max_single,
+             "n_ubatch": min(512, max_single), "n_seq_max": n_seq, "kv_unified": True, "probes": mixed_probes}
         )
     return {
         "model_path": str(Path(model_path).resolve()),
