@@ -43,6 +43,22 @@ class RunSpec(BaseModel):
     sort: bool = Field(False, description="sort the trace by arrival_s first (reads it whole)")
     record_iterations: bool = True
     fast_forward: bool = Field(True, description="jump over runs of identical decode steps (off: debug)")
+    replicas: int = Field(1, ge=1, le=1024, description="replicas of the deployment behind a router")
+    router: str | None = Field(None, description="routing policy (sim.router); None = round-robin")
+
+
+#: deployment fields a sweep grid or `overrides` may carry next to the engine's (not EngineConfig fields)
+DEPLOYMENT_FIELDS = ("replicas", "router")
+
+
+def split_deployment(spec: RunSpec) -> RunSpec:
+    """A spec whose `overrides` carry deployment fields (`replicas`, `router`: a sweep grid puts
+    every non-run key there) with those moved to their own fields."""
+    moved = {k: spec.overrides[k] for k in DEPLOYMENT_FIELDS if k in spec.overrides}
+    if not moved:
+        return spec
+    rest = {k: v for k, v in spec.overrides.items() if k not in moved}
+    return make_spec(**{**spec.model_dump(), "overrides": rest, **moved})
 
 
 def resolve_engine(spec: RunSpec, hw: HardwareProfile) -> EngineConfig:
@@ -73,6 +89,7 @@ def resolve(spec: RunSpec) -> tuple[HardwareProfile, EngineConfig]:
     """The hardware profile and the engine configuration a spec names. With `efficiency_from`,
     the hardware keeps its own peaks but takes the other profile's efficiencies for this engine
     (e.g. a profile calibrated on one machine applied to another's datasheet)."""
+    spec = split_deployment(spec)
     hw = load_profile(spec.hw)
     engine = resolve_engine(spec, hw)
     if spec.efficiency_from:
@@ -96,6 +113,7 @@ def run_spec(spec: RunSpec) -> SimResult:
     """Resolve names, stream the trace and simulate."""
     from workloads.trace import iter_trace
 
+    spec = split_deployment(spec)
     hw, engine = resolve(spec)
     model = get_model(spec.model)
     quant = spec.quant or engine.default_quant
@@ -104,6 +122,7 @@ def run_spec(spec: RunSpec) -> SimResult:
     return simulate(
         requests, hw=hw, model=model, quant=quant, engine=engine, concurrency=spec.concurrency, seed=spec.seed,
         record_iterations=spec.record_iterations, fast_forward=spec.fast_forward,
+        replicas=spec.replicas, router=spec.router,
         config_extra={"trace": spec.trace, "rate_scale": spec.rate_scale,
                       "efficiency_from": spec.efficiency_from},
     )

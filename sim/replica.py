@@ -176,6 +176,11 @@ class ArrivalSource:
     def exhausted(self) -> bool:
         return self._peek is None and not self._heap
 
+    def idle_wait(self, env, now_s: float):
+        """What an idle replica waits for: the next arrival (None when none will come)."""
+        t_next = self.next_time()
+        return None if t_next is None else env.timeout(max(t_next - now_s, 0.0))
+
 
 class ReplicaState:
     """Queue, running lanes and KV cache of one replica: what the scheduler reads and admits into."""
@@ -411,10 +416,10 @@ class Replica:
                     self.log.reject(p.row, now, "cannot be scheduled on an idle engine (KV cache or limits too small)")
                     source.done(p.request, now)
                     continue
-                t_next = source.next_time()
-                if t_next is None:
+                wait = source.idle_wait(env, now)
+                if wait is None:
                     return
-                yield env.timeout(max(t_next - now, 0.0))
+                yield wait
                 continue
 
             dl = batch.decode_lanes

@@ -154,8 +154,11 @@ def simulate(
     fast_forward: bool = True,
     check_invariants: bool = False,
     config_extra: dict | None = None,
+    replicas: int = 1,
+    router: str | None = None,
 ) -> SimResult:
-    """Simulate one replica of `engine` serving `requests` with `model` in `quant` on `hw`.
+    """Simulate one replica of `engine` serving `requests` with `model` in `quant` on `hw` (or
+    `replicas` of them behind `router`: `sim.cluster`).
 
     `requests` is streamed (an iterator of 1M requests is never materialised). `concurrency=N`
     runs a closed loop: N clients, each sending the next trace request when its previous one is
@@ -163,58 +166,114 @@ def simulate(
     (calibration). `fast_forward=False` runs every decode iteration as its own event (slow; for
     tests). `check_invariants` asserts KV conservation and clock monotonicity after every operation.
     """
+    if replicas > 1 or router is not None:
+        from sim.cluster import simulate_cluster
+
+        return simulate_cluster(requests, hw=hw, model=model, quant=quant, engine=engine, replicas=replicas,
+                                router=router or "round-robin", concurrency=concurrency, seed=seed,
+                                record_iterations=record_iterations, cost_params=cost_params,
+                                fast_forward=fast_forward, check_invariants=check_invariants,
+                                config_extra=config_extra)
+    parts = replica_parts(hw, model, quant, engine, cost_params)
+    env = simpy.Environment()
+    replica = build_replica(env, parts, ArrivalSource(requests, concurrency), record_iterations=record_iterations,
+                            fast_forward=fast_forward, check_invariants=check_invariants)
+    env.process(replica.run())
+    env.run()
+    if check_invariants:
+        check_drained(replica)
+    config = parts.config(concurrency=concurrency, seed=seed, config_extra=config_extra)
+    summary = replica_summary(config, replica)
+    return SimResult(summary, replica.log.frame(), replica.iterations.frame(),
+                     extra={"kv_plan": parts.kvp, "final_clock_s": env.now, "events": len(replica.iterations.start_s)})
+
+
+@dataclass(frozen=True)
+class ReplicaParts:
+    """What every replica of one engine deployment shares: the resolved names, cost model and KV
+    plan (validated once), from which `build_replica` makes replicas with their own state."""
+
+    hw: HardwareProfile
+    model: ModelSpec
+    quant: object  # QuantFormat
+    engine: EngineConfig
+    params: CostParams
+    cost: object  # CostModel | SpeculativeCostModel
+    kvp: KVPlan
+    context_tokens: int
+
+    def make_scheduler(self):
+        e = self.engine
+        return make_scheduler(e.scheduler, max_num_seqs=e.max_num_seqs, max_num_batched_tokens=e.max_num_batched_tokens,
+                              context_tokens=self.context_tokens, shared_slots=e.context_mode == "unified")
+
+    def config(self, *, concurrency=None, seed=0, config_extra=None) -> dict:
+        """`summary["config"]`: everything the run resolved to."""
+        engine, hw, q = self.engine, self.hw, self.quant
+        block = 1 if engine.kv_allocator == "contiguous" else engine.block_size
+        return {
+            "hw": hw.name,
+            "model": self.model.name,
+            "quant": q.name,
+            "kv_dtype": engine.kv_dtype,
+            "engine": engine.name,
+            "engine_version": engine.version,
+            "scheduler": engine.scheduler,
+            "kv_allocator": engine.kv_allocator,
+            "max_num_seqs": engine.max_num_seqs,
+            "max_num_batched_tokens": engine.max_num_batched_tokens,
+            "block_size": block,
+            "memory_fraction": engine.memory_fraction,
+            "context_tokens": self.context_tokens,
+            "context_mode": engine.context_mode if engine.scheduler == "slots" else None,
+            "concurrency": concurrency,
+            "seed": seed,
+            "weight_bytes": self.kvp.weight_bytes,
+            "activation_reserve_bytes": self.kvp.activation_reserve_bytes,
+            "kv_bytes_per_token": self.kvp.kv_bytes_per_token,
+            "cost_params": {k: getattr(self.params, k) for k in CostParams.FIELDS},
+            **deployment_config(hw, self.model, q.name, engine, self.cost),
+            **(config_extra or {}),
+        }
+
+
+def replica_parts(hw: HardwareProfile, model: ModelSpec, quant: str | None, engine: EngineConfig,
+                  cost_params: CostParams | None = None) -> ReplicaParts:
+    """Resolve and validate one engine deployment (cost model, KV plan, context limit)."""
     q = model.quant(quant or engine.default_quant)
     params = cost_params or CostParams.from_profile(hw, q, engine)
     cost = make_cost_model(hw, model, q, engine, params=params)
     kvp = plan_kv(hw, model, q.name, engine, getattr(cost, "extra_weight_bytes", 0.0))
     _, context_tokens = engine.context_limits(model.max_context, kvp.capacity_tokens)
-    scheduler = make_scheduler(engine.scheduler, max_num_seqs=engine.max_num_seqs,
-                               max_num_batched_tokens=engine.max_num_batched_tokens, context_tokens=context_tokens,
-                               shared_slots=engine.context_mode == "unified")
-    kv = make_allocator(engine.kv_allocator, kvp.capacity_tokens, engine.block_size)
-    prefix = make_prefix_cache(engine, kv)
-    config = {
-        "hw": hw.name,
-        "model": model.name,
-        "quant": q.name,
-        "kv_dtype": engine.kv_dtype,
-        "engine": engine.name,
-        "engine_version": engine.version,
-        "scheduler": scheduler.name,
-        "kv_allocator": kv.name,
-        "max_num_seqs": engine.max_num_seqs,
-        "max_num_batched_tokens": engine.max_num_batched_tokens,
-        "block_size": kv.block_size,
-        "memory_fraction": engine.memory_fraction,
-        "context_tokens": context_tokens,
-        "context_mode": engine.context_mode if engine.scheduler == "slots" else None,
-        "concurrency": concurrency,
-        "seed": seed,
-        "weight_bytes": kvp.weight_bytes,
-        "activation_reserve_bytes": kvp.activation_reserve_bytes,
-        "kv_bytes_per_token": kvp.kv_bytes_per_token,
-        "cost_params": {k: getattr(params, k) for k in CostParams.FIELDS},
-        **deployment_config(hw, model, q.name, engine, cost),
-        **(config_extra or {}),
-    }
-    log = RequestLog()
-    gaps = GapLog()
-    iterations = IterationLog(enabled=record_iterations)
-    env = simpy.Environment()
-    replica = Replica(env, cost=cost, scheduler=scheduler, kv=kv, source=ArrivalSource(requests, concurrency),
-                      log=log, gaps=gaps, iterations=iterations, fast_forward=fast_forward,
-                      check_invariants=check_invariants, prefix=prefix)
-    env.process(replica.run())
-    env.run()
-    if check_invariants:
-        kv.check()
-        if kv.free_blocks != kv.total_blocks:
-            raise AssertionError("KV blocks still allocated at the end of the run")
+    parts = ReplicaParts(hw, model, q, engine, params, cost, kvp, context_tokens)
+    parts.make_scheduler()  # a bad scheduler setting fails here, before any replica runs
+    return parts
+
+
+def build_replica(env: simpy.Environment, parts: ReplicaParts, source, *, record_iterations: bool = True,
+                  fast_forward: bool = True, check_invariants: bool = False) -> Replica:
+    """A replica with its own scheduler, KV cache, prefix cache and logs."""
+    engine = parts.engine
+    kv = make_allocator(engine.kv_allocator, parts.kvp.capacity_tokens, engine.block_size)
+    return Replica(env, cost=parts.cost, scheduler=parts.make_scheduler(), kv=kv, source=source, log=RequestLog(),
+                   gaps=GapLog(), iterations=IterationLog(enabled=record_iterations), fast_forward=fast_forward,
+                   check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv))
+
+
+def check_drained(replica: Replica) -> None:
+    """KV conservation at the end of a run: every block free (cached unreferenced ones count as free)."""
+    replica.kv.check()
+    if replica.kv.free_blocks != replica.kv.total_blocks:
+        raise AssertionError("KV blocks still allocated at the end of the run")
+
+
+def replica_summary(config: dict, replica: Replica) -> dict:
+    """The JSON contract for one replica's run."""
     summary = summarize(
-        config, log, gaps, kv_capacity_tokens=kv.capacity_tokens, peak_used_tokens=replica.peak_used_tokens,
-        peak_reserved_tokens=replica.peak_reserved_tokens, preemptions=replica.state.preemptions,
-        batch_steps=replica.batch_steps, batch_seq_steps=replica.batch_seq_steps, batch_max=replica.batch_max,
+        config, replica.log, replica.gaps, kv_capacity_tokens=replica.kv.capacity_tokens,
+        peak_used_tokens=replica.peak_used_tokens, peak_reserved_tokens=replica.peak_reserved_tokens,
+        preemptions=replica.state.preemptions, batch_steps=replica.batch_steps,
+        batch_seq_steps=replica.batch_seq_steps, batch_max=replica.batch_max,
     )
-    summary["prefix_cache"] = prefix_summary(prefix)
-    return SimResult(summary, log.frame(), iterations.frame(),
-                     extra={"kv_plan": kvp, "final_clock_s": env.now, "events": len(iterations.start_s)})
+    summary["prefix_cache"] = prefix_summary(replica.state.prefix)
+    return summary

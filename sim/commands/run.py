@@ -48,6 +48,9 @@ def run(
         None, "--spec-draft-fraction", help="EAGLE head step as a fraction of a target decode step (method eagle)"),
     prefix_caching: Optional[bool] = typer.Option(
         None, "--prefix-caching/--no-prefix-caching", help="reuse cached KV of shared prompt prefixes (default: the engine's)"),
+    replicas: int = typer.Option(1, "--replicas", help="replicas of the deployment behind a router"),
+    router: Optional[str] = typer.Option(
+        None, "--router", help="round-robin|least-outstanding|least-kv|prefix-affinity (default round-robin)"),
     concurrency: Optional[int] = typer.Option(
         None, "--concurrency", help="closed loop: N clients, each sends its next request when the last is done"),
     rate_scale: float = typer.Option(1.0, "--rate-scale", help="offer the trace this many times faster"),
@@ -70,6 +73,7 @@ def run(
         engine_file=str(engine_file) if engine_file else None,
         overrides={k: v for k, v in overrides.items() if v is not None},
         concurrency=concurrency, rate_scale=rate_scale, sort=sort, seed=seed, fast_forward=not step_by_step,
+        replicas=replicas, router=router,
     )
     # The resolved configuration first, so nothing is assumed silently (stderr under --json).
     prof, eng = resolve(spec)
@@ -119,6 +123,8 @@ def _config_line(spec, eng, hw_name: str, model_name: str) -> str:
         sp = eng.speculative
         limits += f" speculative={sp.method} k={sp.k} acceptance={sp.acceptance_rate:g}"
     limits += f" prefix_caching={'on' if eng.prefix_caching else 'off'}"
+    if spec.replicas > 1 or spec.router:
+        limits += f" | {spec.replicas} replicas, router={spec.router or 'round-robin'}"
     load = f"closed loop, {spec.concurrency} clients" if spec.concurrency else "open loop (trace arrival times)"
     if spec.rate_scale != 1.0:
         load += f", rate x{spec.rate_scale:g}"
@@ -164,6 +170,14 @@ def _table(result: SimResult) -> Table:
     t.add_row("KV cache", f"{kv['capacity_tokens']:,} tokens", f"peak used {kv['peak_used_fraction']:.1%}",
               f"peak reserved {kv['peak_reserved_fraction']:.1%}", f"{kv['preemptions']:,} preempted")
     t.add_row("batch size (per iteration)", _fmt(s["batch_size"]["mean"]), f"max {s['batch_size']['max']}", "", "")
+    pc = s.get("prefix_cache") or {}
+    if pc.get("enabled"):
+        t.add_row("prefix cache", f"hit rate {pc['hit_rate']:.1%}", f"{pc['hit_tokens']:,} tokens hit",
+                  f"{pc['hit_lookups']:,}/{pc['lookups']:,} lookups", f"{pc['evicted_blocks']:,} evicted")
+    for rep in s.get("replicas") or []:
+        t.add_row(f"replica {rep['replica']}", f"{rep['routed']:,} routed",
+                  f"TTFT p50 {_fmt(rep['ttft_s']['p50'], 1e3, 1)} ms", f"{_fmt(rep['throughput']['output_tok_s'])} out tok/s",
+                  f"KV peak {rep['kv']['peak_reserved_fraction']:.0%}")
     return t
 
 
