@@ -45,10 +45,12 @@ class RunSpec(BaseModel):
     fast_forward: bool = Field(True, description="jump over runs of identical decode steps (off: debug)")
     replicas: int = Field(1, ge=1, le=1024, description="replicas of the deployment behind a router")
     router: str | None = Field(None, description="routing policy (sim.router); None = round-robin")
+    disagg: str | None = Field(
+        None, description="disaggregated prefill/decode pools, PREFILL_HW:N,DECODE_HW:M (sim.disagg); hw is then unused")
 
 
 #: deployment fields a sweep grid or `overrides` may carry next to the engine's (not EngineConfig fields)
-DEPLOYMENT_FIELDS = ("replicas", "router")
+DEPLOYMENT_FIELDS = ("replicas", "router", "disagg")
 
 
 def split_deployment(spec: RunSpec) -> RunSpec:
@@ -119,6 +121,21 @@ def run_spec(spec: RunSpec) -> SimResult:
     quant = spec.quant or engine.default_quant
     model.quant(quant)  # unknown names fail before the trace is read
     requests = _scaled(iter_trace(spec.trace, sort=spec.sort), spec.rate_scale)
+    extra = {"trace": spec.trace, "rate_scale": spec.rate_scale, "efficiency_from": spec.efficiency_from}
+    if spec.disagg:
+        from sim.disagg import parse_disagg, simulate_disagg
+
+        if spec.replicas > 1:
+            raise ConfigError("give pool sizes in --disagg instead of --replicas", field="--replicas")
+        pre, dec = parse_disagg(spec.disagg)
+        profiles = {}
+        for name in (pre.hw, dec.hw):
+            profiles[name] = resolve(spec.model_copy(update={"hw": name, "disagg": None}))[0]
+        return simulate_disagg(
+            requests, prefill_hw=profiles[pre.hw], decode_hw=profiles[dec.hw], prefill_replicas=pre.replicas,
+            decode_replicas=dec.replicas, model=model, quant=quant, engine_for=lambda hw: resolve_engine(spec, hw),
+            router=spec.router or "least-outstanding", concurrency=spec.concurrency, seed=spec.seed,
+            record_iterations=spec.record_iterations, fast_forward=spec.fast_forward, config_extra=extra)
     return simulate(
         requests, hw=hw, model=model, quant=quant, engine=engine, concurrency=spec.concurrency, seed=spec.seed,
         record_iterations=spec.record_iterations, fast_forward=spec.fast_forward,

@@ -85,6 +85,9 @@ class Inbox:
         self.outstanding -= 1
         self.d.finished(request, now_s)
 
+    def rejected(self, request: Request, now_s: float) -> None:
+        self.done(request, now_s)
+
     def idle_wait(self, env: simpy.Environment, now_s: float):
         """Sleep until a request routed here is due, or a kick (a request routed here, or the run
         is over); None when the whole run is over."""
@@ -105,25 +108,38 @@ class Inbox:
 class Dispatcher:
     """Routes the shared source's arrivals to the inboxes."""
 
+    inbox_type = Inbox
+
     def __init__(self, source: ArrivalSource, router, n: int) -> None:
         self.source = source
         self.router = router
-        self.inboxes = [Inbox(self, i) for i in range(n)]
+        self.inboxes = [self.inbox_type(self, i) for i in range(n)]
         self.routed = np.zeros(n, dtype=np.int64)
         self.router_wake: simpy.Event | None = None
+        self.in_flight = 0  # requests taken from the source and not finally done
+        self.also_kick: list[Inbox] = []  # other pools' inboxes to wake when the run is over
 
     def pull(self, now_s: float) -> None:
         if self.source.next_s > now_s:
             return
         for t, r in self.source.due(now_s):
-            i = self.router.choose(r, self.inboxes)
-            box = self.inboxes[i]
-            box.queue.append((t, r))
-            box.outstanding += 1
-            self.routed[i] += 1
-            box.kick()
+            self.in_flight += 1
+            self.route(t, self.admit_form(r))
+
+    def admit_form(self, r: Request) -> Request:
+        """The request as this pool serves it (itself; a prefill pool serves its first token only)."""
+        return r
+
+    def route(self, t: float, r: Request) -> None:
+        i = self.router.choose(r, self.inboxes)
+        box = self.inboxes[i]
+        box.queue.append((t, r))
+        box.outstanding += 1
+        self.routed[i] += 1
+        box.kick()
 
     def finished(self, request: Request, now_s: float) -> None:
+        self.in_flight -= 1
         self.source.done(request, now_s)  # a closed-loop client or a session may send its next one
         self._kick_router()
         if self.all_done():
@@ -150,11 +166,11 @@ class Dispatcher:
             self.pull(env.now)
 
     def kick_all(self) -> None:
-        for box in self.inboxes:
+        for box in (*self.inboxes, *self.also_kick):
             box.kick()
 
     def all_done(self) -> bool:
-        return self.source.exhausted and not any(b.outstanding or b.queue for b in self.inboxes)
+        return self.source.exhausted and not self.in_flight
 
 
 def merge_logs(logs: list[RequestLog]) -> tuple[RequestLog, np.ndarray]:

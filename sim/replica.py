@@ -39,7 +39,7 @@ class Pending:
     """A request waiting for admission (new, or preempted and waiting to be recomputed)."""
 
     __slots__ = ("row", "request", "prompt_tokens", "max_tokens", "output_tokens", "generated", "last_token_s",
-                 "keys")
+                 "keys", "transferred")
 
     def __init__(self, row: int, request: Request) -> None:
         self.row = row
@@ -50,6 +50,7 @@ class Pending:
         self.generated = 0  # tokens already streamed to the client (recompute keeps them)
         self.last_token_s = 0.0
         self.keys = None  # prefix-cache block keys, computed on first lookup
+        self.transferred = 0  # prompt tokens whose KV another node computed (disaggregated decode)
 
     @property
     def prefill_goal(self) -> int:
@@ -176,6 +177,10 @@ class ArrivalSource:
     def exhausted(self) -> bool:
         return self._peek is None and not self._heap
 
+    def rejected(self, request: Request, now_s: float) -> None:
+        """A request was refused at `now_s` (same release rules as `done`)."""
+        self.done(request, now_s)
+
     def idle_wait(self, env, now_s: float):
         """What an idle replica waits for: the next arrival (None when none will come)."""
         t_next = self.next_time()
@@ -244,6 +249,8 @@ class ReplicaState:
     def prefix_hit(self, p: Pending) -> int:
         """Leading prompt tokens of `p` whose KV the prefix cache holds (0 without a cache); the
         cache does not change until `admit`."""
+        if p.transferred:
+            return p.transferred
         cache = self.prefix
         if cache is None:
             return 0
@@ -265,7 +272,7 @@ class ReplicaState:
         if not self.free_lanes:
             self._grow_lanes()
         lane = self.free_lanes[-1]
-        cache = self.prefix
+        cache = None if p.transferred else self.prefix  # transferred KV is the lane's own
         blocks = cache is not None and cache.kind == "blocks"
         if blocks and hit_tokens:
             self.kv.acquire_prefix(lane, p.keys[: hit_tokens // cache.block_size])
@@ -366,6 +373,7 @@ class Replica:
         self.batch_seq_steps = 0
         self.batch_max = 0
         self.skipped_decodes = False  # some decoding lane got no token in the last iteration
+        self.handoff: dict | None = None  # disaggregated decode: request id -> (first token s, KV tokens)
         self.last_clock_s = 0.0
 
     # ---- arrivals -----------------------------------------------------------------------------
@@ -382,11 +390,15 @@ class Replica:
                 row = log.add(r.id, t, r.prompt_tokens)
                 why = sched.admission_error(r.prompt_tokens, r.max_tokens, st)
                 if why is None:
-                    st.waiting.append(Pending(row, r))
+                    p = Pending(row, r)
+                    if self.handoff is not None:  # disaggregated decode: prompt KV and first token arrive
+                        p.last_token_s, p.transferred = self.handoff.pop(r.id)
+                        p.generated = 1
+                    st.waiting.append(p)
                 else:
                     # refused on receipt (a server validates lengths before queueing), at its arrival
                     log.reject(row, t, why)
-                    self.source.done(r, t)  # closed loop: that client sends its next one then
+                    self.source.rejected(r, t)  # closed loop: that client sends its next one then
                     rejected = True
             due = self.source.due(now_s) if rejected else None
 
@@ -414,7 +426,7 @@ class Replica:
                     # Idle engine, nothing admitted: the head can never be scheduled. Reject it.
                     p = st.waiting.popleft()
                     self.log.reject(p.row, now, "cannot be scheduled on an idle engine (KV cache or limits too small)")
-                    source.done(p.request, now)
+                    source.rejected(p.request, now)
                     continue
                 wait = source.idle_wait(env, now)
                 if wait is None:

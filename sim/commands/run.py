@@ -51,6 +51,8 @@ def run(
     replicas: int = typer.Option(1, "--replicas", help="replicas of the deployment behind a router"),
     router: Optional[str] = typer.Option(
         None, "--router", help="round-robin|least-outstanding|least-kv|prefix-affinity (default round-robin)"),
+    disagg: Optional[str] = typer.Option(
+        None, "--disagg", help="disaggregated prefill/decode pools: PREFILL_HW:N,DECODE_HW:M (e.g. h100-sxm:1,h100-sxm:3)"),
     concurrency: Optional[int] = typer.Option(
         None, "--concurrency", help="closed loop: N clients, each sends its next request when the last is done"),
     rate_scale: float = typer.Option(1.0, "--rate-scale", help="offer the trace this many times faster"),
@@ -73,7 +75,7 @@ def run(
         engine_file=str(engine_file) if engine_file else None,
         overrides={k: v for k, v in overrides.items() if v is not None},
         concurrency=concurrency, rate_scale=rate_scale, sort=sort, seed=seed, fast_forward=not step_by_step,
-        replicas=replicas, router=router,
+        replicas=replicas, router=router, disagg=disagg,
     )
     # The resolved configuration first, so nothing is assumed silently (stderr under --json).
     prof, eng = resolve(spec)
@@ -122,15 +124,17 @@ def _config_line(spec, eng, hw_name: str, model_name: str) -> str:
     if eng.speculative is not None:
         sp = eng.speculative
         limits += f" speculative={sp.method} k={sp.k} acceptance={sp.acceptance_rate:g}"
-    limits += f" prefix_caching={'on' if eng.prefix_caching else 'off'}"
-    if spec.replicas > 1 or spec.router:
+    limits += f" prefix_caching={'on' if eng.prefix_caching else 'off'} memory_fraction={eng.memory_fraction:g}"
+    if spec.disagg:
+        limits += f" | disaggregated prefill,decode = {spec.disagg}, decode router={spec.router or 'least-outstanding'}"
+    elif spec.replicas > 1 or spec.router:
         limits += f" | {spec.replicas} replicas, router={spec.router or 'round-robin'}"
     load = f"closed loop, {spec.concurrency} clients" if spec.concurrency else "open loop (trace arrival times)"
     if spec.rate_scale != 1.0:
         load += f", rate x{spec.rate_scale:g}"
     return (f"config: hw={hw_name} model={model_name} quant={quant} kv_dtype={eng.kv_dtype} "
             f"engine={eng.name} {eng.version} scheduler={eng.scheduler} kv={eng.kv_allocator} {limits} "
-            f"memory_fraction={eng.memory_fraction:g} | {load} | trace={spec.trace}")
+            f"| {load} | trace={spec.trace}")
 
 
 def _write_out(result: SimResult, out: Path) -> None:
@@ -175,7 +179,7 @@ def _table(result: SimResult) -> Table:
         t.add_row("prefix cache", f"hit rate {pc['hit_rate']:.1%}", f"{pc['hit_tokens']:,} tokens hit",
                   f"{pc['hit_lookups']:,}/{pc['lookups']:,} lookups", f"{pc['evicted_blocks']:,} evicted")
     for rep in s.get("replicas") or []:
-        t.add_row(f"replica {rep['replica']}", f"{rep['routed']:,} routed",
+        t.add_row(f"{rep.get('pool', 'replica')} {rep['replica']}", f"{rep['routed']:,} routed",
                   f"TTFT p50 {_fmt(rep['ttft_s']['p50'], 1e3, 1)} ms", f"{_fmt(rep['throughput']['output_tok_s'])} out tok/s",
                   f"KV peak {rep['kv']['peak_reserved_fraction']:.0%}")
     return t
