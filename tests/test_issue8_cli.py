@@ -78,3 +78,40 @@ def test_model_too_big_for_tp_devices_names_the_device():
     res = _runner().invoke(app, ["run", CHAT, "--hw", "l4", "--model", "llama-3.1-70b", "--tp", "2"])
     assert res.exit_code == 2
     assert "each l4" in res.stderr and "short by" in res.stderr
+
+
+def test_sweep_grid_crosses_tp_and_replicas(tmp_path):
+    from sim.plan.executors import SerialExecutor
+    from sim.plan.runner import run_sweep
+    from sim.plan.sweep import load_sweep
+
+    (tmp_path / "t.jsonl").write_text("".join(
+        json.dumps({"arrival_s": i * 0.02, "prompt_tokens": 300 + 41 * (i % 9), "output_tokens": 20 + 7 * (i % 5)})
+        + "\n" for i in range(40)))
+    (tmp_path / "sweep.yaml").write_text(
+        "trace: t.jsonl\nhw: h100-sxm\nmodel: llama-3.1-8b\nengine: vllm\n"
+        "grid:\n  tp: [1, 2]\n  replicas: [1, 2]\n  router: [least-outstanding]\n")
+    out = run_sweep(load_sweep(tmp_path / "sweep.yaml"), tmp_path / "out", SerialExecutor())
+    df = out.frame
+    assert (df["status"] == "ok").all(), df["error"].tolist()
+    assert len(df) == 4 and (df["requests_completed"] == 40).all()
+    got = {(r.tp, r.replicas): r for r in df.itertuples()}
+    assert set(got) == {(1, 1), (1, 2), (2, 1), (2, 2)}
+    # tensor parallel lowers time per token; a second replica takes half the queue
+    assert got[(2, 1)].tpot_s_mean < got[(1, 1)].tpot_s_mean
+    assert got[(1, 2)].ttft_s_p90 <= got[(1, 1)].ttft_s_p90
+
+
+def test_replicas_and_prefix_caching_through_a_real_subprocess():
+    import subprocess
+
+    cmd = [str(ROOT / ".venv" / "bin" / "infersim"), "run", str(ROOT / "workloads" / "examples" / "chat-sessions.jsonl"),
+           "--json", "--replicas", "2", "--router", "prefix-affinity"]
+    a = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    b = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout  # deterministic bytes
+    s = json.loads(a.stdout)
+    assert s["config"]["replicas"] == 2 and s["config"]["router"] == "prefix-affinity"
+    assert [r["replica"] for r in s["replicas"]] == [0, 1]
+    assert s["prefix_cache"]["hit_rate"] > 0.3

@@ -34,6 +34,8 @@ def flatten_summary(summary: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(v, dict):
             for sub, x in v.items():
                 flat[f"{k}_{sub}"] = x
+        elif isinstance(v, list):  # per-replica blocks (issue 8): JSON text, not a grid column's name
+            flat[f"{k}_json"] = json.dumps(v, sort_keys=True, default=str)
         else:
             flat[k] = v
     return flat

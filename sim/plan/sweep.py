@@ -215,7 +215,9 @@ def _check_override_names(overrides: dict[str, Any], source: str, lines: dict[st
     """An override must name an `EngineConfig` field; a typo fails here, before any simulation."""
     from sim.engine_config import EngineConfig
 
-    known = set(EngineConfig.model_fields) - {"name", "sources"}
+    from sim.api import DEPLOYMENT_FIELDS  # replicas, router, disagg: carried in overrides to RunSpec
+
+    known = (set(EngineConfig.model_fields) - {"name", "sources"}) | set(DEPLOYMENT_FIELDS)
     for name in overrides:
         if name not in known:
             back = {v: k for k, v in OVERRIDE_ALIASES.items()}
