@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pandas as pd
 import simpy
 
 from sim.cluster import Dispatcher, Inbox, _pooled_prefix, merge_gaps, merge_logs
@@ -262,8 +263,6 @@ def simulate_disagg(requests: Iterable[Request], *, prefill_hw: HardwareProfile,
     frame = log.frame()
     frame["kv_transfer_s"] = transfer_s[1] - transfer_s[0]
     frame["decode_scheduled_s"] = decode_sched
-    import pandas as pd
-
     iters = []
     for i, rep in enumerate(everyone):
         f = rep.iterations.frame()
@@ -292,7 +291,7 @@ def _merge(pre: PrefillDispatcher, pre_reps, dec_reps):
             continue
         start[i], end[i] = transfers[rid]
         dsched[i] = dlog.scheduled_s[j]
-        plog.finish_s[i] = dlog.finish_s[j] if dlog.status[j] == STATUS_COMPLETED else dlog.finish_s[j]
+        plog.finish_s[i] = dlog.finish_s[j]
         plog.output_tokens[i] = dlog.output_tokens[j]
         plog.preemptions[i] += dlog.preemptions[j]
         plog.status[i] = dlog.status[j]

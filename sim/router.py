@@ -12,7 +12,8 @@ Policies, picked by name from `ROUTERS`:
   index) — vLLM production-stack's "least loaded" / Envoy's least-request.
 - `least-kv`: the replica whose KV cache has the most free memory now, in tokens, after the
   demand already queued there (prompt + max_tokens of its waiting requests; the client's budget,
-  never the true length); ties by outstanding requests.
+  never the true length); ties by outstanding requests. A fast-forwarded decode run books its KV
+  blocks at its end, so this policy may route differently with `--step-by-step`.
 - `prefix-affinity`: a request whose prompt has a shared prefix (`prefix_id`, or the first
   `prefix_blocks` hash) goes where that prefix went last, so its cached KV is reused (SGLang's
   cache-aware router, llm-d's prefix-cache scorer); unless that replica has more than

@@ -8,6 +8,10 @@
 5. Determinism: the same inputs give byte-identical JSON.
 6. Work conservation: the engine never idles while a request waits that it could admit.
 7. Used KV never exceeds reserved KV; outputs respect max_tokens.
+
+The same guarantees with shared prefix blocks (tests/test_prefix_cache.py), several replicas behind
+a router (tests/test_cluster.py) and prefill/decode pools with KV transfers
+(tests/test_cluster_disagg.py) are property tests there.
 """
 
 import numpy as np
