@@ -95,8 +95,11 @@ def resolve(spec: RunSpec) -> tuple[HardwareProfile, EngineConfig]:
     hw = load_profile(spec.hw)
     engine = resolve_engine(spec, hw)
     if spec.efficiency_from:
-        src = load_profile(spec.efficiency_from)
-        hw = hw.model_copy(update={"efficiency": src.efficiency_for(engine.name), "engine_efficiency": {}})
+        # The target keeps its datasheet peaks; the achieved/peak ratios (and, between machines of
+        # the same kind, the overheads) come from the source — provenance in calibration.efficiency_from.
+        from calibrate.profile import apply_efficiencies
+
+        hw = apply_efficiencies(hw, load_profile(spec.efficiency_from))
     return hw, engine
 
 

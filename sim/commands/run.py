@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
@@ -22,10 +23,12 @@ ITERATIONS_FILE = "iterations.csv"
 
 def run(
     trace: Path = typer.Argument(..., help="JSONL trace (see `infersim trace schema`)"),
-    hw: str = typer.Option("h100-sxm", "--hw", help="hardware profile name or YAML file"),
-    model: str = typer.Option("llama-3.1-8b", "--model", help="catalog name, *.gguf file or HF config.json"),
-    quant: Optional[str] = typer.Option(None, "--quant", help="quantization (default: the engine's)"),
-    engine: str = typer.Option("vllm", "--engine", help="engine preset name or YAML file"),
+    hw: str = typer.Option("h100-sxm", "--hw", help="hardware profile name or YAML file; A,B compares"),
+    model: str = typer.Option("llama-3.1-8b", "--model", help="catalog name, *.gguf file or HF config.json; A,B compares"),
+    quant: Optional[str] = typer.Option(None, "--quant", help="quantization (default: the engine's); A,B compares"),
+    engine: str = typer.Option("vllm", "--engine", help="engine preset name or YAML file; A,B compares"),
+    efficiency_from: Optional[str] = typer.Option(
+        None, "--efficiency-from", help="profile (e.g. calibrated) whose efficiencies replace --hw's"),
     engine_file: Optional[Path] = typer.Option(None, "--engine-file", help="YAML of engine fields to override"),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static|continuous|chunked|sequential|slots"),
     kv: Optional[str] = typer.Option(None, "--kv", help="KV allocator: contiguous|paged"),
@@ -53,8 +56,8 @@ def run(
         None, "--router", help="round-robin|least-outstanding|least-kv|prefix-affinity (default round-robin)"),
     disagg: Optional[str] = typer.Option(
         None, "--disagg", help="disaggregated prefill/decode pools: PREFILL_HW:N,DECODE_HW:M (e.g. h100-sxm:1,h100-sxm:3)"),
-    concurrency: Optional[int] = typer.Option(
-        None, "--concurrency", help="closed loop: N clients, each sends its next request when the last is done"),
+    concurrency: Optional[str] = typer.Option(
+        None, "--concurrency", help="closed loop: N clients, each sends its next request when the last is done; 1,4 compares"),
     rate_scale: float = typer.Option(1.0, "--rate-scale", help="offer the trace this many times faster"),
     sort: bool = typer.Option(False, "--sort", help="sort the trace by arrival_s (reads it whole)"),
     seed: int = typer.Option(0, "--seed", help="recorded in the config; the simulation itself has no randomness"),
@@ -62,7 +65,10 @@ def run(
     out: Optional[Path] = typer.Option(None, "--out", help="write summary.json, requests.csv, iterations.csv here"),
     step_by_step: bool = typer.Option(False, "--step-by-step", hidden=True, help="debug: no decode fast-forward"),
 ) -> None:
-    """Simulate one replica serving TRACE and report latency, throughput and KV usage."""
+    """Simulate one replica serving TRACE and report latency, throughput and KV usage.
+
+    Comma-separated --hw, --model, --quant, --engine or --concurrency values simulate every
+    combination and print them side by side ("Ollama vs vLLM at 4 users" is one command)."""
     overrides = {
         "scheduler": scheduler, "kv_allocator": kv, "max_num_seqs": max_seqs,
         "max_num_batched_tokens": max_batched_tokens, "block_size": block_size,
@@ -70,31 +76,98 @@ def run(
         "speculative": _speculative(spec_method, spec_k, spec_acceptance, spec_draft_model, spec_draft_fraction),
         "prefix_caching": prefix_caching,
     }
-    spec = make_spec(
-        trace=str(trace), hw=hw, model=model, quant=quant, engine=engine,
-        engine_file=str(engine_file) if engine_file else None,
-        overrides={k: v for k, v in overrides.items() if v is not None},
-        concurrency=concurrency, rate_scale=rate_scale, sort=sort, seed=seed, fast_forward=not step_by_step,
-        replicas=replicas, router=router, disagg=disagg,
-    )
-    # The resolved configuration first, so nothing is assumed silently (stderr under --json).
-    prof, eng = resolve(spec)
-    spec_model = get_model(spec.model)
+    choices = {
+        "hw": _choices(hw, "--hw"), "model": _choices(model, "--model"),
+        "quant": _choices(quant, "--quant") if quant else [None], "engine": _choices(engine, "--engine"),
+        "concurrency": [_positive_int(c, "--concurrency") for c in _choices(concurrency, "--concurrency")]
+        if concurrency else [None],
+    }
+    specs = [
+        make_spec(
+            trace=str(trace), hw=c["hw"], model=c["model"], quant=c["quant"], engine=c["engine"],
+            engine_file=str(engine_file) if engine_file else None,
+            overrides={k: v for k, v in overrides.items() if v is not None}, efficiency_from=efficiency_from,
+            concurrency=c["concurrency"], rate_scale=rate_scale, sort=sort, seed=seed, fast_forward=not step_by_step,
+            replicas=replicas, router=router, disagg=disagg,
+        )
+        for c in (dict(zip(choices, combo)) for combo in itertools.product(*choices.values()))
+    ]
     err = Console(stderr=True) if as_json else Console()
-    err.print(_config_line(spec, eng, prof.name, spec_model.name), highlight=False, soft_wrap=True)
-    t0 = time.perf_counter()
-    result = run_spec(spec)
-    wall_s = time.perf_counter() - t0
-    n = result.summary["requests"]["total"]
-    # Wall-clock figures go to stderr only: stdout stays byte-identical between equal runs.
-    typer.echo(f"simulated {n:,} requests in {wall_s:.2f} s wall ({n / max(wall_s, 1e-9):,.0f} requests/s)", err=True)
-    if out is not None:
-        _write_out(result, out)
-        typer.echo(f"wrote {out}/summary.json, requests.csv, {ITERATIONS_FILE}", err=True)
+    results = []
+    for i, spec in enumerate(specs):
+        # The resolved configuration first, so nothing is assumed silently (stderr under --json).
+        prof, eng = resolve(spec)
+        err.print(_config_line(spec, eng, prof, get_model(spec.model).name), highlight=False, soft_wrap=True)
+        t0 = time.perf_counter()
+        result = run_spec(spec)
+        wall_s = time.perf_counter() - t0
+        n = result.summary["requests"]["total"]
+        # Wall-clock figures go to stderr only: stdout stays byte-identical between equal runs.
+        typer.echo(f"simulated {n:,} requests in {wall_s:.2f} s wall ({n / max(wall_s, 1e-9):,.0f} requests/s)", err=True)
+        if out is not None:
+            folder = out if len(specs) == 1 else out / _run_folder(i, spec)
+            _write_out(result, folder)
+            typer.echo(f"wrote {folder}/summary.json, requests.csv, {ITERATIONS_FILE}", err=True)
+        results.append(result)
+    if len(specs) == 1:
+        if as_json:
+            sys.stdout.write(results[0].to_json() + "\n")
+        else:
+            Console().print(_table(results[0]))
+        return
     if as_json:
-        sys.stdout.write(result.to_json() + "\n")
+        sys.stdout.write(json.dumps({"runs": [r.summary for r in results]}, indent=2, sort_keys=True) + "\n")
     else:
-        Console().print(_table(result))
+        Console().print(_comparison_table(specs, results, varying=[k for k, v in choices.items() if len(v) > 1]))
+
+
+def _choices(value: str | None, option: str) -> list[str]:
+    """`a,b` -> ["a", "b"]; an empty item is an error naming the option."""
+    items = [v.strip() for v in (value or "").split(",")]
+    if not all(items):
+        raise ConfigError(f"empty item in '{value}'", field=option)
+    return items
+
+
+def _positive_int(text: str, option: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise ConfigError(f"'{text}' is not an integer", field=option) from None
+    if n < 1:
+        raise ConfigError(f"must be >= 1, got {n}", field=option)
+    return n
+
+
+def _run_folder(i: int, spec) -> str:
+    """One folder per compared run: index + what names it (safe characters only)."""
+    name = f"{i:02d}-{Path(spec.hw).stem}-{Path(spec.engine).stem}-{spec.quant or 'default'}"
+    if spec.concurrency:
+        name += f"-c{spec.concurrency}"
+    return "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in name)
+
+
+def _comparison_table(specs, results, varying: list[str]) -> Table:
+    """Compared runs side by side: the options that differ between them, then what users measure
+    (only the differing options are columns, so the table fits 80 columns)."""
+    shown = varying or ["engine"]
+    t = Table(title="infersim run: comparison", caption="TTFT and TPOT in ms, E2E in s; users = closed-loop clients")
+    for label in shown:
+        t.add_column("users" if label == "concurrency" else label)
+    for label in ("out tok/s", "TTFT p50", "TTFT p90", "TPOT p50", "TPOT p90", "E2E p50", "rej."):
+        t.add_column(label, justify="right")
+    for spec, res in zip(specs, results):
+        s = res.summary
+        names = {"hw": Path(spec.hw).stem, "engine": Path(spec.engine).stem, "model": Path(spec.model).stem,
+                 "quant": str(s["config"].get("quant") or spec.quant),
+                 "concurrency": str(spec.concurrency) if spec.concurrency else "open"}
+        t.add_row(
+            *(names[k] for k in shown),
+            _fmt(s["throughput"]["output_tok_s"]), _fmt(s["ttft_s"]["p50"], 1e3, 0), _fmt(s["ttft_s"]["p90"], 1e3, 0),
+            _fmt(s["tpot_s"]["p50"], 1e3, 1), _fmt(s["tpot_s"]["p90"], 1e3, 1), _fmt(s["e2e_s"]["p50"], 1, 1),
+            f"{s['requests']['rejected']:,}",
+        )
+    return t
 
 
 def _speculative(method, k, acceptance, draft_model, draft_fraction) -> dict | None:
@@ -110,7 +183,8 @@ def _speculative(method, k, acceptance, draft_model, draft_fraction) -> dict | N
     return given
 
 
-def _config_line(spec, eng, hw_name: str, model_name: str) -> str:
+def _config_line(spec, eng, prof, model_name: str) -> str:
+    hw_name = prof.name
     quant = spec.quant or eng.default_quant
     limits = f"max_num_seqs={eng.max_num_seqs} max_num_batched_tokens={eng.max_num_batched_tokens}"
     if eng.kv_allocator == "paged":
@@ -129,9 +203,13 @@ def _config_line(spec, eng, hw_name: str, model_name: str) -> str:
         limits += f" | disaggregated prefill,decode = {spec.disagg}, decode router={spec.router or 'least-outstanding'}"
     elif spec.replicas > 1 or spec.router:
         limits += f" | {spec.replicas} replicas, router={spec.router or 'round-robin'}"
-    load = f"closed loop, {spec.concurrency} clients" if spec.concurrency else "open loop (trace arrival times)"
+    load = (f"closed loop, {spec.concurrency} client{'s' if spec.concurrency > 1 else ''}") if spec.concurrency else "open loop (trace arrival times)"
     if spec.rate_scale != 1.0:
         load += f", rate x{spec.rate_scale:g}"
+    eff = prof.efficiency_for(eng.name)
+    if spec.efficiency_from:
+        load += (f" | efficiencies from {spec.efficiency_from}: compute={eff.compute:.3g} "
+                 f"bandwidth={eff.bandwidth:.3g} attention={eff.attention:.3g}, peaks from {hw_name}")
     return (f"config: hw={hw_name} model={model_name} quant={quant} kv_dtype={eng.kv_dtype} "
             f"engine={eng.name} {eng.version} scheduler={eng.scheduler} kv={eng.kv_allocator} {limits} "
             f"| {load} | trace={spec.trace}")
