@@ -17,6 +17,7 @@ from sim.cli import app
 from sim.commands.models_cmd import predicted_speed
 from sim.hardware import HardwareProfile, load_profile
 from sim.models import ModelSpec, load_catalog
+from paths import INFERSIM
 
 REPO = Path(__file__).resolve().parents[1]
 GiB = 1024**3
@@ -219,8 +220,7 @@ def test_speed_columns_come_from_the_cost_model_when_it_exists():
 
 
 def test_installed_infersim_fit_prints_json():
-    exe = REPO / ".venv" / "bin" / "infersim"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "sim.cli"]
+    cmd = [INFERSIM]
     proc = subprocess.run([*cmd, "fit", "--hw", "h100-sxm", "--model", "llama-3.1-8b", "--quant", "bf16,q4_k_m",
                            "--json", "--no-speed"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -7,6 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from sim.cli import app
+from paths import INFERSIM
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAT = str(ROOT / "workloads" / "examples" / "chat.jsonl")
@@ -105,7 +106,7 @@ def test_sweep_grid_crosses_tp_and_replicas(tmp_path):
 def test_replicas_and_prefix_caching_through_a_real_subprocess():
     import subprocess
 
-    cmd = [str(ROOT / ".venv" / "bin" / "infersim"), "run", str(ROOT / "workloads" / "examples" / "chat-sessions.jsonl"),
+    cmd = [INFERSIM, "run", str(ROOT / "workloads" / "examples" / "chat-sessions.jsonl"),
            "--json", "--replicas", "2", "--router", "prefix-affinity"]
     a = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     b = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

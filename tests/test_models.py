@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from sim.cli import app
 from sim.errors import ConfigError
 from sim.models import ModelSpec, get_model, load_catalog
+from paths import INFERSIM
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -221,8 +222,7 @@ def test_cli_models_show_table_and_errors():
 
 
 def test_installed_infersim_command_reports_an_unknown_model_in_one_line():
-    exe = REPO / ".venv" / "bin" / "infersim"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "sim.cli"]
+    cmd = [INFERSIM]
     proc = subprocess.run([*cmd, "models", "show", "nope"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: --model: unknown model 'nope'")

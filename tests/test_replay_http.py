@@ -20,9 +20,10 @@ from sim.replay.http import check_endpoint, replay_http
 from sim.replay.prompts import exact_prompt
 from sim.replay.records import COMPLETED, REQUEST_COLUMNS
 from workloads.request import Request
+from paths import INFERSIM
 
 ROOT = Path(__file__).resolve().parents[1]
-INFERSIM = ROOT / ".venv" / "bin" / "infersim"
+
 runner = CliRunner()
 
 

@@ -10,10 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from sim.cli import app
+from paths import INFERSIM
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAT = str(ROOT / "workloads" / "examples" / "chat.jsonl")
-INFERSIM = ROOT / ".venv" / "bin" / "infersim"
+
 SUMMARY_KEYS = {
     "config": None,
     "requests": {"total", "completed", "rejected"},

@@ -16,9 +16,10 @@ import pytest
 from sim.plan.executors import LocalExecutor, SerialExecutor
 from sim.plan.runner import run_sweep
 from sim.plan.sweep import load_sweep
+from paths import INFERSIM
 
 REPO = Path(__file__).resolve().parents[1]
-INFERSIM = REPO / ".venv" / "bin" / "infersim"
+
 # Columns that depend on where and when a sweep ran, not on what was simulated.
 PLACE_COLUMNS = ["trace"]
 

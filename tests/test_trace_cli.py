@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from sim.cli import app
 from workloads.trace import load_trace, trace_schema
+from paths import INFERSIM
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
-INFERSIM = ROOT / ".venv" / "bin" / "infersim"
 
 
 def run(*args: str):
@@ -140,7 +140,7 @@ def test_stats_html_writes_a_page(tmp_path):
 
 def test_real_subprocess_exit_code_and_one_line_error(tmp_path):
     bad = _write(tmp_path, '{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 2, "prompt_tokns": 4}')
-    exe = [str(INFERSIM)] if INFERSIM.exists() else [sys.executable, "-m", "sim.cli"]
+    exe = [INFERSIM]
     proc = subprocess.run([*exe, "trace", "stats", str(bad)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr == f"error: {bad}:1: prompt_tokns: unknown field (did you mean 'prompt_tokens'?)\n"
