@@ -71,3 +71,21 @@ def test_impossible_assumptions_are_refused(kwargs):
 
 def test_cost_is_finite_for_any_positive_throughput():
     assert math.isfinite(usd_per_million_output_tokens(1.0, 1e-6))
+
+
+def test_sweep_rows_price_every_device_of_the_deployment():
+    """2 replicas x tp 2 = 4 H100s; a 1 x H100 prefill + 2 x L40S decode pool = 1 + 2 devices."""
+    from sim.hardware import load_profile
+    from sim.plan.costs import OwnershipAssumptions
+    from sim.plan.runner import _cost_columns
+
+    h100 = load_profile("h100-sxm").price.rental_usd_per_hour
+    l40s = load_profile("l40s").price.rental_usd_per_hour
+    a = OwnershipAssumptions()
+    tp = _cost_columns("h100-sxm", {"replicas": 2, "tp": 2, "pp": 1}, 1000.0, a)
+    assert tp["devices"] == 4 and tp["rental_usd_per_hour"] == 4 * h100
+    # $/M tokens = $/h / (tokens/s x 3600 / 1e6)
+    assert abs(tp["cost_rental_usd_per_million_output_tokens"] - 4 * h100 / 3.6) < 1e-9
+    pools = {"prefill": {"hw": "h100-sxm", "replicas": 1}, "decode": {"hw": "l40s", "replicas": 2}}
+    dis = _cost_columns("l40s", {"disagg": pools, "tp": 1, "pp": 1}, 1000.0, a)
+    assert dis["devices"] == 3 and abs(dis["rental_usd_per_hour"] - (h100 + 2 * l40s)) < 1e-12

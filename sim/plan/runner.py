@@ -42,19 +42,44 @@ def run_spec_kwargs(combo: Combination) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-def _cost_columns(hw: str, output_tok_s: float | None, assumptions: OwnershipAssumptions) -> dict[str, Any]:
-    """Per-replica hourly costs and the price of a million output tokens at this run's throughput."""
+def _cost_columns(hw: str, config: dict[str, Any], output_tok_s: float | None,
+                  assumptions: OwnershipAssumptions) -> dict[str, Any]:
+    """Hourly cost of every device the run used and the price of a million output tokens at its
+    throughput. Devices = replicas x tp x pp of `hw`, or, disaggregated, each pool's replicas x
+    tp x pp of its own profile: a deployment pays for all of them, not for one replica."""
     from sim.hardware import load_profile
 
-    p = load_profile(hw)
-    rent = p.price.rental_usd_per_hour
-    own = ownership_usd_per_hour(p.price.purchase_usd, p.power_w, assumptions)
+    devices = deployment_devices(hw, config)
+    rent = own = 0.0
+    for name, count in devices.items():
+        p = load_profile(name)
+        r = p.price.rental_usd_per_hour
+        o = ownership_usd_per_hour(p.price.purchase_usd, p.power_w, assumptions)
+        rent = None if rent is None or r is None else rent + count * r
+        own = None if own is None or o is None else own + count * o
     return {
+        "devices": sum(devices.values()),
         "rental_usd_per_hour": rent,
         "ownership_usd_per_hour": own,
         "cost_rental_usd_per_million_output_tokens": usd_per_million_output_tokens(rent, output_tok_s),
         "cost_ownership_usd_per_million_output_tokens": usd_per_million_output_tokens(own, output_tok_s),
     }
+
+
+def deployment_devices(hw: str, config: dict[str, Any]) -> dict[str, int]:
+    """Profile name -> number of devices of a run, from its resolved summary `config`."""
+    per_replica = int(config.get("tp") or 1) * int(config.get("pp") or 1)
+    disagg = config.get("disagg")
+    if disagg:
+        from sim.disagg import parse_disagg
+
+        pools = ([(p.hw, p.replicas) for p in parse_disagg(disagg)] if isinstance(disagg, str)
+                 else [(disagg[k]["hw"], disagg[k]["replicas"]) for k in ("prefill", "decode")])
+        devices: dict[str, int] = {}
+        for name, replicas in pools:
+            devices[name] = devices.get(name, 0) + int(replicas) * per_replica
+        return devices
+    return {hw: int(config.get("replicas") or 1) * per_replica}
 
 
 def run_combination(task: dict[str, Any]) -> dict[str, Any]:
@@ -78,7 +103,7 @@ def run_combination(task: dict[str, Any]) -> dict[str, Any]:
             if row.get(name) is None and isinstance(config.get(name), str):
                 row[name] = config[name]
         row.update(flatten_summary(summary))
-        row.update(_cost_columns(combo.hw, row.get("throughput_output_tok_s"),
+        row.update(_cost_columns(combo.hw, config, row.get("throughput_output_tok_s"),
                                  OwnershipAssumptions(**task["costs"])))
         return row
     except ConfigError as e:
