@@ -434,18 +434,30 @@ class Replica:
                 yield wait
                 continue
 
+            # Numpy calls cost about a microsecond each on a batch of a hundred lanes, and this runs
+            # once per event: the decode batch is gathered once, as ints (KV, stop) and as floats
+            # (what the cost model converts to anyway), and the first completion is one min().
             dl = batch.decode_lanes
             n_dec = len(dl)
-            ctx = st.ctx[dl]
-            remaining = st.stop_ctx[dl] - ctx  # decode steps to each lane's last token (>= 1)
-            if batch.prefill_lanes:
+            pl = batch.prefill_lanes
+            if n_dec:
+                ctx = st.ctx[dl]
+                ctx_f = ctx.astype(np.float64)
+                remaining = st.stop_ctx[dl]
+                remaining -= ctx  # decode steps to each lane's last token (>= 1)
+                first_done = int(remaining.min())
+            else:
+                ctx = ctx_f = remaining = dl
+                first_done = 0
+            if pl:
                 k = 1
-                t = cost.step_time(batch.prefill_tokens, st.ctx[batch.prefill_lanes].tolist(), ctx)
+                ctx_p = st.ctx[pl[0]] if len(pl) == 1 else st.ctx[pl]
+                t = cost.step_time(batch.prefill_tokens, [int(ctx_p)] if len(pl) == 1 else ctx_p.tolist(), ctx_f)
                 t_first = t
             else:
-                k = self._run_length(batch, ctx, remaining, now) if self.fast_forward and batch.stable else 1
-                t = cost.decode_run_time(ctx, k)
-                t_first = cost.decode_run_time(ctx, 1) if k > 1 else t
+                k = self._run_length(batch, ctx, ctx_f, first_done, now) if self.fast_forward and batch.stable else 1
+                t = cost.decode_run_time(ctx_f, k)
+                t_first = cost.decode_run_time(ctx_f, 1) if k > 1 else t
             yield env.timeout(t)
             end = now + t
             st.now_s = end
@@ -454,52 +466,51 @@ class Replica:
             self.last_clock_s = end
 
             # ---- apply: tokens advance -------------------------------------------------------
-            n_seqs = n_dec + len(batch.prefill_lanes)
+            n_seqs = n_dec + len(pl)
             self.batch_steps += k
             self.batch_seq_steps += k * n_seqs
             if n_seqs > self.batch_max:
                 self.batch_max = n_seqs
             finished: list[int] = []
             if n_dec:
-                if k > 1 and grows and not kv.grow(dl, ctx + k):  # pragma: no cover - _run_length bounds k
-                    raise AssertionError("fast-forward ran past the KV cache")
-                self._record_decode_gaps(dl, now, t_first, t, k)
+                if self.skipped_decodes or k > 1:
+                    self._record_decode_gaps(dl, now, t_first, t, k)
+                else:
+                    self.gaps.add(t_first, 0.0, 1, n_dec)
                 ctx += k
                 st.ctx[dl] = ctx
+                if k > 1 and grows and not kv.grow_by(dl, ctx, 0):  # pragma: no cover - _run_length bounds k
+                    raise AssertionError("fast-forward ran past the KV cache")
                 st.used_tokens += k * n_dec
                 st.last_token_s[dl] = end
-                hit = remaining <= k
-                if hit.any():
-                    finished.extend(dl[hit].tolist())
+                if first_done <= k:
+                    finished = dl[remaining <= k].tolist()
             self.skipped_decodes = n_dec < st.n_decoding
-            if batch.prefill_lanes:
+            if pl:
                 self._apply_prefill(batch, end, finished)
             if st.used_tokens > self.peak_used_tokens:
                 self.peak_used_tokens = st.used_tokens
-            self._note_reserved()
+            # Peak of reserved KV: allocation happens in plan (admission, growth) and in apply (a
+            # fast-forwarded run's blocks) and nothing is freed between them, so after apply is the peak.
+            reserved = (kv.total_blocks - kv.free_blocks) * kv.block_size  # kv.reserved_tokens, inlined
+            if reserved > self.peak_reserved_tokens:
+                self.peak_reserved_tokens = reserved
             if itlog is not None:
-                itlog.add(now, t, k, len(batch.prefill_lanes), sum(batch.prefill_tokens), n_dec,
-                          st.used_tokens, kv.reserved_tokens, len(st.waiting), st.n_running)
+                itlog.add(now, t, k, len(pl), sum(batch.prefill_tokens), n_dec,
+                          st.used_tokens, reserved, len(st.waiting), len(st.running))
             for lane in finished:
                 p = st.finish(lane, end)
                 source.done(p.request, end)
             if self.check_invariants:
                 kv.check()
 
-    def _note_reserved(self) -> None:
-        """Peak of reserved KV: allocation happens in plan (admission, growth) and in apply (a
-        fast-forwarded run's blocks) and nothing is freed between them, so after apply is the peak."""
-        r = self.kv.reserved_tokens
-        if r > self.peak_reserved_tokens:
-            self.peak_reserved_tokens = r
-
-    def _run_length(self, batch: Batch, ctx: np.ndarray, remaining: np.ndarray, now_s: float) -> int:
-        """Decode steps the batch can run unchanged: up to its first completion, the last step
-        the KV cache can hold, and the first step ending at or after the next arrival (when an
-        arrival could be admitted)."""
+    def _run_length(self, batch: Batch, ctx: np.ndarray, ctx_f: np.ndarray, first_done: int, now_s: float) -> int:
+        """Decode steps the batch can run unchanged: up to its first completion (`first_done`
+        steps away), the last step the KV cache can hold, and the first step ending at or after
+        the next arrival (when an arrival could be admitted). `ctx_f`: `ctx` as floats."""
         st = self.state
         dl = batch.decode_lanes
-        k = int(remaining.min())
+        k = first_done
         if k <= 1:
             return 1
         k = max(1, min(k, self.kv.decode_steps_available(dl, ctx, k)))
@@ -507,7 +518,7 @@ class Replica:
             t_next = self.source.next_time()
             if t_next is not None:
                 budget = t_next - now_s
-                kw = self.cost.decode_steps_within(ctx, budget, max_steps=k)
+                kw = self.cost.decode_steps_within(ctx_f, budget, max_steps=k)
                 if kw < k:
                     # Stop at the first step ending after the arrival, where a step-by-step run
                     # admits it. (A step ending exactly at the arrival — a tie of two float sums —

@@ -122,7 +122,7 @@ class Scheduler:
         `Scheduler.schedule()`: `preempted_req = self.running.pop()`."""
         lanes = state.decode_lanes()
         kv = state.kv
-        while len(lanes) and not kv.grow(lanes, state.ctx[lanes] + 1):
+        while len(lanes) and not kv.grow_by(lanes, state.ctx[lanes], 1):
             state.preempt_newest()
             lanes = lanes[state.active[lanes]]
         return lanes
