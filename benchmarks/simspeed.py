@@ -92,7 +92,9 @@ def main() -> None:
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (shared: timings are noisy)")
     print(f"workload: Poisson {RATE_PER_S:g} req/s, prompt ~LogN(1000), output ~LogN(250); vllm, h100-sxm, llama-3.1-8b")
-    print(f"{'requests':>10} {'wall s':>8} {'cpu s':>8} {'req/s':>9} {'events':>9} {'events/req':>10} {'batch':>6} {'peak MB':>8}")
+    print("cpu us/req = CPU seconds / requests (flat across sizes = linear cost); load = 1-min load average after the run")
+    print(f"{'requests':>10} {'wall s':>8} {'cpu s':>8} {'cpu us/req':>10} {'req/s':>9} {'events':>9} {'events/req':>10} "
+          f"{'batch':>6} {'peak MB':>8} {'load':>5}")
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
         cmd = [sys.executable, __file__, "--child", str(n)] + (["--profile"] if args.profile else [])
@@ -101,8 +103,9 @@ def main() -> None:
             sys.stderr.write(out.stderr)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append(r)
-        print(f"{r['requests']:>10,} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} {r['sim_requests_per_wall_s']:>9,.0f} {r['events']:>9,} "
-              f"{r['events'] / r['requests']:>10.2f} {r['batch_mean']:>6.1f} {r['peak_rss_mb']:>8.0f}", flush=True)
+        print(f"{r['requests']:>10,} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} {1e6 * r['cpu_s'] / r['requests']:>10.1f} "
+              f"{r['sim_requests_per_wall_s']:>9,.0f} {r['events']:>9,} {r['events'] / r['requests']:>10.2f} "
+              f"{r['batch_mean']:>6.1f} {r['peak_rss_mb']:>8.0f} {os.getloadavg()[0]:>5.2f}", flush=True)
     if len(rows) > 1:
         a, b = rows[0], rows[-1]
         growth = (b["cpu_s"] / a["cpu_s"]) / (b["requests"] / a["requests"])

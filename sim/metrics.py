@@ -237,26 +237,22 @@ class IterationLog:
         self.enabled = enabled
         self.start_s = array("d")
         self.duration_s = array("d")
-        self.ints = {c: array("q") for c in self.COLUMNS[2:]}
+        self._ints = array("q")  # the integer columns, row-interleaved (one extend per event)
 
     def add(self, start_s, duration_s, steps, prefill_seqs, prefill_tokens, decode_seqs, used, reserved, waiting, running) -> None:
         self.start_s.append(start_s)
         self.duration_s.append(duration_s)
-        i = self.ints
-        i["steps"].append(steps)
-        i["prefill_seqs"].append(prefill_seqs)
-        i["prefill_tokens"].append(prefill_tokens)
-        i["decode_seqs"].append(decode_seqs)
-        i["kv_used_tokens"].append(used)
-        i["kv_reserved_tokens"].append(reserved)
-        i["waiting"].append(waiting)
-        i["running"].append(running)
+        self._ints.extend((steps, prefill_seqs, prefill_tokens, decode_seqs, used, reserved, waiting, running))
+
+    @property
+    def ints(self) -> dict[str, np.ndarray]:
+        """The integer columns by name."""
+        rows = np.frombuffer(self._ints, dtype=np.int64).reshape(-1, len(self.COLUMNS) - 2)
+        return {c: np.ascontiguousarray(rows[:, j]) for j, c in enumerate(self.COLUMNS[2:])}
 
     def frame(self) -> pd.DataFrame:
         data = {"start_s": np.frombuffer(self.start_s, dtype=np.float64),
-                "duration_s": np.frombuffer(self.duration_s, dtype=np.float64)}
-        for c, a in self.ints.items():
-            data[c] = np.frombuffer(a, dtype=np.int64)
+                "duration_s": np.frombuffer(self.duration_s, dtype=np.float64), **self.ints}
         return pd.DataFrame(data, columns=list(self.COLUMNS))
 
 

@@ -210,6 +210,7 @@ class ReplicaState:
         self._admissions = 0
         self.pending: list[Pending | None] = [None] * n
         self.free_lanes = list(range(n - 1, -1, -1))
+        self.lane_top = 0  # 1 + the highest lane ever used: lanes above it are all idle
         self.running: list[int] = []  # admission order, oldest first
         self.prefilling: list[int] = []  # running lanes still computing their prompt, oldest first
         self.n_decoding = 0
@@ -225,7 +226,7 @@ class ReplicaState:
     def decode_lanes(self) -> np.ndarray:
         """Lanes past their prefill, in lane order (cached until the set changes)."""
         if self._decode_array is None:
-            self._decode_array = np.flatnonzero(self.is_decoding)
+            self._decode_array = np.flatnonzero(self.is_decoding[: self.lane_top])
         return self._decode_array
 
     def start_decoding(self, lane: int) -> None:
@@ -285,6 +286,8 @@ class ReplicaState:
                 hit_tokens = cache.take(p.request, self.n_running)
             cache.stats.record(p.prompt_tokens, hit_tokens)
         self.free_lanes.pop()
+        if lane >= self.lane_top:
+            self.lane_top = lane + 1
         self.waiting.popleft()
         self.ctx[lane] = hit_tokens
         self.used_tokens += hit_tokens
