@@ -1,7 +1,7 @@
 """One calibration end to end: measure, fit, build the profile with its provenance, write it.
 
 `calibrate_model` drives llama.cpp probes on this machine (`calibrate.probes`);
-`calibrate_endpoint` times a running server (`calibrate.endpoint`). Both fit the same five
+`calibrate_endpoint` times a running server (`calibrate.endpoint`). Both fit the same six
 cost-model parameters (`calibrate.fit`) and produce the same kind of profile (`calibrate.profile`).
 """
 

@@ -1,4 +1,4 @@
-"""Fit the cost model's five free parameters to measured iteration times.
+"""Fit the cost model's six free parameters to measured iteration times.
 
 The cost model (`sim.cost.CostModel`) prices one iteration as
 
@@ -28,7 +28,11 @@ Physical bounds (from the raw machine probes, `calibrate.machine`):
   retires 1 (Intel intrinsics guide, VPDPBUSD vs VFMADD231PS), and 2 with AVX2 (VPMADDUBSW);
 - attention <= the fp32 GEMM rate: attention multiplies activations with the f16/f32 KV cache,
   which CPU kernels compute with fp32 FMA (no int8 dot products);
-- overheads in [0, 100 ms] per iteration and [0, 50 ms] per sequence.
+- overheads in [0, 100 ms] per iteration and [0, 50 ms] per sequence;
+- the multi-row matmul kernels' half-performance length n_1/2 (`CostParams.matmul_half_rows`, the
+  GEMM start-up that makes a 2-sequence decode step cost 2.2x a 1-sequence one on llama.cpp CPUs,
+  see `sim.cost`) in [0, 32] rows: a start-up worth more rows than twice the largest decode batch
+  probed (16) could not be told apart from a lower matmul rate by these probes.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ ROBUST_SCALE = 0.10  # soft-L1 loss scale on log error: errors beyond ~10% count
 HOLDOUT_FRACTION = 0.2
 MAX_ITERATION_OVERHEAD_MS = 100.0
 MAX_SEQUENCE_OVERHEAD_MS = 50.0
+MAX_HALF_ROWS = 32.0
 
 
 @dataclass(frozen=True)
@@ -122,9 +127,9 @@ def physical_bounds(
     inf = float("inf")
     bw_hi = 2.0 * raw_bandwidth_bytes_per_s if raw_bandwidth_bytes_per_s else inf
     mm_hi = int8_speedup * raw_matmul_flops_per_s if raw_matmul_flops_per_s else inf
-    lower = (1e6, 1e6, 1e6, 0.0, 0.0)
+    lower = (1e6, 1e6, 1e6, 0.0, 0.0, 0.0)
     att_hi = raw_matmul_flops_per_s if raw_matmul_flops_per_s else inf
-    upper = (bw_hi, mm_hi, att_hi, MAX_ITERATION_OVERHEAD_MS / 1e3, MAX_SEQUENCE_OVERHEAD_MS / 1e3)
+    upper = (bw_hi, mm_hi, att_hi, MAX_ITERATION_OVERHEAD_MS / 1e3, MAX_SEQUENCE_OVERHEAD_MS / 1e3, MAX_HALF_ROWS)
     parts = []
     if raw_bandwidth_bytes_per_s:
         parts.append("bandwidth <= 2 x STREAM copy")
@@ -197,7 +202,7 @@ def fit_cost_params(
     """Least-squares fit of `CostParams` to the observations not held out; errors on all of them."""
     obs = list(observations)
     if len(obs) < 6:
-        raise ValueError(f"need at least 6 probe points to fit 5 parameters, got {len(obs)}")
+        raise ValueError(f"need at least 6 probe points to fit the cost parameters, got {len(obs)}")
     measured = np.array([o.measured_s for o in obs], dtype=float)
     if not np.all(measured > 0):
         raise ValueError("every measured time must be > 0")
@@ -207,12 +212,16 @@ def fit_cost_params(
     f_train = _select(feats, train)
     y_train = np.log(measured[train])
 
-    lo = np.array(bounds.lower, dtype=float)
-    hi = np.array(bounds.upper, dtype=float)
+    # Bounds of 5 entries (before n_1/2 existed) or an upper bound of 0 keep n_1/2 at 0 (plain roofline).
+    lo = np.array((*bounds.lower, 0.0)[:6], dtype=float)
+    hi = np.array((*bounds.upper, 0.0)[:6], dtype=float)
+    fit_half = hi[5] > lo[5]
 
-    # Decision vector: log of the three rates, the two overheads in milliseconds (well scaled).
+    # Decision vector: log of the three rates, the two overheads in milliseconds (well scaled), and
+    # n_1/2 in rows when it is fitted.
     def to_params(x: np.ndarray) -> np.ndarray:
-        return np.array([np.exp(x[0]), np.exp(x[1]), np.exp(x[2]), x[3] / 1e3, x[4] / 1e3])
+        half = x[5] if fit_half else lo[5]
+        return np.array([np.exp(x[0]), np.exp(x[1]), np.exp(x[2]), x[3] / 1e3, x[4] / 1e3, half])
 
     x_lo = np.array([np.log(lo[0]), np.log(lo[1]), np.log(lo[2]), lo[3] * 1e3, lo[4] * 1e3])
     x_hi = np.array([
@@ -221,6 +230,8 @@ def fit_cost_params(
         np.log(hi[2]) if np.isfinite(hi[2]) else np.inf,
         hi[3] * 1e3, hi[4] * 1e3,
     ])
+    if fit_half:
+        x_lo, x_hi = np.append(x_lo, lo[5]), np.append(x_hi, hi[5])
 
     def residuals(x: np.ndarray) -> np.ndarray:
         pred = cost.predict_times(to_params(x), f_train)
@@ -237,12 +248,14 @@ def fit_cost_params(
     for rate_share in (0.5, 0.1, 0.02):
         for att_share in (1.0, 0.2):
             for oh_share in (0.05, 0.4):
-                x0 = np.array([
-                    np.log(ref(0, 1e11) * rate_share), np.log(ref(1, 1e12) * rate_share),
-                    np.log(ref(2, 1e12) * rate_share * att_share),
-                    min(t_min_ms * oh_share, x_hi[3]), min(t_min_ms * oh_share * 0.5, x_hi[4]),
-                ])
-                starts.append(np.clip(x0, x_lo + 1e-9, np.where(np.isfinite(x_hi), x_hi - 1e-9, x0)))
+                for half in ((0.0, 4.0) if fit_half else (None,)):
+                    x0 = np.array([
+                        np.log(ref(0, 1e11) * rate_share), np.log(ref(1, 1e12) * rate_share),
+                        np.log(ref(2, 1e12) * rate_share * att_share),
+                        min(t_min_ms * oh_share, x_hi[3]), min(t_min_ms * oh_share * 0.5, x_hi[4]),
+                        *(() if half is None else (min(half, hi[5]),)),
+                    ])
+                    starts.append(np.clip(x0, x_lo + 1e-9, np.where(np.isfinite(x_hi), x_hi - 1e-9, x0)))
     best = None
     for x0 in starts:
         res = least_squares(residuals, x0, bounds=(x_lo, x_hi), loss="soft_l1", f_scale=ROBUST_SCALE,
@@ -265,7 +278,7 @@ def fit_cost_params(
         return out
 
     notes = []
-    for i, name in enumerate(CostParams.FIELDS):
+    for i, name in enumerate(CostParams.FIELDS[:len(best.x)]):
         if np.isfinite(x_hi[i]) and abs(best.x[i] - x_hi[i]) < 1e-6 * max(1.0, abs(x_hi[i])):
             notes.append(f"{name} reached its upper bound")
     return FitResult(

@@ -155,7 +155,9 @@ def build_plan(
         prefill = [32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048]
         chunks = [(128, 512), (256, 1024), (512, 1024)]
         single_decode = [32, 256, 512, 1024, 1536, 1984]
-        batched_decode = [(b, c) for c in (64, 512) for b in (1, 2, 4, 8, 16)]
+        # 3 and 12 too at the short context: the step time is not linear in the batch (a GEMV at 1,
+        # tiled GEMMs from 2 on, see sim.cost), so the batch axis gets the densest sampling
+        batched_decode = [(b, c) for c in (64, 512) for b in (1, 2, 4, 8, 16)] + [(3, 64), (12, 64)]
         mixed = [(128, 0, 4, 64), (256, 256, 8, 256), (64, 0, 12, 64)]
         per_seq_ctx = 640
         reps = {"warmup": 1, "runs": 5, "max_runs": 15, "min_time_s": 1.0}

@@ -113,6 +113,7 @@ def build_profile(
         peak_tflops=peaks_tflops,
         iteration_overhead_ms=params.iteration_overhead_s * 1e3,
         per_sequence_overhead_ms=params.per_sequence_overhead_s * 1e3,
+        matmul_half_rows=params.matmul_half_rows,
         efficiency=eff,
         engine_efficiency={engine: eff},
         notes=notes,
@@ -225,14 +226,17 @@ def apply_efficiencies(
     if use_source_overheads:
         update["iteration_overhead_ms"] = source.iteration_overhead_ms
         update["per_sequence_overhead_ms"] = source.per_sequence_overhead_ms
-        taken += ["iteration_overhead_ms", "per_sequence_overhead_ms"]
+        # the GEMM start-up (n_1/2, sim.cost) belongs to the same software kernels as the overheads:
+        # it travels with them (cpu -> cpu), never onto a device whose kernels were not measured
+        update["matmul_half_rows"] = source.matmul_half_rows
+        taken += ["iteration_overhead_ms", "per_sequence_overhead_ms", "matmul_half_rows"]
     provenance = {
         "profile": source.name,
         "fields": taken,
         "source_calibration_date": src_cal.get("date"),
         "source_engine": src_cal.get("engine"),
         "kept_from_target": ["memory_bandwidth_gb_per_s", "peak_tflops", "memory_capacity_gb"]
-        + ([] if use_source_overheads else ["iteration_overhead_ms", "per_sequence_overhead_ms"]),
+        + ([] if use_source_overheads else ["iteration_overhead_ms", "per_sequence_overhead_ms", "matmul_half_rows"]),
     }
     cal = dict(target.calibration or {})
     cal["efficiency_from"] = provenance

@@ -16,6 +16,9 @@ L x c for a model without sliding-window layers):
                     + 2 x (vocab x hidden) x N                            [LM head: logits only for the last
                                                                            position of each sequence, as vLLM
                                                                            and llama.cpp compute them]
+    matmul_s        = 2 x (params without LM head) x rows(T) / matmul_flops_per_s
+                    + 2 x (vocab x hidden) x rows(N) / matmul_flops_per_s
+        rows(n)     = n + n_half x [n >= 2]                               [Hockney's half-performance length]
     attention_flops = 4 x heads x head_dim x layer_keys                   [FLOP; QK^T and PV, 2 each]
         layer_keys  = sum_i sum_{t=1..P_i} kappa(C_i + t) + sum_j kappa(D_j + 1)
                       (chunk token t attends to the C_i cached tokens, itself and the tokens before it —
@@ -36,6 +39,23 @@ totals is slightly optimistic when some kernels of the step are compute-bound an
 that residue, and everything else the roofline leaves out (activation traffic, norms, all-reduces,
 kernel launch gaps), is absorbed by the measured efficiencies and overheads that `CostParams` holds.
 
+Matrix-kernel efficiency vs rows (`matmul_half_rows` = n_half, default 0 = the plain roofline).
+A matmul over n activation rows (n = T for the layers, N for the LM head) runs at Hockney's
+vector-performance law (Hockney & Jesshope, Parallel Computers 2, 1988: rate(n) = r_inf x n /
+(n + n_1/2)) once the kernel is a tiled GEMM, so its time is flops_per_row x (n + n_half) / r_inf:
+a fixed, weight-proportional start-up (each weight block is loaded and unpacked once per tile
+pass, whatever the number of columns sharing it) plus a per-row cost. A single row is a GEMV,
+another kernel, priced by the plain roofline (in practice memory-bound). The switch is llama.cpp's
+CPU backend: `llamafile_sgemm` (ggml/src/ggml-cpu/llamafile/sgemm.cpp) returns false for n < 2
+("only enable sgemm for prompt processing"), so one-row products of Q8_0/Q5_0/Q4_0 weights take
+ggml's vec_dot GEMV and two or more rows take tinyBLAS's tiles. Measured on a 2-core EPYC with
+Gemma 3 270M Q4_K_M (1 thread): a decode step takes 25 ms for 1 sequence, 56 ms for 2 (2.2x: the
+GEMM start-up), then ~10 ms per extra sequence (118 ms at 8, 150-197 ms at 16), which max(compute,
+memory) + linear overheads cannot produce; with logits for only one sequence (LM head stays a GEMV)
+16 sequences take 75 ms. n_half is fitted by calibration (calibrate/fit.py); GPU presets keep 0.
+For a fixed decode batch n the term is a constant per step, so the closed forms below stay exact.
+Placements over several devices (sim.parallel) do not apply it.
+
 Activation traffic (about 2 x hidden bytes per token per layer) is ignored: it is < 1% of the weight
 bytes for a decode step and prefill is compute-bound.
 
@@ -45,7 +65,7 @@ sequence reaches a sliding window), so sum_{i<k} max(compute_i, memory_i) is a s
 series split at the crossover index — exact and O(1) per segment (`decode_run_time`), and its
 integer inverse (`decode_steps_within`) comes from the quadratic formula plus an exact correction.
 
-Unified-memory SoCs and CPUs use the same formulas with their own bandwidth and FLOP/s. The five
+Unified-memory SoCs and CPUs use the same formulas with their own bandwidth and FLOP/s. The six
 numbers in `CostParams` are the only free parameters: calibration fits them with `predict_times`
 (on one device; the placements below apply on top of the fitted values).
 
@@ -91,13 +111,16 @@ ATTENTION_FORMAT = "bf16"
 
 @dataclass(frozen=True)
 class CostParams:
-    """The five free parameters of the cost model, as effective (achieved) values.
+    """The free parameters of the cost model, as effective (achieved) values.
 
     - `bandwidth_bytes_per_s`: sustained memory read bandwidth [B/s] = peak x efficiency.
     - `matmul_flops_per_s`: sustained dense-matmul throughput in the weights' compute format [FLOP/s].
     - `attention_flops_per_s`: sustained attention-kernel throughput [FLOP/s].
     - `iteration_overhead_s`: fixed cost per iteration (kernel launches, scheduling) [s].
     - `per_sequence_overhead_s`: cost per sequence per iteration (sampling, detokenization) [s].
+    - `matmul_half_rows`: Hockney's n_1/2 of the multi-row matmul kernel [rows]: a matmul over n >= 2
+      rows costs flops_per_row x (n + n_1/2) / matmul_flops_per_s (see the module docstring); 0 = the
+      plain roofline (every preset; fitted by calibration on llama.cpp CPUs).
     """
 
     bandwidth_bytes_per_s: float
@@ -105,6 +128,7 @@ class CostParams:
     attention_flops_per_s: float
     iteration_overhead_s: float = 0.0
     per_sequence_overhead_s: float = 0.0
+    matmul_half_rows: float = 0.0
 
     FIELDS: ClassVar[tuple[str, ...]] = (
         "bandwidth_bytes_per_s",
@@ -112,6 +136,7 @@ class CostParams:
         "attention_flops_per_s",
         "iteration_overhead_s",
         "per_sequence_overhead_s",
+        "matmul_half_rows",
     )
 
     def __post_init__(self) -> None:
@@ -127,6 +152,7 @@ class CostParams:
 
     @classmethod
     def from_array(cls, x: Sequence[float]) -> "CostParams":
+        """From `FIELDS` order; a length-5 array (before `matmul_half_rows`) means n_1/2 = 0."""
         return cls(*(float(v) for v in x))
 
     @classmethod
@@ -169,6 +195,8 @@ class CostParams:
             attention_flops_per_s=hw.peak_flops(ATTENTION_FORMAT) * compute_eff * eff.attention * scale_a,
             iteration_overhead_s=it_ms / 1e3,
             per_sequence_overhead_s=seq_ms / 1e3,
+            # a property of the profile's matmul kernels (calibrated), not of the engine preset
+            matmul_half_rows=float(getattr(hw, "matmul_half_rows", 0.0) or 0.0),
         )
 
 
@@ -210,6 +238,17 @@ def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.
     """
     miss = 1.0 - n_active / n_experts
     return n_experts * (1.0 - np.power(miss, tokens))
+
+
+def gemm_rows(rows, half_rows: float):
+    """Effective rows of a matmul over `rows` activation rows: rows + n_1/2 once the kernel is a
+    tiled GEMM (rows >= 2), rows for a GEMV (see the module docstring). Scalars or arrays."""
+    if not half_rows:
+        return rows
+    if isinstance(rows, (int, float)):
+        return rows + half_rows if rows >= 2 else rows
+    r = np.asarray(rows, dtype=float)
+    return r + half_rows * (r >= 2)
 
 
 def _sum_max_of_lines(a1, b1, a2, b2, count):
@@ -425,8 +464,9 @@ class CostModel:
 
     def _terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens):
         """compute_s, memory_s, overhead_s for aggregates (numpy-broadcast), under parameters p."""
-        bw, mm, att, it_s, seq_s = p
-        compute_s = (self.flops_per_token * tokens + self.flops_per_sequence * seqs) / mm + (
+        bw, mm, att, it_s, seq_s, half = p if len(p) == 6 else (*p, 0.0)
+        compute_s = (self.flops_per_token * gemm_rows(tokens, half)
+                     + self.flops_per_sequence * gemm_rows(seqs, half)) / mm + (
             self.attention_flops_per_layer_key * layer_keys
         ) / att
         kv_bytes = self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens)
@@ -436,7 +476,7 @@ class CostModel:
     def predict_times(self, params: CostParams | Sequence[float], features: StepFeatures) -> np.ndarray:
         """Step seconds for many iteration shapes at once (vectorised; for calibration fits).
 
-        `params` is a CostParams or a length-5 array in `CostParams.FIELDS` order. Rows with no new
+        `params` is a CostParams or an array in `CostParams.FIELDS` order (length 5: n_1/2 = 0). Rows with no new
         tokens cost 0 (an empty iteration does not run).
         """
         p = params.to_array() if isinstance(params, CostParams) else np.asarray(params, dtype=float)
@@ -524,9 +564,10 @@ class CostModel:
         sequence. On one device (no placement) it is the single-roofline step time."""
         logits = sequences if logits is None else logits
         if self.placement is None:
-            bw, mm, att, it_s, seq_s = self._param_tuple()
-            c, m, o = self._terms((bw, mm, att, it_s, seq_s), tokens, sequences, layer_keys, kv_read_layer_tokens)
-            return np.maximum(c + self.flops_per_sequence * (np.asarray(logits) - sequences) / mm, m) + o
+            bw, mm, att, it_s, seq_s, half = self._param_tuple()
+            c, m, o = self._terms((bw, mm, att, it_s, seq_s, half), tokens, sequences, layer_keys, kv_read_layer_tokens)
+            head = gemm_rows(np.asarray(logits, dtype=float), half) - gemm_rows(np.asarray(sequences, dtype=float), half)
+            return np.maximum(c + self.flops_per_sequence * head / mm, m) + o
         mb = self._microbatches(sequences)
         parts, comm, overhead = self._placed_terms(
             tokens / mb, sequences / mb, layer_keys / mb, kv_read_layer_tokens / mb, logits / mb, sequences)
@@ -603,10 +644,10 @@ class CostModel:
                 kv_read += float(np.sum(self.layer_tokens(d)))
         return tokens, seqs, keys, kv_read
 
-    def _param_tuple(self) -> tuple[float, float, float, float, float]:
+    def _param_tuple(self) -> tuple[float, float, float, float, float, float]:
         p = self.params
         return (p.bandwidth_bytes_per_s, p.matmul_flops_per_s, p.attention_flops_per_s,
-                p.iteration_overhead_s, p.per_sequence_overhead_s)
+                p.iteration_overhead_s, p.per_sequence_overhead_s, p.matmul_half_rows)
 
     def step_time(
         self,
@@ -695,9 +736,10 @@ class CostModel:
         """
         d = np.asarray(decode_context, dtype=float)
         n = len(d)
-        bw, mm, att, it_s, seq_s = self._param_tuple()
+        bw, mm, att, it_s, seq_s, half = self._param_tuple()
         overhead = it_s + seq_s * n
-        compute0 = (self.flops_per_token + self.flops_per_sequence) * n / mm + overhead
+        # n tokens and n logits every step: the GEMM start-up (n_1/2) is a constant per step
+        compute0 = (self.flops_per_token + self.flops_per_sequence) * gemm_rows(n, half) / mm + overhead
         memory0 = (float(self.weight_bytes_read(n)) + self.kv_bytes_per_layer_token * self.n_layers * n) / bw + overhead
         attn = self.attention_flops_per_layer_key / att  # s per layer-key
         kvr = self.kv_bytes_per_layer_token / bw  # s per layer-token read

@@ -104,6 +104,9 @@ class HardwareProfile(BaseModel):
     per_sequence_overhead_ms: float = Field(
         0.0, ge=0, description="device-side cost per sequence per iteration; engine adds its own"
     )
+    matmul_half_rows: float = Field(
+        0.0, ge=0, le=1024, description="Hockney n_1/2 of the multi-row matmul kernels, rows (sim.cost; 0 = plain roofline, calibrated)"
+    )
     efficiency: Efficiency = Efficiency()
     engine_efficiency: dict[str, Efficiency] = Field(
         default_factory=dict, description="per-engine overrides of `efficiency`, where measured"

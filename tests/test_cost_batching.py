@@ -1,0 +1,185 @@
+"""The multi-row matmul term of the cost model (`CostParams.matmul_half_rows`, Hockney's n_1/2).
+
+A matmul over n >= 2 activation rows runs as a tiled GEMM and costs flops_per_row x (n + n_1/2) /
+matmul_flops_per_s; one row is a GEMV and keeps the plain roofline (sim/cost.py docstring; the
+switch is llama.cpp's `llamafile_sgemm` refusing n < 2). Expected figures are computed in each test
+from the numbers written in it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calibrate.fit import Observation, features_of, fit_cost_params, physical_bounds
+from sim.cost import CostModel, CostParams, gemm_rows
+from sim.hardware import HardwareProfile, load_profile
+from sim.models import ModelSpec, get_model
+
+# The toy model of tests/test_cost.py: 2 layers of 4,194,304 + 12,582,912 matmul params,
+# a tied 32,000 x 1024 LM head.
+TOY = ModelSpec(
+    name="toy", n_layers=2, hidden_size=1024, n_heads=8, n_kv_heads=8, head_dim=128,
+    intermediate_size=4096, vocab_size=32000, max_context=8192, tie_embeddings=True,
+)
+BODY_FLOPS_PER_ROW = 2.0 * 2 * (4_194_304 + 12_582_912)  # 67,108,864
+HEAD_FLOPS_PER_ROW = 2.0 * 32_000 * 1024  # 65,536,000
+MM = 1e12  # FLOP/s
+
+
+def compute_bound(half: float, it_s: float = 0.0, seq_s: float = 0.0) -> CostModel:
+    """Memory and attention so fast that a step is its matmul time plus overheads."""
+    return CostModel(TOY, "bf16", CostParams(1e18, MM, 1e18, it_s, seq_s, half), kv_dtype="bf16")
+
+
+def test_default_is_the_plain_roofline():
+    assert CostParams(1e12, 1e12, 1e12).matmul_half_rows == 0.0
+    plain = compute_bound(0.0)
+    for n in (1, 2, 7, 16):
+        expected = (BODY_FLOPS_PER_ROW + HEAD_FLOPS_PER_ROW) * n / MM
+        assert plain.step_time((), (), [10] * n) == pytest.approx(expected, rel=1e-9)
+
+
+def test_every_preset_profile_keeps_the_plain_roofline():
+    for name in ("h100-sxm", "a100-80gb"):
+        try:
+            hw = load_profile(name)
+        except Exception:  # a preset that is not in the catalog is not this test's business
+            continue
+        assert hw.matmul_half_rows == 0.0
+        assert CostParams.from_profile(hw, "bf16").matmul_half_rows == 0.0
+
+
+def test_one_sequence_decode_is_a_gemv_without_startup():
+    assert compute_bound(5.0).step_time((), (), [100]) == pytest.approx(compute_bound(0.0).step_time((), (), [100]))
+
+
+def test_batched_decode_pays_the_gemm_startup_once_per_matmul():
+    half = 3.0
+    cm = compute_bound(half)
+    for n in (2, 4, 16):
+        expected = (BODY_FLOPS_PER_ROW + HEAD_FLOPS_PER_ROW) * (n + half) / MM
+        assert cm.step_time((), (), [10] * n) == pytest.approx(expected, rel=1e-9)
+
+
+def test_startup_makes_two_sequences_cost_more_than_twice_one_and_larger_batches_cheaper_per_sequence():
+    # the shape measured on llama.cpp CPUs: 25 ms, 56 ms, then ~10 ms per extra sequence
+    cm = compute_bound(3.0)
+    t = {n: cm.step_time((), (), [10] * n) for n in (1, 2, 16)}
+    assert t[2] / t[1] == pytest.approx(2.0 + 3.0)  # compute-bound toy: (2 + 3) rows vs 1
+    assert t[16] / 16 < t[2] / 2  # the start-up amortises over the batch
+
+
+def test_prefill_chunk_layers_are_a_gemm_and_its_single_logit_a_gemv():
+    half = 4.0
+    p = 64
+    expected = (BODY_FLOPS_PER_ROW * (p + half) + HEAD_FLOPS_PER_ROW * 1) / MM
+    assert compute_bound(half).step_time((p,), (0,), ()) == pytest.approx(expected, rel=1e-6)  # + ~1e-11 s attention
+
+
+def test_gemm_rows_switches_kernel_at_two_rows():
+    assert gemm_rows(1, 3.0) == 1
+    assert gemm_rows(2, 3.0) == 5.0
+    np.testing.assert_array_equal(gemm_rows(np.array([0.0, 1.0, 2.0, 9.0]), 3.0), [0.0, 1.0, 5.0, 12.0])
+    assert gemm_rows(7, 0.0) == 7
+
+
+def test_predict_times_agrees_with_step_time_and_accepts_five_parameters():
+    cm = CostModel(TOY, "bf16", CostParams(5e11, 2e12, 1e12, 1e-3, 2e-4, 2.5), kv_dtype="bf16")
+    shapes = [((), (), [300] * n) for n in (1, 2, 5)] + [((128,), (40,), [50, 60])]
+    feats = [cm.features(*s) for s in shapes]
+    from sim.cost import StepFeatures
+
+    got = cm.predict_times(cm.params, StepFeatures.concat(feats))
+    np.testing.assert_allclose(got, [cm.step_time(*s) for s in shapes], rtol=1e-12)
+    five = CostParams(5e11, 2e12, 1e12, 1e-3, 2e-4)
+    np.testing.assert_allclose(
+        cm.predict_times(five.to_array()[:5], StepFeatures.concat(feats)),
+        CostModel(TOY, "bf16", five, kv_dtype="bf16").predict_times(five, StepFeatures.concat(feats)),
+    )
+    assert CostParams.from_array([1e9, 1e9, 1e9, 0.0, 0.0]).matmul_half_rows == 0.0
+
+
+def test_logits_for_several_positions_price_the_head_as_a_gemm():
+    # speculative verification asks logits for n x p positions: the head is then a GEMM of n x p rows
+    half = 2.0
+    cm = compute_bound(half)
+    t = float(cm.placed_time(8.0, 2.0, 0.0, 0.0, logits=8.0))
+    assert t == pytest.approx((BODY_FLOPS_PER_ROW * (8 + half) + HEAD_FLOPS_PER_ROW * (8 + half)) / MM, rel=1e-9)
+
+
+def test_profile_field_reaches_the_cost_parameters():
+    hw = HardwareProfile(name="box", kind="cpu", memory_capacity_gb=24, memory_bandwidth_gb_per_s=20, peak_tflops={"fp32": 0.05},
+                         matmul_half_rows=3.5)
+    assert CostParams.from_profile(hw, "q4_k_m").matmul_half_rows == 3.5
+
+
+def test_profile_rejects_negative_half_rows():
+    with pytest.raises(ValueError):
+        HardwareProfile(name="box", kind="cpu", memory_capacity_gb=24, memory_bandwidth_gb_per_s=20, peak_tflops={"fp32": 0.05},
+                        matmul_half_rows=-1.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    half=st.sampled_from([0.0, 0.7, 3.0, 12.0]),
+    contexts=st.lists(st.integers(1, 1500), min_size=1, max_size=12),
+    k=st.integers(1, 600),
+    model=st.sampled_from(["toy", "gemma-3-270m"]),
+    bw=st.sampled_from([5e9, 30e9, 3e12]),
+)
+def test_decode_run_time_is_the_exact_sum_of_steps_and_steps_within_its_inverse(half, contexts, k, model, bw):
+    spec = TOY if model == "toy" else get_model(model)
+    cm = CostModel(spec, "q4_k_m" if model != "toy" else "bf16",
+                   CostParams(bw, 60e9, 40e9, 1e-3, 2e-4, half), kv_dtype="bf16")
+    d = np.array(contexts, dtype=float)
+    steps = [cm.step_time((), (), d + i) for i in range(k)]
+    total = cm.decode_run_time(d, k)
+    assert total == pytest.approx(math.fsum(steps), rel=1e-9)
+    budget = total * 0.999 if k > 1 else total
+    within = cm.decode_steps_within(d, budget)
+    assert cm.decode_run_time(d, within) <= budget
+    assert cm.decode_run_time(d, within + 1) > budget
+
+
+def test_fit_recovers_a_known_startup_from_noise_free_points():
+    spec = get_model("gemma-3-270m")
+    true = CostParams(bandwidth_bytes_per_s=10e9, matmul_flops_per_s=55e9, attention_flops_per_s=40e9,
+                      iteration_overhead_s=0.5e-3, per_sequence_overhead_s=0.3e-3, matmul_half_rows=3.5)
+    cost = CostModel(spec, "q4_k_m", true)
+    shapes = ([("prefill", p, 0, 0, 0.0) for p in (32, 64, 128, 256, 512, 1024)]
+              + [("decode", 0, 0, 1, c) for c in (32, 256, 512, 1024)]
+              + [("decode", 0, 0, b, c) for c in (64, 512) for b in (2, 3, 4, 8, 12, 16)]
+              + [("mixed", 128, 0, 4, 64.0)])
+    obs = [Observation(f"{k}-{i}", k, p, cp, b, c, 1.0) for i, (k, p, cp, b, c) in enumerate(shapes)]
+    t = cost.predict_times(true, features_of(cost, obs))
+    obs = [Observation(o.id, o.kind, o.prefill_tokens, o.prefill_context, o.decode_batch, o.decode_context, float(x))
+           for o, x in zip(obs, t)]
+    bounds = physical_bounds(17e9, 47e9, int8_speedup=4.0)
+    fit = fit_cost_params(cost, obs, bounds, seed=0)
+    assert fit.params.matmul_half_rows == pytest.approx(3.5, rel=0.05)
+    assert fit.heldout_median_abs_error < 1e-3
+    # without the start-up term (bounds of the five older parameters) the same points cannot be fitted
+    old = type(bounds)(bounds.lower[:5], bounds.upper[:5])
+    plain = fit_cost_params(cost, obs, old, seed=0)
+    assert plain.params.matmul_half_rows == 0.0
+    assert plain.train_median_abs_error_by_kind["decode"] > 0.05
+
+
+def test_efficiency_transfer_carries_the_startup_between_cpus_only():
+    from calibrate.profile import apply_efficiencies
+
+    box = HardwareProfile(name="my-box", kind="cpu", memory_capacity_gb=24, memory_bandwidth_gb_per_s=20,
+                          peak_tflops={"fp32": 0.05}, iteration_overhead_ms=10.0, matmul_half_rows=3.0)
+    other_cpu = HardwareProfile(name="big-cpu", kind="cpu", memory_capacity_gb=512, memory_bandwidth_gb_per_s=300,
+                                peak_tflops={"fp32": 5.0})
+    gpu = HardwareProfile(name="gpu", kind="gpu", memory_capacity_gb=80, memory_bandwidth_gb_per_s=3000,
+                          peak_tflops={"bf16": 900.0})
+    assert apply_efficiencies(other_cpu, box).matmul_half_rows == 3.0
+    on_gpu = apply_efficiencies(gpu, box)
+    assert on_gpu.matmul_half_rows == 0.0
+    assert "matmul_half_rows" in on_gpu.calibration["efficiency_from"]["kept_from_target"]
