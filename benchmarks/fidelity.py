@@ -241,20 +241,30 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
 
 NOTES = """\
 Where a figure misses, the per-case tables say in which direction. How to read them:
-- A TPOT (decode step) error is the fitted decode cost (weights + KV read at the fitted bandwidth, plus
-  per-iteration and per-sequence overheads) against what the decode loop really took; on a shared CPU,
-  other processes stretch measured steps, so measured TPOT rises with the load average and the
-  prediction looks low.
-- A TTFT error at 1 client is the prefill cost; with several clients or a Poisson trace it also contains
-  queueing (a request waits for a free sequence slot or, under `sequential`, for every request ahead of
-  it), so small per-step errors compound.
+- A TPOT (decode step) error is the fitted decode cost against what the decode loop really took. The cost
+  model prices a step as max(compute, memory) + per-iteration and per-sequence overheads, where a matmul
+  over n >= 2 rows pays a GEMM start-up of n_1/2 rows (Hockney's half-performance length, fitted by the
+  calibration) and a single row is a memory-bound GEMV: llama.cpp's CPU backend switches kernels there
+  (`llamafile_sgemm` declines n < 2), which is why 2 sequences cost about 2.2x one (sim/cost.py).
+- TTFT at 1 client is the prefill cost; with several clients or a Poisson trace it also contains queueing
+  (a request waits for a free slot or, under `sequential`, for every request ahead of it), so small
+  per-step errors compound.
 - Throughput and e2e follow from both; throughput within 5 % needs the decode cost right to 5 %.
-- Calibration and measurement run minutes apart: if the machine's load changed between them, the
-  fitted profile describes a different machine than the one measured. Rerun on a quiet machine
-  (load average well below the CPU count) before reading a miss as a model error.
+- Known gaps of the model against this driver: (1) the driver gives each sequence its own KV stream
+  (`kv_unified = false`, as llama-server slots), and llama.cpp then splits an iteration that mixes a new
+  prompt with running decodes into several micro-batches (`llama_batch_allocr::split_equal`, chosen in
+  `llama_kv_cache::init_batch` when there are several streams), i.e. several passes over the weights,
+  where the simulator prices one pass: such iterations are predicted short, which lowers predicted TTFT
+  and the TPOT of the decodes that share them, more so with more clients. (2) Compare ITL p50 (the
+  driver's typical gap between tokens) with the calibration's batched-decode probe points (one
+  `llama_decode` of B sequences plus their sampling, timed alone): where the predicted ITL matches those
+  probes but the measured ITL is higher, the miss is in what the driver adds around the raw step, not in
+  the fitted decode cost.
+- On a shared CPU other processes stretch measured steps: the measured side is slower when the load
+  average is high. Calibration and measurement run minutes apart, so a load change between them shows
+  up as a miss (see the drift lines below); rerun on a quiet machine before reading a miss as a model error.
 - A prediction cannot be closer to the engine than the profile is to its own probe points: the
-  calibration-quality line above gives that floor. When held-out decode points miss by tens of
-  percent, batched-decode cases (2, 4, 8 clients, Poisson) inherit that error.
+  calibration-quality line above gives that floor.
 """
 
 
@@ -270,7 +280,16 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write every figure as JSON here")
     ap.add_argument("--cases", default="local,poisson,server", help="comma list of: local, poisson, server")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--render", type=Path, default=None,
+                    help="rewrite --out from a JSON written by an earlier run's --json (no measurement; same figures)")
     args = ap.parse_args()
+    if args.render is not None:
+        saved = json.loads(args.render.read_text())
+        meta = {**saved["meta"], "notes": NOTES}
+        meta["command"] += f"` (figures); report rendered by `python benchmarks/fidelity.py --render {args.render.name}"
+        write_report(args.out, saved["cases"], meta)
+        print(f"wrote {args.out} from {args.render}")
+        return
     n = args.requests or (8 if args.quick else 32)
     cases_wanted = set(args.cases.split(","))
 
