@@ -246,9 +246,9 @@ class IterationLog:
 
     @property
     def ints(self) -> dict[str, np.ndarray]:
-        """The integer columns by name."""
+        """The integer columns by name (strided views of the log, no copies)."""
         rows = np.frombuffer(self._ints, dtype=np.int64).reshape(-1, len(self.COLUMNS) - 2)
-        return {c: np.ascontiguousarray(rows[:, j]) for j, c in enumerate(self.COLUMNS[2:])}
+        return {c: rows[:, j] for j, c in enumerate(self.COLUMNS[2:])}
 
     def frame(self) -> pd.DataFrame:
         data = {"start_s": np.frombuffer(self.start_s, dtype=np.float64),

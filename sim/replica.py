@@ -418,11 +418,12 @@ class Replica:
         while True:
             now = env.now
             st.now_s = now
-            self._take_arrivals(now)
+            if source.next_s <= now:  # (checked here too: a call per event is measurable)
+                self._take_arrivals(now)
             batch = sched.plan(st)
             if self.check_invariants:
                 kv.check()
-            if batch.empty:
+            if not batch.prefill_lanes and not len(batch.decode_lanes):  # batch.empty
                 if st.n_running:  # pragma: no cover - a scheduler bug; never hang on it
                     raise AssertionError(f"{sched.name} planned nothing with {st.n_running} sequences running")
                 if st.waiting:
