@@ -226,7 +226,7 @@ class ReplicaState:
     def decode_lanes(self) -> np.ndarray:
         """Lanes past their prefill, in lane order (cached until the set changes)."""
         if self._decode_array is None:
-            self._decode_array = np.flatnonzero(self.is_decoding[: self.lane_top])
+            self._decode_array = self.is_decoding[: self.lane_top].nonzero()[0]  # np.flatnonzero, minus a wrapper
         return self._decode_array
 
     def start_decoding(self, lane: int) -> None:
