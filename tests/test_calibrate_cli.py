@@ -26,9 +26,9 @@ from sim.cost import CostModel, CostParams
 from sim.engine_config import load_engine
 from sim.hardware import load_profile
 from sim.models import get_model
+from paths import INFERSIM
 
 REPO = Path(__file__).resolve().parents[1]
-INFERSIM = str(REPO / ".venv" / "bin" / "infersim")
 HELDOUT_FACTOR = 2.0
 
 
