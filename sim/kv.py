@@ -161,9 +161,12 @@ class KVAllocator:
         context += steps
         return self.grow(lanes, context)
 
-    def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int) -> int:
+    def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int,
+                               keep_free_blocks: int = 0) -> int:
         """Largest k <= max_steps such that every lane can hold context + k tokens with the
-        blocks it has plus the free ones (k decode steps write k more tokens per lane)."""
+        blocks it has plus the free ones (k decode steps write k more tokens per lane), leaving at
+        least `keep_free_blocks` blocks free (the replica passes the unreferenced cached blocks
+        when a growth that evicts one could change an admission: see `Replica._run_length`)."""
         raise NotImplementedError
 
 
@@ -192,7 +195,9 @@ class ContiguousAllocator(KVAllocator):
     def grow_by(self, lanes: np.ndarray, context: np.ndarray, steps: int) -> bool:
         return True
 
-    def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int) -> int:
+    def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int,
+                               keep_free_blocks: int = 0) -> int:
+        # A reservation already covers every token a sequence may write: growth takes no free block.
         room = int((self.held[lanes] - context).min()) if len(lanes) else max_steps
         return max(0, min(max_steps, room))
 
@@ -241,12 +246,14 @@ class PagedAllocator(KVAllocator):
                 self._evict()
         return True
 
-    def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int) -> int:
+    def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int,
+                               keep_free_blocks: int = 0) -> int:
         if not len(lanes) or max_steps <= 0:
             return max(0, max_steps)
         bs = self.block_size
+        free = self.free_blocks - keep_free_blocks
         # Cheap sufficient test: k steps add at most ceil(k / bs) + 1 blocks per lane.
-        if len(lanes) * (-(-max_steps // bs) + 1) <= self.free_blocks:
+        if len(lanes) * (-(-max_steps // bs) + 1) <= free:
             return max_steps
         held = self.held[lanes]
 
@@ -254,11 +261,11 @@ class PagedAllocator(KVAllocator):
             return int(np.maximum((context + k + (bs - 1)) // bs - held, 0).sum())
 
         lo, hi = 0, max_steps  # extra(lo) fits; find the largest k that fits
-        if extra(hi) <= self.free_blocks:
+        if extra(hi) <= free:
             return hi
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if extra(mid) <= self.free_blocks:
+            if extra(mid) <= free:
                 lo = mid
             else:
                 hi = mid

@@ -510,14 +510,22 @@ class Replica:
 
     def _run_length(self, batch: Batch, ctx: np.ndarray, ctx_f: np.ndarray, first_done: int, now_s: float) -> int:
         """Decode steps the batch can run unchanged: up to its first completion (`first_done`
-        steps away), the last step the KV cache can hold, and the first step ending at or after
-        the next arrival (when an arrival could be admitted). `ctx_f`: `ctx` as floats."""
+        steps away), the last step the KV cache can hold, the last step before a growth evicts a
+        prefix-cached block (when a waiting request could be admitted), and the first step ending
+        at or after the next arrival (when an arrival could be admitted). `ctx_f`: `ctx` as floats."""
         st = self.state
         dl = batch.decode_lanes
         k = first_done
         if k <= 1:
             return 1
-        k = max(1, min(k, self.kv.decode_steps_available(dl, ctx, k)))
+        # With requests waiting for a lane, the head is retried every iteration and keeps failing
+        # while the free blocks only shrink -- unless a growth evicts a cached block: the head's
+        # prefix hit may then shrink, and a shorter hit can need fewer blocks (a hit revives its
+        # unreferenced cached blocks, which counted as free) and be admitted. So the run stops
+        # before the first step whose growth would evict a cached block.
+        cache = self.kv.prefix
+        keep = len(cache.unreferenced) if cache is not None and self.scheduler.waiting_may_be_admitted(st) else 0
+        k = max(1, min(k, self.kv.decode_steps_available(dl, ctx, k, keep)))
         if k > 1 and self.scheduler.arrival_may_change_plan(st):
             t_next = self.source.next_time()
             if t_next is not None:

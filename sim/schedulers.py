@@ -105,6 +105,12 @@ class Scheduler:
         already waiting it cannot: admission is first come first served, so the head goes first."""
         return not state.waiting and state.n_running < self.max_seqs
 
+    def waiting_may_be_admitted(self, state: "ReplicaState") -> bool:
+        """Whether the next iteration tries to admit the waiting head (a lane is free). Its
+        outcome then depends on the KV cache: on the free blocks and, with prefix caching, on
+        which of the head's blocks are still cached."""
+        return bool(state.waiting) and state.n_running < self.max_seqs
+
     def plan(self, state: "ReplicaState") -> Batch:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -169,6 +175,9 @@ class StaticBatching(Scheduler):
 
     def arrival_may_change_plan(self, state: "ReplicaState") -> bool:
         return state.n_running == 0
+
+    def waiting_may_be_admitted(self, state: "ReplicaState") -> bool:
+        return False  # nobody joins a running batch
 
     def plan(self, state: "ReplicaState") -> Batch:
         if state.n_running:

@@ -86,3 +86,20 @@ def test_conservation_check_detects_a_leak():
 def test_unknown_allocator_is_a_config_error_naming_the_known_ones():
     with pytest.raises(ConfigError, match="contiguous, paged"):
         make_allocator("buddy", 100, 16)
+
+
+@pytest.mark.parametrize("keep", [0, 1, 3, 6])
+def test_paged_decode_steps_available_leaves_keep_free_blocks_untouched(keep):
+    # The replica keeps as many blocks free as there are unreferenced cached ones (a growth past
+    # that evicts one): the answer must equal that of a cache with `keep` fewer free blocks.
+    bs = 16
+    ctx = np.array([15, 16, 17, 31, 100])
+    lanes = np.arange(len(ctx))
+    base = int(sum(-(-(c + 1) // bs) for c in ctx))
+    kv = PagedAllocator(capacity_tokens=(base + 6) * bs, block_size=bs, lanes=len(ctx))
+    small = PagedAllocator(capacity_tokens=(base + 6 - keep) * bs, block_size=bs, lanes=len(ctx))
+    assert kv.grow(lanes, ctx + 1) and small.grow(lanes, ctx + 1)
+    k = kv.decode_steps_available(lanes, ctx, max_steps=500, keep_free_blocks=keep)
+    assert k == small.decode_steps_available(lanes, ctx, max_steps=500)
+    assert kv.grow_blocks_needed(lanes, ctx + k) <= kv.free_blocks - keep
+    assert k == 500 or kv.grow_blocks_needed(lanes, ctx + k + 1) > kv.free_blocks - keep

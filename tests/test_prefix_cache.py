@@ -156,3 +156,26 @@ def test_shared_blocks_keep_kv_and_request_conservation(reqs, eng):
     np.testing.assert_allclose(res.requests["finish_s"].to_numpy(), step.requests["finish_s"].to_numpy(),
                                rtol=1e-9, equal_nan=True)
     assert json.dumps(step.summary["prefix_cache"]) == json.dumps(pc)
+
+
+def test_fast_forward_stops_where_a_decode_growth_evicts_the_waiting_heads_cached_block():
+    # Found by the property test above. Request 2 (prefix_blocks) is preempted while 0 and 1
+    # decode; its 42 prompt blocks stay cached, unreferenced. Re-admitting it with that hit would
+    # revive all 42 (they count as free) and need 4 more: it does not fit. Decoding, lanes 0 and 1
+    # then grow into a new block, which evicts the least recently used cached block -- request 2's
+    # first -- so its hit drops to 0 and a 510-token chunk (32 blocks) fits: it is admitted before
+    # 0 and 1 finish. A fast-forwarded run must stop at that growth, not skip to the completions.
+    eng = engine_with_kv_capacity("vllm", 3000, scheduler="chunked", kv_allocator="paged", prefix_caching=True,
+                                  max_num_seqs=3, block_size=16, max_num_batched_tokens=512)
+    reqs = [_req(0, 0.0, 1183, 83), _req(1, 0.0, 961, 81, prefix_id="a", prefix_tokens=1),
+            _req(2, 0.0, 673, 49, prefix_blocks=(1020, 1021))]
+    reqs += [_req(i, 0.0, 2, 1, **({"prefix_id": "a", "prefix_tokens": 1} if i in (5, 6, 9, 10) else {}))
+             for i in range(3, 13)]
+    ff = run(reqs, eng)
+    step = run(reqs, eng, fast_forward=False)
+    df = ff.requests.set_index("id")
+    assert df.loc["2", "preemptions"] == 1
+    assert df.loc["2", "scheduled_s"] < df.loc["0", "finish_s"]  # re-admitted while 0 still decodes
+    np.testing.assert_allclose(ff.requests["finish_s"].to_numpy(), step.requests["finish_s"].to_numpy(), rtol=1e-9)
+    assert ff.summary["prefix_cache"] == step.summary["prefix_cache"]
+    assert ff.summary["prefix_cache"]["evicted_blocks"] == 33  # 1 by the growth, 32 by the admitted chunk
