@@ -19,12 +19,9 @@ measured side is noisy, which the report shows rather than hides.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sim.replay.compare import METRICS  # noqa: E402
+from sim.replay.llama_cpp_server import llama_cpp_server  # noqa: E402
 from sim.replay.local import LocalConfig, replay_local  # noqa: E402
 from sim.replay.validate import run_validation  # noqa: E402
 from workloads.request import Request  # noqa: E402
@@ -77,46 +75,6 @@ def calibrate(model: Path, out: Path, quick: bool, *, threads: int | None = None
         sys.exit(f"calibration failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
     print(f"  calibrated in {time.perf_counter() - t0:.0f} s -> {out}", flush=True)
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def llama_cpp_server(model: Path, threads: int, n_ctx: int, log_path: Path):
-    """llama-cpp-python's OpenAI server on a loopback port, bounded by coreutils timeout."""
-    import httpx
-
-    port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-           "--interrupt_requests", "False"]
-    if shutil.which("timeout"):
-        cmd = ["timeout", "--kill-after=5", "1800s", *cmd]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                sys.exit(f"llama_cpp.server exited with {proc.returncode}; see {log_path}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/v1/models", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                sys.exit("llama_cpp.server did not start within 120 s")
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def run_case(name, requests, *, profile, model, concurrency, engine_overrides, replay):
@@ -335,7 +293,8 @@ def main() -> None:
     if "server" in cases_wanted:
         from sim.replay.http import replay_http
 
-        with llama_cpp_server(model, args.threads, 2048, tmp / "server.log") as url:
+        with llama_cpp_server(model, n_ctx=2048, log_path=tmp / "server.log", startup_timeout_s=120, max_lifetime_s=1800,
+                              extra_args=("--n_threads", str(args.threads), "--interrupt_requests", "False")) as url:
             server_profile, server_source = args.server_profile, "given with --server-profile"
             if server_profile is None:
                 server_profile = calibrate(model, tmp / "fidelity-gemma3-270m-llama-cpp-python.yaml", args.quick,

@@ -260,15 +260,19 @@ def simulate_cluster(requests: Iterable[Request], *, hw, model, quant, engine, r
     summary["replicas"] = per
     frame = log.frame()
     frame["replica"] = which
+    return SimResult(summary, frame, merged_iterations(reps),
+                     extra={"kv_plan": parts.kvp, "final_clock_s": env.now,
+                            "events": sum(len(rep.iterations.start_s) for rep in reps)})
+
+
+def merged_iterations(reps) -> pd.DataFrame:
+    """Every replica's iteration log in one table, a `replica` column first, ordered by start time."""
     iters = []
     for i, rep in enumerate(reps):
         f = rep.iterations.frame()
         f.insert(0, "replica", i)
         iters.append(f)
-    iterations = pd.concat(iters, ignore_index=True).sort_values(["start_s", "replica"], kind="stable")
-    return SimResult(summary, frame, iterations.reset_index(drop=True),
-                     extra={"kv_plan": parts.kvp, "final_clock_s": env.now,
-                            "events": sum(len(rep.iterations.start_s) for rep in reps)})
+    return pd.concat(iters, ignore_index=True).sort_values(["start_s", "replica"], kind="stable").reset_index(drop=True)
 
 
 def _pooled_prefix(blocks: list[dict]) -> dict:

@@ -36,10 +36,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 import simpy
 
-from sim.cluster import Dispatcher, Inbox, _pooled_prefix, merge_gaps, merge_logs
+from sim.cluster import Dispatcher, Inbox, _pooled_prefix, merge_gaps, merge_logs, merged_iterations
 from sim.errors import ConfigError
 from sim.hardware import HardwareProfile, load_profile
 from sim.metrics import STATUS_COMPLETED, STATUS_REJECTED, RequestLog, summarize
@@ -263,13 +262,7 @@ def simulate_disagg(requests: Iterable[Request], *, prefill_hw: HardwareProfile,
     frame = log.frame()
     frame["kv_transfer_s"] = transfer_s[1] - transfer_s[0]
     frame["decode_scheduled_s"] = decode_sched
-    iters = []
-    for i, rep in enumerate(everyone):
-        f = rep.iterations.frame()
-        f.insert(0, "replica", i)
-        iters.append(f)
-    iterations = pd.concat(iters, ignore_index=True).sort_values(["start_s", "replica"], kind="stable")
-    return SimResult(summary, frame, iterations.reset_index(drop=True),
+    return SimResult(summary, frame, merged_iterations(everyone),
                      extra={"final_clock_s": env.now, "events": sum(len(r.iterations.start_s) for r in everyone)})
 
 
