@@ -82,7 +82,7 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
         draft = f" + {extra_weight_bytes / 1e9:.1f} GB of draft model" if extra_weight_bytes else ""
         raise ConfigError(
             f"{model.name} in {quant} needs {weights / 1e9:.1f} GB of weights{draft} but {engine.name} may use "
-            f"{budget / 1e9:.1f} GB of {hw.name} ({engine.memory_fraction:g} x {hw.memory_capacity_gb:g} GB)",
+            f"{budget / 1e9:.1f} GB of {hw.name} ({engine.memory_fraction:g} x {hw.memory_capacity_gb:.1f} GB)",
             field="--model")
     capacity = deployment_kv_capacity_tokens(hw, model, quant, engine, reserve, extra_weight_bytes)
     if capacity <= 0 and engine.tp * engine.pp > 1:
