@@ -8,7 +8,6 @@ cost-model parameters (`calibrate.fit`) and produce the same kind of profile (`c
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import importlib.metadata
 import ipaddress
 import os
@@ -22,6 +21,7 @@ from calibrate.machine import RawRates, describe_machine, measure_raw_rates_isol
 from calibrate.probes import ProbePoint, ProbeRun, build_plan, run_plan
 from calibrate.profile import build_profile, write_profile_atomic
 from sim.cost import CostModel, CostParams
+from sim.files import file_sha256
 from sim.hardware import HardwareProfile, user_profiles_dir
 from sim.models import ModelSpec
 from sim.quant import QuantFormat
@@ -53,14 +53,6 @@ def _version(dist: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _loadavg() -> list[float] | None:
@@ -166,7 +158,7 @@ def calibrate_model(
         },
         "model": {
             "file": str(model_path), "name": spec.name, "architecture": spec.architecture,
-            "quantization": quant.name, "size_bytes": model_path.stat().st_size, "sha256": _sha256(model_path),
+            "quantization": quant.name, "size_bytes": model_path.stat().st_size, "sha256": file_sha256(model_path),
         },
         "raw_probes": raw.to_dict(),
         "load_time_s": {"cold": run.load_cold_s, "warm": list(run.load_warm_s), "warm_median": run.load_warm_median_s},

@@ -249,12 +249,7 @@ def simulate_cluster(requests: Iterable[Request], *, hw, model, quant, engine, r
     log, which = merge_logs([rep.log for rep in reps])
     summary = summarize(
         config, log, merge_gaps([rep.gaps for rep in reps]),
-        kv_capacity_tokens=sum(rep.kv.capacity_tokens for rep in reps),
-        peak_used_tokens=sum(rep.peak_used_tokens for rep in reps),
-        peak_reserved_tokens=sum(rep.peak_reserved_tokens for rep in reps),
-        preemptions=sum(rep.state.preemptions for rep in reps),
-        batch_steps=sum(rep.batch_steps for rep in reps), batch_seq_steps=sum(rep.batch_seq_steps for rep in reps),
-        batch_max=max(rep.batch_max for rep in reps),
+        **pooled_totals(reps),
     )
     summary["prefix_cache"] = _pooled_prefix([p["prefix_cache"] for p in per])
     summary["replicas"] = per
@@ -263,6 +258,20 @@ def simulate_cluster(requests: Iterable[Request], *, hw, model, quant, engine, r
     return SimResult(summary, frame, merged_iterations(reps),
                      extra={"kv_plan": parts.kvp, "final_clock_s": env.now,
                             "events": sum(len(rep.iterations.start_s) for rep in reps)})
+
+
+def pooled_totals(reps) -> dict:
+    """KV and batch figures of several replicas added up, as `summarize` takes them (peaks are
+    summed per replica: an upper bound of the simultaneous peak)."""
+    return dict(
+        kv_capacity_tokens=sum(rep.kv.capacity_tokens for rep in reps),
+        peak_used_tokens=sum(rep.peak_used_tokens for rep in reps),
+        peak_reserved_tokens=sum(rep.peak_reserved_tokens for rep in reps),
+        preemptions=sum(rep.state.preemptions for rep in reps),
+        batch_steps=sum(rep.batch_steps for rep in reps),
+        batch_seq_steps=sum(rep.batch_seq_steps for rep in reps),
+        batch_max=max(rep.batch_max for rep in reps),
+    )
 
 
 def merged_iterations(reps) -> pd.DataFrame:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import simpy
 
-from sim.cluster import Dispatcher, Inbox, _pooled_prefix, merge_gaps, merge_logs, merged_iterations
+from sim.cluster import Dispatcher, Inbox, _pooled_prefix, merge_gaps, merge_logs, merged_iterations, pooled_totals
 from sim.errors import ConfigError
 from sim.hardware import HardwareProfile, load_profile
 from sim.metrics import STATUS_COMPLETED, STATUS_REJECTED, RequestLog, summarize
@@ -242,13 +242,7 @@ def simulate_disagg(requests: Iterable[Request], *, prefill_hw: HardwareProfile,
     everyone = pre_reps + dec_reps
     summary = summarize(
         config, log, merge_gaps([rep.gaps for rep in dec_reps]),
-        kv_capacity_tokens=sum(rep.kv.capacity_tokens for rep in everyone),
-        peak_used_tokens=sum(rep.peak_used_tokens for rep in everyone),
-        peak_reserved_tokens=sum(rep.peak_reserved_tokens for rep in everyone),
-        preemptions=sum(rep.state.preemptions for rep in everyone),
-        batch_steps=sum(rep.batch_steps for rep in everyone),
-        batch_seq_steps=sum(rep.batch_seq_steps for rep in everyone),
-        batch_max=max(rep.batch_max for rep in everyone),
+        **pooled_totals(everyone),
     )
     summary["prefix_cache"] = _pooled_prefix([p["prefix_cache"] for p in per if p["pool"] == "prefill"])
     summary["replicas"] = per

@@ -49,6 +49,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sim.errors import ConfigError, pydantic_error_to_config_error
+from sim.files import file_sha256
 from sim.plan.costs import OwnershipAssumptions
 from sim.plan.workload import materialize
 
@@ -179,11 +180,8 @@ def _line_for(lines: dict[str, int], field: str) -> int | None:
 
 @lru_cache(maxsize=64)
 def _file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    """A trace's hash, computed once per process (a sweep keys every combination with it)."""
+    return file_sha256(path)
 
 
 def resolve_trace_path(trace: str, base_dir: Path) -> Path | None:
