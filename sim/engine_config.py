@@ -170,6 +170,15 @@ class EngineConfig(BaseModel):
         None, gt=0, description="server context in tokens (see context_mode for slots); None = model max"
     )
     context_mode: ContextMode = "split"
+    separate_prefill_pass: bool = Field(
+        False,
+        description=(
+            "an iteration that mixes prompt chunks with decodes runs them as two passes over the weights "
+            "(decodes, then prompts) instead of one: llama.cpp with one KV stream per sequence "
+            "(kv_unified off, llama-server with an explicit -np) splits such a batch with "
+            "llama_batch_allocr::split_equal, which gives every sequence of a ubatch the same number of tokens"
+        ),
+    )
     fit_context_to_memory: bool = Field(
         False, description="an unset context_size shrinks to what fits in memory (llama-server --fit on)"
     )

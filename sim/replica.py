@@ -358,8 +358,9 @@ class Replica:
 
     def __init__(self, env, *, cost, scheduler: Scheduler, kv: KVAllocator, source: ArrivalSource,
                  log: RequestLog, gaps: GapLog, iterations: IterationLog, fast_forward: bool = True,
-                 check_invariants: bool = False, prefix=None) -> None:
+                 check_invariants: bool = False, prefix=None, separate_prefill_pass: bool = False) -> None:
         self.env = env
+        self.separate_prefill_pass = separate_prefill_pass
         self.cost = cost
         self.scheduler = scheduler
         self.kv = kv
@@ -456,7 +457,13 @@ class Replica:
             if pl:
                 k = 1
                 ctx_p = st.ctx[pl[0]] if len(pl) == 1 else st.ctx[pl]
-                t = cost.step_time(batch.prefill_tokens, [int(ctx_p)] if len(pl) == 1 else ctx_p.tolist(), ctx_f)
+                ctx_pl = [int(ctx_p)] if len(pl) == 1 else ctx_p.tolist()
+                if self.separate_prefill_pass and n_dec:
+                    # two passes over the weights: the decodes' ubatch, then the prompts'
+                    # (EngineConfig.separate_prefill_pass: llama.cpp's split_equal with per-sequence KV)
+                    t = cost.step_time((), (), ctx_f) + cost.step_time(batch.prefill_tokens, ctx_pl, ())
+                else:
+                    t = cost.step_time(batch.prefill_tokens, ctx_pl, ctx_f)
                 t_first = t
             else:
                 k = self._run_length(batch, ctx, ctx_f, first_done, now) if self.fast_forward and batch.stable else 1

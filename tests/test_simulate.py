@@ -148,3 +148,35 @@ def _assert_close(a, b, path=""):
         assert a == pytest.approx(b, rel=1e-9, abs=1e-12), path
     else:
         assert a == b, path
+
+
+
+def test_separate_prefill_pass_prices_a_mixed_iteration_as_a_decode_pass_plus_a_prompt_pass():
+    # Request 1's prompt arrives while request 0 decodes, so one iteration prefills 1 and decodes 0.
+    # Fused (one pass over the weights) it costs step(prompt + decode); with separate passes
+    # (llama.cpp with one KV stream per sequence) step(decode) + step(prompt), which is more.
+    from sim.cost import CostModel
+
+    eng = _no_overheads("llama.cpp", max_num_seqs=2, prefix_caching=False)
+    trace = [Request("0", 0.0, 100, 50, 50), Request("1", 0.05, 300, 10, 10)]
+    cost = CostModel.from_names(MODEL, eng.default_quant, hw=H100, engine=eng)
+
+    def mixed_iteration(res):
+        its = res.iterations
+        m = its[(its["prefill_tokens"] > 0) & (its["decode_seqs"] > 0)]
+        assert len(m) == 1 and int(m["prefill_tokens"].iloc[0]) == 300
+        return float(m["duration_s"].iloc[0])
+
+    fused = run(trace, eng)
+    split = run(trace, eng.with_overrides(separate_prefill_pass=True))
+    assert split.summary["config"]["separate_prefill_pass"] is True
+    t_fused, t_split = mixed_iteration(fused), mixed_iteration(split)
+    # request 0's context at that iteration: the one that reproduces the fused duration
+    ctx = [c for c in range(100, 151) if cost.step_time((300,), (0,), (c,)) == pytest.approx(t_fused, rel=1e-12)]
+    assert len(ctx) >= 1
+    c = ctx[0]
+    assert t_split == pytest.approx(cost.step_time((), (), (c,)) + cost.step_time((300,), (0,), ()), rel=1e-12)
+    assert t_split > t_fused
+    # request 1 waits longer for its first token by exactly the difference
+    ttft = {r: res.requests.set_index("id").loc["1", "ttft_s"] for r, res in (("f", fused), ("s", split))}
+    assert ttft["s"] - ttft["f"] == pytest.approx(t_split - t_fused, rel=1e-9)

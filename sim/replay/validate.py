@@ -117,7 +117,9 @@ def run_validation(
         engine_limits = {"max_num_seqs": measured.config["n_seq_max"],
                          "max_num_batched_tokens": measured.config["n_batch"],
                          "context_size": measured.config["n_ctx"],
-                         "context_mode": "split"}  # one KV stream per sequence: n_ctx / n_seq_max each
+                         "context_mode": "split",  # one KV stream per sequence: n_ctx / n_seq_max each
+                         # ... so llama.cpp runs the decodes and the prompts of a mixed batch as two passes
+                         "separate_prefill_pass": True}
     eng = base_engine.with_overrides(**{**engine_limits, **user_overrides})
 
     sim_requests = simulated_trace(measured, list(requests))
