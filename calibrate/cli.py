@@ -85,6 +85,8 @@ def render_summary(console: Console, result) -> None:
     params.add_row("iteration overhead", f"{p.iteration_overhead_s * 1e3:.3f} ms", "", "")
     params.add_row("per-sequence overhead", f"{p.per_sequence_overhead_s * 1e3:.3f} ms", "", "")
     params.add_row("matmul n_1/2 (GEMM start-up)", f"{p.matmul_half_rows:.2f} rows", "", "")
+    params.add_row("decode attention slowdown", f"{p.decode_attention_slowdown:.2f}x",
+                   f"{p.attention_flops_per_s / p.decode_attention_slowdown / 1e9:.2f} GFLOP/s", "")
     console.print(params)
     by_kind = ", ".join(f"{k} {v * 100:.1f}%" for k, v in fit.heldout_median_abs_error_by_kind.items())
     console.print(

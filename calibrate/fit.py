@@ -1,8 +1,12 @@
-"""Fit the cost model's six free parameters to measured iteration times.
+"""Fit the cost model's seven free parameters to measured iteration times.
 
 The cost model (`sim.cost.CostModel`) prices one iteration as
 
     step_s = max(compute_s, memory_s) + iteration_overhead_s + per_sequence_overhead_s x sequences
+
+(a "mixed" probe — a prompt chunk decoded together with B sequences, each sequence in its own KV
+stream — is priced as llama.cpp runs it: a decode pass plus a prompt pass, see
+`sim.engine_config.EngineConfig.separate_prefill_pass`)
 
 with compute_s and memory_s driven by the effective matmul FLOP/s, attention FLOP/s and memory
 bandwidth (`sim.cost.CostParams`). Given probe points (iteration shapes with their measured
@@ -32,7 +36,10 @@ Physical bounds (from the raw machine probes, `calibrate.machine`):
 - the multi-row matmul kernels' half-performance length n_1/2 (`CostParams.matmul_half_rows`, the
   GEMM start-up that makes a 2-sequence decode step cost 2.2x a 1-sequence one on llama.cpp CPUs,
   see `sim.cost`) in [0, 32] rows: a start-up worth more rows than twice the largest decode batch
-  probed (16) could not be told apart from a lower matmul rate by these probes.
+  probed (16) could not be told apart from a lower matmul rate by these probes;
+- the decode-attention slowdown (`CostParams.decode_attention_slowdown`, see `sim.cost`) in [1, 32]:
+  a decode token's attention (matrix-vector products) cannot run at a higher FLOP rate than a prompt's
+  (matrix-matrix products on the same data), and 32x is far beyond the 3-4x measured on CPUs.
 """
 
 from __future__ import annotations
@@ -51,6 +58,10 @@ HOLDOUT_FRACTION = 0.2
 MAX_ITERATION_OVERHEAD_MS = 100.0
 MAX_SEQUENCE_OVERHEAD_MS = 50.0
 MAX_HALF_ROWS = 32.0
+MAX_DECODE_ATTENTION_SLOWDOWN = 32.0
+# Defaults of the parameters newer than the first five (n_1/2, decode-attention slowdown): bounds
+# that stop before them, or pin them (upper == lower), keep these values.
+_TRAILING_DEFAULTS = (0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -127,9 +138,10 @@ def physical_bounds(
     inf = float("inf")
     bw_hi = 2.0 * raw_bandwidth_bytes_per_s if raw_bandwidth_bytes_per_s else inf
     mm_hi = int8_speedup * raw_matmul_flops_per_s if raw_matmul_flops_per_s else inf
-    lower = (1e6, 1e6, 1e6, 0.0, 0.0, 0.0)
+    lower = (1e6, 1e6, 1e6, 0.0, 0.0, 0.0, 1.0)
     att_hi = raw_matmul_flops_per_s if raw_matmul_flops_per_s else inf
-    upper = (bw_hi, mm_hi, att_hi, MAX_ITERATION_OVERHEAD_MS / 1e3, MAX_SEQUENCE_OVERHEAD_MS / 1e3, MAX_HALF_ROWS)
+    upper = (bw_hi, mm_hi, att_hi, MAX_ITERATION_OVERHEAD_MS / 1e3, MAX_SEQUENCE_OVERHEAD_MS / 1e3, MAX_HALF_ROWS,
+             MAX_DECODE_ATTENTION_SLOWDOWN)
     parts = []
     if raw_bandwidth_bytes_per_s:
         parts.append("bandwidth <= 2 x STREAM copy")
@@ -149,7 +161,8 @@ def int8_speedup_for(simd: Sequence[str]) -> float:
 
 
 def features_of(cost: CostModel, observations: Sequence[Observation]) -> StepFeatures:
-    """One StepFeatures row per observation, through the cost model's own aggregation."""
+    """One StepFeatures row per observation (its whole batch as one pass), through the cost model's
+    own aggregation."""
     rows = []
     for o in observations:
         pt = (o.prefill_tokens,) if o.prefill_tokens else ()
@@ -157,6 +170,36 @@ def features_of(cost: CostModel, observations: Sequence[Observation]) -> StepFea
         dc = np.full(o.decode_batch, float(o.decode_context))
         rows.append(cost.features(pt, pc, dc))
     return StepFeatures.concat(rows)
+
+
+def pass_features(cost: CostModel, observations: Sequence[Observation]) -> tuple[StepFeatures, StepFeatures]:
+    """The passes over the weights each observation's batch takes, as two StepFeatures rows per
+    observation (the second empty — zero tokens, priced 0 — when there is one pass).
+
+    A "mixed" probe puts B decodes and a prompt chunk of another sequence in one `llama_decode`
+    with one KV stream per sequence, which llama.cpp runs as two ubatches (split_equal gives every
+    sequence of a ubatch the same token count): the decodes, then the prompt. Every other probe is
+    one pass."""
+    first, second = [], []
+    empty = cost.features((), (), ())
+    for o in observations:
+        pt = (o.prefill_tokens,) if o.prefill_tokens else ()
+        pc = (o.prefill_context,) if o.prefill_tokens else ()
+        dc = np.full(o.decode_batch, float(o.decode_context))
+        if o.kind == "mixed" and pt and len(dc):
+            first.append(cost.features((), (), dc))
+            second.append(cost.features(pt, pc, ()))
+        else:
+            first.append(cost.features(pt, pc, dc))
+            second.append(empty)
+    return StepFeatures.concat(first), StepFeatures.concat(second)
+
+
+def predict_observations(cost: CostModel, params: CostParams | Sequence[float],
+                         observations: Sequence[Observation]) -> np.ndarray:
+    """Predicted seconds of every observation under `params` (mixed probes as two passes)."""
+    first, second = pass_features(cost, observations)
+    return cost.predict_times(params, first) + cost.predict_times(params, second)
 
 
 def _select(feats: StepFeatures, mask: np.ndarray) -> StepFeatures:
@@ -206,22 +249,30 @@ def fit_cost_params(
     measured = np.array([o.measured_s for o in obs], dtype=float)
     if not np.all(measured > 0):
         raise ValueError("every measured time must be > 0")
-    feats = features_of(cost, obs)
+    first, second = pass_features(cost, obs)
     mask = holdout_mask(obs, seed=seed) if holdout is None else np.asarray(holdout, dtype=bool)
     train = ~mask
-    f_train = _select(feats, train)
+    f_train, f2_train = _select(first, train), _select(second, train)
     y_train = np.log(measured[train])
 
-    # Bounds of 5 entries (before n_1/2 existed) or an upper bound of 0 keep n_1/2 at 0 (plain roofline).
-    lo = np.array((*bounds.lower, 0.0)[:6], dtype=float)
-    hi = np.array((*bounds.upper, 0.0)[:6], dtype=float)
-    fit_half = hi[5] > lo[5]
+    # Bounds that stop before n_1/2 or the decode-attention slowdown (older callers), or pin one
+    # (upper == lower), keep it at its default (0 rows: plain roofline; 1: one attention rate).
+    def padded(b: tuple[float, ...]) -> np.ndarray:
+        return np.array((*b, *_TRAILING_DEFAULTS[max(0, len(b) - 5):])[:7], dtype=float)
 
-    # Decision vector: log of the three rates, the two overheads in milliseconds (well scaled), and
-    # n_1/2 in rows when it is fitted.
+    lo, hi = padded(bounds.lower), padded(bounds.upper)
+    fit_half = hi[5] > lo[5]
+    fit_slow = hi[6] > lo[6]
+
+    # Decision vector: log of the three rates, the two overheads in milliseconds (well scaled), then
+    # n_1/2 in rows and the log of the decode-attention slowdown where they are fitted.
+    i_half = 5 if fit_half else None
+    i_slow = (6 if fit_half else 5) if fit_slow else None
+
     def to_params(x: np.ndarray) -> np.ndarray:
-        half = x[5] if fit_half else lo[5]
-        return np.array([np.exp(x[0]), np.exp(x[1]), np.exp(x[2]), x[3] / 1e3, x[4] / 1e3, half])
+        half = x[i_half] if i_half is not None else lo[5]
+        slow = np.exp(x[i_slow]) if i_slow is not None else lo[6]
+        return np.array([np.exp(x[0]), np.exp(x[1]), np.exp(x[2]), x[3] / 1e3, x[4] / 1e3, half, slow])
 
     x_lo = np.array([np.log(lo[0]), np.log(lo[1]), np.log(lo[2]), lo[3] * 1e3, lo[4] * 1e3])
     x_hi = np.array([
@@ -232,9 +283,12 @@ def fit_cost_params(
     ])
     if fit_half:
         x_lo, x_hi = np.append(x_lo, lo[5]), np.append(x_hi, hi[5])
+    if fit_slow:
+        x_lo, x_hi = np.append(x_lo, np.log(lo[6])), np.append(x_hi, np.log(hi[6]))
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        pred = cost.predict_times(to_params(x), f_train)
+        p = to_params(x)
+        pred = cost.predict_times(p, f_train) + cost.predict_times(p, f2_train)
         return np.log(np.maximum(pred, 1e-12)) - y_train
 
     # Starting points: a coarse grid over rates relative to the upper bounds (or generic magnitudes
@@ -254,6 +308,7 @@ def fit_cost_params(
                         np.log(ref(2, 1e12) * rate_share * att_share),
                         min(t_min_ms * oh_share, x_hi[3]), min(t_min_ms * oh_share * 0.5, x_hi[4]),
                         *(() if half is None else (min(half, hi[5]),)),
+                        *((np.log(min(2.0, hi[6])),) if fit_slow else ()),
                     ])
                     starts.append(np.clip(x0, x_lo + 1e-9, np.where(np.isfinite(x_hi), x_hi - 1e-9, x0)))
     best = None
@@ -265,7 +320,7 @@ def fit_cost_params(
     assert best is not None
     p = to_params(best.x)
     params = CostParams.from_array(p)
-    pred_all = cost.predict_times(params, feats)
+    pred_all = cost.predict_times(params, first) + cost.predict_times(params, second)
     err = pred_all / measured - 1.0
     kinds = sorted({o.kind for o in obs})
 
@@ -278,7 +333,9 @@ def fit_cost_params(
         return out
 
     notes = []
-    for i, name in enumerate(CostParams.FIELDS[:len(best.x)]):
+    names = [*CostParams.FIELDS[:5], *(["matmul_half_rows"] if fit_half else []),
+             *(["decode_attention_slowdown"] if fit_slow else [])]
+    for i, name in enumerate(names):
         if np.isfinite(x_hi[i]) and abs(best.x[i] - x_hi[i]) < 1e-6 * max(1.0, abs(x_hi[i])):
             notes.append(f"{name} reached its upper bound")
     return FitResult(

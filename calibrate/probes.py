@@ -135,11 +135,14 @@ def build_plan(
 ) -> dict:
     """The probe plan for a model whose training context is `n_ctx_train`.
 
-    Three llama.cpp contexts: "single" (one sequence, n_ctx up to 2048 + headroom) for prefill and
+    Two llama.cpp contexts: "single" (one sequence, n_ctx up to 2048 + headroom) for prefill and
     single-stream decode; "batched" (16 sequences, each with its own KV stream — kv_unified off, so
     every sequence's attention reads only its own cache, as the cost model assumes) for batched
-    decode; "mixed" (16 sequences in one unified KV cache, so a batch is one pass) for a prefill
-    chunk together with decodes. Shapes larger than the model's context are left out.
+    decode and for mixed iterations (a prompt chunk together with decodes), which llama.cpp runs
+    there as a decode pass plus a prompt pass — how the fit prices them (`calibrate.fit.pass_features`).
+    A unified cache would take a mixed batch in one pass but make every token's attention span the
+    cells of all sequences (masked), a cost the model does not have. Shapes larger than the model's
+    context are left out.
     """
     max_single = min(2048, n_ctx_train)
     if quick:
@@ -195,20 +198,11 @@ def build_plan(
         {"name": "single", "n_ctx": single_ctx, "n_batch": max_single, "n_ubatch": min(512, max_single),
          "n_seq_max": 1, "kv_unified": False, "probes": single},
     ]
-    if batched:
+    if batched or mixed_probes:
         sessions.append(
             {"name": "batched", "n_ctx": n_seq * per_seq_ctx, "n_batch": max_single,
-             "n_ubatch": min(512, max_single), "n_seq_max": n_seq, "kv_unified": False, "probes": batched}
-        )
-    if mixed_probes:
-        # Mixed iterations in one unified KV cache (llama-server's default with automatic slots):
-        # with one KV stream per sequence llama.cpp splits a batch whose sequences bring unequal
-        # token counts into several micro-batches (llama_batch_allocr::split_equal, chosen in
-        # llama_kv_cache::init_batch when n_stream > 1), i.e. several passes over the weights; a
-        # unified cache takes the whole batch in one pass, which is what the cost model prices.
-        sessions.append(
-            {"name": "mixed", "n_ctx": n_seq * per_seq_ctx, "n_batch": max_single,
-             "n_ubatch": min(512, max_single), "n_seq_max": n_seq, "kv_unified": True, "probes": mixed_probes}
+             "n_ubatch": min(512, max_single), "n_seq_max": n_seq, "kv_unified": False,
+             "probes": batched + mixed_probes}
         )
     return {
         "model_path": str(Path(model_path).resolve()),

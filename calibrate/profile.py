@@ -114,6 +114,7 @@ def build_profile(
         iteration_overhead_ms=params.iteration_overhead_s * 1e3,
         per_sequence_overhead_ms=params.per_sequence_overhead_s * 1e3,
         matmul_half_rows=params.matmul_half_rows,
+        decode_attention_slowdown=params.decode_attention_slowdown,
         efficiency=eff,
         engine_efficiency={engine: eff},
         notes=notes,
@@ -226,17 +227,20 @@ def apply_efficiencies(
     if use_source_overheads:
         update["iteration_overhead_ms"] = source.iteration_overhead_ms
         update["per_sequence_overhead_ms"] = source.per_sequence_overhead_ms
-        # the GEMM start-up (n_1/2, sim.cost) belongs to the same software kernels as the overheads:
-        # it travels with them (cpu -> cpu), never onto a device whose kernels were not measured
+        # the GEMM start-up (n_1/2, sim.cost) and the decode-attention slowdown belong to the same
+        # software kernels as the overheads: they travel with them (cpu -> cpu), never onto a device
+        # whose kernels were not measured
         update["matmul_half_rows"] = source.matmul_half_rows
-        taken += ["iteration_overhead_ms", "per_sequence_overhead_ms", "matmul_half_rows"]
+        update["decode_attention_slowdown"] = source.decode_attention_slowdown
+        taken += ["iteration_overhead_ms", "per_sequence_overhead_ms", "matmul_half_rows", "decode_attention_slowdown"]
     provenance = {
         "profile": source.name,
         "fields": taken,
         "source_calibration_date": src_cal.get("date"),
         "source_engine": src_cal.get("engine"),
         "kept_from_target": ["memory_bandwidth_gb_per_s", "peak_tflops", "memory_capacity_gb"]
-        + ([] if use_source_overheads else ["iteration_overhead_ms", "per_sequence_overhead_ms", "matmul_half_rows"]),
+        + ([] if use_source_overheads
+           else ["iteration_overhead_ms", "per_sequence_overhead_ms", "matmul_half_rows", "decode_attention_slowdown"]),
     }
     cal = dict(target.calibration or {})
     cal["efficiency_from"] = provenance

@@ -56,6 +56,22 @@ memory) + linear overheads cannot produce; with logits for only one sequence (LM
 For a fixed decode batch n the term is a constant per step, so the closed forms below stay exact.
 Placements over several devices (sim.parallel) do not apply it.
 
+Decode attention (`decode_attention_slowdown` = s, default 1 = the plain model). The attention FLOPs of
+decode tokens are priced s times those of prompt tokens:
+
+    attention_s = 4 x heads x head_dim x (prompt_layer_keys + s x decode_layer_keys) / attention_flops_per_s
+
+A prompt chunk's attention is a matrix-matrix product (P query rows share every K/V element they load);
+a decode token brings one query row per sequence, so its QK^T and PV are matrix-vector products over
+that sequence's cache, and the softmax over the keys is done per row: less arithmetic per byte and
+per instruction, a lower FLOP rate on CPUs. Measured with Gemma 3 270M Q4_K_M on a 2-core EPYC (1
+thread): 16 sequences decode in 145 ms at 74 cached tokens and 178 ms at 522, 4.5 us per extra
+(sequence x cached token) — 16 GFLOP/s for the 4 x 4 x 256 x 18 FLOPs involved, where a 512-token
+prompt after 1024 cached tokens runs its attention at ~50 GFLOP/s. Calibration fits s; GPU presets
+keep 1 (their decode attention kernels are bandwidth-bound on the KV cache, which memory_s prices).
+In a run of decode steps every key is a decode key, so the closed forms below just scale their
+attention slope by s. Placements over several devices (sim.parallel) do not apply it.
+
 Activation traffic (about 2 x hidden bytes per token per layer) is ignored: it is < 1% of the weight
 bytes for a decode step and prefill is compute-bound.
 
@@ -65,7 +81,7 @@ sequence reaches a sliding window), so sum_{i<k} max(compute_i, memory_i) is a s
 series split at the crossover index — exact and O(1) per segment (`decode_run_time`), and its
 integer inverse (`decode_steps_within`) comes from the quadratic formula plus an exact correction.
 
-Unified-memory SoCs and CPUs use the same formulas with their own bandwidth and FLOP/s. The six
+Unified-memory SoCs and CPUs use the same formulas with their own bandwidth and FLOP/s. The seven
 numbers in `CostParams` are the only free parameters: calibration fits them with `predict_times`
 (on one device; the placements below apply on top of the fitted values).
 
@@ -121,6 +137,9 @@ class CostParams:
     - `matmul_half_rows`: Hockney's n_1/2 of the multi-row matmul kernel [rows]: a matmul over n >= 2
       rows costs flops_per_row x (n + n_1/2) / matmul_flops_per_s (see the module docstring); 0 = the
       plain roofline (every preset; fitted by calibration on llama.cpp CPUs).
+    - `decode_attention_slowdown`: seconds per attention FLOP of a decode token (one query row per
+      sequence) over seconds per attention FLOP of a prompt token [ratio]: 1 = one attention rate
+      (every preset); fitted by calibration (see the module docstring).
     """
 
     bandwidth_bytes_per_s: float
@@ -129,6 +148,7 @@ class CostParams:
     iteration_overhead_s: float = 0.0
     per_sequence_overhead_s: float = 0.0
     matmul_half_rows: float = 0.0
+    decode_attention_slowdown: float = 1.0
 
     FIELDS: ClassVar[tuple[str, ...]] = (
         "bandwidth_bytes_per_s",
@@ -137,12 +157,13 @@ class CostParams:
         "iteration_overhead_s",
         "per_sequence_overhead_s",
         "matmul_half_rows",
+        "decode_attention_slowdown",
     )
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            positive = f.name.endswith("_per_s")
+            positive = f.name.endswith("_per_s") or f.name == "decode_attention_slowdown"
             if not (math.isfinite(v) and (v > 0 if positive else v >= 0)):
                 raise ConfigError(f"must be {'> 0' if positive else '>= 0'} and finite, got {v}", field=f.name)
 
@@ -152,7 +173,8 @@ class CostParams:
 
     @classmethod
     def from_array(cls, x: Sequence[float]) -> "CostParams":
-        """From `FIELDS` order; a length-5 array (before `matmul_half_rows`) means n_1/2 = 0."""
+        """From `FIELDS` order; shorter arrays (older profiles) keep the defaults of the missing
+        trailing fields: n_1/2 = 0, decode attention slowdown 1."""
         return cls(*(float(v) for v in x))
 
     @classmethod
@@ -197,6 +219,7 @@ class CostParams:
             per_sequence_overhead_s=seq_ms / 1e3,
             # a property of the profile's matmul kernels (calibrated), not of the engine preset
             matmul_half_rows=float(getattr(hw, "matmul_half_rows", 0.0) or 0.0),
+            decode_attention_slowdown=float(getattr(hw, "decode_attention_slowdown", 1.0) or 1.0),
         )
 
 
@@ -209,12 +232,15 @@ class StepFeatures:
     - `attention_layer_keys`: sum over new tokens and layers of the keys each attends to
       (kappa(x) per token at position x, see `CostModel.layer_tokens`).
     - `kv_read_layer_tokens`: sum over sequences of kappa(cached tokens): K/V entries read, per layer.
+    - `decode_layer_keys`: the part of `attention_layer_keys` attended by decode tokens (priced with
+      `CostParams.decode_attention_slowdown`).
     """
 
     new_tokens: np.ndarray
     sequences: np.ndarray
     attention_layer_keys: np.ndarray
     kv_read_layer_tokens: np.ndarray
+    decode_layer_keys: np.ndarray
 
     def __len__(self) -> int:
         return len(self.new_tokens)
@@ -462,12 +488,17 @@ class CostModel:
         touched = expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, new_tokens)
         return self.non_expert_bytes + touched * self.expert_bytes
 
-    def _terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens):
-        """compute_s, memory_s, overhead_s for aggregates (numpy-broadcast), under parameters p."""
-        bw, mm, att, it_s, seq_s, half = p if len(p) == 6 else (*p, 0.0)
+    def _terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys=0.0):
+        """compute_s, memory_s, overhead_s for aggregates (numpy-broadcast), under parameters p
+        (`CostParams.FIELDS` order; shorter tuples take the trailing defaults). `decode_keys` is the
+        part of `layer_keys` attended by decode tokens, which costs `decode_attention_slowdown` times
+        as much per FLOP."""
+        trailing_defaults = (0.0, 1.0)  # matmul_half_rows, decode_attention_slowdown
+        bw, mm, att, it_s, seq_s, half, slow = (*p, *trailing_defaults[len(p) - 5:])
+        effective_keys = layer_keys + (slow - 1.0) * decode_keys
         compute_s = (self.flops_per_token * gemm_rows(tokens, half)
                      + self.flops_per_sequence * gemm_rows(seqs, half)) / mm + (
-            self.attention_flops_per_layer_key * layer_keys
+            self.attention_flops_per_layer_key * effective_keys
         ) / att
         kv_bytes = self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens)
         memory_s = (self.weight_bytes_read(tokens) + kv_bytes) / bw
@@ -476,14 +507,14 @@ class CostModel:
     def predict_times(self, params: CostParams | Sequence[float], features: StepFeatures) -> np.ndarray:
         """Step seconds for many iteration shapes at once (vectorised; for calibration fits).
 
-        `params` is a CostParams or an array in `CostParams.FIELDS` order (length 5: n_1/2 = 0). Rows with no new
-        tokens cost 0 (an empty iteration does not run).
+        `params` is a CostParams or an array in `CostParams.FIELDS` order (shorter: the trailing defaults).
+        Rows with no new tokens cost 0 (an empty iteration does not run).
         """
         p = params.to_array() if isinstance(params, CostParams) else np.asarray(params, dtype=float)
         t = np.asarray(features.new_tokens, dtype=float)
         c, m, o = self._terms(
             p, t, np.asarray(features.sequences, float), np.asarray(features.attention_layer_keys, float),
-            np.asarray(features.kv_read_layer_tokens, float),
+            np.asarray(features.kv_read_layer_tokens, float), np.asarray(features.decode_layer_keys, float),
         )
         return np.where(t > 0, np.maximum(c, m) + o, 0.0)
 
@@ -504,11 +535,13 @@ class CostModel:
         if p.shape != c.shape or b.shape != d.shape:
             raise ValueError("prefill_tokens/prefill_context and decode_batch/decode_context must have equal lengths")
         chunk_keys = np.array([self._chunk_layer_keys(pi, ci) for pi, ci in zip(p, c)], dtype=float)
+        decode_keys = b * self.layer_tokens(d + 1)
         return StepFeatures(
             new_tokens=np.concatenate([p, b]),
             sequences=np.concatenate([np.ones_like(p), b]),
-            attention_layer_keys=np.concatenate([chunk_keys, b * self.layer_tokens(d + 1)]),
+            attention_layer_keys=np.concatenate([chunk_keys, decode_keys]),
             kv_read_layer_tokens=np.concatenate([self.layer_tokens(c), b * self.layer_tokens(d)]),
+            decode_layer_keys=np.concatenate([np.zeros_like(p), decode_keys]),
         )
 
     # ---- several devices (a sim.parallel.Placement) ---------------------------------------------
@@ -564,7 +597,7 @@ class CostModel:
         sequence. On one device (no placement) it is the single-roofline step time."""
         logits = sequences if logits is None else logits
         if self.placement is None:
-            bw, mm, att, it_s, seq_s, half = self._param_tuple()
+            bw, mm, att, it_s, seq_s, half, _ = self._param_tuple()
             c, m, o = self._terms((bw, mm, att, it_s, seq_s, half), tokens, sequences, layer_keys, kv_read_layer_tokens)
             head = gemm_rows(np.asarray(logits, dtype=float), half) - gemm_rows(np.asarray(sequences, dtype=float), half)
             return np.maximum(c + self.flops_per_sequence * head / mm, m) + o
@@ -620,8 +653,9 @@ class CostModel:
         ) + k * overhead
 
     # ---- one iteration ---------------------------------------------------------------------------
-    def _aggregate(self, prefill_tokens, prefill_context, decode_context) -> tuple[float, float, float, float]:
-        """(new_tokens, sequences, attention_layer_keys, kv_read_layer_tokens) of one iteration."""
+    def _aggregate(self, prefill_tokens, prefill_context, decode_context) -> tuple[float, float, float, float, float]:
+        """(new_tokens, sequences, attention_layer_keys, kv_read_layer_tokens, decode_layer_keys) of one
+        iteration."""
         if len(prefill_tokens) != len(prefill_context):
             raise ValueError("prefill_tokens and prefill_context must have the same length")
         tokens = seqs = keys = kv_read = 0.0
@@ -631,6 +665,7 @@ class CostModel:
             keys += self._chunk_layer_keys(p, c)
             kv_read += self.layer_tokens(c)
         n_d = len(decode_context)
+        keys_before_decodes = keys
         if n_d:
             d = np.asarray(decode_context, dtype=float)
             tokens += n_d
@@ -642,12 +677,12 @@ class CostModel:
             else:
                 keys += float(np.sum(self.layer_tokens(d + 1)))
                 kv_read += float(np.sum(self.layer_tokens(d)))
-        return tokens, seqs, keys, kv_read
+        return tokens, seqs, keys, kv_read, keys - keys_before_decodes
 
-    def _param_tuple(self) -> tuple[float, float, float, float, float, float]:
+    def _param_tuple(self) -> tuple[float, float, float, float, float, float, float]:
         p = self.params
         return (p.bandwidth_bytes_per_s, p.matmul_flops_per_s, p.attention_flops_per_s,
-                p.iteration_overhead_s, p.per_sequence_overhead_s, p.matmul_half_rows)
+                p.iteration_overhead_s, p.per_sequence_overhead_s, p.matmul_half_rows, p.decode_attention_slowdown)
 
     def step_time(
         self,
@@ -656,12 +691,12 @@ class CostModel:
         decode_context: Sequence[int] | np.ndarray = (),
     ) -> float:
         """Seconds of one iteration (see the module docstring for every term). Empty -> 0.0."""
-        t, n, keys, kv_read = self._aggregate(prefill_tokens, prefill_context, decode_context)
+        t, n, keys, kv_read, dkeys = self._aggregate(prefill_tokens, prefill_context, decode_context)
         if t <= 0:
             return 0.0
         if self.placement is not None:
             return float(self.placed_time(t, n, keys, kv_read))
-        c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read)
+        c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
         return float(max(c, m) + o)
 
     def features(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> StepFeatures:
@@ -670,14 +705,15 @@ class CostModel:
 
     def breakdown(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> dict:
         """Every term of one iteration, in FLOP, bytes and seconds (for reports and calibration)."""
-        t, n, keys, kv_read = self._aggregate(prefill_tokens, prefill_context, decode_context)
-        c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read)
+        t, n, keys, kv_read, dkeys = self._aggregate(prefill_tokens, prefill_context, decode_context)
+        c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
         ran = t > 0
         out = {
             "new_tokens": t,
             "sequences": n,
             "matmul_flops": self.flops_per_token * t + self.flops_per_sequence * n,
             "attention_flops": self.attention_flops_per_layer_key * keys,
+            "decode_attention_flops": self.attention_flops_per_layer_key * dkeys,
             "weight_bytes": float(self.weight_bytes_read(t)) if ran else 0.0,
             "kv_read_bytes": self.kv_bytes_per_layer_token * kv_read,
             "kv_write_bytes": self.kv_bytes_per_layer_token * self.n_layers * t,
@@ -736,12 +772,12 @@ class CostModel:
         """
         d = np.asarray(decode_context, dtype=float)
         n = len(d)
-        bw, mm, att, it_s, seq_s, half = self._param_tuple()
+        bw, mm, att, it_s, seq_s, half, slow = self._param_tuple()
         overhead = it_s + seq_s * n
         # n tokens and n logits every step: the GEMM start-up (n_1/2) is a constant per step
         compute0 = (self.flops_per_token + self.flops_per_sequence) * gemm_rows(n, half) / mm + overhead
         memory0 = (float(self.weight_bytes_read(n)) + self.kv_bytes_per_layer_token * self.n_layers * n) / bw + overhead
-        attn = self.attention_flops_per_layer_key / att  # s per layer-key
+        attn = self.attention_flops_per_layer_key * slow / att  # s per layer-key (all decode keys)
         kvr = self.kv_bytes_per_layer_token / bw  # s per layer-token read
         starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
         return starts, compute0 + attn * keys0, attn * keys1, memory0 + kvr * read0, kvr * read1

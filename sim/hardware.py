@@ -107,6 +107,10 @@ class HardwareProfile(BaseModel):
     matmul_half_rows: float = Field(
         0.0, ge=0, le=1024, description="Hockney n_1/2 of the multi-row matmul kernels, rows (sim.cost; 0 = plain roofline, calibrated)"
     )
+    decode_attention_slowdown: float = Field(
+        1.0, gt=0, le=100,
+        description="cost per decode-attention FLOP over cost per prompt-attention FLOP (sim.cost; 1 = one rate, calibrated)",
+    )
     efficiency: Efficiency = Efficiency()
     engine_efficiency: dict[str, Efficiency] = Field(
         default_factory=dict, description="per-engine overrides of `efficiency`, where measured"

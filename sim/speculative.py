@@ -174,7 +174,7 @@ class SpeculativeCostModel:
         if len(d) == 0:
             return self.target.step_time(prefill_tokens, prefill_context, ())
         tgt = self.target
-        tp, np_, kp, rp = tgt._aggregate(prefill_tokens, prefill_context, ())
+        tp, np_, kp, rp, _ = tgt._aggregate(prefill_tokens, prefill_context, ())
         n, p = len(d), self.k + 1
         zero = np.zeros(1)
         kv_keys, kv_reads = (float(x[0]) for x in _verify_aggregates_at(tgt, d, zero, p))

@@ -75,11 +75,12 @@ def test_profile_reproduces_its_probe_points_and_held_out_ones_within_tolerance(
     cost = CostModel(spec, "fp16", params)
     ratios = []
     for p in prof.calibration["probe_points"]:
-        predicted = cost.step_time(
-            (p["prefill_tokens"],) if p["prefill_tokens"] else (),
-            (p["prefill_context"],) if p["prefill_tokens"] else (),
-            [p["decode_context"]] * p["decode_batch"],
-        )
+        prompt = ((p["prefill_tokens"],), (p["prefill_context"],)) if p["prefill_tokens"] else ((), ())
+        decodes = [p["decode_context"]] * p["decode_batch"]
+        if p["kind"] == "mixed":  # one KV stream per sequence: a decode pass, then a prompt pass
+            predicted = cost.step_time((), (), decodes) + cost.step_time(*prompt, ())
+        else:
+            predicted = cost.step_time(*prompt, decodes)
         # the simulator's own step_time gives back what the calibration recorded (decode_context is
         # stored rounded to 0.01 token: far below a microsecond here)
         assert predicted == pytest.approx(p["predicted_s"], rel=1e-4)

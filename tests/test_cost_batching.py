@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibrate.fit import Observation, features_of, fit_cost_params, physical_bounds
+from calibrate.fit import Observation, fit_cost_params, physical_bounds, predict_observations
 from sim.cost import CostModel, CostParams, gemm_rows
 from sim.hardware import HardwareProfile
 from sim.models import ModelSpec, get_model
@@ -132,11 +132,12 @@ def test_profile_rejects_negative_half_rows():
     k=st.integers(1, 600),
     model=st.sampled_from(["toy", "gemma-3-270m"]),
     bw=st.sampled_from([5e9, 30e9, 3e12]),
+    slow=st.sampled_from([1.0, 3.7]),
 )
-def test_decode_run_time_is_the_exact_sum_of_steps_and_steps_within_its_inverse(half, contexts, k, model, bw):
+def test_decode_run_time_is_the_exact_sum_of_steps_and_steps_within_its_inverse(half, contexts, k, model, bw, slow):
     spec = TOY if model == "toy" else get_model(model)
     cm = CostModel(spec, "q4_k_m" if model != "toy" else "bf16",
-                   CostParams(bw, 60e9, 40e9, 1e-3, 2e-4, half), kv_dtype="bf16")
+                   CostParams(bw, 60e9, 40e9, 1e-3, 2e-4, half, slow), kv_dtype="bf16")
     d = np.array(contexts, dtype=float)
     steps = [cm.step_time((), (), d + i) for i in range(k)]
     total = cm.decode_run_time(d, k)
@@ -147,22 +148,24 @@ def test_decode_run_time_is_the_exact_sum_of_steps_and_steps_within_its_inverse(
     assert cm.decode_run_time(d, within + 1) > budget
 
 
-def test_fit_recovers_a_known_startup_from_noise_free_points():
+def test_fit_recovers_a_known_startup_and_decode_attention_slowdown_from_noise_free_points():
     spec = get_model("gemma-3-270m")
     true = CostParams(bandwidth_bytes_per_s=10e9, matmul_flops_per_s=55e9, attention_flops_per_s=40e9,
-                      iteration_overhead_s=0.5e-3, per_sequence_overhead_s=0.3e-3, matmul_half_rows=3.5)
+                      iteration_overhead_s=0.5e-3, per_sequence_overhead_s=0.3e-3, matmul_half_rows=3.5,
+                      decode_attention_slowdown=3.0)
     cost = CostModel(spec, "q4_k_m", true)
     shapes = ([("prefill", p, 0, 0, 0.0) for p in (32, 64, 128, 256, 512, 1024)]
               + [("decode", 0, 0, 1, c) for c in (32, 256, 512, 1024)]
               + [("decode", 0, 0, b, c) for c in (64, 512) for b in (2, 3, 4, 8, 12, 16)]
               + [("mixed", 128, 0, 4, 64.0)])
     obs = [Observation(f"{k}-{i}", k, p, cp, b, c, 1.0) for i, (k, p, cp, b, c) in enumerate(shapes)]
-    t = cost.predict_times(true, features_of(cost, obs))
+    t = predict_observations(cost, true, obs)  # the mixed point as two passes, as the fit prices it
     obs = [Observation(o.id, o.kind, o.prefill_tokens, o.prefill_context, o.decode_batch, o.decode_context, float(x))
            for o, x in zip(obs, t)]
     bounds = physical_bounds(17e9, 47e9, int8_speedup=4.0)
     fit = fit_cost_params(cost, obs, bounds, seed=0)
     assert fit.params.matmul_half_rows == pytest.approx(3.5, rel=0.05)
+    assert fit.params.decode_attention_slowdown == pytest.approx(3.0, rel=0.05)
     assert fit.heldout_median_abs_error < 1e-3
     # without the start-up term (bounds of the five older parameters) the same points cannot be fitted
     old = type(bounds)(bounds.lower[:5], bounds.upper[:5])
@@ -184,3 +187,33 @@ def test_efficiency_transfer_carries_the_startup_between_cpus_only():
     on_gpu = apply_efficiencies(gpu, box)
     assert on_gpu.matmul_half_rows == 0.0
     assert "matmul_half_rows" in on_gpu.calibration["efficiency_from"]["kept_from_target"]
+
+
+def test_decode_attention_slowdown_multiplies_only_the_attention_of_decode_tokens():
+    spec = get_model("gemma-3-270m")
+    # bandwidth so high that every step is compute-bound: step = matmul + attention seconds
+    base = CostParams(1e18, 60e9, 40e9)
+    one, three = CostModel(spec, "q4_k_m", base), CostModel(spec, "q4_k_m", CostParams(1e18, 60e9, 40e9,
+                                                                                      decode_attention_slowdown=3.0))
+    # a prompt's attention is untouched
+    assert three.step_time((512,), (1024,), ()) == pytest.approx(one.step_time((512,), (1024,), ()), rel=1e-12)
+    # 16 decodes at 500 cached tokens: each attends to kappa(501) keys summed over layers
+    ctx = np.full(16, 500.0)
+    keys = 16 * float(one.layer_tokens(501.0))
+    extra = 2.0 * 4.0 * spec.n_heads * spec.d_head * keys / 40e9  # (3 - 1) x attention FLOPs / rate
+    assert three.step_time((), (), ctx) - one.step_time((), (), ctx) == pytest.approx(extra, rel=1e-9)
+    # in a mixed step only the decodes' keys pay it
+    mixed = three.step_time((256,), (0,), ctx) - one.step_time((256,), (0,), ctx)
+    assert mixed == pytest.approx(extra, rel=1e-9)
+    assert three.breakdown((256,), (0,), ctx)["decode_attention_flops"] == pytest.approx(
+        4.0 * spec.n_heads * spec.d_head * keys, rel=1e-12)
+
+
+def test_profile_carries_the_decode_attention_slowdown_into_the_cost_parameters():
+    hw = HardwareProfile(name="box", kind="cpu", memory_capacity_gb=24, memory_bandwidth_gb_per_s=20,
+                         peak_tflops={"fp32": 0.05}, decode_attention_slowdown=2.5)
+    assert CostParams.from_profile(hw, "q4_k_m").decode_attention_slowdown == 2.5
+    from sim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="decode_attention_slowdown"):
+        CostParams(1e9, 1e9, 1e9, decode_attention_slowdown=0.0)
