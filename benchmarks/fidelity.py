@@ -203,21 +203,23 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   model prices a step as max(compute, memory) + per-iteration and per-sequence overheads, where a matmul
   over n >= 2 rows pays a GEMM start-up of n_1/2 rows (Hockney's half-performance length, fitted by the
   calibration) and a single row is a memory-bound GEMV: llama.cpp's CPU backend switches kernels there
-  (`llamafile_sgemm` declines n < 2), which is why 2 sequences cost about 2.2x one (sim/cost.py).
+  (`llamafile_sgemm` declines n < 2), which is why 2 sequences cost about 2.2x one; a decode token's
+  attention (matrix-vector products over its own cache) is priced with its own fitted slowdown over a
+  prompt's (sim/cost.py).
 - TTFT at 1 client is the prefill cost; with several clients or a Poisson trace it also contains queueing
   (a request waits for a free slot or, under `sequential`, for every request ahead of it), so small
   per-step errors compound.
 - Throughput and e2e follow from both; throughput within 5 % needs the decode cost right to 5 %.
-- Known gaps of the model against this driver: (1) the driver gives each sequence its own KV stream
-  (`kv_unified = false`, as llama-server slots), and llama.cpp then splits an iteration that mixes a new
-  prompt with running decodes into several micro-batches (`llama_batch_allocr::split_equal`, chosen in
-  `llama_kv_cache::init_batch` when there are several streams), i.e. several passes over the weights,
-  where the simulator prices one pass: such iterations are predicted short, which lowers predicted TTFT
-  and the TPOT of the decodes that share them, more so with more clients. (2) Compare ITL p50 (the
-  driver's typical gap between tokens) with the calibration's batched-decode probe points (one
-  `llama_decode` of B sequences plus their sampling, timed alone): where the predicted ITL matches those
-  probes but the measured ITL is higher, the miss is in what the driver adds around the raw step, not in
-  the fitted decode cost.
+- How the driver and the simulator agree on batches: the driver gives each sequence its own KV stream
+  (`kv_unified = false`, as llama-server with an explicit `-np`). llama.cpp then only packs consecutive
+  seq_ids into one pass (`llama_batch_allocr::split_equal`), so the driver lists decodes in seq_id order
+  (in admission order, after slots were reused, a 4-sequence step took 93 ms instead of 64), and it runs an
+  iteration that mixes a new prompt with running decodes as two passes over the weights (decodes, then
+  the prompt), which `validate` simulates with the engine setting `per_sequence_kv_streams`.
+- Compare ITL p50 (the driver's typical gap between tokens) with the calibration's batched-decode probe
+  points (one `llama_decode` of B sequences plus their sampling, timed alone): where the predicted ITL
+  matches those probes but the measured ITL is higher, the miss is in what the driver adds around the raw
+  step, not in the fitted decode cost.
 - On a shared CPU other processes stretch measured steps: the measured side is slower when the load
   average is high. Calibration and measurement run minutes apart, so a load change between them shows
   up as a miss (see the drift lines below); rerun on a quiet machine before reading a miss as a model error.

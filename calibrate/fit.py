@@ -6,7 +6,7 @@ The cost model (`sim.cost.CostModel`) prices one iteration as
 
 (a "mixed" probe — a prompt chunk decoded together with B sequences, each sequence in its own KV
 stream — is priced as llama.cpp runs it: a decode pass plus a prompt pass, see
-`sim.engine_config.EngineConfig.separate_prefill_pass`)
+`sim.engine_config.EngineConfig.per_sequence_kv_streams`)
 
 with compute_s and memory_s driven by the effective matmul FLOP/s, attention FLOP/s and memory
 bandwidth (`sim.cost.CostParams`). Given probe points (iteration shapes with their measured

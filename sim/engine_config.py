@@ -170,13 +170,14 @@ class EngineConfig(BaseModel):
         None, gt=0, description="server context in tokens (see context_mode for slots); None = model max"
     )
     context_mode: ContextMode = "split"
-    separate_prefill_pass: bool = Field(
+    per_sequence_kv_streams: bool = Field(
         False,
         description=(
-            "an iteration that mixes prompt chunks with decodes runs them as two passes over the weights "
-            "(decodes, then prompts) instead of one: llama.cpp with one KV stream per sequence "
-            "(kv_unified off, llama-server with an explicit -np) splits such a batch with "
-            "llama_batch_allocr::split_equal, which gives every sequence of a ubatch the same number of tokens"
+            "one KV stream per sequence (llama.cpp with kv_unified off: llama-server with an explicit -np). "
+            "llama.cpp then runs a batch as one pass over the weights per run of consecutive seq_ids with "
+            "equal token counts (llama_batch_allocr::split_equal): an iteration mixing prompt chunks and "
+            "decodes is a decode pass plus a prompt pass, and decodes whose slots are not contiguous take "
+            "one pass per contiguous run. Slots are handed out lowest id first"
         ),
     )
     fit_context_to_memory: bool = Field(

@@ -209,7 +209,7 @@ class ReplicaState:
         self.admit_seq = np.zeros(n, dtype=np.int64)  # admission order (oldest = smallest)
         self._admissions = 0
         self.pending: list[Pending | None] = [None] * n
-        self.free_lanes = list(range(n - 1, -1, -1))
+        self.free_lanes = list(range(n))  # a heap: the lowest free lane is handed out first
         self.lane_top = 0  # 1 + the highest lane ever used: lanes above it are all idle
         self.running: list[int] = []  # admission order, oldest first
         self.prefilling: list[int] = []  # running lanes still computing their prompt, oldest first
@@ -244,7 +244,7 @@ class ReplicaState:
             b[:old] = a
             setattr(self, name, b)
         self.pending.extend([None] * old)
-        self.free_lanes = list(range(new - 1, old - 1, -1)) + self.free_lanes
+        self.free_lanes.extend(range(old, new))  # all above the free lanes already there: still a heap
         self.kv.ensure_lanes(new)
 
     def prefix_hit(self, p: Pending) -> int:
@@ -272,7 +272,7 @@ class ReplicaState:
         that now (nothing changes then)."""
         if not self.free_lanes:
             self._grow_lanes()
-        lane = self.free_lanes[-1]
+        lane = self.free_lanes[0]  # the lowest free lane (llama-server's first idle slot)
         cache = None if p.transferred else self.prefix  # transferred KV is the lane's own
         blocks = cache is not None and cache.kind == "blocks"
         if blocks and hit_tokens:
@@ -285,7 +285,7 @@ class ReplicaState:
             if not blocks:
                 hit_tokens = cache.take(p.request, self.n_running)
             cache.stats.record(p.prompt_tokens, hit_tokens)
-        self.free_lanes.pop()
+        heapq.heappop(self.free_lanes)
         if lane >= self.lane_top:
             self.lane_top = lane + 1
         self.waiting.popleft()
@@ -322,7 +322,7 @@ class ReplicaState:
         else:
             self.prefilling.remove(lane)
         self.pending[lane] = None
-        self.free_lanes.append(lane)
+        heapq.heappush(self.free_lanes, lane)
 
     def preempt_newest(self) -> int:
         """Preempt (recompute) the most recently admitted running sequence; it goes back to the
@@ -358,9 +358,9 @@ class Replica:
 
     def __init__(self, env, *, cost, scheduler: Scheduler, kv: KVAllocator, source: ArrivalSource,
                  log: RequestLog, gaps: GapLog, iterations: IterationLog, fast_forward: bool = True,
-                 check_invariants: bool = False, prefix=None, separate_prefill_pass: bool = False) -> None:
+                 check_invariants: bool = False, prefix=None, per_sequence_kv_streams: bool = False) -> None:
         self.env = env
-        self.separate_prefill_pass = separate_prefill_pass
+        self.per_sequence_kv_streams = per_sequence_kv_streams
         self.cost = cost
         self.scheduler = scheduler
         self.kv = kv
@@ -458,17 +458,17 @@ class Replica:
                 k = 1
                 ctx_p = st.ctx[pl[0]] if len(pl) == 1 else st.ctx[pl]
                 ctx_pl = [int(ctx_p)] if len(pl) == 1 else ctx_p.tolist()
-                if self.separate_prefill_pass and n_dec:
-                    # two passes over the weights: the decodes' ubatch, then the prompts'
-                    # (EngineConfig.separate_prefill_pass: llama.cpp's split_equal with per-sequence KV)
-                    t = cost.step_time((), (), ctx_f) + cost.step_time(batch.prefill_tokens, ctx_pl, ())
+                if self.per_sequence_kv_streams and n_dec:
+                    # separate passes over the weights: the decodes' ubatches, then the prompts'
+                    # (EngineConfig.per_sequence_kv_streams: llama.cpp's split_equal with per-sequence KV)
+                    t = self._decode_time(dl, ctx_f, 1) + cost.step_time(batch.prefill_tokens, ctx_pl, ())
                 else:
                     t = cost.step_time(batch.prefill_tokens, ctx_pl, ctx_f)
                 t_first = t
             else:
                 k = self._run_length(batch, ctx, ctx_f, first_done, now) if self.fast_forward and batch.stable else 1
-                t = cost.decode_run_time(ctx_f, k)
-                t_first = cost.decode_run_time(ctx_f, 1) if k > 1 else t
+                t = self._decode_time(dl, ctx_f, k)
+                t_first = self._decode_time(dl, ctx_f, 1) if k > 1 else t
             yield env.timeout(t)
             end = now + t
             st.now_s = end
@@ -515,6 +515,42 @@ class Replica:
             if self.check_invariants:
                 kv.check()
 
+    def _stream_groups(self, dl: np.ndarray) -> list[np.ndarray] | None:
+        """With one KV stream per sequence, the decodes' positions in `dl` split into runs of
+        consecutive lanes (slot ids): llama.cpp runs each run as its own pass over the weights
+        (`split_equal` only packs consecutive seq_ids). None when the decodes are one pass."""
+        if not self.per_sequence_kv_streams or len(dl) < 2:
+            return None
+        order = np.argsort(dl, kind="stable")
+        breaks = np.flatnonzero(np.diff(dl[order]) != 1) + 1
+        if not len(breaks):
+            return None
+        return np.split(order, breaks)
+
+    def _decode_time(self, dl: np.ndarray, ctx_f: np.ndarray, k: int) -> float:
+        """Seconds of k decode steps of the batch: one closed-form run per pass (`_stream_groups`)."""
+        groups = self._stream_groups(dl)
+        if groups is None:
+            return self.cost.decode_run_time(ctx_f, k)
+        return sum(self.cost.decode_run_time(ctx_f[g], k) for g in groups)
+
+    def _decode_steps_within(self, dl: np.ndarray, ctx_f: np.ndarray, budget_s: float, max_steps: int) -> int:
+        """The largest k <= max_steps with `_decode_time(k)` <= budget_s: the cost model's exact
+        inverse for one pass, bisection on the (increasing) sum of closed forms for several."""
+        groups = self._stream_groups(dl)
+        if groups is None:
+            return self.cost.decode_steps_within(ctx_f, budget_s, max_steps=max_steps)
+        lo, hi = 0, max_steps  # _decode_time(lo) <= budget; find the last k that fits
+        if self._decode_time(dl, ctx_f, hi) <= budget_s:
+            return hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._decode_time(dl, ctx_f, mid) <= budget_s:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
     def _run_length(self, batch: Batch, ctx: np.ndarray, ctx_f: np.ndarray, first_done: int, now_s: float) -> int:
         """Decode steps the batch can run unchanged: up to its first completion (`first_done`
         steps away), the last step the KV cache can hold, the last step before a growth evicts a
@@ -537,7 +573,7 @@ class Replica:
             t_next = self.source.next_time()
             if t_next is not None:
                 budget = t_next - now_s
-                kw = self.cost.decode_steps_within(ctx_f, budget, max_steps=k)
+                kw = self._decode_steps_within(dl, ctx_f, budget, k)
                 if kw < k:
                     # Stop at the first step ending after the arrival, where a step-by-step run
                     # admits it. (A step ending exactly at the arrival — a tie of two float sums —

@@ -226,7 +226,7 @@ class ReplicaParts:
             "memory_fraction": engine.memory_fraction,
             "context_tokens": self.context_tokens,
             "context_mode": engine.context_mode if engine.scheduler == "slots" else None,
-            "separate_prefill_pass": engine.separate_prefill_pass,
+            "per_sequence_kv_streams": engine.per_sequence_kv_streams,
             "concurrency": concurrency,
             "seed": seed,
             "weight_bytes": self.kvp.weight_bytes,
@@ -259,7 +259,7 @@ def build_replica(env: simpy.Environment, parts: ReplicaParts, source, *, record
     return Replica(env, cost=parts.cost, scheduler=parts.make_scheduler(), kv=kv, source=source, log=RequestLog(),
                    gaps=GapLog(), iterations=IterationLog(enabled=record_iterations), fast_forward=fast_forward,
                    check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv),
-                   separate_prefill_pass=engine.separate_prefill_pass)
+                   per_sequence_kv_streams=engine.per_sequence_kv_streams)
 
 
 def check_drained(replica: Replica) -> None:

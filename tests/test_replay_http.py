@@ -76,11 +76,14 @@ def test_replay_cli_subprocess_writes_run_schema(server_url, tmp_path):
     assert json.loads((out / "summary.json").read_text()) == summary
     lines = [json.loads(x) for x in (out / "tokens.jsonl").read_text().splitlines()]
     assert [x["id"] for x in lines] == [str(i) for i in df["id"]]
-    # one time per streamed chunk: llama-cpp-python may split a multi-byte character's tokens over
-    # chunks, so the count is close to, not always equal to, the token count (which finish_reason gives)
-    for x, n in zip(lines, df["output_tokens"]):
+    # one time per streamed chunk: llama-cpp-python may hold a multi-byte character's pieces back, and
+    # with two concurrent streams (--interrupt_requests False) it was seen sending up to 14 chunks for
+    # max_tokens 9 (a random-weight model's output): the chunk count is near, not equal to, the token
+    # count, which comes from finish_reason "length" (exactly max_tokens)
+    for x, n, want in zip(lines, df["output_tokens"], [8 + i for i in range(4)]):
         t = x["token_times_s"]
-        assert t == sorted(t) and abs(len(t) - n) <= max(2, n // 3)
+        assert n == want
+        assert t == sorted(t) and n - max(2, n // 3) <= len(t) <= 2 * n
 
 
 def test_replay_to_a_closed_port_exits_1_naming_the_endpoint(tmp_path):

@@ -119,10 +119,12 @@ def test_a_session_request_with_think_time_is_sent_after_the_previous_answer():
 
 
 @pytest.mark.parametrize("scheduler,kv", [("chunked", "paged"), ("continuous", "paged"), ("static", "contiguous"),
-                                          ("slots", "contiguous"), ("chunked", "contiguous")])
+                                          ("slots", "contiguous"), ("chunked", "contiguous"), ("slots-streams", "contiguous")])
 def test_fast_forward_gives_the_same_results_as_step_by_step(scheduler, kv):
+    extra = {"context_size": 16384, "context_mode": "split"} if scheduler.startswith("slots") else {}
+    if scheduler == "slots-streams":  # one KV stream per sequence: a pass per run of consecutive slots
+        scheduler, extra = "slots", {**extra, "per_sequence_kv_streams": True}
     preset = "llama.cpp" if scheduler == "slots" else "vllm"
-    extra = {"context_size": 16384, "context_mode": "split"} if scheduler == "slots" else {}
     eng = engine_with_kv_capacity(preset, 12_000, scheduler=scheduler, kv_allocator=kv, max_num_seqs=6,
                                   max_num_batched_tokens=1024, **extra)
     if scheduler == "slots":
@@ -151,7 +153,7 @@ def _assert_close(a, b, path=""):
 
 
 
-def test_separate_prefill_pass_prices_a_mixed_iteration_as_a_decode_pass_plus_a_prompt_pass():
+def test_per_sequence_kv_streams_prices_a_mixed_iteration_as_a_decode_pass_plus_a_prompt_pass():
     # Request 1's prompt arrives while request 0 decodes, so one iteration prefills 1 and decodes 0.
     # Fused (one pass over the weights) it costs step(prompt + decode); with separate passes
     # (llama.cpp with one KV stream per sequence) step(decode) + step(prompt), which is more.
@@ -168,8 +170,8 @@ def test_separate_prefill_pass_prices_a_mixed_iteration_as_a_decode_pass_plus_a_
         return float(m["duration_s"].iloc[0])
 
     fused = run(trace, eng)
-    split = run(trace, eng.with_overrides(separate_prefill_pass=True))
-    assert split.summary["config"]["separate_prefill_pass"] is True
+    split = run(trace, eng.with_overrides(per_sequence_kv_streams=True))
+    assert split.summary["config"]["per_sequence_kv_streams"] is True
     t_fused, t_split = mixed_iteration(fused), mixed_iteration(split)
     # request 0's context at that iteration: the one that reproduces the fused duration
     ctx = [c for c in range(100, 151) if cost.step_time((300,), (0,), (c,)) == pytest.approx(t_fused, rel=1e-12)]
@@ -180,3 +182,25 @@ def test_separate_prefill_pass_prices_a_mixed_iteration_as_a_decode_pass_plus_a_
     # request 1 waits longer for its first token by exactly the difference
     ttft = {r: res.requests.set_index("id").loc["1", "ttft_s"] for r, res in (("f", fused), ("s", split))}
     assert ttft["s"] - ttft["f"] == pytest.approx(t_split - t_fused, rel=1e-9)
+
+
+def test_per_sequence_kv_streams_price_one_pass_per_run_of_consecutive_slots():
+    # Three requests fill slots 0, 1, 2; the one in slot 1 finishes first, leaving slots 0 and 2
+    # decoding: llama.cpp runs them as two passes (split_equal packs consecutive seq_ids only).
+    from sim.cost import CostModel
+
+    eng = _no_overheads("llama.cpp", max_num_seqs=3, prefix_caching=False, context_size=3 * 4096,
+                        context_mode="split", per_sequence_kv_streams=True)
+    trace = [Request("0", 0.0, 50, 400, 400), Request("1", 0.0, 50, 20, 20), Request("2", 0.0, 50, 400, 400)]
+    res = run(trace, eng, fast_forward=False)
+    cost = CostModel.from_names(MODEL, eng.default_quant, hw=H100, engine=eng)
+    its = res.iterations
+    done_1 = res.requests.set_index("id").loc["1", "finish_s"]
+    after = its[(its["start_s"] >= done_1) & (its["decode_seqs"] == 2)]
+    assert len(after) > 10
+    row = after.iloc[0]
+    # both remaining sequences have the same context (same prompt, admitted together)
+    c = (row["kv_used_tokens"] - 2) / 2  # KV after the step holds each context + its new token
+    two_passes = 2 * cost.step_time((), (), (c,))
+    assert row["duration_s"] == pytest.approx(two_passes, rel=1e-9)
+    assert two_passes > cost.step_time((), (), (c, c))

@@ -3,14 +3,16 @@
 The driver is a small llama-server: `n_seq_max` sequences share one llama.cpp context, each with
 its own KV stream (`seq_id`). Every iteration it
 
-1. admits ready requests while a sequence slot is free (FIFO; the request's prompt + output must
-   fit the slot's context, else it is rejected up front with the reason),
+1. admits ready requests while a sequence slot is free (FIFO, into the lowest free `seq_id`, as
+   llama-server picks its first idle slot; the request's prompt + output must fit the slot's
+   context, else it is rejected up front with the reason),
 2. builds one `llama_batch`: one token for every sequence that is decoding, in slot (`seq_id`) order,
    then prompt chunks of admitted sequences in admission order, until the batch holds `n_batch` tokens
    (llama-server's order: decodes first, prompts fill the rest — the simulator's `chunked`
    scheduler). With one KV stream per sequence llama.cpp runs the decodes and the prompt chunks of
-   such a batch as separate ubatches (passes over the weights); `validate` simulates that with the
-   engine setting `separate_prefill_pass`,
+   such a batch as separate ubatches (passes over the weights), and decodes whose seq_ids are not
+   contiguous (slot 1 finished, 0 and 2 still decoding) as one pass per contiguous run; `validate`
+   simulates both with the engine setting `per_sequence_kv_streams`,
 3. runs `llama_decode` on it (`n_ubatch = n_batch`: one call is one iteration, and a decode-only
    iteration is one pass over the weights),
 4. samples a token for every sequence that produced logits with llama-server's default sampler
@@ -30,6 +32,7 @@ reports some violations with a GGML_ASSERT, which aborts the whole process.
 from __future__ import annotations
 
 import ctypes
+import heapq
 import os
 import time
 from collections import deque
@@ -284,7 +287,7 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
     measurements: list[Measurement] = []
     waiting: deque[tuple[Request, Measurement]] = deque()
     running: dict[int, _Sequence] = {}
-    free_ids = list(range(engine.n_seq_max))
+    free_ids = list(range(engine.n_seq_max))  # a heap: the lowest free seq_id first, as llama-server's slots
     batch_sizes: list[int] = []
     kv_peak_used = 0
     kv_peak_reserved = 0
@@ -293,7 +296,7 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
     def finish(s: _Sequence, now: float) -> None:
         s.meas.complete(now)
         engine.free_sequence(s.seq_id)
-        free_ids.append(s.seq_id)
+        heapq.heappush(free_ids, s.seq_id)
         del running[s.seq_id]
         dispatcher.finished(s.meas.id, now)
 
@@ -314,7 +317,7 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
                 waiting.append((req, m))
         while waiting and free_ids:  # admission: every iteration, while a sequence slot is free
             req, m = waiting.popleft()
-            sid = free_ids.pop(0)
+            sid = heapq.heappop(free_ids)
             m.scheduled_s = now
             running[sid] = _Sequence(sid, m, engine.prompt_tokens(req.prompt_tokens, rng), max(req.output_tokens, 1))
         if not running:

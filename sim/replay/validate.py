@@ -119,7 +119,7 @@ def run_validation(
                          "context_size": measured.config["n_ctx"],
                          "context_mode": "split",  # one KV stream per sequence: n_ctx / n_seq_max each
                          # ... so llama.cpp runs the decodes and the prompts of a mixed batch as two passes
-                         "separate_prefill_pass": True}
+                         "per_sequence_kv_streams": True}
     eng = base_engine.with_overrides(**{**engine_limits, **user_overrides})
 
     sim_requests = simulated_trace(measured, list(requests))
