@@ -213,9 +213,16 @@ Where a figure misses, the per-case tables say in which direction. How to read t
 - How the driver and the simulator agree on batches: the driver gives each sequence its own KV stream
   (`kv_unified = false`, as llama-server with an explicit `-np`). llama.cpp then only packs consecutive
   seq_ids into one pass (`llama_batch_allocr::split_equal`), so the driver lists decodes in seq_id order
-  (in admission order, after slots were reused, a 4-sequence step took 93 ms instead of 64), and it runs an
-  iteration that mixes a new prompt with running decodes as two passes over the weights (decodes, then
-  the prompt), which `validate` simulates with the engine setting `per_sequence_kv_streams`.
+  (in admission order, after slots were reused, a 4-sequence step took 93 ms instead of 64) and hands out
+  the lowest free slot; still, decodes whose slots are not contiguous (slot 1 finished, 0 and 2 still
+  running) take one pass per contiguous run, and an iteration that mixes a new prompt with running
+  decodes takes a decode pass plus a prompt pass. `validate` simulates all of this with the engine
+  setting `per_sequence_kv_streams` (same slot choice, same passes).
+- Open loop (Poisson) is the hardest case here: nearly every request arrives alone and joins running
+  decodes, so TPOT and e2e are dominated by mixed iterations. Timed one by one inside the driver they
+  took 0-17 % longer than the decode pass + prompt pass the simulator prices, while the same shapes
+  timed alone with the raw API matched that sum within the run-to-run noise (prompt passes of 209
+  tokens varied 526-637 ms between repeats on this shared machine).
 - Compare ITL p50 (the driver's typical gap between tokens) with the calibration's batched-decode probe
   points (one `llama_decode` of B sequences plus their sampling, timed alone): where the predicted ITL
   matches those probes but the measured ITL is higher, the miss is in what the driver adds around the raw

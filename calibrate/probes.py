@@ -149,7 +149,9 @@ def build_plan(
         prefill = [32, 64, 128, 256, 512, 1024]
         chunks = [(128, 512)]
         single_decode = [32, 512, 1024]
-        batched_decode = [(b, 64) for b in (2, 4, 8, 16)] + [(4, 192)]
+        # two contexts for every batch size: the decode-attention slowdown (sim.cost) is the slope
+        # of step time in batch x context, which one context cannot show
+        batched_decode = [(b, c) for c in (64, 192) for b in (2, 4, 8, 16)]
         mixed: list[tuple[int, int, int, int]] = [(64, 0, 4, 64)]
         per_seq_ctx = 256
         reps = {"warmup": 1, "runs": 3, "max_runs": 9, "min_time_s": 0.25}
