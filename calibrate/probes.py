@@ -151,7 +151,7 @@ def build_plan(
         single_decode = [32, 512, 1024]
         # two contexts for every batch size: the decode-attention slowdown (sim.cost) is the slope
         # of step time in batch x context, which one context cannot show
-        batched_decode = [(b, c) for c in (64, 192) for b in (2, 4, 8, 16)]
+        batched_decode = [(b, c) for c in (64, 192) for b in (2, 4, 8, 16)] + [(6, 64)]
         mixed: list[tuple[int, int, int, int]] = [(64, 0, 4, 64)]
         per_seq_ctx = 256
         reps = {"warmup": 1, "runs": 3, "max_runs": 9, "min_time_s": 0.25}
@@ -161,8 +161,9 @@ def build_plan(
         chunks = [(128, 512), (256, 1024), (512, 1024)]
         single_decode = [32, 256, 512, 1024, 1536, 1984]
         # 3 and 12 too at the short context: the step time is not linear in the batch (a GEMV at 1,
-        # tiled GEMMs from 2 on, see sim.cost), so the batch axis gets the densest sampling
-        batched_decode = [(b, c) for c in (64, 512) for b in (1, 2, 4, 8, 16)] + [(3, 64), (12, 64)]
+        # tiled GEMMs from 2 on, see sim.cost), so the batch axis gets the densest sampling;
+        # 6 and 10 leave rows over past a 4-row tile: a second pass over the weights (sim.cost.gemm_rows)
+        batched_decode = [(b, c) for c in (64, 512) for b in (1, 2, 4, 8, 16)] + [(3, 64), (12, 64), (6, 64), (10, 512)]
         mixed = [(128, 0, 4, 64), (256, 256, 8, 256), (64, 0, 12, 64)]
         per_seq_ctx = 640
         reps = {"warmup": 1, "runs": 5, "max_runs": 15, "min_time_s": 1.0}

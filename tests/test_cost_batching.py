@@ -85,8 +85,22 @@ def test_prefill_chunk_layers_are_a_gemm_and_its_single_logit_a_gemv():
 def test_gemm_rows_switches_kernel_at_two_rows():
     assert gemm_rows(1, 3.0) == 1
     assert gemm_rows(2, 3.0) == 5.0
-    np.testing.assert_array_equal(gemm_rows(np.array([0.0, 1.0, 2.0, 9.0]), 3.0), [0.0, 1.0, 5.0, 12.0])
+    np.testing.assert_array_equal(gemm_rows(np.array([0.0, 1.0, 2.0, 4.0, 8.0]), 3.0), [0.0, 1.0, 5.0, 7.0, 11.0])
     assert gemm_rows(7, 0.0) == 7
+
+
+def test_gemm_rows_adds_a_leftover_tile_pass_past_multiples_of_four():
+    # 9 rows = two 4-row tiles + 1 leftover row in a second, narrower pass: its own start-up (n_1/2)
+    # and the leftover row counted twice
+    assert gemm_rows(9, 3.0) == 9 + 3.0 + (3.0 + 1)
+    assert gemm_rows(7, 3.0) == 7 + 3.0 + (3.0 + 3)
+    assert gemm_rows(3, 3.0) == 3 + 3.0  # within the first tile: one pass
+    rows = np.arange(2, 17, dtype=float)
+    np.testing.assert_array_equal(gemm_rows(rows, 3.0), [gemm_rows(int(r), 3.0) for r in rows])
+    # a decode step of 8 sequences is cheaper than one of 7 (a measured fact of llama.cpp's CPU kernels)
+    spec = get_model("gemma-3-270m")
+    cm = CostModel(spec, "q4_k_m", CostParams(25e9, 90e9, 35e9, 0.0, 0.0, 4.0))
+    assert cm.step_time((), (), [100.0] * 8) < cm.step_time((), (), [100.0] * 7)
 
 
 def test_predict_times_agrees_with_step_time_and_accepts_five_parameters():
