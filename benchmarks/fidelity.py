@@ -220,11 +220,10 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   running) take one pass per contiguous run, and an iteration that mixes a new prompt with running
   decodes takes a decode pass plus a prompt pass. `validate` simulates all of this with the engine
   setting `per_sequence_kv_streams` (same slot choice, same passes).
-- Open loop (Poisson) is the hardest case here: nearly every request arrives alone and joins running
-  decodes, so TPOT and e2e are dominated by mixed iterations. Timed one by one inside the driver they
-  took 0-17 % longer than the decode pass + prompt pass the simulator prices, while the same shapes
-  timed alone with the raw API matched that sum within the run-to-run noise (prompt passes of 209
-  tokens varied 526-637 ms between repeats on this shared machine).
+- Open loop (Poisson) gives the driver every batch size from 1 to 8, and batches that are not a
+  multiple of 4 pay llama.cpp's leftover-tile pass (a 7-sequence step costs more than an 8-sequence one;
+  sim/cost.py `gemm_rows`). Before the cost model priced it, the Poisson TPOT p50 came out 15-16 % low
+  while the closed-loop cases (mostly full batches of 1, 2, 4 or 8) were within target.
 - Compare ITL p50 (the driver's typical gap between tokens) with the calibration's batched-decode probe
   points (one `llama_decode` of B sequences plus their sampling, timed alone): where the predicted ITL
   matches those probes but the measured ITL is higher, the miss is in what the driver adds around the raw

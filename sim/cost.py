@@ -68,7 +68,7 @@ that sequence's cache, and the softmax over the keys is done per row: less arith
 per instruction, a lower FLOP rate on CPUs. Measured with Gemma 3 270M Q4_K_M on a 2-core EPYC (1
 thread): 16 sequences decode in 145 ms at 74 cached tokens and 178 ms at 522, 4.5 us per extra
 (sequence x cached token) for the 4 x 4 x 256 x 18 attention FLOPs involved; full calibrations there
-fit s = 1.8-1.9 (decode attention at 17-20 GFLOP/s, prompt attention at 32-36). Calibration fits s; GPU presets
+fit s = 1.8-2.4 (decode attention at 17-20 GFLOP/s, prompt attention at 32-49). Calibration fits s; GPU presets
 keep 1 (their decode attention kernels are bandwidth-bound on the KV cache, which memory_s prices).
 In a run of decode steps every key is a decode key, so the closed forms below just scale their
 attention slope by s. Placements over several devices (sim.parallel) do not apply it.
