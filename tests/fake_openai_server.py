@@ -55,6 +55,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
+        # the handler closes the connection after every stream: say so, or the client may send the
+        # next request on a connection the server is closing (a request failed with no token at all)
+        self.send_header("Connection", "close")
         self.end_headers()
 
         def event(obj) -> None:
