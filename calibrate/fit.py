@@ -163,13 +163,15 @@ def int8_speedup_for(simd: Sequence[str]) -> float:
 def features_of(cost: CostModel, observations: Sequence[Observation]) -> StepFeatures:
     """One StepFeatures row per observation (its whole batch as one pass), through the cost model's
     own aggregation."""
-    rows = []
-    for o in observations:
-        pt = (o.prefill_tokens,) if o.prefill_tokens else ()
-        pc = (o.prefill_context,) if o.prefill_tokens else ()
-        dc = np.full(o.decode_batch, float(o.decode_context))
-        rows.append(cost.features(pt, pc, dc))
-    return StepFeatures.concat(rows)
+    return StepFeatures.concat([cost.features(*_shape(o)) for o in observations])
+
+
+def _shape(o: Observation) -> tuple[tuple, tuple, np.ndarray]:
+    """(prefill_tokens, prefill_context, decode_context) of an observation's batch, as
+    `CostModel.features` takes them."""
+    if o.prefill_tokens:
+        return (o.prefill_tokens,), (o.prefill_context,), np.full(o.decode_batch, float(o.decode_context))
+    return (), (), np.full(o.decode_batch, float(o.decode_context))
 
 
 def pass_features(cost: CostModel, observations: Sequence[Observation]) -> tuple[StepFeatures, StepFeatures]:
@@ -183,9 +185,7 @@ def pass_features(cost: CostModel, observations: Sequence[Observation]) -> tuple
     first, second = [], []
     empty = cost.features((), (), ())
     for o in observations:
-        pt = (o.prefill_tokens,) if o.prefill_tokens else ()
-        pc = (o.prefill_context,) if o.prefill_tokens else ()
-        dc = np.full(o.decode_batch, float(o.decode_context))
+        pt, pc, dc = _shape(o)
         if o.kind == "mixed" and pt and len(dc):
             first.append(cost.features((), (), dc))
             second.append(cost.features(pt, pc, ()))
