@@ -8,6 +8,8 @@ error message. Protocol: one JSON plan on stdin; one JSON object per line on the
     {"event": "load", ...}     model load times (cold = first load in this fresh process,
                                warm = reloads of the same file, now in the OS page cache)
     {"event": "point", ...}    one probe point: median, spread and all samples of its timed runs
+                               (with plan["rounds"] = R the whole plan runs R times over, and every
+                               point comes once per round: `calibrate.probes.merge_rounds`)
     {"event": "error", "message": ...}   a refused size or a failed llama.cpp call (exit status 3)
     {"event": "done"}
 
@@ -387,6 +389,7 @@ class _Worker:
         mean_decode_context = cd + warmup + (runs - 1) / 2.0 if b else 0.0
         self.emit({
             "event": "point", "id": probe["id"], "kind": probe["kind"], "session": probe["session"],
+            "round": probe.get("round", 0),
             "prefill_tokens": p, "prefill_context": cp, "decode_batch": b,
             "decode_context": mean_decode_context, "runs": runs, "warmup": warmup,
             **summarize(samples, cpu, n_threads, self.best_share),
@@ -409,12 +412,13 @@ class _Worker:
 
     def run(self) -> None:
         self.measure_loads()
-        for session in self.plan["sessions"]:
-            limits = self.open_context(session)
-            self.inject_fault(limits)
-            for probe in session["probes"]:
-                self.emit({"event": "start", "id": probe["id"]})
-                self.run_probe({**probe, "session": session["name"]}, limits)
+        for rnd in range(int(self.plan.get("rounds", 1))):
+            for session in self.plan["sessions"]:
+                limits = self.open_context(session)
+                self.inject_fault(limits)
+                for probe in session["probes"]:
+                    self.emit({"event": "start", "id": probe["id"], "round": rnd})
+                    self.run_probe({**probe, "session": session["name"], "round": rnd}, limits)
         self.free_model()
         self.emit({"event": "done"})
 

@@ -154,6 +154,7 @@ def build_plan(
         batched_decode = [(b, c) for c in (64, 192) for b in (2, 4, 8, 16)] + [(6, 64)]
         mixed: list[tuple[int, int, int, int]] = [(64, 0, 4, 64)]
         per_seq_ctx = 256
+        rounds = 1
         reps = {"warmup": 1, "runs": 3, "max_runs": 9, "min_time_s": 0.25}
         dreps = {"warmup": 2, "runs": 8, "max_runs": 32, "min_time_s": 0.25}
     else:
@@ -166,8 +167,13 @@ def build_plan(
         batched_decode = [(b, c) for c in (64, 512) for b in (1, 2, 4, 8, 16)] + [(3, 64), (12, 64), (6, 64), (10, 512)]
         mixed = [(128, 0, 4, 64), (256, 256, 8, 256), (64, 0, 12, 64)]
         per_seq_ctx = 640
-        reps = {"warmup": 1, "runs": 5, "max_runs": 15, "min_time_s": 1.0}
-        dreps = {"warmup": 3, "runs": 16, "max_runs": 64, "min_time_s": 1.0}
+        # two rounds over the whole plan, each with half the timed runs: a point's median then spans
+        # two moments minutes apart. On a shared VM the machine's speed moves by up to 25 % within
+        # tens of seconds (a neighbour on the sibling hyperthread); one second of samples per point
+        # would fit that moment's speed into the profile.
+        rounds = 2
+        reps = {"warmup": 1, "runs": 3, "max_runs": 8, "min_time_s": 0.5}
+        dreps = {"warmup": 3, "runs": 8, "max_runs": 32, "min_time_s": 0.5}
 
     single: list[dict] = []
     for p in prefill:
@@ -213,6 +219,7 @@ def build_plan(
         "n_gpu_layers": int(n_gpu_layers),
         "seed": int(seed),
         "warm_loads": 2,
+        "rounds": rounds,
         "sessions": sessions,
     }
 
@@ -238,7 +245,35 @@ def validate_plan(plan: dict) -> None:
 
 
 def count_probes(plan: dict) -> int:
-    return sum(len(s["probes"]) for s in plan["sessions"])
+    """Point events the plan emits: every probe once per round."""
+    return sum(len(s["probes"]) for s in plan["sessions"]) * int(plan.get("rounds", 1))
+
+
+def merge_rounds(events: list[dict], n_threads: int) -> list[dict]:
+    """One point event per (session, id) from the per-round events of a plan run in rounds.
+
+    The samples of every round are pooled and summarized again (`probe_worker.summarize`: median
+    of the undisturbed runs, against the best CPU share seen in any round), so a point's value
+    spans minutes of the machine instead of one second of it; the mean decode context is weighted
+    by each round's runs. A plan with one round passes through unchanged."""
+    from calibrate.probe_worker import cpu_shares, summarize
+
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for e in events:
+        groups.setdefault((e.get("session", ""), e["id"]), []).append(e)
+    merged = []
+    for group in groups.values():
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        samples = [x for e in group for x in e["samples_s"]]
+        cpu = [x for e in group for x in e.get("cpu_s", [])]
+        runs = sum(int(e["runs"]) for e in group)
+        stats = summarize(samples, cpu, n_threads, max(cpu_shares(samples, cpu, n_threads), default=0.0)) \
+            if len(cpu) == len(samples) else summarize(samples, [], n_threads)
+        context = sum(float(e["decode_context"]) * int(e["runs"]) for e in group) / runs
+        merged.append({**group[0], **stats, "runs": runs, "decode_context": context, "rounds": len(group)})
+    return merged
 
 
 # ---- running in a child process ---------------------------------------------------------------------
@@ -277,7 +312,7 @@ def run_plan(
     env = dict(os.environ)
     env["GGML_NO_BACKTRACE"] = "1"  # ggml_abort would otherwise try to attach a debugger
     t_start = time.perf_counter()
-    points: list[ProbePoint] = []
+    point_events: list[dict] = []
     contexts: list[dict] = []
     load: dict = {}
     current = "model load"
@@ -305,7 +340,7 @@ def run_plan(
                 if kind == "start":
                     current = f"probe {event['id']}"
                 elif kind == "point":
-                    points.append(ProbePoint.from_event(event))
+                    point_events.append(event)
                 elif kind == "load":
                     load = event
                 elif kind == "context":
@@ -335,7 +370,7 @@ def run_plan(
     if returncode != 0:
         raise ProbeError(f"probe process exited with status {returncode} during {current}: {_crash_reason(stderr_text)}")
     return ProbeRun(
-        points=tuple(points),
+        points=tuple(ProbePoint.from_event(e) for e in merge_rounds(point_events, int(plan["n_threads"]))),
         load_cold_s=float(load.get("cold_s", float("nan"))),
         load_warm_s=tuple(load.get("warm_s", ())),
         contexts=tuple(contexts),
@@ -343,5 +378,5 @@ def run_plan(
         wall_s=time.perf_counter() - t_start,
         llama_cpp_version=load.get("llama_cpp_version", ""),
         plan_summary={"n_threads": plan["n_threads"], "n_gpu_layers": plan["n_gpu_layers"], "seed": plan["seed"],
-                      "probes": count_probes(plan)},
+                      "probes": count_probes(plan), "rounds": int(plan.get("rounds", 1))},
     )

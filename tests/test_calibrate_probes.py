@@ -13,7 +13,7 @@ import pytest
 from tiny_model import requires_llama_cpp, tiny_gguf  # noqa: F401  (fixture)
 
 from calibrate.probe_worker import ContextLimits, probe_fits
-from calibrate.probes import ProbeError, build_plan, run_plan, validate_plan
+from calibrate.probes import ProbeError, build_plan, count_probes, merge_rounds, run_plan, validate_plan
 
 pytestmark = requires_llama_cpp
 
@@ -190,3 +190,48 @@ def test_a_point_disturbed_throughout_is_recognised_against_the_run_wide_best_sh
     kept = undisturbed(wall, cpu, 1, reference_share=0.99)
     assert _wants_more(wall, kept, max_runs=64, min_runs=3, min_time_s=0.25)  # keeps sampling
     assert summarize(wall, cpu, 1, reference_share=0.99)["undisturbed_runs"] == 4  # then falls back to its best
+
+
+def test_a_plan_in_rounds_times_every_shape_once_per_round_and_pools_the_samples(tiny_gguf):
+    plan = _plan(tiny_gguf, [
+        {"name": "single", "n_ctx": 512, "n_batch": 512, "n_seq_max": 1, "probes": [
+            _probe("prefill-32", p=32, runs=3), _probe("decode-1@16", b=1, cd=16, runs=4)]},
+        {"name": "batched", "n_ctx": 4 * 128, "n_batch": 512, "n_seq_max": 4, "probes": [
+            _probe("decode-4@16", b=4, cd=16, runs=5)]},
+    ], rounds=2)
+    assert count_probes(plan) == 6
+    events = []
+    run = run_plan(plan, on_event=events.append)
+    per_round = [e for e in events if e["event"] == "point"]
+    assert [(e["id"], e["round"]) for e in per_round] == [
+        ("prefill-32", 0), ("decode-1@16", 0), ("decode-4@16", 0),
+        ("prefill-32", 1), ("decode-1@16", 1), ("decode-4@16", 1)]
+    by_id = {p.id: p for p in run.points}
+    assert list(by_id) == ["prefill-32", "decode-1@16", "decode-4@16"]
+    for p in run.points:
+        pooled = [x for e in per_round if e["id"] == p.id for x in e["samples_s"]]
+        assert list(p.samples_s) == pooled and p.runs == len(pooled)
+        assert p.min_s <= p.median_s <= p.max_s
+    # each round starts the decode sequences again at 16: warm-up 1, then contexts 17..20 in both
+    assert by_id["decode-1@16"].decode_context == pytest.approx(18.5)
+    assert run.plan_summary["rounds"] == 2
+
+
+def test_merging_rounds_takes_the_median_of_the_pooled_undisturbed_runs_and_weights_the_context():
+    def ev(rnd, samples, cpu, ctx):
+        return {"event": "point", "id": "decode-2@64", "kind": "decode", "session": "batched", "round": rnd,
+                "prefill_tokens": 0, "prefill_context": 0, "decode_batch": 2, "decode_context": ctx,
+                "runs": len(samples), "samples_s": samples, "cpu_s": cpu, "median_s": samples[0]}
+
+    fast = ev(0, [0.010, 0.011, 0.012], [0.010, 0.011, 0.012], 66.0)
+    slow = ev(1, [0.020, 0.021, 0.030, 0.019], [0.020, 0.021, 0.012, 0.019], 67.5)  # 0.030: lost its CPU
+    other = {**fast, "id": "prefill-8", "session": "single"}
+    merged = merge_rounds([fast, other, slow], n_threads=1)
+    assert [m["id"] for m in merged] == ["decode-2@64", "prefill-8"]
+    m = merged[0]
+    assert m["runs"] == 7 and m["rounds"] == 2
+    assert m["samples_s"] == fast["samples_s"] + slow["samples_s"]
+    assert m["undisturbed_runs"] == 6  # the run that kept 40 % of its CPU is left out
+    assert m["median_s"] == pytest.approx(0.0155)  # median of 10, 11, 12, 19, 20, 21 ms
+    assert m["decode_context"] == pytest.approx((66.0 * 3 + 67.5 * 4) / 7)
+    assert merged[1] is other  # a point of one round passes through unchanged
