@@ -134,7 +134,7 @@ def summary_json(result) -> dict:
 
 def calibrate_command(
     model: str = typer.Option(None, "--model", "-m", help="GGUF file to probe (with --endpoint: the served model: GGUF, HF config.json or catalog name)"),
-    name: str = typer.Option(..., "--name", help="profile name; use it later as --hw NAME"),
+    name: str = typer.Option(None, "--name", help="profile name; use it later as --hw NAME"),
     quick: bool = typer.Option(False, "--quick", help="fewer, shorter probes (under 2 minutes with Gemma 3 270M)"),
     threads: int = typer.Option(None, "--threads", min=1, help="llama.cpp threads (default: physical cores)"),
     gpu_layers: int = typer.Option(0, "--gpu-layers", min=0, help="layers offloaded to a GPU (raw CPU peaks then unused)"),
@@ -147,8 +147,14 @@ def calibrate_command(
     seed: int = typer.Option(0, "--seed", help="seed of the held-out split and of the probe prompts"),
     timeout_s: float = typer.Option(1800.0, "--timeout", min=1, help="give up after this many seconds of probing"),
     as_json: bool = typer.Option(False, "--json", help="print the fit summary as JSON on stdout"),
+    check: str = typer.Option(None, "--check", help="no fit: re-time a few probe shapes with --model and say whether "
+                              "this profile still describes the machine (exit 1 when it drifted)"),
 ) -> None:
     """Measure this machine (or a running server), fit the cost model, write a hardware profile."""
+    if check is not None:
+        return check_command(check, model, threads, gpu_layers, engine, timeout_s, as_json)
+    if not name:
+        raise ConfigError("give --name for the new profile (or --check PROFILE to test an existing one)", field="--name")
     from calibrate.calibration import calibrate_endpoint, calibrate_model
     from calibrate.machine import physical_cores
     from calibrate.probes import ProbeError
@@ -221,6 +227,51 @@ def calibrate_command(
     console.print(f"wrote {result.path}; use it with --hw {name}")
     if as_json:
         sys.stdout.write(json.dumps(summary_json(result), indent=2) + "\n")
+
+
+def render_check(console: Console, result) -> None:
+    table = Table(title="Profile check: the machine now vs when it was calibrated", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+    for header in ("shape", "now ms", "at calibration ms", "drift", "profile ms", "profile error"):
+        table.add_column(header, justify="left" if header == "shape" else "right", no_wrap=True)
+    for p in result.points:
+        table.add_row(p.id, _ms(p.measured_s), "-" if p.calibrated_s is None else _ms(p.calibrated_s),
+                      _pct(p.drift), _ms(p.predicted_s), _pct(p.profile_error))
+    console.print(table)
+    console.print(result.summary())
+
+
+def check_command(profile_name: str, model: str | None, threads: int | None, gpu_layers: int, engine: str,
+                  timeout_s: float, as_json: bool) -> None:
+    """`calibrate --check PROFILE --model GGUF`: time the check shapes, compare, exit 1 if drifted."""
+    from calibrate.check import check_profile
+    from calibrate.probes import ProbeError
+    from sim.engine_config import load_engine
+    from sim.hardware import load_profile
+
+    prof = load_profile(profile_name)
+    eng = load_engine(engine)
+    if not model:
+        raise ConfigError("--check needs --model: the GGUF file to time (the one the profile was calibrated with)",
+                          field="--model")
+    path = Path(model)
+    _check_gguf(path)
+    _require_llama_cpp()
+    from calibrate.machine import physical_cores
+
+    n_threads = threads or (prof.calibration or {}).get("threads") or physical_cores()
+    console = Console(stderr=True)
+    with console.status("timing the check shapes"):
+        try:
+            result = check_profile(prof, path, threads=n_threads, engine=eng, n_gpu_layers=gpu_layers,
+                                   timeout_s=timeout_s)
+        except ProbeError as e:
+            raise ConfigError(str(e), file=path) from None
+    render_check(console, result)
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    if not result.matches:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -175,6 +175,36 @@ def describe_machine() -> dict:
     }
 
 
+@dataclass(frozen=True)
+class CpuTimes:
+    """The machine's cumulative CPU time by state, from the first line of /proc/stat (Linux).
+
+    Fields in clock ticks: user, nice, system, idle, iowait, irq, softirq, steal (proc(5)). `steal`
+    is time a virtual CPU was ready to run while the hypervisor ran something else: on a shared
+    VM it stretches every measured step without showing in the process's own CPU time.
+    """
+
+    ticks: tuple[int, ...] | None
+
+    @classmethod
+    def now(cls) -> "CpuTimes":
+        try:
+            first = Path("/proc/stat").read_text().splitlines()[0].split()
+        except (OSError, IndexError):
+            return cls(None)
+        if first[0] != "cpu" or len(first) < 9:
+            return cls(None)
+        return cls(tuple(int(x) for x in first[1:9]))
+
+    def steal_share_since(self, earlier: "CpuTimes") -> float | None:
+        """Stolen share of all CPU time between `earlier` and this reading (None off Linux)."""
+        if self.ticks is None or earlier.ticks is None:
+            return None
+        delta = [a - b for a, b in zip(self.ticks, earlier.ticks)]
+        total = sum(delta)
+        return delta[7] / total if total > 0 else 0.0
+
+
 def measure_raw_rates_isolated(*, threads: int, quick: bool = False, timeout_s: float = 300.0) -> RawRates:
     """`measure_raw_rates` in a child process whose BLAS uses exactly `threads` threads.
 

@@ -103,6 +103,32 @@ def test_simulator_runs_on_the_calibrated_profile(calibrated, tmp_path):
     assert json.loads(out.stdout)["requests"]["completed"] == 8
 
 
+@requires_llama_cpp
+def test_check_times_the_machine_against_the_profile_and_exits_1_only_when_it_drifted(calibrated, monkeypatch):
+    home, _, model_path = calibrated
+    monkeypatch.setenv("INFERSIM_HOME", str(home))
+    result = CliRunner().invoke(app, ["calibrate", "--check", "tiny-box", "--model", str(model_path), "--json"],
+                                env={"INFERSIM_HOME": str(home), "COLUMNS": "120"})
+    assert result.exit_code in (0, 1), result.output
+    check = json.loads(result.stdout)
+    assert [p["id"] for p in check["points"]] == ["prefill-256", "decode-1@64", "decode-4@64", "decode-8@64"]
+    assert result.exit_code == (0 if check["matches"] else 1)
+    assert check["matches"] == all(abs(p["drift"]) <= check["tolerance"] for p in check["points"])
+    prof = load_profile("tiny-box")
+    recorded = {p["id"]: p["measured_s"] for p in prof.calibration["probe_points"]}
+    spec = get_model(str(model_path))
+    cost = CostModel(spec, "fp16", CostParams.from_profile(prof, "fp16", load_engine("llama.cpp")))
+    for p in check["points"]:
+        assert p["measured_s"] > 0
+        # the shapes the quick calibration also timed are set against that measurement
+        assert p["calibrated_s"] == recorded.get(p["id"])
+        assert p["drift"] == pytest.approx(p["measured_s"] / (p["calibrated_s"] or p["predicted_s"]) - 1)
+    # the profile side is the simulator's own step time for the shape
+    pre = check["points"][0]
+    assert pre["predicted_s"] == pytest.approx(cost.step_time((256,), (0,), []), rel=1e-9)
+    assert "Profile check" in result.stderr
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -113,6 +139,10 @@ def test_simulator_runs_on_the_calibrated_profile(calibrated, tmp_path):
         (["--name", "x", "--endpoint", "http://example.com:80", "--model", "llama-3.1-8b"], "loopback"),
         (["--name", "x", "--model", "m.gguf", "--engine", "no-such-engine"], "no-such-engine"),
         (["--name", "x", "--model", "m.gguf", "--quant", "q8_0"], "--quant is for --endpoint"),
+        (["--model", "m.gguf"], "give --name"),
+        (["--check", "no-such-profile", "--model", "m.gguf"], "no-such-profile"),
+        (["--check", "dgx-spark"], "--check needs --model"),
+        (["--check", "dgx-spark", "--model", "/nonexistent/m.gguf"], "file not found"),
     ],
 )
 def test_calibrate_usage_errors_exit_2_with_one_line(args, message):
