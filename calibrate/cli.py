@@ -148,7 +148,7 @@ def calibrate_command(
     timeout_s: float = typer.Option(1800.0, "--timeout", min=1, help="give up after this many seconds of probing"),
     as_json: bool = typer.Option(False, "--json", help="print the fit summary as JSON on stdout"),
     check: str = typer.Option(None, "--check", help="no fit: re-time a few probe shapes with --model and say whether "
-                              "this profile still describes the machine (exit 1 when it drifted)"),
+                              "this profile still describes the machine (exit 1 when the median shape drifted past 8%)"),
 ) -> None:
     """Measure this machine (or a running server), fit the cost model, write a hardware profile."""
     if check is not None:

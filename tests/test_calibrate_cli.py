@@ -113,7 +113,7 @@ def test_check_times_the_machine_against_the_profile_and_exits_1_only_when_it_dr
     check = json.loads(result.stdout)
     assert [p["id"] for p in check["points"]] == ["prefill-256", "decode-1@64", "decode-4@64", "decode-8@64"]
     assert result.exit_code == (0 if check["matches"] else 1)
-    assert check["matches"] == all(abs(p["drift"]) <= check["tolerance"] for p in check["points"])
+    assert check["matches"] == (abs(statistics.median(p["drift"] for p in check["points"])) <= check["tolerance"])
     prof = load_profile("tiny-box")
     recorded = {p["id"]: p["measured_s"] for p in prof.calibration["probe_points"]}
     spec = get_model(str(model_path))
