@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from calibrate.check import DRIFT_TOLERANCE  # noqa: E402
+from calibrate.check import DRIFT_TOLERANCE, ProfileCheck  # noqa: E402
 from calibrate.machine import CpuTimes  # noqa: E402
 from sim.replay.compare import METRICS  # noqa: E402
 from sim.replay.llama_cpp_server import llama_cpp_server  # noqa: E402
@@ -132,6 +132,11 @@ def run_checked_case(name, requests, *, checks: DriftChecks, **kw) -> dict:
     return case
 
 
+def _median_of_known(xs: list[float | None]) -> float | None:
+    known = [x for x in xs if x is not None]
+    return statistics.median(known) if known else None
+
+
 def combine_repeats(repeats: list[dict]) -> dict:
     """One case from its repeats: each metric's measured value is the median over the repeats (the
     prediction, simulated from each repeat's served lengths, too); the repeats are kept whole.
@@ -144,8 +149,7 @@ def combine_repeats(repeats: list[dict]) -> dict:
     for i, row in enumerate(first["rows"]):
         measured = [rep["rows"][i]["measured"] for rep in repeats]
         predicted = [rep["rows"][i]["predicted"] for rep in repeats]
-        m = statistics.median([x for x in measured if x is not None]) if any(x is not None for x in measured) else None
-        p = statistics.median([x for x in predicted if x is not None]) if any(x is not None for x in predicted) else None
+        m, p = _median_of_known(measured), _median_of_known(predicted)
         err = None if m in (None, 0) or p is None else (p - m) / m * 100.0
         rows.append({**row, "measured": m, "predicted": p, "error_pct": err,
                      "within_target": None if err is None or row["target_pct"] is None else abs(err) <= row["target_pct"],
@@ -198,7 +202,7 @@ def _check_text(check: dict | None) -> str:
         return "not checked"
     shapes = ", ".join(f"{p['id']} {p['drift'] * 100:+.1f} %" for p in check["points"])
     steal = "" if check.get("steal_share") is None else f"; steal {check['steal_share'] * 100:.1f} %"
-    ok = abs(check["median_drift"]) <= check["tolerance"]
+    ok = ProfileCheck.from_dict(check).matches
     return (("as calibrated" if ok else "**drifted**") + f", median {check['median_drift'] * 100:+.1f} % "
             f"({shapes}{steal})")
 

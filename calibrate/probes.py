@@ -117,8 +117,9 @@ class ProbeRun:
 # ---- planning -------------------------------------------------------------------------------------
 
 
-def _probe(pid: str, kind: str, *, p: int = 0, cp: int = 0, b: int = 0, cd: int = 0, warmup: int,
-           runs: int, max_runs: int, min_time_s: float) -> dict:
+def probe_spec(pid: str, kind: str, *, p: int = 0, cp: int = 0, b: int = 0, cd: int = 0, warmup: int,
+               runs: int, max_runs: int, min_time_s: float) -> dict:
+    """One probe of a plan: a P-token prompt on Cp cached tokens plus B decodes at context Cd, and its repeats."""
     return {"id": pid, "kind": kind, "prefill_tokens": p, "prefill_context": cp, "decode_batch": b,
             "decode_context": cd, "warmup": warmup, "runs": runs, "max_runs": max_runs,
             "min_time_s": min_time_s}
@@ -178,14 +179,14 @@ def build_plan(
     single: list[dict] = []
     for p in prefill:
         if p <= max_single:
-            single.append(_probe(f"prefill-{p}", "prefill", p=p, **reps))
+            single.append(probe_spec(f"prefill-{p}", "prefill", p=p, **reps))
     for p, cp in chunks:
         if cp + p <= max_single:
-            single.append(_probe(f"prefill-{p}@{cp}", "prefill", p=p, cp=cp, **reps))
+            single.append(probe_spec(f"prefill-{p}@{cp}", "prefill", p=p, cp=cp, **reps))
     decode_room = dreps["warmup"] + dreps["max_runs"]
     for c in single_decode:
         if c + decode_room <= n_ctx_train:
-            single.append(_probe(f"decode-1@{c}", "decode", b=1, cd=c, **dreps))
+            single.append(probe_spec(f"decode-1@{c}", "decode", b=1, cd=c, **dreps))
     if not single:
         raise ProbeError(f"the model's context ({n_ctx_train} tokens) is too short for the smallest probe")
     single_ctx = max(
@@ -197,11 +198,11 @@ def build_plan(
     batched: list[dict] = []
     for b, c in batched_decode:
         if c + decode_room <= per_seq_ctx:
-            batched.append(_probe(f"decode-{b}@{c}", "decode", b=b, cd=c, **dreps))
+            batched.append(probe_spec(f"decode-{b}@{c}", "decode", b=b, cd=c, **dreps))
     mixed_probes: list[dict] = []
     for p, cp, b, c in mixed:
         if cp + p <= per_seq_ctx and c + reps["warmup"] + reps["max_runs"] <= per_seq_ctx:
-            mixed_probes.append(_probe(f"mixed-{p}@{cp}+{b}x{c}", "mixed", p=p, cp=cp, b=b, cd=c, **reps))
+            mixed_probes.append(probe_spec(f"mixed-{p}@{cp}+{b}x{c}", "mixed", p=p, cp=cp, b=b, cd=c, **reps))
     n_seq = 16
     sessions = [
         {"name": "single", "n_ctx": single_ctx, "n_batch": max_single, "n_ubatch": min(512, max_single),
@@ -253,10 +254,10 @@ def merge_rounds(events: list[dict], n_threads: int) -> list[dict]:
     """One point event per (session, id) from the per-round events of a plan run in rounds.
 
     The samples of every round are pooled and summarized again (`probe_worker.summarize`: median
-    of the undisturbed runs, against the best CPU share seen in any round), so a point's value
+    of the undisturbed runs, against the best CPU share among the pooled runs), so a point's value
     spans minutes of the machine instead of one second of it; the mean decode context is weighted
     by each round's runs. A plan with one round passes through unchanged."""
-    from calibrate.probe_worker import cpu_shares, summarize
+    from calibrate.probe_worker import summarize
 
     groups: dict[tuple[str, str], list[dict]] = {}
     for e in events:
@@ -269,8 +270,7 @@ def merge_rounds(events: list[dict], n_threads: int) -> list[dict]:
         samples = [x for e in group for x in e["samples_s"]]
         cpu = [x for e in group for x in e.get("cpu_s", [])]
         runs = sum(int(e["runs"]) for e in group)
-        stats = summarize(samples, cpu, n_threads, max(cpu_shares(samples, cpu, n_threads), default=0.0)) \
-            if len(cpu) == len(samples) else summarize(samples, [], n_threads)
+        stats = summarize(samples, cpu if len(cpu) == len(samples) else [], n_threads)
         context = sum(float(e["decode_context"]) * int(e["runs"]) for e in group) / runs
         merged.append({**group[0], **stats, "runs": runs, "decode_context": context, "rounds": len(group)})
     return merged
