@@ -13,7 +13,7 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
 from calibrate.fit import FitResult, Observation, fit_cost_params, int8_speedup_for, physical_bounds
@@ -70,21 +70,31 @@ def observations_from_points(points: tuple[ProbePoint, ...]) -> list[Observation
     ]
 
 
-def _point_records(observations, fit: FitResult, points: dict[str, ProbePoint] | None = None) -> list[dict]:
-    """Every point for the provenance block: shape, measured, spread, fitted prediction, error, split."""
+def _sig(x: float) -> float:
+    """`x` to 5 significant digits (a stored timed run: 10 ppm, far below the runs' own noise)."""
+    return float(f"{x:.5g}")
+
+
+def _point_records(observations, fit: FitResult, points: Sequence[ProbePoint] | None = None) -> list[dict]:
+    """Every point for the provenance block: shape, measured, spread, fitted prediction, error, split.
+    `points[i]` is the probe point behind `observations[i]` (by position: an id such as decode-1@512
+    can be probed in two sessions)."""
     out = []
-    for o, pred, held in zip(observations, fit.predicted_s, fit.heldout):
+    for i, (o, pred, held) in enumerate(zip(observations, fit.predicted_s, fit.heldout)):
         rec = {
             "id": o.id, "kind": o.kind, "prefill_tokens": o.prefill_tokens, "prefill_context": o.prefill_context,
             "decode_batch": o.decode_batch, "decode_context": round(o.decode_context, 2),
             "measured_s": o.measured_s, "predicted_s": pred, "error": pred / o.measured_s - 1.0,
             "split": "heldout" if held else "train",
         }
-        p = (points or {}).get(o.id)
+        p = points[i] if points else None
         if p is not None:
+            # every timed run is kept (to 5 significant digits), so `calibrate --extend` can pool
+            # a later round's runs with these and fit again
             rec.update({"p25_s": p.p25_s, "p75_s": p.p75_s, "min_s": p.min_s, "max_s": p.max_s, "runs": p.runs,
                         "undisturbed_runs": p.undisturbed_runs, "median_all_s": p.median_all_s,
-                        "spread": p.spread})
+                        "spread": p.spread, "session": p.session, "rounds": p.rounds,
+                        "samples_s": [_sig(x) for x in p.samples_s], "cpu_s": [_sig(x) for x in p.cpu_s]})
         out.append(rec)
     return out
 
@@ -93,7 +103,7 @@ def _finish(
     *, name: str, spec: ModelSpec, quant: QuantFormat, observations: list[Observation], raw: RawRates | None,
     peaks: tuple[float, float] | None, int8_speedup: float, memory_bytes: float | None, seed: int, engine: str,
     calibration: dict, kind: str, display_name: str, vendor: str, out: Path | None, write: bool,
-    points: dict[str, ProbePoint] | None = None, probe_run: ProbeRun | None = None,
+    points: Sequence[ProbePoint] | None = None, probe_run: ProbeRun | None = None,
 ) -> CalibrationResult:
     cost = CostModel(spec, quant, _PLACEHOLDER)
     bw_peak, mm_peak = peaks if peaks else (None, None)
@@ -164,6 +174,7 @@ def calibrate_model(
         "load_time_s": {"cold": run.load_cold_s, "warm": list(run.load_warm_s), "warm_median": run.load_warm_median_s},
         "contexts": [dict(c) for c in run.contexts],
         "probe_wall_s": round(run.wall_s, 1),
+        "rounds": max((p.rounds for p in run.points), default=1),
         "statistic": (
             "median of the undisturbed timed runs after warm-up (CPU share >= 0.85 x the point's best; "
             "median_all_s keeps the median of every run)"
@@ -176,7 +187,7 @@ def calibrate_model(
         int8_speedup=int8_speedup_for(machine["simd"]), memory_bytes=machine["memory_bytes"], seed=seed, engine=engine,
         calibration=calibration, kind="cpu" if not gpu_layers else "gpu",
         display_name=f"{machine['cpu']} x{threads} threads (calibrated)", vendor=vendor, out=out, write=write,
-        points={p.id: p for p in run.points}, probe_run=run,
+        points=run.points, probe_run=run,
     )
 
 
@@ -251,4 +262,90 @@ def calibrate_endpoint(
         name=name, spec=spec, quant=quant, observations=observations, raw=raw, peaks=peaks, int8_speedup=int8_speedup,
         memory_bytes=memory_bytes, seed=seed, engine=engine, calibration=calibration, kind=kind,
         display_name=display, vendor=vendor, out=out, write=write,
+    )
+
+
+def _stored_point_events(calibration: dict, origin: str) -> list[dict]:
+    """A profile's stored probe points as "point" events `merge_rounds` can pool with new runs."""
+    from sim.errors import ConfigError
+
+    records = calibration.get("probe_points") or []
+    if not records or any(not r.get("samples_s") or "session" not in r for r in records):
+        raise ConfigError("the profile does not keep its timed runs (calibrated by an older infersim); "
+                          "calibrate afresh", file=origin)
+    return [{**r, "event": "point", "median_s": r["measured_s"]} for r in records]
+
+
+def extend_calibration(
+    profile: HardwareProfile,
+    model_path: str | Path,
+    *,
+    origin: str | Path,
+    rounds: int = 1,
+    out: Path | None = None,
+    write: bool = True,
+    on_event: Callable[[dict], None] | None = None,
+    timeout_s: float = 1800.0,
+) -> CalibrationResult:
+    """Probe the profile's own plan `rounds` more times and fit again on every run so far.
+
+    Why: on a shared machine the speed drifts (a virtual CPU's neighbour on the sibling hyperthread
+    slowed a 128-token prompt from 243 to 300 ms within 40 s here), so runs taken at one moment fit
+    that moment. Each extension pools its runs with the profile's stored ones point by point
+    (`probes.merge_rounds`: the median of the undisturbed runs of all rounds), so a profile extended
+    at several times describes the machine over all of them. The model file (by SHA-256), the
+    machine's CPU, the threads, the plan (quick or full) and the raw peaks stay the calibration's.
+    `origin` names the profile's file for error messages.
+    """
+    from sim.errors import ConfigError
+    from sim.models import get_model
+
+    from calibrate.probes import merge_rounds
+
+    cal = dict(profile.calibration or {})
+    if cal.get("method") != "llama.cpp probes":
+        raise ConfigError("only a profile calibrated with llama.cpp probes can be extended "
+                          f"(this one: {cal.get('method') or 'not calibrated'})", file=origin)
+    prior = _stored_point_events(cal, str(origin))
+    model_path = Path(model_path).resolve()
+    recorded = cal.get("model") or {}
+    if file_sha256(model_path) != recorded.get("sha256"):
+        raise ConfigError(f"not the model file the profile was calibrated with ({recorded.get('file')}, "
+                          f"sha256 {str(recorded.get('sha256'))[:12]}...)", file=model_path)
+    machine = describe_machine()
+    then = cal.get("machine") or {}
+    for key in ("cpu", "physical_cores", "threads_available"):
+        if then.get(key) != machine.get(key):
+            raise ConfigError(f"the profile was calibrated on another machine ({key}: {then.get(key)!r}, "
+                              f"here {machine.get(key)!r})", file=origin)
+    spec = get_model(str(model_path))
+    quant = spec.quant(recorded.get("quantization") or spec.default_quant)
+    threads, gpu_layers, seed = int(cal["threads"]), int(cal.get("gpu_layers") or 0), int(cal.get("seed") or 0)
+    plan = build_plan(model_path, n_ctx_train=spec.max_context, quick=bool(cal.get("quick")), n_threads=threads,
+                      n_gpu_layers=gpu_layers, seed=seed)
+    plan["rounds"] = int(rounds)
+    load_before = _loadavg()
+    run = run_plan(plan, on_event=on_event, timeout_s=timeout_s)
+    new_events = [p.to_event() for p in run.points]
+    if {(e["session"], e["id"]) for e in new_events} != {(e["session"], e["id"]) for e in prior}:
+        raise ConfigError("the probe plan changed since the profile was calibrated (another infersim version); "
+                          "calibrate afresh", file=origin)
+    points = tuple(ProbePoint.from_event(e) for e in merge_rounds(prior + new_events, threads))
+    extension = {"date": _now_utc(), "rounds": int(rounds), "probe_wall_s": round(run.wall_s, 1),
+                 "loadavg_before": load_before, "loadavg_after": _loadavg()}
+    calibration = {k: v for k, v in cal.items() if k not in ("fit", "probe_points", "engine")}
+    calibration.update(
+        date=extension["date"],
+        rounds=max(p.rounds for p in points),
+        extensions=[*(cal.get("extensions") or []), extension],
+        probe_wall_s=round(float(cal.get("probe_wall_s") or 0.0) + run.wall_s, 1),
+    )
+    raw = cal.get("raw_probes") or {}
+    peaks = None if gpu_layers else (raw["memory_bandwidth_bytes_per_s"], raw["matmul_fp32_flops_per_s"])
+    return _finish(
+        name=profile.name, spec=spec, quant=quant, observations=observations_from_points(points), raw=None,
+        peaks=peaks, int8_speedup=int8_speedup_for(then.get("simd") or []), memory_bytes=then.get("memory_bytes"),
+        seed=seed, engine=cal.get("engine") or "llama.cpp", calibration=calibration, kind=profile.kind,
+        display_name=profile.display_name, vendor=profile.vendor, out=out, write=write, points=points,
+        probe_run=run,
     )

@@ -149,10 +149,19 @@ def calibrate_command(
     as_json: bool = typer.Option(False, "--json", help="print the fit summary as JSON on stdout"),
     check: str = typer.Option(None, "--check", help="no fit: re-time a few probe shapes with --model and say whether "
                               "this profile still describes the machine (exit 1 when the median shape drifted past 8%)"),
+    extend: str = typer.Option(None, "--extend", help="probe again with this profile's plan and fit on its runs and the "
+                               "new ones together: a profile extended at several times describes a drifting machine "
+                               "over all of them (writes back to the profile unless --out)"),
+    rounds: int = typer.Option(1, "--rounds", min=1, max=10, help="with --extend: rounds of the probe plan to add"),
 ) -> None:
     """Measure this machine (or a running server), fit the cost model, write a hardware profile."""
     if check is not None:
         return check_command(check, model, threads, gpu_layers, engine, timeout_s, as_json)
+    if extend is not None:
+        if endpoint or name:
+            raise ConfigError("--extend adds probe rounds to an existing profile: no --name or --endpoint",
+                              field="--extend")
+        return extend_command(extend, model, rounds, out, timeout_s, as_json)
     if not name:
         raise ConfigError("give --name for the new profile (or --check PROFILE to test an existing one)", field="--name")
     from calibrate.calibration import calibrate_endpoint, calibrate_model
@@ -272,6 +281,53 @@ def check_command(profile_name: str, model: str | None, threads: int | None, gpu
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     if not result.matches:
         raise typer.Exit(1)
+
+
+def extend_command(profile_name: str, model: str | None, rounds: int, out: Path | None, timeout_s: float,
+                   as_json: bool) -> None:
+    """`calibrate --extend PROFILE`: more rounds of the profile's probe plan, pooled, fitted again."""
+    from calibrate.calibration import extend_calibration
+    from calibrate.probes import ProbeError, build_plan, count_probes
+    from sim.hardware import available_profiles, load_profile, shipped_profiles_dir
+    from sim.models import get_model
+
+    prof = load_profile(profile_name)
+    origin = Path(profile_name) if profile_name.endswith((".yaml", ".yml")) or "/" in profile_name \
+        else available_profiles()[profile_name]
+    if origin.parent.resolve() == shipped_profiles_dir().resolve() and out is None:
+        raise ConfigError("a shipped profile is not rewritten in place; give --out", field="--out")
+    recorded = ((prof.calibration or {}).get("model") or {}).get("file")
+    path = Path(model or recorded or "")
+    if not model and not path.is_file():
+        raise ConfigError(f"give --model: the GGUF file the profile was calibrated with ({recorded} is not there)",
+                          field="--model")
+    _check_gguf(path)
+    _require_llama_cpp()
+    cal = prof.calibration or {}
+    console = Console(stderr=True)
+    spec = get_model(str(path))
+    plan = build_plan(path, n_ctx_train=spec.max_context, quick=bool(cal.get("quick")),
+                      n_threads=int(cal.get("threads") or 1))
+    plan["rounds"] = rounds
+    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        task = progress.add_task("model load", total=count_probes(plan) + 1)
+
+        def on_event(e: dict) -> None:
+            if e.get("event") in ("load", "point"):
+                progress.advance(task)
+            if e.get("event") == "start":
+                progress.update(task, description=e["id"])
+
+        try:
+            result = extend_calibration(prof, path, origin=origin, rounds=rounds, out=out or origin,
+                                        on_event=on_event, timeout_s=timeout_s)
+        except ProbeError as e:
+            raise ConfigError(str(e), file=path) from None
+    render_summary(console, result)
+    console.print(f"wrote {result.path}: {result.profile.calibration['rounds']} rounds pooled")
+    if as_json:
+        sys.stdout.write(json.dumps(summary_json(result), indent=2) + "\n")
 
 
 def register(app: typer.Typer) -> None:

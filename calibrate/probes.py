@@ -57,6 +57,8 @@ class ProbePoint:
     session: str = ""
     median_all_s: float | None = None  # median over every timed run, disturbed ones included
     undisturbed_runs: int | None = None
+    cpu_s: tuple[float, ...] = ()  # the child's CPU seconds of each timed run (same order as samples_s)
+    rounds: int = 1  # rounds of the plan (and `calibrate --extend` runs) whose samples are pooled here
 
     @property
     def spread(self) -> float:
@@ -82,7 +84,12 @@ class ProbePoint:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["samples_s"] = [round(x, 9) for x in self.samples_s]
+        d["cpu_s"] = [round(x, 9) for x in self.cpu_s]
         return d
+
+    def to_event(self) -> dict:
+        """The point as the worker's "point" event (what `merge_rounds` pools)."""
+        return {**self.to_dict(), "event": "point"}
 
     @classmethod
     def from_event(cls, e: dict) -> "ProbePoint":
@@ -93,6 +100,7 @@ class ProbePoint:
             p75_s=e["p75_s"], min_s=e["min_s"], max_s=e["max_s"], runs=int(e["runs"]),
             samples_s=tuple(e.get("samples_s", ())), session=e.get("session", ""),
             median_all_s=e.get("median_all_s"), undisturbed_runs=e.get("undisturbed_runs"),
+            cpu_s=tuple(e.get("cpu_s", ())), rounds=int(e.get("rounds", 1)),
         )
 
 
@@ -256,7 +264,8 @@ def merge_rounds(events: list[dict], n_threads: int) -> list[dict]:
     The samples of every round are pooled and summarized again (`probe_worker.summarize`: median
     of the undisturbed runs, against the best CPU share among the pooled runs), so a point's value
     spans minutes of the machine instead of one second of it; the mean decode context is weighted
-    by each round's runs. A plan with one round passes through unchanged."""
+    by each round's runs. A plan with one round passes through unchanged. Events that already pool
+    several rounds (a profile's stored points, for `calibrate --extend`) count with their rounds."""
     from calibrate.probe_worker import summarize
 
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -272,7 +281,8 @@ def merge_rounds(events: list[dict], n_threads: int) -> list[dict]:
         runs = sum(int(e["runs"]) for e in group)
         stats = summarize(samples, cpu if len(cpu) == len(samples) else [], n_threads)
         context = sum(float(e["decode_context"]) * int(e["runs"]) for e in group) / runs
-        merged.append({**group[0], **stats, "runs": runs, "decode_context": context, "rounds": len(group)})
+        rounds = sum(int(e.get("rounds", 1)) for e in group)
+        merged.append({**group[0], **stats, "runs": runs, "decode_context": context, "rounds": rounds})
     return merged
 
 

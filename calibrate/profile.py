@@ -160,6 +160,19 @@ def _plain(obj):
     return obj
 
 
+class _ProfileDumper(yaml.SafeDumper):
+    """safe_dump, with lists of numbers on one line ([0.013, 0.012, ...]): a profile keeps every
+    timed run of every probe point, which one number per line would stretch over thousands of lines."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list):
+    numbers = bool(data) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True if numbers else None)
+
+
+_ProfileDumper.add_representer(list, _represent_list)
+
+
 def profile_to_yaml(profile: HardwareProfile) -> str:
     data = profile.model_dump(mode="json", exclude_defaults=False)
     data["memory_bandwidth_gb_per_s"] = _round(data["memory_bandwidth_gb_per_s"])
@@ -171,7 +184,7 @@ def profile_to_yaml(profile: HardwareProfile) -> str:
         "# peaks = raw probes of this machine; efficiency = fitted / peak; overheads fitted.\n"
         "# `calibration` records the machine, versions, model, every probe point and the fit quality.\n"
     )
-    return header + yaml.safe_dump(_plain(data), sort_keys=False, width=120)
+    return header + yaml.dump(_plain(data), Dumper=_ProfileDumper, sort_keys=False, width=120)
 
 
 def write_profile_atomic(profile: HardwareProfile, path: str | Path) -> Path:

@@ -129,6 +129,49 @@ def test_check_times_the_machine_against_the_profile_and_exits_1_only_when_it_dr
     assert "Profile check" in result.stderr
 
 
+@requires_llama_cpp
+def test_extend_pools_new_probe_runs_with_the_stored_ones_and_fits_again(calibrated, tmp_path, monkeypatch):
+    from calibrate.probe_worker import summarize
+
+    home, _, model_path = calibrated
+    monkeypatch.setenv("INFERSIM_HOME", str(home))
+    before = load_profile("tiny-box").calibration
+    out = tmp_path / "extended.yaml"
+    result = CliRunner().invoke(app, ["calibrate", "--extend", "tiny-box", "--model", str(model_path), "--out", str(out),
+                                      "--json"], env={"INFERSIM_HOME": str(home), "COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["path"] == str(out)
+    after = load_profile(str(out)).calibration
+    assert after["rounds"] == before["rounds"] + 1 and len(after["extensions"]) == 1
+    assert after["model"] == before["model"] and after["raw_probes"] == before["raw_probes"]
+    old = {(p["session"], p["id"]): p for p in before["probe_points"]}
+    assert {(p["session"], p["id"]) for p in after["probe_points"]} == set(old)
+    for p in after["probe_points"]:
+        o = old[(p["session"], p["id"])]
+        # the stored runs come first, then the new round's; the point's value is summarized over all
+        assert p["runs"] > o["runs"] and len(p["samples_s"]) == p["runs"] and p["rounds"] == o["rounds"] + 1
+        assert p["samples_s"][:o["runs"]] == o["samples_s"]
+        # (stored runs keep 5 significant digits)
+        assert p["measured_s"] == pytest.approx(summarize(p["samples_s"], p["cpu_s"], 1)["median_s"], rel=1e-4)
+    # the fit was redone on the pooled values: every prediction is the new profile's own
+    prof = load_profile(str(out))
+    cost = CostModel(get_model(str(model_path)), "fp16", CostParams.from_profile(prof, "fp16", load_engine("llama.cpp")))
+    pre = next(p for p in after["probe_points"] if p["kind"] == "prefill" and not p["prefill_context"])
+    assert pre["predicted_s"] == pytest.approx(cost.step_time((pre["prefill_tokens"],), (0,), ()), rel=1e-6)
+    assert load_profile("tiny-box").calibration == before  # --out: the original is untouched
+
+
+@requires_llama_cpp
+def test_extend_refuses_another_model_file(calibrated, tmp_path):
+    from calibrate.tiny_gguf import write_tiny_gguf
+
+    home, _, _ = calibrated
+    other = write_tiny_gguf(tmp_path / "other.gguf", n_ctx=2048, seed=1)
+    result = CliRunner().invoke(app, ["calibrate", "--extend", "tiny-box", "--model", str(other)],
+                                env={"INFERSIM_HOME": str(home)})
+    assert result.exit_code == 2 and "not the model file the profile was calibrated with" in result.stderr
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -143,6 +186,10 @@ def test_check_times_the_machine_against_the_profile_and_exits_1_only_when_it_dr
         (["--check", "no-such-profile", "--model", "m.gguf"], "no-such-profile"),
         (["--check", "dgx-spark"], "--check needs --model"),
         (["--check", "dgx-spark", "--model", "/nonexistent/m.gguf"], "file not found"),
+        (["--extend", "dgx-spark", "--model", "m.gguf"], "a shipped profile is not rewritten in place"),
+        (["--extend", "no-such-profile"], "no-such-profile"),
+        (["--extend", "dgx-spark", "--name", "x"], "no --name or --endpoint"),
+        (["--extend", "dgx-spark", "--out", "/tmp/x.yaml"], "give --model"),
     ],
 )
 def test_calibrate_usage_errors_exit_2_with_one_line(args, message):

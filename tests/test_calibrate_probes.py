@@ -235,3 +235,18 @@ def test_merging_rounds_takes_the_median_of_the_pooled_undisturbed_runs_and_weig
     assert m["median_s"] == pytest.approx(0.0155)  # median of 10, 11, 12, 19, 20, 21 ms
     assert m["decode_context"] == pytest.approx((66.0 * 3 + 67.5 * 4) / 7)
     assert merged[1] is other  # a point of one round passes through unchanged
+
+
+def test_a_stored_point_that_already_pools_rounds_counts_with_them():
+    """`calibrate --extend` pools a profile's stored point (2 rounds) with a new round: 3 rounds."""
+    base = {"event": "point", "id": "decode-1@64", "kind": "decode", "session": "batched", "prefill_tokens": 0,
+            "prefill_context": 0, "decode_batch": 1, "decode_context": 70.0}
+    stored = {**base, "runs": 4, "rounds": 2, "samples_s": [0.010, 0.012, 0.011, 0.013], "cpu_s": [0.010, 0.012, 0.011, 0.013]}
+    new = {**base, "runs": 2, "samples_s": [0.020, 0.021], "cpu_s": [0.020, 0.021]}
+    (m,) = merge_rounds([stored, new], n_threads=1)
+    assert m["rounds"] == 3 and m["runs"] == 6 and m["median_s"] == pytest.approx(0.0125)
+    from calibrate.probes import ProbePoint
+
+    p = ProbePoint.from_event(m)
+    assert p.rounds == 3 and p.cpu_s == tuple(stored["cpu_s"] + new["cpu_s"])
+    assert ProbePoint.from_event(p.to_event()) == p  # what a profile stores comes back whole

@@ -104,3 +104,18 @@ def test_apply_efficiencies_between_cpus_takes_the_overheads_too():
     assert out.per_sequence_overhead_ms == pytest.approx(0.1)
     assert out.calibration["engine"] == "llama.cpp"  # so the llama.cpp preset's overheads are not added twice
     assert out.memory_bandwidth_gb_per_s == other_cpu.memory_bandwidth_gb_per_s
+
+
+def test_timed_runs_are_written_one_list_per_line_and_read_back_exactly(tmp_path):
+    samples = [0.013, 0.0125, 0.01301, 0.01299] * 25
+    prof = build_profile(
+        name="box", params=CostParams(20e9, 120e9, 30e9), quant=Q4, raw_bandwidth_bytes_per_s=27e9,
+        raw_matmul_flops_per_s=166e9, memory_bytes=25e9,
+        calibration={"method": "test", "probe_points": [{"id": "decode-1@64", "samples_s": samples, "runs": 100,
+                                                          "tags": ["a", "b"]}]},
+    )
+    text = profile_mod.profile_to_yaml(prof)
+    back = load_profile_file(write_profile_atomic(prof, tmp_path / "box.yaml"))
+    assert back.calibration["probe_points"][0]["samples_s"] == samples
+    assert "samples_s: [0.013, 0.0125," in text  # a flow list, not 100 lines
+    assert "  - a\n" in text  # lists of strings keep the block style
