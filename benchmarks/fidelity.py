@@ -10,6 +10,9 @@ Steps (every number in the report is measured by this run):
    --scheduler sequential --max-seqs 1`). Every case is measured `--repeats` times (default 3), in
    rounds, and reported as the median; a machine check (`calibrate.check`) before and after every
    case says how far the machine was from its calibration.
+4. After every round of cases, extend a copy of the calibration by one round of probes (`infersim
+   calibrate --extend`), and predict every local case a second time from that profile, whose probes
+   span the run (`--no-span`: not).
 Targets (issue 6): output throughput within 5 %, TTFT p50, TPOT p50 and e2e p50 within 10 %.
 
     .venv/bin/python benchmarks/fidelity.py --quick              # short run: 8 requests, one repeat
@@ -83,6 +86,10 @@ def calibrate(model: Path, out: Path, quick: bool, *, threads: int | None = None
     return out
 
 
+# What `resimulate` needs of every measured repeat, by id() of its rows list (kept out of the JSON).
+RESIMULATE: dict[int, tuple] = {}
+
+
 def run_case(name, requests, *, profile, model, concurrency, engine_overrides, replay):
     print(f"== {name}: {len(requests)} requests", flush=True)
     load0, t0, cpu0 = loadavg(), time.perf_counter(), CpuTimes.now()
@@ -95,6 +102,7 @@ def run_case(name, requests, *, profile, model, concurrency, engine_overrides, r
         print(f"  {r['metric']:<11} measured {fmt(r['measured'])} predicted {fmt(r['predicted'])} "
               f"error {fmt(r['error_pct'], '+.1f')}%", flush=True)
     m = report.measured.summary
+    RESIMULATE[id(rows)] = (requests, report.measured, concurrency, engine_overrides, str(model))
     return {"case": name, "requests": len(requests), "completed": m["requests"]["completed"],
             "concurrency": concurrency, "scheduler": report.engine.scheduler,
             "max_num_seqs": report.engine.max_num_seqs, "wall_s": wall, "load_before": load0,
@@ -132,6 +140,28 @@ def run_checked_case(name, requests, *, checks: DriftChecks, **kw) -> dict:
     return case
 
 
+def extend_profile(profile: Path, model: Path) -> None:
+    """One more round of the profile's probe plan, pooled and fitted again (`calibrate --extend`)."""
+    cmd = [str(INFERSIM), "calibrate", "--extend", str(profile), "--model", str(model), "--out", str(profile)]
+    print("$", " ".join(cmd), flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, text=True, capture_output=True)
+    if proc.returncode != 0:
+        sys.exit(f"calibration round failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    print(f"  extended in {time.perf_counter() - t0:.0f} s -> {profile}", flush=True)
+
+
+def resimulate(case: dict, profile: Path) -> None:
+    """Predict a measured repeat again on `profile` (no new measurement: the replay returns what was
+    measured) and add the result to its rows as `predicted_span` / `error_span_pct`."""
+    requests, measured, concurrency, overrides, model = RESIMULATE[id(case["rows"])]
+    report = run_validation(requests, hw=str(profile), engine="llama.cpp", model=model, concurrency=concurrency,
+                            overrides=overrides, replay=lambda reqs: measured)
+    for row, again in zip(case["rows"], (r.as_dict() for r in report.rows)):
+        assert row["metric"] == again["metric"] and row["measured"] == again["measured"]
+        row["predicted_span"], row["error_span_pct"] = again["predicted"], again["error_pct"]
+
+
 def _median_of_known(xs: list[float | None]) -> float | None:
     known = [x for x in xs if x is not None]
     return statistics.median(known) if known else None
@@ -154,6 +184,10 @@ def combine_repeats(repeats: list[dict]) -> dict:
         rows.append({**row, "measured": m, "predicted": p, "error_pct": err,
                      "within_target": None if err is None or row["target_pct"] is None else abs(err) <= row["target_pct"],
                      "measured_repeats": measured, "error_pct_repeats": [rep["rows"][i]["error_pct"] for rep in repeats]})
+        if all("predicted_span" in rep["rows"][i] for rep in repeats):
+            ps = _median_of_known([rep["rows"][i]["predicted_span"] for rep in repeats])
+            rows[-1].update(predicted_span=ps, error_span_pct=None if m in (None, 0) or ps is None else (ps - m) / m * 100.0,
+                            error_span_pct_repeats=[rep["rows"][i]["error_span_pct"] for rep in repeats])
     return {**first, "rows": rows, "repeats": repeats, "completed": min(r["completed"] for r in repeats),
             "wall_s": sum(r["wall_s"] for r in repeats), "load_before": min(r["load_before"] for r in repeats),
             "load_after": max(r["load_after"] for r in repeats),
@@ -229,21 +263,50 @@ def check_lines(c: dict) -> list[str]:
         return []
     out = []
     for i, a in enumerate(reps, 1):
-        errs = ", ".join(f"{r['metric']} {fmt(r['error_pct'], '+.1f')} %" for r in a["rows"] if r["metric"] in TARGETS)
+        errs = ", ".join(f"{r['metric']} {fmt(r['error_pct'], '+.1f')} %"
+                         + ("" if r.get("error_span_pct") is None else f" (spanning profile {r['error_span_pct']:+.1f} %)")
+                         for r in a["rows"] if r["metric"] in TARGETS)
         steal = "" if a.get("steal_share") is None else f"; steal {a['steal_share'] * 100:.1f} % of CPU time"
         out.append(f"- Repeat {i}: {errs}; load {a['load_before']:.1f}→{a['load_after']:.1f}{steal}; machine "
                    f"before: {_check_text(a.get('check_before'))}; after: {_check_text(a.get('check_after'))}")
     return ["Repeats (error of each; the table above has the median of the measured values):", ""] + out + [""]
 
 
-def verdict(row) -> str:
+def verdict(row, key: str = "error_pct") -> str:
     t = TARGETS.get(row["metric"])
-    if t is None or row["error_pct"] is None:
+    if t is None or row.get(key) is None:
         return ""
-    return "ok" if abs(row["error_pct"]) <= t else "**miss**"
+    return "ok" if abs(row[key]) <= t else "**miss**"
+
+
+SUMMARY_METRICS = ("throughput", "TTFT p50", "TPOT p50", "e2e p50")
+
+
+def summary_table(cases: list[dict], key: str, *, machine_columns: bool) -> list[str]:
+    """One row per case: the error (`key` of each row) on the targeted metrics, with the verdicts,
+    then how many figures are within target. Cases without `key` (the server case has no span
+    prediction) are left out."""
+    head = "| case | engine simulated | throughput | TTFT p50 | TPOT p50 | e2e p50 |"
+    rule = "|---|---|---|---|---|---|"
+    if machine_columns:
+        head += " load before→after | machine drift, each repeat |"
+        rule += "---|---|"
+    lines = [head, rule]
+    n_checked = n_miss = 0
+    for c in cases:
+        by = {r["metric"]: r for r in c["rows"]}
+        if any(by[m].get(key) is None for m in SUMMARY_METRICS):
+            continue
+        cells = [f"{fmt(by[m][key], '+.1f')} % {verdict(by[m], key)}".strip() for m in SUMMARY_METRICS]
+        n_checked += len(cells)
+        n_miss += sum(verdict(by[m], key) == "**miss**" for m in SUMMARY_METRICS)
+        lines.append(f"| {c['case']} | {c['scheduler']}, {c['max_num_seqs']} seq | " + " | ".join(cells) + " |"
+                     + (f" {c['load_before']:.1f}→{c['load_after']:.1f} | {check_cell(c)} |" if machine_columns else ""))
+    return lines + ["", f"{n_checked - n_miss} of {n_checked} targeted figures within target, {n_miss} missed.", ""]
 
 
 def write_report(path: Path, cases: list[dict], meta: dict) -> None:
+    span = meta.get("span_profile")
     lines = [
         "# Fidelity: infersim vs real llama.cpp on this machine",
         "",
@@ -253,9 +316,19 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
         f"- Model: Gemma 3 270M Q4_K_M (`{meta['model']}`), llama-cpp-python {meta['llama_cpp']}, "
         f"{meta['threads']} llama.cpp thread(s)",
         f"- Hardware profile, local cases: `{meta['profile']}` ({meta['profile_source']})",
-        f"- Hardware profile, server case: `{meta['server_profile']}` ({meta['server_profile_source']})",
-        f"- Calibration quality (the profile against its own probes): local {meta['profile_quality']}; "
-        f"server {meta['server_profile_quality']}",
+    ]
+    if span:
+        lines.append(f"- Hardware profile spanning the run, local cases: `{span}` (the same calibration, extended "
+                     f"after every round of cases with `infersim calibrate --extend`: {meta.get('span_rounds')} rounds "
+                     f"of probes pooled)")
+    lines += [
+    ]
+    if meta.get("server_profile"):
+        lines.append(f"- Hardware profile, server case: `{meta['server_profile']}` ({meta['server_profile_source']})")
+    lines += [
+        f"- Calibration quality (the profile against its own probes): local {meta['profile_quality']}"
+        + (f"; spanning the run {meta['span_profile_quality']}" if span else "")
+        + (f"; server {meta['server_profile_quality']}" if meta.get("server_profile") else ""),
         f"- Traces: prompts uniform 64–384 tokens, outputs 16–64 tokens (seeded); "
         f"{meta['requests']} requests per case; Poisson rate {fmt(meta['poisson_rate'], '.3g')} req/s "
         f"({meta.get('poisson_rule', '1.5 × the single-client request rate measured in case `local c=1`')})",
@@ -271,21 +344,17 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
         "",
         "## Summary",
         "",
-        "| case | engine simulated | throughput | TTFT p50 | TPOT p50 | e2e p50 | load before→after | machine drift, each repeat |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    if span:
+        lines += ["Predicted from the profile calibrated before the run (what a user who calibrates once gets):", ""]
+    lines += summary_table(cases, "error_pct", machine_columns=True)
+    if span:
+        lines += ["Predicted from the profile whose probes span the run (calibrated before the first round and "
+                  "extended after every round, so calibration and measurement sample the same stretch of the "
+                  "machine's drift; the server case has no such profile):", ""]
+        lines += summary_table(cases, "error_span_pct", machine_columns=False)
     for c in cases:
-        by = {r["metric"]: r for r in c["rows"]}
-        cells = []
-        for metric in ("throughput", "TTFT p50", "TPOT p50", "e2e p50"):
-            r = by[metric]
-            cells.append(f"{fmt(r['error_pct'], '+.1f')} % {verdict(r)}".strip())
-        lines.append(f"| {c['case']} | {c['scheduler']}, {c['max_num_seqs']} seq | " + " | ".join(cells)
-                     + f" | {c['load_before']:.1f}→{c['load_after']:.1f} | {check_cell(c)} |")
-    n_miss = sum(1 for c in cases for r in c["rows"] if verdict(r) == "**miss**")
-    n_checked = sum(1 for c in cases for r in c["rows"] if verdict(r))
-    lines += ["", f"{n_checked - n_miss} of {n_checked} targeted figures within target, {n_miss} missed.", ""]
-    for c in cases:
+        has_span = all(r.get("predicted_span") is not None for r in c["rows"] if r["metric"] in TARGETS)
         lines += [f"## {c['case']}", "",
                   f"{c['completed']}/{c['requests']} requests completed"
                   + (f" in each of {len(c['repeats'])} repeats" if len(c.get("repeats", [])) > 1 else "") + "; "
@@ -294,12 +363,21 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
                   f"wall {c['wall_s']:.1f} s.", ""]
         if c["failures"]:
             lines += ["Requests that did not complete: " + "; ".join(c["failures"][:5]), ""]
-        lines += ["| metric | measured | each repeat | predicted | error % | target |", "|---|---|---|---|---|---|"]
+        head = "| metric | measured | each repeat | predicted | error % | target |"
+        rule = "|---|---|---|---|---|---|"
+        if has_span:
+            head += " predicted, spanning profile | error % | target |"
+            rule += "---|---|---|"
+        lines += [head, rule]
         for r in c["rows"]:
             tgt = f"±{r['target_pct']:g} % {verdict(r)}" if r["target_pct"] else ""
             each = " / ".join(fmt(x) for x in r.get("measured_repeats", [r["measured"]]))
-            lines.append(f"| {r['metric']} ({r['unit']}) | {fmt(r['measured'])} | {each} | {fmt(r['predicted'])} | "
-                         f"{fmt(r['error_pct'], '+.1f')} | {tgt} |")
+            line = (f"| {r['metric']} ({r['unit']}) | {fmt(r['measured'])} | {each} | {fmt(r['predicted'])} | "
+                    f"{fmt(r['error_pct'], '+.1f')} | {tgt} |")
+            if has_span:
+                tgt_span = f"±{r['target_pct']:g} % {verdict(r, 'error_span_pct')}" if r["target_pct"] else ""
+                line += f" {fmt(r.get('predicted_span'))} | {fmt(r.get('error_span_pct'), '+.1f')} | {tgt_span} |"
+            lines.append(line)
         lines.append("")
         lines += check_lines(c)
     lines += ["## Reading the misses", "", meta["notes"], ""]
@@ -350,6 +428,13 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   check before or after, whichever is further off; * past ±8 %: there the measured side of that repeat
   ran on a slower (+) or faster (−) machine than the profile describes. The calibration runs its probe plan in two rounds for the same reason, and every
   case is measured several times in rounds, minutes apart, the report taking the median.
+- Two predictions of the same measurements. The first uses the profile calibrated before the run, as a
+  user who calibrates once would. The second uses the same calibration extended after every round of
+  cases (`infersim calibrate --extend`: the probe plan run once more, its runs pooled with the stored
+  ones, the cost model fitted again), so its probes were taken in between the measured cases, over the
+  same half hour: a machine that was slower for a few minutes is then slower on both sides, and what
+  remains is the cost model's own error. The first table minus the second is what this machine's drift
+  costs a calibrate-once user.
 - A prediction cannot be closer to the engine than the profile is to its own probe points: the
   calibration-quality line above gives that floor.
 """
@@ -370,6 +455,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=None,
                     help="measure every case this many times, in rounds; the report takes the median (default 3, 1 with --quick)")
     ap.add_argument("--no-checks", action="store_true", help="no machine checks between cases")
+    ap.add_argument("--no-span", action="store_true",
+                    help="no second prediction from the calibration extended after every round of cases")
     ap.add_argument("--render", type=Path, default=None,
                     help="rewrite --out from a JSON written by an earlier run's --json (no measurement; same figures)")
     args = ap.parse_args()
@@ -389,6 +476,7 @@ def main() -> None:
     import llama_cpp
 
     from calibrate.machine import describe_machine
+    from sim.hardware import load_profile
 
     model = Path(assemble())
     load_start = loadavg()
@@ -408,6 +496,10 @@ def main() -> None:
             profile = calibrate(model, tmp / "fidelity-gemma3-270m.yaml", args.quick, threads=args.threads)
             profile_source += f"; run twice, the first was disturbed ({first})"
 
+    span = None  # the same calibration, extended after every round of cases: its probes span the run
+    if local_cases and not args.no_span:
+        span = tmp / "fidelity-gemma3-270m-span.yaml"
+        span.write_text(Path(profile).read_text())
     checks = DriftChecks(None if args.no_checks else profile, model, args.threads)
     baseline_check = checks.check("after calibration")
     closed = make_trace(n, args.seed)
@@ -441,6 +533,13 @@ def main() -> None:
             repeats.setdefault("local Poisson", []).append(run_checked_case(
                 "local Poisson", make_trace(n, args.seed + 1, rate_per_s=rate), checks=checks, profile=profile,
                 model=model, concurrency=None, engine_overrides={}, replay=local_replay(None, 8)))
+        if span is not None:
+            extend_profile(span, model)
+            checks.last = None  # the probe round ran in between: check afresh
+    if span is not None:
+        for reps in repeats.values():
+            for rep in reps:
+                resimulate(rep, span)
     server_profile, server_source = None, ""
     if "server" in cases_wanted:
         from sim.replay.http import replay_http
@@ -469,6 +568,8 @@ def main() -> None:
         "server_profile": None if server_profile is None else Path(server_profile).name,
         "server_profile_source": server_source, "requests": n,
         "profile_quality": calibration_quality(profile), "server_profile_quality": calibration_quality(server_profile),
+        "span_profile": None if span is None else span.name, "span_profile_quality": calibration_quality(span),
+        "span_rounds": None if span is None else (load_profile(str(span)).calibration or {}).get("rounds"),
         "poisson_rate": rate, "repeats": args.repeats, "check_after_calibration": baseline_check,
         "poisson_rule": f"{POISSON_LOAD:g} × the highest request rate a closed-loop case of the first round "
                         f"sustained: a stable queue",

@@ -153,11 +153,12 @@ def test_extend_pools_new_probe_runs_with_the_stored_ones_and_fits_again(calibra
         assert p["samples_s"][:o["runs"]] == o["samples_s"]
         # (stored runs keep 5 significant digits)
         assert p["measured_s"] == pytest.approx(summarize(p["samples_s"], p["cpu_s"], 1)["median_s"], rel=1e-4)
-    # the fit was redone on the pooled values: every prediction is the new profile's own
+    # the fit was redone on the pooled values: new parameters, and the predictions are the new profile's own
+    assert after["fit"]["params"] != before["fit"]["params"]
     prof = load_profile(str(out))
     cost = CostModel(get_model(str(model_path)), "fp16", CostParams.from_profile(prof, "fp16", load_engine("llama.cpp")))
     pre = next(p for p in after["probe_points"] if p["kind"] == "prefill" and not p["prefill_context"])
-    assert pre["predicted_s"] == pytest.approx(cost.step_time((pre["prefill_tokens"],), (0,), ()), rel=1e-6)
+    assert pre["predicted_s"] == pytest.approx(cost.step_time((pre["prefill_tokens"],), (0,), ()), rel=1e-4)
     assert load_profile("tiny-box").calibration == before  # --out: the original is untouched
 
 
