@@ -276,6 +276,15 @@ def _stored_point_events(calibration: dict, origin: str) -> list[dict]:
     return [{**r, "event": "point", "median_s": r["measured_s"]} for r in records]
 
 
+def extension_plan(calibration: dict, model_path: str | Path, spec: ModelSpec, rounds: int) -> dict:
+    """The probe plan a calibration ran (same quick/full set, threads, GPU layers, seed), `rounds` times."""
+    plan = build_plan(model_path, n_ctx_train=spec.max_context, quick=bool(calibration.get("quick")),
+                      n_threads=int(calibration.get("threads") or 1), n_gpu_layers=int(calibration.get("gpu_layers") or 0),
+                      seed=int(calibration.get("seed") or 0))
+    plan["rounds"] = int(rounds)
+    return plan
+
+
 def extend_calibration(
     profile: HardwareProfile,
     model_path: str | Path,
@@ -321,9 +330,7 @@ def extend_calibration(
     spec = get_model(str(model_path))
     quant = spec.quant(recorded.get("quantization") or spec.default_quant)
     threads, gpu_layers, seed = int(cal["threads"]), int(cal.get("gpu_layers") or 0), int(cal.get("seed") or 0)
-    plan = build_plan(model_path, n_ctx_train=spec.max_context, quick=bool(cal.get("quick")), n_threads=threads,
-                      n_gpu_layers=gpu_layers, seed=seed)
-    plan["rounds"] = int(rounds)
+    plan = extension_plan(cal, model_path, spec, rounds)
     load_before = _loadavg()
     run = run_plan(plan, on_event=on_event, timeout_s=timeout_s)
     new_events = [p.to_event() for p in run.points]

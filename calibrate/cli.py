@@ -286,8 +286,8 @@ def check_command(profile_name: str, model: str | None, threads: int | None, gpu
 def extend_command(profile_name: str, model: str | None, rounds: int, out: Path | None, timeout_s: float,
                    as_json: bool) -> None:
     """`calibrate --extend PROFILE`: more rounds of the profile's probe plan, pooled, fitted again."""
-    from calibrate.calibration import extend_calibration
-    from calibrate.probes import ProbeError, build_plan, count_probes
+    from calibrate.calibration import extend_calibration, extension_plan
+    from calibrate.probes import ProbeError, count_probes
     from sim.hardware import available_profiles, load_profile, shipped_profiles_dir
     from sim.models import get_model
 
@@ -303,12 +303,8 @@ def extend_command(profile_name: str, model: str | None, rounds: int, out: Path 
                           field="--model")
     _check_gguf(path)
     _require_llama_cpp()
-    cal = prof.calibration or {}
     console = Console(stderr=True)
-    spec = get_model(str(path))
-    plan = build_plan(path, n_ctx_train=spec.max_context, quick=bool(cal.get("quick")),
-                      n_threads=int(cal.get("threads") or 1))
-    plan["rounds"] = rounds
+    plan = extension_plan(prof.calibration or {}, path, get_model(str(path)), rounds)
     with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as progress:
         task = progress.add_task("model load", total=count_probes(plan) + 1)

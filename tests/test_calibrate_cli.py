@@ -230,3 +230,29 @@ def test_busy_machine_warning_names_the_load_and_the_disturbed_runs():
             "probe_points": [{"runs": 10, "undisturbed_runs": 4}, {"runs": 10, "undisturbed_runs": 10}]}
     msg = machine_busy_warning(busy)
     assert "load average up to 5.3 on 2" in msg and "6 of 20 timed runs" in msg
+
+
+@requires_llama_cpp
+@pytest.mark.parametrize("damage, message", [
+    ("runs", "does not keep its timed runs"),
+    ("machine", "calibrated on another machine (cpu:"),
+    ("method", "only a profile calibrated with llama.cpp probes can be extended"),
+])
+def test_extend_refuses_a_profile_it_cannot_pool_with(calibrated, tmp_path, damage, message):
+    import yaml
+
+    home, _, model_path = calibrated
+    data = yaml.safe_load((home / "profiles" / "tiny-box.yaml").read_text())
+    if damage == "runs":  # a profile written before profiles kept their runs
+        for p in data["calibration"]["probe_points"]:
+            del p["samples_s"]
+    elif damage == "machine":
+        data["calibration"]["machine"]["cpu"] = "Some Other CPU"
+    else:
+        data["calibration"]["method"] = "endpoint"
+    damaged = tmp_path / "old.yaml"
+    damaged.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(app, ["calibrate", "--extend", str(damaged), "--model", str(model_path)],
+                                env={"INFERSIM_HOME": str(home)})
+    assert result.exit_code == 2 and message in result.stderr and "old.yaml" in result.stderr, result.output
+    assert yaml.safe_load(damaged.read_text()) == data  # refused before anything was written
