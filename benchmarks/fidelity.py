@@ -11,8 +11,8 @@ Steps (every number in the report is measured by this run):
    rounds, and reported as the median; a machine check (`calibrate.check`) before and after every
    case says how far the machine was from its calibration.
 4. After every round of cases, extend a copy of the calibration by one round of probes (`infersim
-   calibrate --extend`), and predict every local case a second time from that profile, whose probes
-   span the run (`--no-span`: not).
+   calibrate --extend`), and predict every local case again from that profile, whose probes span the
+   run (`--no-span`: not), and from the calibrated profile without its measured decode correction.
 Targets (issue 6): output throughput within 5 %, TTFT p50, TPOT p50 and e2e p50 within 10 %.
 
     .venv/bin/python benchmarks/fidelity.py --quick              # short run: 8 requests, one repeat
@@ -151,15 +151,26 @@ def extend_profile(profile: Path, model: Path) -> None:
     print(f"  extended in {time.perf_counter() - t0:.0f} s -> {profile}", flush=True)
 
 
-def resimulate(case: dict, profile: Path) -> None:
+# Predictions besides the headline one (the profile calibrated before the run, as infersim uses it):
+# tag -> (what the summary table says, the row keys' infix)
+ALTERNATIVES = {
+    "parametric": "Predicted from the same profile without the measured decode correction (the parametric cost "
+                  "model alone; `calibration.decode_correction: false`):",
+    "span": "Predicted from the profile whose probes span the run (calibrated before the first round and extended "
+            "after every round, so calibration and measurement sample the same stretch of the machine's drift; "
+            "measured decode correction on; the server case has no such profile):",
+}
+
+
+def resimulate(case: dict, profile: Path, tag: str) -> None:
     """Predict a measured repeat again on `profile` (no new measurement: the replay returns what was
-    measured) and add the result to its rows as `predicted_span` / `error_span_pct`."""
+    measured) and add the result to its rows as `predicted_<tag>` / `error_<tag>_pct`."""
     requests, measured, concurrency, overrides, model = RESIMULATE[id(case["rows"])]
     report = run_validation(requests, hw=str(profile), engine="llama.cpp", model=model, concurrency=concurrency,
                             overrides=overrides, replay=lambda reqs: measured)
     for row, again in zip(case["rows"], (r.as_dict() for r in report.rows)):
         assert row["metric"] == again["metric"] and row["measured"] == again["measured"]
-        row["predicted_span"], row["error_span_pct"] = again["predicted"], again["error_pct"]
+        row[f"predicted_{tag}"], row[f"error_{tag}_pct"] = again["predicted"], again["error_pct"]
 
 
 def _median_of_known(xs: list[float | None]) -> float | None:
@@ -184,10 +195,12 @@ def combine_repeats(repeats: list[dict]) -> dict:
         rows.append({**row, "measured": m, "predicted": p, "error_pct": err,
                      "within_target": None if err is None or row["target_pct"] is None else abs(err) <= row["target_pct"],
                      "measured_repeats": measured, "error_pct_repeats": [rep["rows"][i]["error_pct"] for rep in repeats]})
-        if all("predicted_span" in rep["rows"][i] for rep in repeats):
-            ps = _median_of_known([rep["rows"][i]["predicted_span"] for rep in repeats])
-            rows[-1].update(predicted_span=ps, error_span_pct=None if m in (None, 0) or ps is None else (ps - m) / m * 100.0,
-                            error_span_pct_repeats=[rep["rows"][i]["error_span_pct"] for rep in repeats])
+        for tag in ALTERNATIVES:
+            if all(f"predicted_{tag}" in rep["rows"][i] for rep in repeats):
+                ps = _median_of_known([rep["rows"][i][f"predicted_{tag}"] for rep in repeats])
+                rows[-1].update({f"predicted_{tag}": ps,
+                                 f"error_{tag}_pct": None if m in (None, 0) or ps is None else (ps - m) / m * 100.0,
+                                 f"error_{tag}_pct_repeats": [rep["rows"][i][f"error_{tag}_pct"] for rep in repeats]})
     return {**first, "rows": rows, "repeats": repeats, "completed": min(r["completed"] for r in repeats),
             "wall_s": sum(r["wall_s"] for r in repeats), "load_before": min(r["load_before"] for r in repeats),
             "load_after": max(r["load_after"] for r in repeats),
@@ -264,7 +277,8 @@ def check_lines(c: dict) -> list[str]:
     out = []
     for i, a in enumerate(reps, 1):
         errs = ", ".join(f"{r['metric']} {fmt(r['error_pct'], '+.1f')} %"
-                         + ("" if r.get("error_span_pct") is None else f" (spanning profile {r['error_span_pct']:+.1f} %)")
+                         + "".join(f" ({tag} {r[f'error_{tag}_pct']:+.1f} %)" for tag in ALTERNATIVES
+                                   if r.get(f"error_{tag}_pct") is not None)
                          for r in a["rows"] if r["metric"] in TARGETS)
         steal = "" if a.get("steal_share") is None else f"; steal {a['steal_share'] * 100:.1f} % of CPU time"
         out.append(f"- Repeat {i}: {errs}; load {a['load_before']:.1f}→{a['load_after']:.1f}{steal}; machine "
@@ -345,16 +359,14 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
         "## Summary",
         "",
     ]
-    if span:
+    tags = [t for t in ALTERNATIVES if any(r.get(f"error_{t}_pct") is not None for c in cases for r in c["rows"])]
+    if tags:
         lines += ["Predicted from the profile calibrated before the run (what a user who calibrates once gets):", ""]
     lines += summary_table(cases, "error_pct", machine_columns=True)
-    if span:
-        lines += ["Predicted from the profile whose probes span the run (calibrated before the first round and "
-                  "extended after every round, so calibration and measurement sample the same stretch of the "
-                  "machine's drift; the server case has no such profile):", ""]
-        lines += summary_table(cases, "error_span_pct", machine_columns=False)
+    for tag in tags:
+        lines += [ALTERNATIVES[tag], ""] + summary_table(cases, f"error_{tag}_pct", machine_columns=False)
     for c in cases:
-        has_span = all(r.get("predicted_span") is not None for r in c["rows"] if r["metric"] in TARGETS)
+        alt = [t for t in tags if all(r.get(f"predicted_{t}") is not None for r in c["rows"] if r["metric"] in TARGETS)]
         lines += [f"## {c['case']}", "",
                   f"{c['completed']}/{c['requests']} requests completed"
                   + (f" in each of {len(c['repeats'])} repeats" if len(c.get("repeats", [])) > 1 else "") + "; "
@@ -365,8 +377,8 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
             lines += ["Requests that did not complete: " + "; ".join(c["failures"][:5]), ""]
         head = "| metric | measured | each repeat | predicted | error % | target |"
         rule = "|---|---|---|---|---|---|"
-        if has_span:
-            head += " predicted, spanning profile | error % | target |"
+        for tag in alt:
+            head += f" predicted, {tag} | error % | target |"
             rule += "---|---|---|"
         lines += [head, rule]
         for r in c["rows"]:
@@ -374,9 +386,10 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
             each = " / ".join(fmt(x) for x in r.get("measured_repeats", [r["measured"]]))
             line = (f"| {r['metric']} ({r['unit']}) | {fmt(r['measured'])} | {each} | {fmt(r['predicted'])} | "
                     f"{fmt(r['error_pct'], '+.1f')} | {tgt} |")
-            if has_span:
-                tgt_span = f"±{r['target_pct']:g} % {verdict(r, 'error_span_pct')}" if r["target_pct"] else ""
-                line += f" {fmt(r.get('predicted_span'))} | {fmt(r.get('error_span_pct'), '+.1f')} | {tgt_span} |"
+            for tag in alt:
+                key = f"error_{tag}_pct"
+                tgt_alt = f"±{r['target_pct']:g} % {verdict(r, key)}" if r["target_pct"] else ""
+                line += f" {fmt(r.get(f'predicted_{tag}'))} | {fmt(r.get(key), '+.1f')} | {tgt_alt} |"
             lines.append(line)
         lines.append("")
         lines += check_lines(c)
@@ -428,13 +441,18 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   check before or after, whichever is further off; * past ±8 %: there the measured side of that repeat
   ran on a slower (+) or faster (−) machine than the profile describes. The calibration runs its probe plan in two rounds for the same reason, and every
   case is measured several times in rounds, minutes apart, the report taking the median.
-- Two predictions of the same measurements. The first uses the profile calibrated before the run, as a
-  user who calibrates once would. The second uses the same calibration extended after every round of
-  cases (`infersim calibrate --extend`: the probe plan run once more, its runs pooled with the stored
-  ones, the cost model fitted again), so its probes were taken in between the measured cases, over the
-  same half hour: a machine that was slower for a few minutes is then slower on both sides, and what
-  remains is the cost model's own error. The first table minus the second is what this machine's drift
-  costs a calibrate-once user.
+- Three predictions of the same measurements. The headline one uses the profile calibrated before the
+  run, as a user who calibrates once would, with the measured decode correction that a llama.cpp-probe
+  profile applies to the model and engine it measured (sim/cost.py `DecodeCorrection`: per decode batch
+  size, the calibration's measured over fitted step time — the fitted kernel terms leave the same
+  signed errors at the same batch sizes in every calibration of this model, 2-sequence steps 5-18 %
+  faster than fitted, 3 and 4 sequences 4-19 % slower, 16 at short context 9-17 % faster). The second
+  ("parametric") is the same profile without that correction: the cost model's formulas alone. The
+  third ("span") uses the same calibration extended after every round of cases (`infersim calibrate
+  --extend`: the probe plan run once more, its runs pooled with the stored ones, the cost model fitted
+  again), so its probes were taken in between the measured cases, over the same half hour: a machine
+  that was slower for a few minutes is then slower on both sides, and what remains is the cost model's
+  own error. Headline minus span is what this machine's drift costs a calibrate-once user.
 - A prediction cannot be closer to the engine than the profile is to its own probe points: the
   calibration-quality line above gives that floor.
 """
@@ -500,6 +518,14 @@ def main() -> None:
     if local_cases and not args.no_span:
         span = tmp / "fidelity-gemma3-270m-span.yaml"
         span.write_text(Path(profile).read_text())
+    parametric = None  # the same profile with the measured decode correction switched off
+    if local_cases:
+        import yaml
+
+        data = yaml.safe_load(Path(profile).read_text())
+        data.setdefault("calibration", {})["decode_correction"] = False
+        parametric = tmp / "fidelity-gemma3-270m-parametric.yaml"
+        parametric.write_text(yaml.safe_dump(data, sort_keys=False))
     checks = DriftChecks(None if args.no_checks else profile, model, args.threads)
     baseline_check = checks.check("after calibration")
     closed = make_trace(n, args.seed)
@@ -536,10 +562,12 @@ def main() -> None:
         if span is not None:
             extend_profile(span, model)
             checks.last = None  # the probe round ran in between: check afresh
-    if span is not None:
-        for reps in repeats.values():
-            for rep in reps:
-                resimulate(rep, span)
+    alternatives = {"span": span, "parametric": parametric}
+    for reps in repeats.values():
+        for rep in reps:
+            for tag, alt_profile in alternatives.items():
+                if alt_profile is not None:
+                    resimulate(rep, alt_profile, tag)
     server_profile, server_source = None, ""
     if "server" in cases_wanted:
         from sim.replay.http import replay_http

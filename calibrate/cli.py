@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -96,6 +97,14 @@ def render_summary(console: Console, result) -> None:
     )
     for note in fit.notes + list((prof.calibration or {}).get("peaks_raised", [])):
         console.print(f"note: {note}")
+    from sim.cost import DecodeCorrection
+
+    if (prof.calibration or {}).get("method") == "llama.cpp probes":
+        corr = DecodeCorrection.from_points((prof.calibration or {}).get("probe_points", []))
+        if corr is not None:
+            console.print("decode steps of this model under this engine are also corrected by the measured / fitted "
+                          "ratio per batch size (sim.cost.DecodeCorrection): "
+                          + ", ".join(f"{b}: {math.exp(r):.3f}" for b, r in zip(corr.batches, corr.log_ratios)))
     busy = machine_busy_warning(prof.calibration or {})
     if busy:
         console.print(f"warning: {busy}")

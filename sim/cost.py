@@ -400,6 +400,70 @@ def _largest_within(run_time, budget_s: float, max_steps: int | None) -> int:
     return lo
 
 
+@dataclass(frozen=True)
+class DecodeCorrection:
+    """Measured over fitted decode step time, by decode batch size, from a calibration's own probes.
+
+    The cost model's kernel terms (a GEMV at one row, tiled GEMMs with a start-up and a leftover pass
+    from two rows on, `gemm_rows`) are an idealisation of llama.cpp's CPU matmul paths, which differ
+    by tensor type and by batch width (tinyBLAS tiles for Q8_0/Q5_0 weights, repacked GEMM and GEMV
+    for Q4_K, vec_dot for Q6_K). Five full calibrations of Gemma 3 270M Q4_K_M on one 2-core EPYC
+    (1 thread) left the same signs at the same batch sizes: 2-sequence steps 5-18 % faster than
+    fitted, 3- and 4-sequence steps 4-19 % slower, 16 at short context 9-17 % faster — a shape no smooth
+    rows(n) reproduces (12 and 16 sequences cost the same). The validation cases inherited exactly
+    these errors (2 clients: ITL +10 %; 4 clients: ITL -10 %). So, as profile-driven simulators do
+    (Vidur: operator times measured per shape and interpolated), a profile calibrated with llama.cpp
+    probes also corrects decode steps of the model and engine it measured by
+
+        factor(n) = exp(interp(n; probed batch sizes b, mean over b's points of log(measured / fitted)))
+
+    linear in n between probed sizes and held at the nearest one outside them (1 and 16 in the full
+    plan). Only that model (name and quantization), that engine, and one device: for any other
+    model, engine or a placement over several devices the parametric cost model stands alone, and
+    the fit itself (calibrate.fit) never sees the correction. `calibration.decode_correction: false`
+    in the profile turns it off.
+    """
+
+    batches: tuple[int, ...]  # probed decode batch sizes, ascending
+    log_ratios: tuple[float, ...]  # mean log(measured / fitted) of each size's probe points
+    source: str = ""
+
+    def factor(self, n: int | float) -> float:
+        """The step-time multiplier for a decode pass of `n` sequences."""
+        return math.exp(float(np.interp(n, self.batches, self.log_ratios)))
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "factor_by_batch": {b: round(math.exp(r), 4)
+                                                           for b, r in zip(self.batches, self.log_ratios)}}
+
+    @classmethod
+    def from_profile(cls, hw: "HardwareProfile", model: ModelSpec, quant: QuantFormat,
+                     engine: "EngineConfig | None") -> "DecodeCorrection | None":
+        """The correction `hw`'s calibration measured for `model` at `quant` under `engine`, if any."""
+        cal = hw.calibration or {}
+        if cal.get("method") != "llama.cpp probes" or cal.get("decode_correction") is False:
+            return None
+        measured = cal.get("model") or {}
+        if engine is None or engine.name != cal.get("engine") or measured.get("name") != model.name \
+                or measured.get("quantization") != quant.name:
+            return None
+        return cls.from_points(cal.get("probe_points") or [], source=f"{hw.name}: calibration "
+                               f"{cal.get('date', '?')} of {model.name} ({quant.name}), {engine.name}")
+
+    @classmethod
+    def from_points(cls, points: Sequence[dict], source: str = "") -> "DecodeCorrection | None":
+        """From a calibration's probe-point records (decode points only); None without any."""
+        by_batch: dict[int, list[float]] = {}
+        for p in points:
+            if p.get("kind") == "decode" and int(p.get("decode_batch") or 0) >= 1 \
+                    and (p.get("measured_s") or 0) > 0 and (p.get("predicted_s") or 0) > 0:
+                by_batch.setdefault(int(p["decode_batch"]), []).append(math.log(p["measured_s"] / p["predicted_s"]))
+        if not by_batch:
+            return None
+        batches = tuple(sorted(by_batch))
+        return cls(batches, tuple(float(np.mean(by_batch[b])) for b in batches), source=source)
+
+
 class CostModel:
     """Seconds per engine iteration for one model, quantization, KV dtype and `CostParams`."""
 
@@ -412,6 +476,7 @@ class CostModel:
         *,
         parallel: "ParallelConfig | None" = None,
         offload: "OffloadConfig | None" = None,
+        decode_correction: DecodeCorrection | None = None,
     ):
         self.model = model
         self.quant = model.quant(quant)
@@ -444,6 +509,9 @@ class CostModel:
         self.offload = offload
         # How the work is spread over devices (sim.parallel); None = one device holds everything.
         self.placement = build_placement(model, params, parallel, offload)
+        # Measured decode-step correction of a calibrated model (DecodeCorrection); one device only.
+        self.decode_correction = decode_correction if self.placement is None else None
+        self._factors: dict[int, float] = {}
 
     @classmethod
     def from_names(
@@ -477,7 +545,13 @@ class CostModel:
 
             gpu_layers = resolve_gpu_layers(prof, spec, q, eng)
             offload = OffloadConfig.for_profiles(prof, load_profile(eng.offload_host), q, gpu_layers, eng)
-        return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload)
+        # the calibration's measured decode correction, for the model and engine it measured, when the
+        # parameters are the profile's own (the correction is relative to their predictions)
+        correction = None
+        if parallel is None and offload is None and params == CostParams.from_profile(prof, q, eng):
+            correction = DecodeCorrection.from_profile(prof, spec, q, eng)
+        return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload,
+                   decode_correction=correction)
 
     # ---- token counts summed over layers ---------------------------------------------------------
     def layer_tokens(self, context):
@@ -719,7 +793,18 @@ class CostModel:
         if self.placement is not None:
             return float(self.placed_time(t, n, keys, kv_read))
         c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
+        if self.decode_correction is not None and not len(prefill_tokens):
+            return float(max(c, m) + o) * self.decode_factor(len(decode_context))
         return float(max(c, m) + o)
+
+    def decode_factor(self, n: int) -> float:
+        """The measured correction of a decode pass of n sequences (1.0 without one; DecodeCorrection)."""
+        if self.decode_correction is None:
+            return 1.0
+        f = self._factors.get(n)
+        if f is None:
+            f = self._factors[n] = self.decode_correction.factor(n)
+        return f
 
     def features(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> StepFeatures:
         """The aggregates of one iteration, as a one-row StepFeatures."""
@@ -745,6 +830,9 @@ class CostModel:
             "step_s": float(max(c, m) + o) if ran else 0.0,
             "bound": "compute" if c > m else "memory",
         }
+        if self.decode_correction is not None and ran and not len(prefill_tokens):
+            out["decode_correction"] = self.decode_factor(len(decode_context))  # DecodeCorrection
+            out["step_s"] *= out["decode_correction"]
         if self.model.is_moe:
             out["experts_touched"] = float(
                 expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, t)
@@ -870,7 +958,8 @@ class CostModel:
             return 0.0
         if self.placement is not None:
             return self._placed_run_time(self._placed_decode_lines(decode_context, limit=k), k)
-        return self._run_time(self._decode_segments(decode_context, limit=k), k)
+        run_s = self._run_time(self._decode_segments(decode_context, limit=k), k)
+        return run_s if self.decode_correction is None else run_s * self.decode_factor(len(decode_context))
 
     def decode_steps_within(
         self, decode_context: Sequence[int] | np.ndarray, budget_s: float, max_steps: int | None = None
@@ -890,6 +979,8 @@ class CostModel:
         if self.placement is not None:
             lines = self._placed_decode_lines(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
             return _largest_within(lambda k: self._placed_run_time(lines, k), budget_s, max_steps)
+        if self.decode_correction is not None:  # the corrected run time is searched itself: an exact inverse
+            return _largest_within(lambda k: self.decode_run_time(decode_context, k), budget_s, max_steps)
         seg = self._decode_segments(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
         starts, a_c, b_c, a_m, b_m = seg
         if isinstance(starts, float):

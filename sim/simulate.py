@@ -233,6 +233,10 @@ class ReplicaParts:
             "activation_reserve_bytes": self.kvp.activation_reserve_bytes,
             "kv_bytes_per_token": self.kvp.kv_bytes_per_token,
             "cost_params": {k: getattr(self.params, k) for k in CostParams.FIELDS},
+            # the calibration's measured decode-step correction, when this model and engine are the ones it measured
+            "decode_correction": (lambda c: c.to_dict() if c is not None else None)(
+                getattr(self.cost, "decode_correction", None) or getattr(getattr(self.cost, "target", None),
+                                                                        "decode_correction", None)),
             **deployment_config(hw, self.model, q.name, engine, self.cost),
             **(config_extra or {}),
         }
