@@ -12,7 +12,8 @@ Steps (every number in the report is measured by this run):
    case says how far the machine was from its calibration.
 4. After every round of cases, extend a copy of the calibration by one round of probes (`infersim
    calibrate --extend`), and predict every local case again from that profile, whose probes span the
-   run (`--no-span`: not), and from the calibrated profile without its measured decode correction.
+   run (`--no-span`: not), from the calibrated profile without its measured decode correction, and
+   from the calibrated profile at the machine speed the checks around each repeat measured.
 Targets (issue 6): output throughput within 5 %, TTFT p50, TPOT p50 and e2e p50 within 10 %.
 
     .venv/bin/python benchmarks/fidelity.py --quick              # short run: 8 requests, one repeat
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +104,7 @@ def run_case(name, requests, *, profile, model, concurrency, engine_overrides, r
         print(f"  {r['metric']:<11} measured {fmt(r['measured'])} predicted {fmt(r['predicted'])} "
               f"error {fmt(r['error_pct'], '+.1f')}%", flush=True)
     m = report.measured.summary
-    RESIMULATE[id(rows)] = (requests, report.measured, concurrency, engine_overrides, str(model))
+    RESIMULATE[id(rows)] = (requests, report.measured, concurrency, engine_overrides, str(model), profile)
     return {"case": name, "requests": len(requests), "completed": m["requests"]["completed"],
             "concurrency": concurrency, "scheduler": report.engine.scheduler,
             "max_num_seqs": report.engine.max_num_seqs, "wall_s": wall, "load_before": load0,
@@ -159,18 +161,49 @@ ALTERNATIVES = {
     "span": "Predicted from the profile whose probes span the run (calibrated before the first round and extended "
             "after every round, so calibration and measurement sample the same stretch of the machine's drift; "
             "measured decode correction on; the server case has no such profile):",
+    "checked": "Predicted from the profile calibrated before the run, on a machine as fast as the machine checks "
+               "around each repeat measured (every step × 1 + the mean median drift of the check before and "
+               "after; a diagnostic, not a prediction a user has ahead of time: what remains is the miss the "
+               "machine's measured drift does not explain):",
 }
 
 
-def resimulate(case: dict, profile: Path, tag: str) -> None:
-    """Predict a measured repeat again on `profile` (no new measurement: the replay returns what was
-    measured) and add the result to its rows as `predicted_<tag>` / `error_<tag>_pct`."""
-    requests, measured, concurrency, overrides, model = RESIMULATE[id(case["rows"])]
+def resimulate(case: dict, profile: Path | None, tag: str, *, speed: float = 1.0) -> None:
+    """Predict a measured repeat again on `profile` (None: the one it was predicted on; no new measurement: the replay returns what was
+    measured) and add the result to its rows as `predicted_<tag>` / `error_<tag>_pct`.
+
+    `speed`: every step of the machine taking `speed` times as long as the profile says. Simulated
+    exactly by a change of time unit: the trace with its arrival times divided by `speed` on the
+    profile as it is is the same system measured in units of `speed` seconds, so its latencies are
+    multiplied by `speed` and its throughput divided by it (closed-loop cases have no arrival times:
+    there it is a plain scaling; open loop, the queue changes too)."""
+    requests, measured, concurrency, overrides, model, own_profile = RESIMULATE[id(case["rows"])]
+    profile = own_profile if profile is None else profile
+    if speed != 1.0:
+        requests = [replace(r, arrival_s=r.arrival_s / speed) for r in requests]
     report = run_validation(requests, hw=str(profile), engine="llama.cpp", model=model, concurrency=concurrency,
                             overrides=overrides, replay=lambda reqs: measured)
     for row, again in zip(case["rows"], (r.as_dict() for r in report.rows)):
         assert row["metric"] == again["metric"] and row["measured"] == again["measured"]
-        row[f"predicted_{tag}"], row[f"error_{tag}_pct"] = again["predicted"], again["error_pct"]
+        p = again["predicted"]
+        if p is not None and speed != 1.0:
+            p = p / speed if row["unit"] == "tok/s" else p * speed
+        row[f"predicted_{tag}"] = p
+        row[f"error_{tag}_pct"] = None if p is None or not row["measured"] else \
+            (p - row["measured"]) / row["measured"] * 100.0
+
+
+def checked_speed(rep: dict, reference: dict | None = None) -> float | None:
+    """How much slower than calibrated the machine ran around a repeat: 1 + the mean of the median
+    drift of its machine checks before and after (calibrate.check; None when either is missing).
+
+    The checks compare with the local calibration; a profile calibrated later (the server's) is set
+    against `reference`, the check taken right after its own calibration."""
+    checks = [rep.get("check_before"), rep.get("check_after")]
+    if not all(checks):
+        return None
+    speed = 1.0 + sum(c["median_drift"] for c in checks) / 2
+    return speed if reference is None else speed / (1.0 + reference["median_drift"])
 
 
 def _median_of_known(xs: list[float | None]) -> float | None:
@@ -281,6 +314,8 @@ def check_lines(c: dict) -> list[str]:
                                    if r.get(f"error_{tag}_pct") is not None)
                          for r in a["rows"] if r["metric"] in TARGETS)
         steal = "" if a.get("steal_share") is None else f"; steal {a['steal_share'] * 100:.1f} % of CPU time"
+        if a.get("checked_speed") is not None:
+            errs += f"; checked machine: steps × {a['checked_speed']:.3f}"
         out.append(f"- Repeat {i}: {errs}; load {a['load_before']:.1f}→{a['load_after']:.1f}{steal}; machine "
                    f"before: {_check_text(a.get('check_before'))}; after: {_check_text(a.get('check_after'))}")
     return ["Repeats (error of each; the table above has the median of the measured values):", ""] + out + [""]
@@ -441,7 +476,7 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   check before or after, whichever is further off; * past ±8 %: there the measured side of that repeat
   ran on a slower (+) or faster (−) machine than the profile describes. The calibration runs its probe plan in two rounds for the same reason, and every
   case is measured several times in rounds, minutes apart, the report taking the median.
-- Three predictions of the same measurements. The headline one uses the profile calibrated before the
+- Four predictions of the same measurements. The headline one uses the profile calibrated before the
   run, as a user who calibrates once would, with the measured decode correction that a llama.cpp-probe
   profile applies to the model and engine it measured (sim/cost.py `DecodeCorrection`: per decode batch
   size, the calibration's measured over fitted step time — the fitted kernel terms leave the same
@@ -452,7 +487,14 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   --extend`: the probe plan run once more, its runs pooled with the stored ones, the cost model fitted
   again), so its probes were taken in between the measured cases, over the same half hour: a machine
   that was slower for a few minutes is then slower on both sides, and what remains is the cost model's
-  own error. Headline minus span is what this machine's drift costs a calibrate-once user.
+  own error. Headline minus span is what this machine's drift costs a calibrate-once user. The fourth
+  ("checked") is the headline profile on a machine as fast as the checks around each repeat measured
+  it: every step × (1 + their mean median drift), simulated exactly as a change of time unit (arrival
+  times ÷ that factor, latencies × it). It needs measurements taken during the run, so it is a
+  diagnostic, not a prediction: a miss that it removes was the machine's drift; one that remains is
+  the cost model's or the checks' (four shapes timed once each, themselves a few % noisy). In open
+  loop it also shows how sensitive a loaded queue is: near capacity a few % of speed moves the
+  latencies by much more.
 - A prediction cannot be closer to the engine than the profile is to its own probe points: the
   calibration-quality line above gives that floor.
 """
@@ -586,6 +628,13 @@ def main() -> None:
                     "llama-cpp-python server c=2", closed, checks=checks, profile=server_profile, model=model,
                     concurrency=2, engine_overrides={"scheduler": "sequential", "max_num_seqs": 1},
                     replay=lambda reqs: replay_http(reqs, url, concurrency=2, timeout_s=1800)))
+    for name, reps in repeats.items():
+        reference = reps[0].get("check_before") if name.startswith("llama-cpp-python server") else None
+        for rep in reps:
+            speed = checked_speed(rep, reference)
+            if speed is not None and (reference is not None or not name.startswith("llama-cpp-python server")):
+                rep["checked_speed"] = speed
+                resimulate(rep, None, "checked", speed=speed)
     cases = [combine_repeats(r) for r in repeats.values()]
 
     meta = {
