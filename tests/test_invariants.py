@@ -8,6 +8,7 @@
 5. Determinism: the same inputs give byte-identical JSON.
 6. Work conservation: the engine never idles while a request waits that it could admit.
 7. Used KV never exceeds reserved KV; outputs respect max_tokens.
+8. Time homogeneity: every step s times as long is the same run on a clock s times slower.
 
 The same guarantees with shared prefix blocks (tests/test_prefix_cache.py), several replicas behind
 a router (tests/test_cluster.py) and prefill/decode pools with KV transfers
@@ -125,3 +126,27 @@ def test_fast_forward_matches_step_by_step_on_random_configurations(reqs, eng):
         for stat, v in ff.summary[key].items():
             w = step.summary[key][stat]
             assert (v is None and w is None) or abs(v - w) <= 1e-9 * max(abs(w), 1e-9), (key, stat, v, w)
+
+
+@settings(max_examples=25, deadline=None)
+@given(reqs=traces(), eng=configs(), slow=st.floats(0.5, 2.0))
+def test_a_slower_machine_is_the_same_run_on_a_longer_clock(reqs, eng, slow):
+    """8. Time homogeneity: a machine on which every step takes `slow` times as long, serving arrivals
+    a, is the machine as it is serving arrivals a / slow, with every time multiplied by `slow`
+    (benchmarks/fidelity.py's "checked" prediction simulates a drifted machine this way)."""
+    from dataclasses import replace
+
+    from sim.cost import CostParams
+    from sim.hardware import load_profile
+
+    params = CostParams.from_profile(load_profile("h100-sxm"), eng.default_quant, eng)
+    slower = replace(params, bandwidth_bytes_per_s=params.bandwidth_bytes_per_s / slow,
+                     matmul_flops_per_s=params.matmul_flops_per_s / slow,
+                     attention_flops_per_s=params.attention_flops_per_s / slow,
+                     iteration_overhead_s=params.iteration_overhead_s * slow,
+                     per_sequence_overhead_s=params.per_sequence_overhead_s * slow)
+    a = run(reqs, eng, cost_params=slower).requests
+    b = run([replace(r, arrival_s=r.arrival_s / slow) for r in reqs], eng, cost_params=params).requests
+    assert list(a["status"]) == list(b["status"]) and list(a["output_tokens"]) == list(b["output_tokens"])
+    for col in ("arrival_s", "scheduled_s", "first_token_s", "finish_s"):
+        np.testing.assert_allclose(a[col].to_numpy(float), b[col].to_numpy(float) * slow, rtol=1e-9, atol=1e-9)
