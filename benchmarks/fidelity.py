@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from calibrate.check import DRIFT_TOLERANCE, ProfileCheck  # noqa: E402
 from calibrate.machine import CpuTimes  # noqa: E402
-from sim.replay.compare import METRICS  # noqa: E402
+from sim.replay.compare import METRICS, at_speed  # noqa: E402
 from sim.replay.llama_cpp_server import llama_cpp_server  # noqa: E402
 from sim.replay.local import LocalConfig, replay_local  # noqa: E402
 from sim.replay.validate import run_validation  # noqa: E402
@@ -97,7 +97,7 @@ def run_case(name, requests, *, profile, model, concurrency, engine_overrides, r
     load0, t0, cpu0 = loadavg(), time.perf_counter(), CpuTimes.now()
     report = run_validation(requests, hw=str(profile), engine="llama.cpp", model=str(model),
                             concurrency=concurrency, overrides=engine_overrides, replay=replay,
-                            log=lambda m: print("  " + m, flush=True))
+                            log=lambda m: print("  " + m, flush=True), speed_margin=SPEED_MARGIN)
     wall = time.perf_counter() - t0
     rows = [r.as_dict() for r in report.rows]
     for r in rows:
@@ -182,12 +182,10 @@ def resimulate(case: dict, profile: Path | None, tag: str, *, speed: float = 1.0
     if speed != 1.0:
         requests = [replace(r, arrival_s=r.arrival_s / speed) for r in requests]
     report = run_validation(requests, hw=str(profile), engine="llama.cpp", model=model, concurrency=concurrency,
-                            overrides=overrides, replay=lambda reqs: measured)
+                            overrides=overrides, replay=lambda reqs: measured, speed_margin=0)
     for row, again in zip(case["rows"], (r.as_dict() for r in report.rows)):
         assert row["metric"] == again["metric"] and row["measured"] == again["measured"]
-        p = again["predicted"]
-        if p is not None and speed != 1.0:
-            p = p / speed if row["unit"] == "tok/s" else p * speed
+        p = at_speed(again["predicted"], row["unit"], speed)
         row[f"predicted_{tag}"] = p
         row[f"error_{tag}_pct"] = None if p is None or not row["measured"] else \
             (p - row["measured"]) / row["measured"] * 100.0
@@ -225,7 +223,9 @@ def combine_repeats(repeats: list[dict]) -> dict:
         predicted = [rep["rows"][i]["predicted"] for rep in repeats]
         m, p = _median_of_known(measured), _median_of_known(predicted)
         err = None if m in (None, 0) or p is None else (p - m) / m * 100.0
-        rows.append({**row, "measured": m, "predicted": p, "error_pct": err,
+        bands = [rep["rows"][i].get("predicted_band") for rep in repeats]
+        band = None if None in bands else [statistics.median(b[0] for b in bands), statistics.median(b[1] for b in bands)]
+        rows.append({**row, "measured": m, "predicted": p, "error_pct": err, "predicted_band": band,
                      "within_target": None if err is None or row["target_pct"] is None else abs(err) <= row["target_pct"],
                      "measured_repeats": measured, "error_pct_repeats": [rep["rows"][i]["error_pct"] for rep in repeats]})
         for tag in ALTERNATIVES:
@@ -398,6 +398,13 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
     if tags:
         lines += ["Predicted from the profile calibrated before the run (what a user who calibrates once gets):", ""]
     lines += summary_table(cases, "error_pct", machine_columns=True)
+    misses = [(c, r) for c in cases for r in c["rows"] if verdict(r) == "**miss**"]
+    if misses and all(r.get("predicted_band") for _, r in misses):
+        inside = [f"{c['case']} {r['metric']}" for c, r in misses
+                  if r["predicted_band"][0] <= r["measured"] <= r["predicted_band"][1]]
+        lines += [f"Of the {len(misses)} misses, {len(inside)} have the measured value inside the prediction's "
+                  f"±{SPEED_MARGIN * 100:g} % speed band (what the same profile predicts for a machine {SPEED_MARGIN * 100:g} % faster or slower; "
+                  f"`validate --speed-margin`)" + (f": {', '.join(inside)}." if inside else "."), ""]
     for tag in tags:
         lines += [ALTERNATIVES[tag], ""] + summary_table(cases, f"error_{tag}_pct", machine_columns=False)
     for c in cases:
@@ -410,8 +417,9 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
                   f"wall {c['wall_s']:.1f} s.", ""]
         if c["failures"]:
             lines += ["Requests that did not complete: " + "; ".join(c["failures"][:5]), ""]
-        head = "| metric | measured | each repeat | predicted | error % | target |"
-        rule = "|---|---|---|---|---|---|"
+        banded = any(r.get("predicted_band") for r in c["rows"])
+        head = "| metric | measured | each repeat | predicted | error % | target |" + (f" if ±{SPEED_MARGIN * 100:g} % speed |" if banded else "")
+        rule = "|---|---|---|---|---|---|" + ("---|" if banded else "")
         for tag in alt:
             head += f" predicted, {tag} | error % | target |"
             rule += "---|---|---|"
@@ -421,6 +429,9 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
             each = " / ".join(fmt(x) for x in r.get("measured_repeats", [r["measured"]]))
             line = (f"| {r['metric']} ({r['unit']}) | {fmt(r['measured'])} | {each} | {fmt(r['predicted'])} | "
                     f"{fmt(r['error_pct'], '+.1f')} | {tgt} |")
+            if banded:
+                b = r.get("predicted_band")
+                line += " - |" if not b else f" {fmt(b[0])}–{fmt(b[1])} |"
             for tag in alt:
                 key = f"error_{tag}_pct"
                 tgt_alt = f"±{r['target_pct']:g} % {verdict(r, key)}" if r["target_pct"] else ""
@@ -433,6 +444,8 @@ def write_report(path: Path, cases: list[dict], meta: dict) -> None:
 
 
 POISSON_LOAD = 0.8  # Poisson arrival rate as a share of the measured closed-loop capacity
+SPEED_MARGIN = 0.05  # each prediction's band: the same profile on a machine 5 % faster and slower (the
+# size of the drift the machine checks see within minutes on this VM)
 
 NOTES = """\
 Where a figure misses, the per-case tables say in which direction. How to read them:
@@ -495,6 +508,11 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   the cost model's or the checks' (four shapes timed once each, themselves a few % noisy). In open
   loop it also shows how sensitive a loaded queue is: near capacity a few % of speed moves the
   latencies by much more.
+- The "if ±5 % speed" column is each prediction's range on a machine 5 % faster and 5 % slower (the
+  same profile, `validate --speed-margin`; exact as a change of time unit). Closed loop it is the
+  prediction ±5 %; open loop near capacity it is much wider, because the queue amplifies speed. A miss
+  whose measured value lies inside it is one a 5 % drift of the machine could explain; the summary
+  counts them.
 - A prediction cannot be closer to the engine than the profile is to its own probe points: the
   calibration-quality line above gives that floor.
 """

@@ -56,6 +56,8 @@ def test_validate_local_end_to_end_measures_simulates_and_draws_cdfs(tiny_gguf, 
     report = json.loads(res.stdout)
     assert [m["metric"] for m in report["metrics"]] == LABELS
     assert all(m["measured"] is not None and m["predicted"] is not None for m in report["metrics"])
+    lo, hi = next(m["predicted_band"] for m in report["metrics"] if m["metric"] == "e2e p50")  # ±5 % speed
+    assert report["speed_margin"] == 0.05 and lo < hi
     # the simulated engine got the driver's real limits
     assert report["engine_overrides"] == {"max_num_seqs": 2, "max_num_batched_tokens": 512, "context_size": 512}
     assert report["predicted"]["config"]["scheduler"] == "slots"
@@ -100,3 +102,55 @@ def test_validate_with_unreachable_engine_exits_1_with_the_reason(tmp_path):
                               "--model", "llama-3.1-8b"])
     assert res.exit_code == 1
     assert "engine unreachable: cannot connect to" in res.output
+
+
+def _served(reqs, speedup: float = 1.0) -> ReplayResult:
+    """A made-up measurement of `reqs`: every request completed, one token every 20 ms after 100 ms."""
+    recs = []
+    for r in reqs:
+        t = tuple(r.arrival_s + (0.1 + 0.02 * k) / speedup for k in range(r.output_tokens))
+        recs.append(RequestRecord(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, t, r.output_tokens,
+                                  r.arrival_s, t[-1]))
+    return ReplayResult(tuple(recs), {"target": "endpoint", "server": "test"})
+
+
+def _poisson(n: int, rate: float) -> list[Request]:
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    t = np.cumsum(rng.exponential(1.0 / rate, n))
+    return [Request(str(i), float(t[i]), 200, 40, 40) for i in range(n)]
+
+
+def test_the_speed_band_is_the_prediction_on_a_faster_and_a_slower_machine():
+    from sim.replay.validate import run_validation
+
+    reqs = [Request(str(i), 0.0, 100 + 10 * i, 20, 20) for i in range(6)]
+    closed = run_validation(reqs, hw=HW, engine="llama.cpp", model="gemma-3-270m", concurrency=2,
+                            replay=_served, speed_margin=0.1)
+    for r in closed.rows:  # closed loop: the band is the prediction scaled, nothing else moves
+        lo, hi = (r.predicted / 1.1, r.predicted / 0.9) if r.unit == "tok/s" else (r.predicted * 0.9, r.predicted * 1.1)
+        assert r.band == pytest.approx((lo, hi), rel=1e-9), r.metric
+    assert closed.as_dict()["metrics"][0]["predicted_band"] == list(closed.rows[0].band)
+    # open loop near capacity: a few % of speed moves the queue, so latency moves by more than that
+    seq = {"scheduler": "sequential", "max_num_seqs": 1}
+    one = run_validation(_poisson(20, 1.0), hw=HW, engine="llama.cpp", model="gemma-3-270m", concurrency=1,
+                         overrides=seq, replay=_served, speed_margin=0)
+    rate = 0.9 * one.rows[0].predicted / 40  # 0.9 x the requests/s one request at a time sustains (40 tokens each)
+    opened = run_validation(_poisson(60, rate), hw=HW, engine="llama.cpp", model="gemma-3-270m",
+                            overrides=seq, replay=_served,
+                            speed_margin=0.05)
+    e2e = next(r for r in opened.rows if r.metric == "e2e p50")
+    assert e2e.band[0] < e2e.predicted < e2e.band[1]
+    assert e2e.band[1] / e2e.predicted - 1 > 0.05 + 0.01  # amplified past the 5 % of speed
+    none = run_validation(reqs, hw=HW, engine="llama.cpp", model="gemma-3-270m", concurrency=2, replay=_served,
+                          speed_margin=0)
+    assert all(r.band is None for r in none.rows) and "predicted_band" not in none.as_dict()["metrics"][0]
+
+
+def test_a_speed_margin_out_of_range_is_refused_before_measuring(tmp_path):
+    trace = _trace(tmp_path / "t.jsonl", 2)
+    url = f"http://127.0.0.1:{free_loopback_port()}"  # nothing listens: measuring first would exit 1
+    res = runner.invoke(app, ["validate", str(trace), "--hw", HW, "--engine", "llama.cpp", "--endpoint", url,
+                              "--model", "llama-3.1-8b", "--speed-margin", "0.7"])
+    assert res.exit_code == 2 and "--speed-margin" in res.output

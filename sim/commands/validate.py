@@ -162,6 +162,9 @@ def validate(
     ctx_per_slot: Optional[int] = typer.Option(None, "--ctx-per-slot", help="--local: KV tokens per sequence"),
     threads: Optional[int] = typer.Option(None, "--threads", help="--local: llama.cpp threads"),
     seed: int = typer.Option(0, "--seed", help="simulation seed"),
+    speed_margin: float = typer.Option(0.05, "--speed-margin", help="also predict on a machine this share faster "
+                                       "and slower (0.05: every step 5 percent shorter / longer) and show each metric's "
+                                       "range: how much of a miss a drifting machine could explain; 0: not"),
 ) -> None:
     """Replay a trace on a real engine and simulate it; print measured vs predicted with the error."""
     from sim.replay.validate import run_validation
@@ -176,7 +179,7 @@ def validate(
         replay=lambda reqs: _replay(reqs, endpoint=endpoint, local=local, concurrency=concurrency,
                                     timeout_s=timeout_s, allow_remote=allow_remote, local_cfg=cfg),
         local_model=local, log=lambda msg: typer.echo(msg, err=True),
-        out=out,
+        out=out, speed_margin=speed_margin,
     )
     if html is not None:
         report.write_html(html, title=f"{trace.name}: measured vs predicted ({report.engine.name} on {report.hw_name})")
@@ -192,12 +195,17 @@ def _print_comparison(report, console: Console) -> None:
     table = Table(title=f"validate: {m['config'].get('server') or m['config'].get('driver')} vs "
                         f"infersim ({report.engine.name}, {report.engine.scheduler}) on {report.hw_name}, "
                         f"{m['requests']['completed']} requests")
-    for col in ("metric", "measured", "predicted", "error %", "target"):
-        table.add_column(col, justify="left" if col == "metric" else "right")
+    band = f"if ±{report.speed_margin * 100:g} % speed" if report.speed_margin else None
+    for col in ("metric", "measured", "predicted", "error %", "target", band):
+        if col is not None:
+            table.add_column(col, justify="left" if col == "metric" else "right")
     for r in report.rows:
         mark = "" if r.within_target is None else (" ok" if r.within_target else " MISS")
-        table.add_row(f"{r.metric} ({r.unit})", _fmt(r.measured), _fmt(r.predicted),
-                      _fmt(r.error_pct, "+.1f"), ("±" + _fmt(r.target_pct, "g") + "%" + mark) if r.target_pct else "")
+        cells = [f"{r.metric} ({r.unit})", _fmt(r.measured), _fmt(r.predicted), _fmt(r.error_pct, "+.1f"),
+                 ("±" + _fmt(r.target_pct, "g") + "%" + mark) if r.target_pct else ""]
+        if band is not None:
+            cells.append("-" if r.band is None else f"{_fmt(r.band[0])}–{_fmt(r.band[1])}")
+        table.add_row(*cells)
     console.print(table)
 
 

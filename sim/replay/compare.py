@@ -43,6 +43,9 @@ class Row:
     predicted: float | None
     error_pct: float | None
     target_pct: float | None
+    # the prediction on a machine `margin` faster and `margin` slower (run_validation's speed margin),
+    # lowest and highest, in display units; None when not simulated
+    band: tuple[float, float] | None = None
 
     @property
     def within_target(self) -> bool | None:
@@ -51,9 +54,22 @@ class Row:
         return abs(self.error_pct) <= self.target_pct
 
     def as_dict(self) -> dict:
-        return {"metric": self.metric, "unit": self.unit, "measured": self.measured,
-                "predicted": self.predicted, "error_pct": self.error_pct, "target_pct": self.target_pct,
-                "within_target": self.within_target}
+        d = {"metric": self.metric, "unit": self.unit, "measured": self.measured,
+             "predicted": self.predicted, "error_pct": self.error_pct, "target_pct": self.target_pct,
+             "within_target": self.within_target}
+        if self.band is not None:
+            d["predicted_band"] = list(self.band)
+        return d
+
+
+def at_speed(value: float | None, unit: str, speed: float) -> float | None:
+    """A figure simulated on the clock of a machine whose every step takes `speed` times as long:
+    rates (tok/s) divided by `speed`, times multiplied by it. Paired with arrival times divided by
+    `speed`, this is that machine's prediction exactly (the simulator is time-homogeneous:
+    tests/test_invariants.py)."""
+    if value is None:
+        return None
+    return value / speed if unit == "tok/s" else value * speed
 
 
 def _get(summary: dict, path: tuple[str, str]) -> float | None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.errors import ConfigError
-from sim.replay.compare import Row, cdf_html, compare, simulated_trace
+from sim.replay.compare import Row, at_speed, cdf_html, compare, simulated_trace
 from sim.replay.errors import EngineUnreachable
 from sim.replay.records import ReplayResult
 
@@ -34,9 +34,11 @@ class ValidationReport:
     hw_name: str
     model_name: str
     quant: str
+    speed_margin: float = 0.0  # the rows' `band`: predicted on a machine this share faster / slower
 
     def as_dict(self) -> dict:
         return {
+            "speed_margin": self.speed_margin,
             "hw": self.hw_name, "engine": self.engine.name, "scheduler": self.engine.scheduler,
             "model": self.model_name, "quant": self.quant,
             "engine_overrides": {"max_num_seqs": self.engine.max_num_seqs,
@@ -82,11 +84,21 @@ def run_validation(
     seed: int = 0,
     log: Callable[[str], None] = lambda msg: None,
     out: Path | None = None,
+    speed_margin: float = 0.05,
 ) -> ValidationReport:
-    """Replay `requests` with `replay`, simulate them on `hw` under `engine`, and compare."""
+    """Replay `requests` with `replay`, simulate them on `hw` under `engine`, and compare.
+
+    `speed_margin`: also simulate the trace on a machine that much faster and slower (every step
+    × 1 ∓ margin) and give each metric's range (`Row.band`). A calibrated profile describes the
+    machine at the moment it was probed; a shared or thermally limited machine drifts by a few %
+    within minutes (5 % is common on the 2-core VM this was built on: benchmarks/fidelity.md), and
+    an open-loop trace near capacity turns a few % of speed into much larger latency changes. The
+    band says how much of a miss such a drift could explain. 0: not simulated."""
     from sim.engine_config import load_engine
     from sim.hardware import load_profile
 
+    if not 0 <= speed_margin < 0.5:
+        raise ConfigError(f"must be in [0, 0.5), got {speed_margin}", field="--speed-margin")
     profile = load_profile(hw)
     base_engine = load_engine(engine)
     user_overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -133,8 +145,17 @@ def run_validation(
 
     predicted = simulate(sim_requests, hw=profile, model=spec, quant=q, engine=eng,
                          concurrency=concurrency, seed=seed)
-    report = ValidationReport(measured, predicted, tuple(compare(measured.summary, predicted.summary)),
-                              eng, profile.name, spec.name, q)
+    rows = compare(measured.summary, predicted.summary)
+    if speed_margin:
+        ends = []
+        for speed in (1 - speed_margin, 1 + speed_margin):  # every step `speed` times as long
+            again = simulate([replace(r, arrival_s=r.arrival_s / speed) for r in sim_requests], hw=profile,
+                             model=spec, quant=q, engine=eng, concurrency=concurrency, seed=seed,
+                             record_iterations=False)
+            ends.append([at_speed(r.predicted, r.unit, speed) for r in compare(measured.summary, again.summary)])
+        rows = [replace(r, band=None if None in (a, b) else (min(a, b), max(a, b)))
+                for r, a, b in zip(rows, *ends)]
+    report = ValidationReport(measured, predicted, tuple(rows), eng, profile.name, spec.name, q, speed_margin)
     if out is not None:
         report.write(out)
     return report
