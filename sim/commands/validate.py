@@ -197,8 +197,8 @@ def _print_comparison(report, console: Console) -> None:
                         f"{m['requests']['completed']} requests")
     band = f"if ±{report.speed_margin * 100:g} % speed" if report.speed_margin else None
     for col in ("metric", "measured", "predicted", "error %", "target", band):
-        if col is not None:
-            table.add_column(col, justify="left" if col == "metric" else "right")
+        if col is not None:  # fold, never cut: a range is unreadable with its end replaced by "…"
+            table.add_column(col, justify="left" if col == "metric" else "right", overflow="fold")
     for r in report.rows:
         mark = "" if r.within_target is None else (" ok" if r.within_target else " MISS")
         cells = [f"{r.metric} ({r.unit})", _fmt(r.measured), _fmt(r.predicted), _fmt(r.error_pct, "+.1f"),
