@@ -80,10 +80,12 @@ def test_calibrate_endpoint_against_llama_cpp_server(tiny_gguf, tmp_path):
     kinds = {p["kind"] for p in cal["probe_points"]}
     assert kinds == {"prefill", "decode"}
     assert 1 in {p["decode_batch"] for p in cal["probe_points"] if p["kind"] == "decode"}
-    # llama-cpp-python's server runs one request at a time: 8 concurrent streams get no more
-    # aggregate throughput than 1 (a batching server would gain); allow 30% for the shared machine
-    tok_s = {n: phases[f"concurrency-{n}"]["aggregate_output_tok_s"] for n in (1, 8)}
-    assert tok_s[8] < 1.3 * tok_s[1], tok_s
+    # llama-cpp-python's server runs one request at a time: even 8 concurrent streams never decode
+    # together, so every decode point is a batch of 1 (a batching server yields 2, 4, 8). (Aggregate
+    # throughput is no test of that with a tiny model: 8 queued streams hide the HTTP round trip
+    # between requests that 1 stream waits for, 1.43x the tokens/s in one CI run.)
+    assert {p["decode_batch"] for p in cal["probe_points"] if p["kind"] == "decode"} == {1}
+    assert any(p["id"].startswith("endpoint-c8-") for p in cal["probe_points"])
     summary = json.loads(result.stdout)
     assert summary["fit"]["n_train"] + summary["fit"]["n_heldout"] == len(cal["probe_points"])
 
