@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from calibrate.check import DRIFT_TOLERANCE, ProfileCheck  # noqa: E402
 from calibrate.machine import CpuTimes  # noqa: E402
-from sim.replay.compare import METRICS, at_speed  # noqa: E402
+from sim.replay.compare import METRICS, at_speed, on_clock  # noqa: E402
 from sim.replay.llama_cpp_server import llama_cpp_server  # noqa: E402
 from sim.replay.local import LocalConfig, replay_local  # noqa: E402
 from sim.replay.validate import run_validation  # noqa: E402
@@ -180,7 +179,7 @@ def resimulate(case: dict, profile: Path | None, tag: str, *, speed: float = 1.0
     requests, measured, concurrency, overrides, model, own_profile = RESIMULATE[id(case["rows"])]
     profile = own_profile if profile is None else profile
     if speed != 1.0:
-        requests = [replace(r, arrival_s=r.arrival_s / speed) for r in requests]
+        requests = on_clock(requests, speed)
     report = run_validation(requests, hw=str(profile), engine="llama.cpp", model=model, concurrency=concurrency,
                             overrides=overrides, replay=lambda reqs: measured, speed_margin=0)
     for row, again in zip(case["rows"], (r.as_dict() for r in report.rows)):

@@ -62,11 +62,17 @@ class Row:
         return d
 
 
+def on_clock(requests: list[Request], speed: float) -> list[Request]:
+    """The trace as a machine whose every step takes `speed` times as long sees it, on its own clock
+    (one unit = `speed` seconds): arrival times divided by `speed`. Simulate this on the profile as
+    it is, then convert each figure back with `at_speed`: that is the slower machine's prediction
+    exactly (the simulator is time-homogeneous: tests/test_invariants.py)."""
+    return [replace(r, arrival_s=r.arrival_s / speed) for r in requests]
+
+
 def at_speed(value: float | None, unit: str, speed: float) -> float | None:
-    """A figure simulated on the clock of a machine whose every step takes `speed` times as long:
-    rates (tok/s) divided by `speed`, times multiplied by it. Paired with arrival times divided by
-    `speed`, this is that machine's prediction exactly (the simulator is time-homogeneous:
-    tests/test_invariants.py)."""
+    """A figure simulated with `on_clock(trace, speed)`, back in seconds: rates (tok/s) divided by
+    `speed`, times multiplied by it."""
     if value is None:
         return None
     return value / speed if unit == "tok/s" else value * speed

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.errors import ConfigError
-from sim.replay.compare import Row, at_speed, cdf_html, compare, simulated_trace
+from sim.replay.compare import Row, at_speed, cdf_html, compare, on_clock, simulated_trace
 from sim.replay.errors import EngineUnreachable
 from sim.replay.records import ReplayResult
 
@@ -149,7 +149,7 @@ def run_validation(
     if speed_margin:
         ends = []
         for speed in (1 - speed_margin, 1 + speed_margin):  # every step `speed` times as long
-            again = simulate([replace(r, arrival_s=r.arrival_s / speed) for r in sim_requests], hw=profile,
+            again = simulate(on_clock(sim_requests, speed), hw=profile,
                              model=spec, quant=q, engine=eng, concurrency=concurrency, seed=seed,
                              record_iterations=False)
             ends.append([at_speed(r.predicted, r.unit, speed) for r in compare(measured.summary, again.summary)])
