@@ -83,3 +83,23 @@ def test_local_driver_timeout_keeps_the_tokens_already_measured(tiny_gguf):
     failed = [r for r in res.records if r.status == FAILED]
     assert failed and any(len(r.token_times_s) > 0 for r in failed)
     assert {r.id for r in res.records} == {r.id for r in reqs}  # never-sent requests are listed too
+
+
+def test_local_driver_logs_every_iteration_and_writes_it(tiny_gguf, tmp_path):
+    import pandas as pd
+
+    reqs = _reqs(8, out=20)
+    res = replay_local(reqs, tiny_gguf, concurrency=4, cfg=LocalConfig(n_seq_max=4, n_ctx_per_seq=256, n_threads=1))
+    log = pd.DataFrame(res.engine_stats["iteration_log"])
+    assert len(log) == res.engine_stats["iterations"] == len(res.engine_stats["batch_sizes"])
+    # every token came out of one logged iteration: decodes 1 each, a finished prompt its first token
+    tokens = sum(r.output_tokens for r in res.records)
+    assert log["decode_seqs"].sum() + sum(1 for r in res.records if r.output_tokens) == tokens
+    assert log["prefill_tokens"].sum() == sum(r.prompt_tokens for r in res.records)
+    assert (log["duration_s"] > 0).all() and (log["start_s"].diff().dropna() > 0).all()
+    dec = log[log["decode_seqs"] > 0]
+    assert ((1 <= dec["decode_runs"]) & (dec["decode_runs"] <= dec["decode_seqs"])).all()
+    assert (log.loc[log["decode_seqs"] == 0, "decode_runs"] == 0).all()
+    res.write(tmp_path)
+    written = pd.read_csv(tmp_path / "iterations.csv")
+    assert list(written.columns) == list(log.columns) and len(written) == len(log)

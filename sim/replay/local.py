@@ -289,6 +289,10 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
     running: dict[int, _Sequence] = {}
     free_ids = list(range(engine.n_seq_max))  # a heap: the lowest free seq_id first, as llama-server's slots
     batch_sizes: list[int] = []
+    # one row per iteration, in the simulator's iterations.csv columns (sim.metrics) plus what decides
+    # llama.cpp's passes: the runs of consecutive decoding slots (see `order` below)
+    iteration_log: dict[str, list] = {k: [] for k in ("start_s", "duration_s", "prefill_seqs", "prefill_tokens",
+                                                      "decode_seqs", "decode_runs", "decode_context_mean")}
     kv_peak_used = 0
     kv_peak_reserved = 0
     error = ""
@@ -348,6 +352,8 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
                 pos.append(s.prompt_done + s.generated - 1)
                 seq.append(s.seq_id)
                 logits.append(True)
+        n_decode = len(tokens)  # the decodes come first in the batch, one token each
+        decode_slots = seq[:n_decode]
         budget = engine.n_batch - len(tokens)
         for s in running.values():  # prompts in admission order (FIFO, as the simulator's scheduler)
             if budget <= 0:
@@ -365,6 +371,7 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
                     emitters.append((s, len(tokens) - 1))
                 s.prompt_done += k
                 budget -= k
+        t0 = clock()
         try:
             engine.decode(tokens, pos, seq, logits)
         except RuntimeError as e:
@@ -374,6 +381,12 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
             s.last_token = engine.sample(s.seq_id, idx)
         t = clock()
         batch_sizes.append(len(set(seq)))
+        for key, value in (("start_s", t0), ("duration_s", t - t0), ("prefill_seqs", len(set(seq[n_decode:]))),
+                           ("prefill_tokens", len(tokens) - n_decode), ("decode_seqs", n_decode),
+                           ("decode_runs", sum(1 for i, sid in enumerate(decode_slots)
+                                               if i == 0 or sid != decode_slots[i - 1] + 1)),
+                           ("decode_context_mean", float(sum(pos[:n_decode]) + n_decode) / n_decode if n_decode else 0.0)):
+            iteration_log[key].append(value)
         kv_peak_used = max(kv_peak_used, sum(s.kv_tokens for s in running.values()))
         kv_peak_reserved = max(kv_peak_reserved, len(running) * engine.n_ctx_seq)
         for s, _ in emitters:
@@ -403,5 +416,6 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
         "kv_peak_used_fraction": kv_peak_used / engine.n_ctx,
         "kv_peak_reserved_fraction": kv_peak_reserved / engine.n_ctx,
         "iterations": len(batch_sizes),
+        "iteration_log": iteration_log,
     }
     return ReplayResult(tuple(records), config, stats, error)

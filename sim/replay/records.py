@@ -164,5 +164,8 @@ class ReplayResult:
             for r in self.records:
                 f.write(json.dumps({"id": r.id, "status": r.status, "arrival_s": r.arrival_s,
                                     "token_times_s": list(r.token_times_s)}) + "\n")
+        log = self.engine_stats.get("iteration_log")
+        if log:  # the in-process driver's iterations, comparable row by row with a simulation's
+            pd.DataFrame(log).to_csv(out / "iterations.csv", index=False)
         return out
 
