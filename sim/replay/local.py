@@ -288,7 +288,6 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
     waiting: deque[tuple[Request, Measurement]] = deque()
     running: dict[int, _Sequence] = {}
     free_ids = list(range(engine.n_seq_max))  # a heap: the lowest free seq_id first, as llama-server's slots
-    batch_sizes: list[int] = []
     # one row per iteration, in the simulator's iterations.csv columns (sim.metrics) plus what decides
     # llama.cpp's passes: the runs of consecutive decoding slots (see `order` below)
     iteration_log: dict[str, list] = {k: [] for k in ("start_s", "duration_s", "prefill_seqs", "prefill_tokens",
@@ -380,12 +379,11 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
         for s, idx in emitters:  # sample the whole batch, then its tokens exist (a server sends them now)
             s.last_token = engine.sample(s.seq_id, idx)
         t = clock()
-        batch_sizes.append(len(set(seq)))
-        for key, value in (("start_s", t0), ("duration_s", t - t0), ("prefill_seqs", len(set(seq[n_decode:]))),
-                           ("prefill_tokens", len(tokens) - n_decode), ("decode_seqs", n_decode),
-                           ("decode_runs", sum(1 for i, sid in enumerate(decode_slots)
-                                               if i == 0 or sid != decode_slots[i - 1] + 1)),
-                           ("decode_context_mean", float(sum(pos[:n_decode]) + n_decode) / n_decode if n_decode else 0.0)):
+        row = {"start_s": t0, "duration_s": t - t0, "prefill_seqs": len(set(seq[n_decode:])),
+               "prefill_tokens": len(tokens) - n_decode, "decode_seqs": n_decode,
+               "decode_runs": sum(1 for i, sid in enumerate(decode_slots) if i == 0 or sid != decode_slots[i - 1] + 1),
+               "decode_context_mean": (sum(pos[:n_decode]) + n_decode) / n_decode if n_decode else 0.0}
+        for key, value in row.items():
             iteration_log[key].append(value)
         kv_peak_used = max(kv_peak_used, sum(s.kv_tokens for s in running.values()))
         kv_peak_reserved = max(kv_peak_reserved, len(running) * engine.n_ctx_seq)
@@ -411,6 +409,8 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
         "prompt_tokens_source": "exact",
         "llama_cpp_version": getattr(engine.ll, "__version__", None),
     }
+    # sequences per iteration (a decoding sequence is never also prefilling)
+    batch_sizes = [d + p for d, p in zip(iteration_log["decode_seqs"], iteration_log["prefill_seqs"])]
     stats = {
         "batch_sizes": batch_sizes, "kv_capacity_tokens": engine.n_ctx,
         "kv_peak_used_fraction": kv_peak_used / engine.n_ctx,
