@@ -465,8 +465,9 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   (in admission order, after slots were reused, a 4-sequence step took 93 ms instead of 64) and hands out
   the lowest free slot; still, decodes whose slots are not contiguous (slot 1 finished, 0 and 2 still
   running) take one pass per contiguous run, and an iteration that mixes a new prompt with running
-  decodes takes a decode pass plus a prompt pass. `validate` simulates all of this with the engine
-  setting `per_sequence_kv_streams` (same slot choice, same passes).
+  decodes takes a decode pass plus a prompt pass (with the prompt's first token in the decode pass
+  when its slot follows theirs). `validate` simulates all of this with the engine setting
+  `per_sequence_kv_streams` (same slot choice, the same passes: `sim/ubatch.py`).
 - Open loop (Poisson) gives the driver every batch size from 1 to 8, and batches that are not a
   multiple of 4 pay llama.cpp's leftover-tile pass (a 7-sequence step costs more than an 8-sequence one;
   sim/cost.py `gemm_rows`). Before the cost model priced it, the Poisson TPOT p50 came out 15-16 % low

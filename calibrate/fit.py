@@ -4,9 +4,9 @@ The cost model (`sim.cost.CostModel`) prices one iteration as
 
     step_s = max(compute_s, memory_s) + iteration_overhead_s + per_sequence_overhead_s x sequences
 
-(a "mixed" probe — a prompt chunk decoded together with B sequences, each sequence in its own KV
-stream — is priced as llama.cpp runs it: a decode pass plus a prompt pass, see
-`sim.engine_config.EngineConfig.per_sequence_kv_streams`)
+(a probe is priced as llama.cpp runs it, one such iteration per pass over the weights: a "mixed"
+probe — a prompt chunk decoded together with B sequences, each sequence in its own KV stream — is
+the B decodes with the chunk's first token, then the rest of the chunk; see `sim.ubatch`)
 
 with compute_s and memory_s driven by the effective matmul FLOP/s, attention FLOP/s and memory
 bandwidth (`sim.cost.CostParams`). Given probe points (iteration shapes with their measured
@@ -52,6 +52,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from sim.cost import CostModel, CostParams, StepFeatures
+from sim.ubatch import Pass, Piece, split_equal
 
 ROBUST_SCALE = 0.10  # soft-L1 loss scale on log error: errors beyond ~10% count linearly, not squared
 HOLDOUT_FRACTION = 0.2
@@ -160,46 +161,40 @@ def int8_speedup_for(simd: Sequence[str]) -> float:
     return 1.0
 
 
-def features_of(cost: CostModel, observations: Sequence[Observation]) -> StepFeatures:
-    """One StepFeatures row per observation (its whole batch as one pass), through the cost model's
-    own aggregation."""
-    return StepFeatures.concat([cost.features(*_shape(o)) for o in observations])
+# Tokens one ubatch may hold in the probes' contexts (`calibrate.probes.build_plan`: n_ubatch =
+# min(512, n_batch)): a longer prompt probe runs as several passes.
+PROBE_N_UBATCH = 512
 
 
-def _shape(o: Observation) -> tuple[tuple, tuple, np.ndarray]:
-    """(prefill_tokens, prefill_context, decode_context) of an observation's batch, as
-    `CostModel.features` takes them."""
+def observation_passes(o: Observation, n_ubatch: int = PROBE_N_UBATCH) -> list[Pass]:
+    """The passes over the weights llama.cpp runs for one probe's batch (`sim.ubatch.split_equal`).
+
+    The probe worker puts B decodes in sequences 0..B-1 (one token each, with logits) and then the
+    prompt chunk in sequence B (logits for its last token), every sequence in its own KV stream.
+    So a mixed probe's first pass holds the B decodes *and* the chunk's first token (consecutive
+    seq_ids), the second pass the chunk's other tokens; a prompt longer than n_ubatch is several
+    passes; a decode probe is one."""
+    pieces = [Piece(s, 1, o.decode_context) for s in range(o.decode_batch)]
     if o.prefill_tokens:
-        return (o.prefill_tokens,), (o.prefill_context,), np.full(o.decode_batch, float(o.decode_context))
-    return (), (), np.full(o.decode_batch, float(o.decode_context))
+        pieces.append(Piece(o.decode_batch, o.prefill_tokens, o.prefill_context))
+    return split_equal(pieces, n_ubatch)
 
 
-def pass_features(cost: CostModel, observations: Sequence[Observation]) -> tuple[StepFeatures, StepFeatures]:
-    """The passes over the weights each observation's batch takes, as two StepFeatures rows per
-    observation (the second empty — zero tokens, priced 0 — when there is one pass).
-
-    A "mixed" probe puts B decodes and a prompt chunk of another sequence in one `llama_decode`
-    with one KV stream per sequence, which llama.cpp runs as two ubatches (split_equal gives every
-    sequence of a ubatch the same token count): the decodes, then the prompt. Every other probe is
-    one pass."""
-    first, second = [], []
+def pass_features(cost: CostModel, observations: Sequence[Observation]) -> tuple[StepFeatures, ...]:
+    """The passes each observation's batch takes (`observation_passes`), as one StepFeatures per
+    pass index with one row per observation (an empty row — zero tokens, priced 0 — past an
+    observation's last pass)."""
     empty = cost.features((), (), ())
-    for o in observations:
-        pt, pc, dc = _shape(o)
-        if o.kind == "mixed" and pt and len(dc):
-            first.append(cost.features((), (), dc))
-            second.append(cost.features(pt, pc, ()))
-        else:
-            first.append(cost.features(pt, pc, dc))
-            second.append(empty)
-    return StepFeatures.concat(first), StepFeatures.concat(second)
+    passes = [observation_passes(o) for o in observations]
+    depth = max((len(p) for p in passes), default=1)
+    return tuple(StepFeatures.concat([cost.pass_features(p[i]) if i < len(p) else empty for p in passes])
+                 for i in range(depth))
 
 
 def predict_observations(cost: CostModel, params: CostParams | Sequence[float],
                          observations: Sequence[Observation]) -> np.ndarray:
-    """Predicted seconds of every observation under `params` (mixed probes as two passes)."""
-    first, second = pass_features(cost, observations)
-    return cost.predict_times(params, first) + cost.predict_times(params, second)
+    """Predicted seconds of every observation under `params` (the sum of its passes)."""
+    return sum(cost.predict_times(params, f) for f in pass_features(cost, observations))
 
 
 def _select(feats: StepFeatures, mask: np.ndarray) -> StepFeatures:
@@ -249,10 +244,10 @@ def fit_cost_params(
     measured = np.array([o.measured_s for o in obs], dtype=float)
     if not np.all(measured > 0):
         raise ValueError("every measured time must be > 0")
-    first, second = pass_features(cost, obs)
+    passes = pass_features(cost, obs)
     mask = holdout_mask(obs, seed=seed) if holdout is None else np.asarray(holdout, dtype=bool)
     train = ~mask
-    f_train, f2_train = _select(first, train), _select(second, train)
+    f_train = [_select(f, train) for f in passes]
     y_train = np.log(measured[train])
 
     # Bounds that stop before n_1/2 or the decode-attention slowdown (older callers), or pin one
@@ -288,7 +283,7 @@ def fit_cost_params(
 
     def residuals(x: np.ndarray) -> np.ndarray:
         p = to_params(x)
-        pred = cost.predict_times(p, f_train) + cost.predict_times(p, f2_train)
+        pred = sum(cost.predict_times(p, f) for f in f_train)
         return np.log(np.maximum(pred, 1e-12)) - y_train
 
     # Starting points: a coarse grid over rates relative to the upper bounds (or generic magnitudes
@@ -320,7 +315,7 @@ def fit_cost_params(
     assert best is not None
     p = to_params(best.x)
     params = CostParams.from_array(p)
-    pred_all = cost.predict_times(params, first) + cost.predict_times(params, second)
+    pred_all = sum(cost.predict_times(params, f) for f in passes)
     err = pred_all / measured - 1.0
     kinds = sorted({o.kind for o in obs})
 

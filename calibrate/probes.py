@@ -148,7 +148,8 @@ def build_plan(
     single-stream decode; "batched" (16 sequences, each with its own KV stream — kv_unified off, so
     every sequence's attention reads only its own cache, as the cost model assumes) for batched
     decode and for mixed iterations (a prompt chunk together with decodes), which llama.cpp runs
-    there as a decode pass plus a prompt pass — how the fit prices them (`calibrate.fit.pass_features`).
+    there as two passes over the weights, the decodes with the chunk's first token and then the
+    rest of the chunk — how the fit prices them (`sim.ubatch`, `calibrate.fit.observation_passes`).
     A unified cache would take a mixed batch in one pass but make every token's attention span the
     cells of all sequences (masked), a cost the model does not have. Shapes larger than the model's
     context are left out.

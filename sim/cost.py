@@ -119,6 +119,7 @@ from sim.quant import QuantFormat
 if TYPE_CHECKING:
     from sim.engine_config import EngineConfig
     from sim.hardware import HardwareProfile
+    from sim.ubatch import Pass
 
 # Attention (QK^T, softmax, PV) runs on activations and the KV cache, which all the presets keep in
 # 16-bit floats; weight-only and fp8 weight formats do not change that. A profile without bf16 falls
@@ -749,9 +750,12 @@ class CostModel:
         ) + k * overhead
 
     # ---- one iteration ---------------------------------------------------------------------------
-    def _aggregate(self, prefill_tokens, prefill_context, decode_context) -> tuple[float, float, float, float, float]:
+    def _aggregate(self, prefill_tokens, prefill_context, decode_context,
+                   outputs: int | None = None) -> tuple[float, float, float, float, float]:
         """(new_tokens, sequences, attention_layer_keys, kv_read_layer_tokens, decode_layer_keys) of one
-        iteration."""
+        iteration. `sequences` drives the LM head's rows and the per-sequence overhead (sampling):
+        one per chunk and decode, or `outputs` when given — the rows whose logits are computed,
+        fewer when a chunk is not its prompt's last (`sim.ubatch`)."""
         if len(prefill_tokens) != len(prefill_context):
             raise ValueError("prefill_tokens and prefill_context must have the same length")
         tokens = seqs = keys = kv_read = 0.0
@@ -773,7 +777,7 @@ class CostModel:
             else:
                 keys += float(np.sum(self.layer_tokens(d + 1)))
                 kv_read += float(np.sum(self.layer_tokens(d)))
-        return tokens, seqs, keys, kv_read, keys - keys_before_decodes
+        return tokens, (seqs if outputs is None else float(outputs)), keys, kv_read, keys - keys_before_decodes
 
     def _param_tuple(self) -> tuple[float, float, float, float, float, float, float]:
         p = self.params
@@ -785,17 +789,35 @@ class CostModel:
         prefill_tokens: Sequence[int] = (),
         prefill_context: Sequence[int] = (),
         decode_context: Sequence[int] | np.ndarray = (),
+        outputs: int | None = None,
     ) -> float:
-        """Seconds of one iteration (see the module docstring for every term). Empty -> 0.0."""
-        t, n, keys, kv_read, dkeys = self._aggregate(prefill_tokens, prefill_context, decode_context)
+        """Seconds of one iteration (see the module docstring for every term). Empty -> 0.0.
+        `outputs`: rows with logits when not one per chunk and decode (`_aggregate`)."""
+        t, n, keys, kv_read, dkeys = self._aggregate(prefill_tokens, prefill_context, decode_context, outputs)
         if t <= 0:
             return 0.0
         if self.placement is not None:
-            return float(self.placed_time(t, n, keys, kv_read))
+            rows = len(prefill_tokens) + len(decode_context)
+            return float(self.placed_time(t, rows, keys, kv_read, logits=n))
         c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
-        if self.decode_correction is not None and not len(prefill_tokens):
+        # the measured correction is for decode passes as the probes ran them: every row a
+        # sequence's next token with its logits
+        if self.decode_correction is not None and not len(prefill_tokens) and n == len(decode_context):
             return float(max(c, m) + o) * self.decode_factor(len(decode_context))
         return float(max(c, m) + o)
+
+    def passes_time(self, passes: "Sequence[Pass]") -> float:
+        """Seconds of an iteration that llama.cpp runs as these passes over the weights
+        (`sim.ubatch.split_equal`): each priced as an iteration of its own. A pass of one token
+        per sequence is priced as decodes (its attention is matrix-vector, as a decode's, even for
+        a prompt's first token riding along), a longer one as prompt chunks."""
+        total = 0.0
+        for ps in passes:
+            if ps.tokens_per_seq == 1:
+                total += self.step_time((), (), ps.contexts, outputs=ps.outputs)
+            else:
+                total += self.step_time((ps.tokens_per_seq,) * len(ps.contexts), ps.contexts, (), outputs=ps.outputs)
+        return total
 
     def decode_factor(self, n: int) -> float:
         """The measured correction of a decode pass of n sequences (1.0 without one; DecodeCorrection)."""
@@ -806,9 +828,16 @@ class CostModel:
             f = self._factors[n] = self.decode_correction.factor(n)
         return f
 
-    def features(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> StepFeatures:
+    def features(self, prefill_tokens=(), prefill_context=(), decode_context=(), outputs: int | None = None) -> StepFeatures:
         """The aggregates of one iteration, as a one-row StepFeatures."""
-        return StepFeatures(*(np.array([v]) for v in self._aggregate(prefill_tokens, prefill_context, decode_context)))
+        return StepFeatures(*(np.array([v]) for v in self._aggregate(prefill_tokens, prefill_context, decode_context,
+                                                                     outputs)))
+
+    def pass_features(self, p: "Pass") -> StepFeatures:
+        """The aggregates of one pass (`passes_time` prices a pass the same way)."""
+        if p.tokens_per_seq == 1:
+            return self.features((), (), p.contexts, outputs=p.outputs)
+        return self.features((p.tokens_per_seq,) * len(p.contexts), p.contexts, (), outputs=p.outputs)
 
     def breakdown(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> dict:
         """Every term of one iteration, in FLOP, bytes and seconds (for reports and calibration)."""

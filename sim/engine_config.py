@@ -176,7 +176,8 @@ class EngineConfig(BaseModel):
             "one KV stream per sequence (llama.cpp with kv_unified off: llama-server with an explicit -np). "
             "llama.cpp then runs a batch as one pass over the weights per run of consecutive seq_ids with "
             "equal token counts (llama_batch_allocr::split_equal): an iteration mixing prompt chunks and "
-            "decodes is a decode pass plus a prompt pass, and decodes whose slots are not contiguous take "
+            "decodes is a decode pass plus a prompt pass (the prompt's first token joins the decode pass "
+            "when its slot follows theirs), and decodes whose slots are not contiguous take "
             "one pass per contiguous run. Slots are handed out lowest id first"
         ),
     )

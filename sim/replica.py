@@ -32,6 +32,7 @@ from sim.errors import ConfigError
 from sim.kv import KVAllocator
 from sim.metrics import STATUS_COMPLETED, GapLog, IterationLog, RequestLog
 from sim.schedulers import Batch, Scheduler
+from sim.ubatch import Piece, split_equal
 from workloads.request import Request
 
 
@@ -458,10 +459,10 @@ class Replica:
                 k = 1
                 ctx_p = st.ctx[pl[0]] if len(pl) == 1 else st.ctx[pl]
                 ctx_pl = [int(ctx_p)] if len(pl) == 1 else ctx_p.tolist()
-                if self.per_sequence_kv_streams and n_dec:
-                    # separate passes over the weights: the decodes' ubatches, then the prompts'
-                    # (EngineConfig.per_sequence_kv_streams: llama.cpp's split_equal with per-sequence KV)
-                    t = self._decode_time(dl, ctx_f, 1) + cost.step_time(batch.prefill_tokens, ctx_pl, ())
+                if self.per_sequence_kv_streams and (n_dec or len(pl) > 1):
+                    # one pass over the weights per ubatch llama.cpp cuts the batch into
+                    # (EngineConfig.per_sequence_kv_streams; sim.ubatch.split_equal)
+                    t = cost.passes_time(split_equal(self._pieces(batch, dl, ctx, ctx_pl)))
                 else:
                     t = cost.step_time(batch.prefill_tokens, ctx_pl, ctx_f)
                 t_first = t
@@ -514,6 +515,16 @@ class Replica:
                 source.done(p.request, end)
             if self.check_invariants:
                 kv.check()
+
+    def _pieces(self, batch: Batch, dl: np.ndarray, ctx: np.ndarray, ctx_pl: list[int]) -> list[Piece]:
+        """The batch as llama-server builds it: one token per decoding slot in slot order, then
+        the prompt chunks in admission order (a chunk has logits when it ends its prompt)."""
+        goal = self.state.prefill_goal
+        order = np.argsort(dl, kind="stable")
+        pieces = [Piece(int(dl[i]), 1, int(ctx[i])) for i in order]
+        pieces += [Piece(lane, chunk, c, c + chunk >= goal[lane])
+                   for lane, chunk, c in zip(batch.prefill_lanes, batch.prefill_tokens, ctx_pl)]
+        return pieces
 
     def _stream_groups(self, dl: np.ndarray) -> list[np.ndarray] | None:
         """With one KV stream per sequence, the decodes' positions in `dl` split into runs of

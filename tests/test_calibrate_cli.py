@@ -77,8 +77,15 @@ def test_profile_reproduces_its_probe_points_and_held_out_ones_within_tolerance(
     for p in prof.calibration["probe_points"]:
         prompt = ((p["prefill_tokens"],), (p["prefill_context"],)) if p["prefill_tokens"] else ((), ())
         decodes = [p["decode_context"]] * p["decode_batch"]
-        if p["kind"] == "mixed":  # one KV stream per sequence: a decode pass, then a prompt pass
-            predicted = cost.step_time((), (), decodes) + cost.step_time(*prompt, ())
+        b, n, c = p["decode_batch"], p["prefill_tokens"], p["prefill_context"]
+        if p["kind"] == "mixed":
+            # one KV stream per sequence, the prompt in the sequence after the decodes: llama.cpp's
+            # first pass takes the decodes and the prompt's first token (no logits), the second the rest
+            predicted = (cost.step_time((), (), decodes + [c], outputs=b)
+                         + cost.step_time((n - 1,), (c + 1,), ()))
+        elif n > 512:  # the probe contexts' n_ubatch: a longer prompt is several passes
+            predicted = sum(cost.step_time((min(512, n - s),), (c + s,), (), outputs=int(s + 512 >= n))
+                            for s in range(0, n, 512))
         else:
             predicted = cost.step_time(*prompt, decodes)
         # the simulator's own step_time gives back what the calibration recorded (decode_context is

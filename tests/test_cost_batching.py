@@ -173,7 +173,7 @@ def test_fit_recovers_a_known_startup_and_decode_attention_slowdown_from_noise_f
               + [("decode", 0, 0, b, c) for c in (64, 512) for b in (2, 3, 4, 8, 12, 16)]
               + [("mixed", 128, 0, 4, 64.0)])
     obs = [Observation(f"{k}-{i}", k, p, cp, b, c, 1.0) for i, (k, p, cp, b, c) in enumerate(shapes)]
-    t = predict_observations(cost, true, obs)  # the mixed point as two passes, as the fit prices it
+    t = predict_observations(cost, true, obs)  # the mixed point as llama.cpp's passes, as the fit prices it
     obs = [Observation(o.id, o.kind, o.prefill_tokens, o.prefill_context, o.decode_batch, o.decode_context, float(x))
            for o, x in zip(obs, t)]
     bounds = physical_bounds(17e9, 47e9, int8_speedup=4.0)

@@ -153,10 +153,12 @@ def _assert_close(a, b, path=""):
 
 
 
-def test_per_sequence_kv_streams_prices_a_mixed_iteration_as_a_decode_pass_plus_a_prompt_pass():
+def test_per_sequence_kv_streams_price_a_mixed_iteration_as_llama_cpp_passes():
     # Request 1's prompt arrives while request 0 decodes, so one iteration prefills 1 and decodes 0.
-    # Fused (one pass over the weights) it costs step(prompt + decode); with separate passes
-    # (llama.cpp with one KV stream per sequence) step(decode) + step(prompt), which is more.
+    # Fused (one pass over the weights) it costs step(prompt + decode). With one KV stream per
+    # sequence llama.cpp cuts it into ubatches (sim.ubatch): request 1 sits in slot 1, next to the
+    # decoding slot 0, so the first pass holds the decode and the prompt's first token (no logits)
+    # and the second pass the other 299 prompt tokens — more than one fused pass.
     from sim.cost import CostModel
 
     eng = _no_overheads("llama.cpp", max_num_seqs=2, prefix_caching=False)
@@ -177,7 +179,10 @@ def test_per_sequence_kv_streams_prices_a_mixed_iteration_as_a_decode_pass_plus_
     ctx = [c for c in range(100, 151) if cost.step_time((300,), (0,), (c,)) == pytest.approx(t_fused, rel=1e-12)]
     assert len(ctx) >= 1
     c = ctx[0]
-    assert t_split == pytest.approx(cost.step_time((), (), (c,)) + cost.step_time((300,), (0,), ()), rel=1e-12)
+    passes = cost.step_time((), (), (c, 0), outputs=1) + cost.step_time((299,), (1,), ())
+    assert t_split == pytest.approx(passes, rel=1e-12)
+    # not the naive split (a decode pass, then the whole prompt), which a 1-row decode pass would give
+    assert abs(t_split - (cost.step_time((), (), (c,)) + cost.step_time((300,), (0,), ()))) > 1e-6
     assert t_split > t_fused
     # request 1 waits longer for its first token by exactly the difference
     ttft = {r: res.requests.set_index("id").loc["1", "ttft_s"] for r, res in (("f", fused), ("s", split))}

@@ -10,7 +10,7 @@ its own KV stream (`seq_id`). Every iteration it
    then prompt chunks of admitted sequences in admission order, until the batch holds `n_batch` tokens
    (llama-server's order: decodes first, prompts fill the rest — the simulator's `chunked`
    scheduler). With one KV stream per sequence llama.cpp runs the decodes and the prompt chunks of
-   such a batch as separate ubatches (passes over the weights), and decodes whose seq_ids are not
+   such a batch as separate ubatches (passes over the weights: `sim.ubatch`), and decodes whose seq_ids are not
    contiguous (slot 1 finished, 0 and 2 still decoding) as one pass per contiguous run; `validate`
    simulates both with the engine setting `per_sequence_kv_streams`,
 3. runs `llama_decode` on it (`n_ubatch = n_batch`: one call is one iteration, and a decode-only

@@ -130,7 +130,7 @@ def run_validation(
                          "max_num_batched_tokens": measured.config["n_batch"],
                          "context_size": measured.config["n_ctx"],
                          "context_mode": "split",  # one KV stream per sequence: n_ctx / n_seq_max each
-                         # ... so llama.cpp runs the decodes and the prompts of a mixed batch as two passes
+                         # ... so llama.cpp cuts a mixed batch into several passes (sim.ubatch)
                          "per_sequence_kv_streams": True}
     eng = base_engine.with_overrides(**{**engine_limits, **user_overrides})
 

@@ -1,0 +1,172 @@
+"""`sim.ubatch.split_equal` against hand-worked batches, its invariants, and llama.cpp itself.
+
+The last test runs real llama.cpp on the tiny GGUF with LLAMA_BATCH_DEBUG=1, which makes
+`llama_batch_allocr` log every ubatch it cuts (its seq ids and tokens per sequence), and checks
+that the simulator predicts exactly those passes for random batches of decodes and prompt chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tiny_model import requires_llama_cpp, tiny_gguf  # noqa: F401 - fixture
+
+from sim.ubatch import Pass, Piece, split_equal
+
+
+def shape(passes: list[Pass]) -> list[tuple[int, int, int]]:
+    """(sequences, tokens per sequence, outputs) of each pass."""
+    return [(len(p.contexts), p.tokens_per_seq, p.outputs) for p in passes]
+
+
+def test_decodes_in_consecutive_slots_are_one_pass():
+    assert shape(split_equal([Piece(s, 1, 100) for s in range(4)])) == [(4, 1, 4)]
+
+
+def test_a_gap_between_slots_starts_a_new_pass():
+    passes = split_equal([Piece(0, 1, 10), Piece(2, 1, 20), Piece(3, 1, 30)])
+    assert shape(passes) == [(1, 1, 1), (2, 1, 2)]
+    assert passes[1].contexts == (20, 30)
+
+
+def test_a_prompt_in_the_next_slot_puts_its_first_token_into_the_decode_pass():
+    passes = split_equal([Piece(0, 1, 200), Piece(1, 128, 0)])
+    assert shape(passes) == [(2, 1, 1), (1, 127, 1)]
+    assert passes[0].seqs == (0, 1) and passes[0].contexts == (200, 0) and passes[1].contexts == (1,)
+
+
+def test_a_prompt_in_an_earlier_slot_is_a_pass_of_its_own():
+    assert shape(split_equal([Piece(1, 1, 200), Piece(0, 128, 0)])) == [(1, 1, 1), (1, 128, 1)]
+
+
+def test_a_prompt_fills_the_gap_of_a_broken_run():
+    # decodes in slots 0 and 2, a prompt in slot 1: {0, 1's first token}, {2}, then the rest of 1
+    passes = split_equal([Piece(0, 1, 5), Piece(2, 1, 5), Piece(1, 20, 5)])
+    assert shape(passes) == [(2, 1, 1), (1, 1, 1), (1, 19, 1)]
+
+
+def test_consecutive_prompts_share_passes_up_to_the_shorter_one():
+    passes = split_equal([Piece(3, 100, 0), Piece(4, 300, 0, output=False)])
+    assert shape(passes) == [(2, 100, 1), (1, 200, 0)]
+    assert passes[1].contexts == (100,)
+
+
+def test_n_ubatch_caps_tokens_per_pass():
+    assert shape(split_equal([Piece(0, 1200, 0)], n_ubatch=512)) == [(1, 512, 0), (1, 512, 0), (1, 176, 1)]
+    # two sequences: at most 512 // 2 tokens each per pass
+    assert shape(split_equal([Piece(0, 300, 0), Piece(1, 300, 0)], n_ubatch=512)) == [(2, 256, 0), (2, 44, 2)]
+
+
+def test_bad_pieces_are_refused():
+    with pytest.raises(ValueError):
+        split_equal([Piece(0, 1, 0), Piece(0, 1, 0)])
+    with pytest.raises(ValueError):
+        split_equal([Piece(0, 0, 0)])
+
+
+pieces_strategy = st.lists(
+    st.tuples(st.integers(1, 40), st.booleans()), min_size=1, max_size=10,
+).flatmap(lambda sizes: st.permutations(range(len(sizes))).map(
+    lambda seqs: [Piece(s, n, 7 * s, out) for s, (n, out) in zip(seqs, sizes)]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=pieces_strategy, n_ubatch=st.one_of(st.none(), st.integers(1, 64)))
+def test_every_token_is_in_exactly_one_pass_of_consecutive_sequences(pieces, n_ubatch):
+    passes = split_equal(pieces, n_ubatch)
+    piece = {pc.seq: pc for pc in pieces}
+    taken = dict.fromkeys(piece, 0)
+    for p in passes:
+        assert list(p.seqs) == list(range(p.seqs[0], p.seqs[0] + len(p.seqs)))  # consecutive ids
+        if n_ubatch:
+            assert p.tokens <= max(n_ubatch, len(p.seqs))
+        for s, c in zip(p.seqs, p.contexts):
+            assert c == piece[s].context + taken[s]  # a sequence's tokens in order, none skipped
+            taken[s] += p.tokens_per_seq
+    assert taken == {s: pc.tokens for s, pc in piece.items()}
+    assert sum(p.outputs for p in passes) == sum(pc.output for pc in pieces)
+
+
+_CHILD = r"""
+import ctypes, json, os, sys
+os.environ["LLAMA_BATCH_DEBUG"] = "1"  # read when the context is created
+import llama_cpp as L
+plan = json.loads(sys.stdin.read())
+lines = []
+cb = L.llama_log_callback(lambda level, text, ud: lines.append(text.decode(errors="replace")))
+L.llama_log_set(cb, ctypes.c_void_p(0))
+L.llama_backend_init()
+mp = L.llama_model_default_params()
+model = L.llama_model_load_from_file(plan["model"].encode(), mp)
+cp = L.llama_context_default_params()
+cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = plan["n_ctx"], plan["n_batch"], plan["n_ubatch"], plan["n_seq"]
+cp.kv_unified = False
+cp.n_threads = cp.n_threads_batch = 1
+ctx = L.llama_init_from_model(model, cp)
+mem = L.llama_get_memory(ctx)
+batch = L.llama_batch_init(plan["n_batch"], 0, 1)
+out = []
+for pieces in plan["batches"]:
+    L.llama_memory_clear(mem, True)
+    for seq, n, c, _ in pieces:  # fill each sequence's context first (one sequence per call)
+        for start in range(0, c, plan["n_batch"]):
+            k = min(plan["n_batch"], c - start)
+            batch.n_tokens = k
+            for j in range(k):
+                batch.token[j] = 1 + (start + j) % 500; batch.pos[j] = start + j
+                batch.n_seq_id[j] = 1; batch.seq_id[j][0] = seq; batch.logits[j] = False
+            assert L.llama_decode(ctx, batch) == 0
+    i = 0
+    for seq, n, c, output in pieces:
+        for j in range(n):
+            batch.token[i] = 1 + j % 500; batch.pos[i] = c + j; batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = seq; batch.logits[i] = bool(output) and j == n - 1; i += 1
+    batch.n_tokens = i
+    lines.clear()
+    assert L.llama_decode(ctx, batch) == 0
+    ubatches, cur = [], None
+    for line in lines:  # ubatch_print after "added ubatch N to split"
+        if "added ubatch" in line:
+            cur = {}
+            ubatches.append(cur)
+        elif cur is not None and "n_seq_tokens" in line:
+            cur["k"] = int(line.split("=")[1])
+        elif cur is not None and "seq_id_unq" in line:
+            cur["seqs"] = [int(x) for x in line.split("[")[1].split("]")[0].split()]
+    out.append(ubatches)
+print(json.dumps(out))
+"""
+
+
+@requires_llama_cpp
+def test_llama_cpp_cuts_batches_into_the_predicted_passes(tiny_gguf):
+    rng = np.random.default_rng(0)
+    n_seq, n_batch = 8, 256
+    batches = []
+    for _ in range(30):
+        seqs = rng.permutation(n_seq)[: rng.integers(1, n_seq + 1)]
+        n_prompts = int(rng.integers(0, min(3, len(seqs)) + 1))
+        decodes = sorted(int(s) for s in seqs[n_prompts:])  # decodes in slot order, prompts after
+        pieces = [(s, 1, int(rng.integers(1, 60)), True) for s in decodes]
+        budget = n_batch - len(pieces)
+        for s in seqs[:n_prompts]:
+            n = int(rng.integers(1, max(2, budget // n_prompts)))
+            pieces.append((int(s), n, int(rng.integers(0, 40)), bool(rng.integers(0, 2))))
+            budget -= n
+        batches.append(pieces)
+    plan = {"model": str(tiny_gguf), "n_ctx": n_seq * 256, "n_batch": n_batch, "n_ubatch": n_batch,
+            "n_seq": n_seq, "batches": batches}
+    proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(plan), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    measured = json.loads(proc.stdout.strip().splitlines()[-1])
+    for pieces, real in zip(batches, measured):
+        assert real, "llama.cpp logged no ubatch: LLAMA_BATCH_DEBUG not honoured"
+        predicted = split_equal([Piece(s, n, c, o) for s, n, c, o in pieces], n_batch)
+        assert [(list(p.seqs), p.tokens_per_seq) for p in predicted] == [(r["seqs"], r["k"]) for r in real], pieces
