@@ -21,6 +21,7 @@ from calibrate.machine import RawRates, describe_machine, measure_raw_rates_isol
 from calibrate.probes import ProbePoint, ProbeRun, build_plan, run_plan
 from calibrate.profile import build_profile, write_profile_atomic
 from sim.cost import CostModel, CostParams
+from sim.engine_config import load_engine
 from sim.files import file_sha256
 from sim.hardware import HardwareProfile, user_profiles_dir
 from sim.models import ModelSpec
@@ -105,11 +106,15 @@ def _finish(
     calibration: dict, kind: str, display_name: str, vendor: str, out: Path | None, write: bool,
     points: Sequence[ProbePoint] | None = None, probe_run: ProbeRun | None = None,
 ) -> CalibrationResult:
-    cost = CostModel(spec, quant, _PLACEHOLDER)
+    # the probes ran on `engine`: price them with its KV-view padding (llama.cpp: 256 cells), as the
+    # simulator will price that engine's iterations
+    kv_pad = load_engine(engine).attention_kv_padding
+    cost = CostModel(spec, quant, _PLACEHOLDER, kv_pad=kv_pad)
     bw_peak, mm_peak = peaks if peaks else (None, None)
     bounds = physical_bounds(bw_peak, mm_peak, int8_speedup=int8_speedup)
     fit = fit_cost_params(cost, observations, bounds, seed=seed)
-    calibration = {**calibration, "fit": fit.to_dict(), "probe_points": _point_records(observations, fit, points)}
+    calibration = {**calibration, "fit": {**fit.to_dict(), "attention_kv_padding": kv_pad},
+                   "probe_points": _point_records(observations, fit, points)}
     profile = build_profile(
         name=name, params=fit.params, quant=quant,
         raw_bandwidth_bytes_per_s=bw_peak or fit.params.bandwidth_bytes_per_s,

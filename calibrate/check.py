@@ -155,7 +155,8 @@ def check_profile(
     obs = [Observation(p.id, p.kind, p.prefill_tokens, p.prefill_context, p.decode_batch, p.decode_context,
                        p.median_s) for p in run.points]
     params = CostParams.from_profile(profile, quant, engine)
-    predicted = predict_observations(CostModel(spec, quant, params), params, obs)
+    kv_pad = int((calibration.get("fit") or {}).get("attention_kv_padding") or 0)  # as the fit priced the probes
+    predicted = predict_observations(CostModel(spec, quant, params, kv_pad=kv_pad), params, obs)
     recorded: dict[str, float] = {}
     for p in calibration.get("probe_points", []):  # first of a repeated id (same shape, same session kind)
         recorded.setdefault(p["id"], p["measured_s"])

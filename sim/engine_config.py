@@ -181,6 +181,14 @@ class EngineConfig(BaseModel):
             "one pass per contiguous run. Slots are handed out lowest id first"
         ),
     )
+    attention_kv_padding: int = Field(
+        0, ge=0,
+        description=(
+            "attention spans the KV cells in use rounded up to a multiple of this, masked cells computed "
+            "(llama.cpp: 256, src/llama-kv-cache.cpp get_n_kv); 0 = exactly the causal keys (paged-attention "
+            "engines). Priced per pass: with per_sequence_kv_streams, the longest sequence of each pass"
+        ),
+    )
     fit_context_to_memory: bool = Field(
         False, description="an unset context_size shrinks to what fits in memory (llama-server --fit on)"
     )

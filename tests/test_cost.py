@@ -124,12 +124,16 @@ BATCH_CONTEXTS = st.lists(st.integers(0, 3000), min_size=1, max_size=12)
 ATTENTION_TFLOPS = st.floats(0.001, 500.0)
 
 
-@settings(deadline=None, max_examples=40)
+# KV-view padding (llama.cpp: 256 cells): none, a fine one (many block crossings per run), llama.cpp's
+KV_PADS = st.sampled_from([0, 32, 256])
+
+
+@settings(deadline=None, max_examples=60)
 @given(model=MODEL_NAMES, contexts=BATCH_CONTEXTS, k=st.integers(1, 200), attention_tflops=ATTENTION_TFLOPS,
-       overhead_ms=st.floats(0.0, 3.0))
-def test_closed_form_decode_run_equals_the_loop_sum(model, contexts, k, attention_tflops, overhead_ms):
+       overhead_ms=st.floats(0.0, 3.0), kv_pad=KV_PADS)
+def test_closed_form_decode_run_equals_the_loop_sum(model, contexts, k, attention_tflops, overhead_ms, kv_pad):
     params = CostParams(8e11, 5e14, attention_tflops * 1e12, overhead_ms / 1e3, 1e-5)
-    cm = CostModel(MODELS[model], "bf16", params, kv_dtype="bf16")
+    cm = CostModel(MODELS[model], "bf16", params, kv_dtype="bf16", kv_pad=kv_pad)
     ctx = np.array(contexts)
     assert cm.decode_run_time(ctx, k) == pytest.approx(_loop_sum(cm, ctx, k), rel=1e-9)
 
@@ -143,10 +147,12 @@ def test_closed_form_is_exact_across_a_compute_memory_crossover():
     assert cm.decode_run_time(ctx, 1000) == pytest.approx(_loop_sum(cm, ctx, 1000), rel=1e-9)
 
 
-@settings(deadline=None, max_examples=40)
-@given(model=MODEL_NAMES, contexts=BATCH_CONTEXTS, budget_s=st.floats(0.0, 5.0), attention_tflops=ATTENTION_TFLOPS)
-def test_decode_steps_within_is_the_exact_inverse_of_the_closed_form(model, contexts, budget_s, attention_tflops):
-    cm = CostModel(MODELS[model], "bf16", CostParams(8e11, 5e14, attention_tflops * 1e12, 1e-3, 1e-5), kv_dtype="bf16")
+@settings(deadline=None, max_examples=60)
+@given(model=MODEL_NAMES, contexts=BATCH_CONTEXTS, budget_s=st.floats(0.0, 5.0), attention_tflops=ATTENTION_TFLOPS,
+       kv_pad=KV_PADS)
+def test_decode_steps_within_is_the_exact_inverse_of_the_closed_form(model, contexts, budget_s, attention_tflops, kv_pad):
+    cm = CostModel(MODELS[model], "bf16", CostParams(8e11, 5e14, attention_tflops * 1e12, 1e-3, 1e-5), kv_dtype="bf16",
+                   kv_pad=kv_pad)
     ctx = np.array(contexts)
     k = cm.decode_steps_within(ctx, budget_s)
     assert cm.decode_run_time(ctx, k) <= budget_s < cm.decode_run_time(ctx, k + 1)
@@ -221,3 +227,32 @@ def test_cost_params_reject_non_physical_values():
     with pytest.raises(ConfigError, match="iteration_overhead_s"):
         CostParams(1e9, 1e12, 1e12, -1.0)
     assert CostParams.from_array(CostParams(1e9, 2e12, 3e12, 4e-3, 5e-6).to_array()) == CostParams(1e9, 2e12, 3e12, 4e-3, 5e-6)
+
+
+def test_padded_kv_views_price_every_row_over_the_padded_cells():
+    # llama.cpp's attention spans n_kv = the used cells rounded up to 256 (masked cells computed)
+    cm = CostModel(TOY, "bf16", toy_cost().params, kv_dtype="bf16", kv_pad=256)
+    L = TOY.n_layers
+    assert list(cm.padded_kv([1, 256, 257, 512, 513])) == [256, 256, 512, 512, 768]
+    for p in (1, 200, 256, 257, 300):  # a prompt chunk from an empty cache: P rows x n_kv(P) cells
+        b = cm.breakdown((p,), (0,), ())
+        assert b["attention_flops"] == pytest.approx(cm.attention_flops_per_layer_key * L * p * cm.padded_kv(p))
+    # one more prompt token past a block boundary doubles the attention, not a causal 1/256
+    a256, a257 = (cm.breakdown((p,), (0,), ())["attention_flops"] for p in (256, 257))
+    assert a257 / a256 == pytest.approx(257 * 512 / (256 * 256))
+    # decodes of one pass share the longest sequence's view: 10 and 300 cached tokens both span 512 cells
+    b = cm.breakdown((), (), [10, 300])
+    assert b["attention_flops"] == pytest.approx(cm.attention_flops_per_layer_key * L * 2 * 512)
+    assert b["kv_read_bytes"] == pytest.approx(cm.kv_bytes_per_layer_token * L * 2 * 512)
+    # without padding (paged-attention engines) the causal keys stand
+    plain = toy_cost()
+    assert plain.breakdown((), (), [10, 300])["attention_flops"] == pytest.approx(
+        plain.attention_flops_per_layer_key * L * (11 + 301))
+
+
+def test_only_llama_cpp_pads_its_kv_views():
+    from sim.engine_config import available_engines
+
+    pads = {name: load_engine(name).attention_kv_padding for name in available_engines()}
+    assert pads.pop("llama.cpp") == 256
+    assert set(pads.values()) == {0}, pads

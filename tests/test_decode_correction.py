@@ -77,7 +77,7 @@ def test_no_correction_outside_what_the_calibration_measured(change):
 def _models():
     prof = _profile()
     corrected = CostModel.from_names(MODEL, QUANT, prof, load_engine("llama.cpp"))
-    plain = CostModel(MODEL, QUANT, CostParams.from_profile(prof, QUANT, load_engine("llama.cpp")))
+    plain = CostModel(MODEL, QUANT, CostParams.from_profile(prof, QUANT, load_engine("llama.cpp")), kv_pad=256)
     return corrected, plain
 
 
