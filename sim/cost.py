@@ -813,6 +813,15 @@ class CostModel:
         pad = self.kv_pad
         return np.maximum(pad, np.ceil(np.asarray(used, dtype=float) / pad) * pad)
 
+    def steps_in_kv_block(self, decode_context) -> int | None:
+        """Decode steps a fixed batch takes before its padded KV view grows to the next block
+        (`padded_kv`; at least 1), None without padding. Within them every step costs the same,
+        which the simulator's fast-forward and its per-step gaps rely on."""
+        if not self.kv_pad or not len(decode_context):
+            return None
+        top = float(np.max(decode_context)) + 1.0  # cells used after the first step
+        return int((float(self.padded_kv(top)) - top) // 1) + 1
+
     def _padded_layer_cells(self, n_kv, rows_per_seq):
         """Cells summed over layers one row attends to with a padded view of n_kv cells: full
         layers all n_kv; sliding-window layers at most the window plus the pass's own rows,

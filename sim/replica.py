@@ -580,6 +580,12 @@ class Replica:
         cache = self.kv.prefix
         keep = len(cache.unreferenced) if cache is not None and self.scheduler.waiting_may_be_admitted(st) else 0
         k = max(1, min(k, self.kv.decode_steps_available(dl, ctx, k, keep)))
+        if k > 1 and getattr(self.cost, "kv_pad", 0):
+            # padded KV views (CostModel.padded_kv): stop where a pass's view grows a block, so
+            # every step of the run costs the same (the per-step gaps below assume a linear run)
+            groups = self._stream_groups(dl)
+            parts = [ctx_f] if groups is None else [ctx_f[g] for g in groups]
+            k = max(1, min(k, *(self.cost.steps_in_kv_block(part) for part in parts)))
         if k > 1 and self.scheduler.arrival_may_change_plan(st):
             t_next = self.source.next_time()
             if t_next is not None:
