@@ -845,7 +845,7 @@ class CostModel:
         if not self.kv_pad or not len(decode_context):
             return None
         top = float(np.max(decode_context)) + 1.0  # cells used after the first step
-        return int((float(self.padded_kv(top)) - top) // 1) + 1
+        return int(self.padded_kv(top) - top) + 1
 
     def _padded_layer_cells(self, n_kv, rows_per_seq):
         """Cells summed over layers one row attends to with a padded view of n_kv cells: full
@@ -905,13 +905,14 @@ class CostModel:
         (`sim.ubatch.split_equal`): each priced as an iteration of its own. A pass of one token
         per sequence is priced as decodes (its attention is matrix-vector, as a decode's, even for
         a prompt's first token riding along), a longer one as prompt chunks."""
-        total = 0.0
-        for ps in passes:
-            if ps.tokens_per_seq == 1:
-                total += self.step_time((), (), ps.contexts, outputs=ps.outputs)
-            else:
-                total += self.step_time((ps.tokens_per_seq,) * len(ps.contexts), ps.contexts, (), outputs=ps.outputs)
-        return total
+        return sum(self.step_time(*self._pass_shape(p), outputs=p.outputs) for p in passes)
+
+    @staticmethod
+    def _pass_shape(p: "Pass") -> tuple[tuple, tuple, tuple]:
+        """(prefill_tokens, prefill_context, decode_context) a pass is priced as (`passes_time`)."""
+        if p.tokens_per_seq == 1:
+            return (), (), p.contexts
+        return (p.tokens_per_seq,) * len(p.contexts), p.contexts, ()
 
     def decode_factor(self, n: int) -> float:
         """The measured correction of a decode pass of n sequences (1.0 without one; DecodeCorrection)."""
@@ -928,10 +929,8 @@ class CostModel:
                                                                      outputs)))
 
     def pass_features(self, p: "Pass") -> StepFeatures:
-        """The aggregates of one pass (`passes_time` prices a pass the same way)."""
-        if p.tokens_per_seq == 1:
-            return self.features((), (), p.contexts, outputs=p.outputs)
-        return self.features((p.tokens_per_seq,) * len(p.contexts), p.contexts, (), outputs=p.outputs)
+        """The aggregates of one pass, as `passes_time` prices it."""
+        return self.features(*self._pass_shape(p), outputs=p.outputs)
 
     def breakdown(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> dict:
         """Every term of one iteration, in FLOP, bytes and seconds (for reports and calibration)."""
