@@ -46,6 +46,7 @@ from sim.errors import ConfigError
 from sim.replay.dispatch import Dispatcher
 from sim.replay.errors import EngineUnreachable
 from sim.replay.records import REJECTED, Measurement, ReplayResult
+from sim.ubatch import Piece, split_equal
 from workloads.request import Request
 
 
@@ -381,7 +382,8 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
         t = clock()
         row = {"start_s": t0, "duration_s": t - t0, "prefill_seqs": len(set(seq[n_decode:])),
                "prefill_tokens": len(tokens) - n_decode, "decode_seqs": n_decode,
-               "decode_runs": sum(1 for i, sid in enumerate(decode_slots) if i == 0 or sid != decode_slots[i - 1] + 1),
+               # passes llama.cpp runs the decodes in: one per run of consecutive slots (sim.ubatch)
+               "decode_runs": len(split_equal([Piece(sid, 1, 0) for sid in decode_slots])),
                "decode_context_mean": (sum(pos[:n_decode]) + n_decode) / n_decode if n_decode else 0.0}
         for key, value in row.items():
             iteration_log[key].append(value)
