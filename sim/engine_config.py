@@ -49,6 +49,8 @@ _ALIASES = {
     "tensorrt-llm": "trtllm",
     "trt-llm": "trtllm",
     "text-generation-inference": "tgi",
+    "mlx-lm": "mlx",
+    "lm-studio": "lmstudio",
 }
 
 
