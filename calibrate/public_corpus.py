@@ -1,0 +1,232 @@
+"""The public-measurement corpus: figures other people measured on hardware infersim cannot touch.
+
+`benchmarks/public/*.csv` hold one row per published figure (schema: benchmarks/public/README.md).
+This module reads them into `PublicRow`s and checks every field a fit relies on: a row with a
+bad field is one `ConfigError` naming the file, the line and the column (the CLI prints it on one
+line and exits 2). Nothing here estimates a figure; it only reads what the files say.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from sim.errors import ConfigError
+
+COLUMNS = (
+    "row_id", "source", "source_ref", "engine", "engine_version", "backend", "device", "device_variant",
+    "n_devices", "model", "quant", "metric", "batch", "request_rate", "input_tokens", "output_tokens", "depth",
+    "quantity", "value", "as_printed", "derivation", "settings", "notes",
+)
+ENGINES = ("llama.cpp", "ollama", "vllm", "trtllm", "sglang", "tgi", "mlx", "lmstudio")
+METRICS = ("pp", "tg", "batched", "offline", "serving")
+QUANTITIES = ("prompt_tps", "decode_tps", "decode_tps_per_user", "output_tps", "total_tps",
+              "tpot_ms", "ttft_ms", "itl_ms", "e2e_s")
+# which quantities a metric can carry (a pp row reports prompt tokens/s, never a TTFT)
+_METRIC_QUANTITIES = {
+    "pp": {"prompt_tps"},
+    "tg": {"decode_tps"},
+    "batched": {"prompt_tps", "decode_tps", "decode_tps_per_user", "output_tps", "total_tps", "e2e_s",
+                "ttft_ms", "tpot_ms", "itl_ms"},
+    "offline": {"output_tps", "total_tps"},
+    "serving": {"output_tps", "total_tps", "tpot_ms", "ttft_ms", "itl_ms", "e2e_s", "decode_tps_per_user"},
+}
+
+
+def default_corpus_dir() -> Path:
+    """`benchmarks/public` of this checkout (the corpus ships with the repository, not the wheel)."""
+    return Path(__file__).resolve().parent.parent / "benchmarks" / "public"
+
+
+@dataclass(frozen=True)
+class PublicRow:
+    """One published figure, typed. `file` and `line` say where it was read (for messages)."""
+
+    row_id: str
+    source: str
+    source_ref: str
+    engine: str
+    engine_version: str
+    backend: str
+    device: str
+    n_devices: int
+    model: str
+    quant: str
+    metric: str
+    batch: int | None
+    request_rate: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    depth: int
+    quantity: str
+    value: float
+    settings_text: str
+    file: str = ""
+    line: int = 0
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @cached_property
+    def settings(self) -> dict[str, str]:
+        """`key=value;...` as a dict (keys lower-cased; a bare word maps to '')."""
+        out: dict[str, str] = {}
+        for part in self.settings_text.split(";"):
+            part = part.strip()
+            if not part:
+                continue
+            k, _, v = part.partition("=")
+            out[k.strip().lower()] = v.strip()
+        return out
+
+    def setting_int(self, *keys: str) -> int | None:
+        """The first of `keys` in the settings that holds an integer (e.g. n_ubatch=2048)."""
+        for k in keys:
+            v = self.settings.get(k)
+            if v:
+                head = v.split()[0].split("(")[0]
+                try:
+                    return int(float(head))
+                except ValueError:
+                    continue
+        return None
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def _int(text: str, *, name: str, file: str, line: int, required: bool, minimum: int = 0) -> int | None:
+    text = text.strip()
+    if not text:
+        if required:
+            raise ConfigError("is required", file=file, line=line, field=name)
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise ConfigError(f"expected a whole number, got '{text}'", file=file, line=line, field=name) from None
+    if not math.isfinite(v) or v != int(v) or v < minimum:
+        raise ConfigError(f"expected a whole number >= {minimum}, got '{text}'", file=file, line=line, field=name)
+    return int(v)
+
+
+def _float(text: str, *, name: str, file: str, line: int, required: bool) -> float | None:
+    text = text.strip()
+    if not text:
+        if required:
+            raise ConfigError("is required", file=file, line=line, field=name)
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise ConfigError(f"expected a number, got '{text}'", file=file, line=line, field=name) from None
+    if not (math.isfinite(v) and v > 0):
+        raise ConfigError(f"expected a number > 0, got '{text}'", file=file, line=line, field=name)
+    return v
+
+
+def parse_row(rec: dict[str, str], *, file: str, line: int, devices: set[str], models: set[str]) -> PublicRow:
+    """Check one CSV record and type it; the first bad field is a ConfigError (file, line, column)."""
+    def need(name: str) -> str:
+        v = (rec.get(name) or "").strip()
+        if not v:
+            raise ConfigError("is required", file=file, line=line, field=name)
+        return v
+
+    row_id = need("row_id")
+    source = need("source")
+    if not (source.startswith("http://") or source.startswith("https://")):
+        raise ConfigError(f"must be a URL a reader can open, got '{source}'", file=file, line=line, field="source")
+    need("as_printed")
+    engine = need("engine")
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown engine '{engine}'; known: {', '.join(ENGINES)}", file=file, line=line, field="engine")
+    device = need("device")
+    if device not in devices:
+        raise ConfigError(f"not a shipped hardware profile: '{device}'", file=file, line=line, field="device")
+    model = need("model")
+    if model not in models:
+        raise ConfigError(f"not in the model catalog: '{model}'", file=file, line=line, field="model")
+    quant = need("quant")
+    from sim.quant import get_quant
+
+    try:
+        get_quant(quant)
+    except ConfigError as e:
+        raise ConfigError(e.problem, file=file, line=line, field="quant") from None
+    metric = need("metric")
+    if metric not in METRICS:
+        raise ConfigError(f"unknown metric '{metric}'; known: {', '.join(METRICS)}", file=file, line=line, field="metric")
+    quantity = need("quantity")
+    if quantity not in QUANTITIES:
+        raise ConfigError(f"unknown quantity '{quantity}'; known: {', '.join(QUANTITIES)}", file=file, line=line,
+                          field="quantity")
+    if quantity not in _METRIC_QUANTITIES[metric]:
+        raise ConfigError(f"a '{metric}' row cannot report '{quantity}'", file=file, line=line, field="quantity")
+    kw = dict(file=file, line=line)
+    return PublicRow(
+        row_id=row_id, source=source, source_ref=(rec.get("source_ref") or "").strip(), engine=engine,
+        engine_version=(rec.get("engine_version") or "").strip(), backend=(rec.get("backend") or "").strip(),
+        device=device,
+        n_devices=_int(rec.get("n_devices") or "1", name="n_devices", required=True, minimum=1, **kw),
+        model=model, quant=quant, metric=metric,
+        batch=_int(rec.get("batch") or "", name="batch", required=False, minimum=1, **kw),
+        request_rate=_float(rec.get("request_rate") or "", name="request_rate", required=False, **kw),
+        input_tokens=_int(rec.get("input_tokens") or "", name="input_tokens", required=False, **kw),
+        output_tokens=_int(rec.get("output_tokens") or "", name="output_tokens", required=False, **kw),
+        depth=_int(rec.get("depth") or "0", name="depth", required=False, **kw) or 0,
+        quantity=quantity,
+        value=_float(rec.get("value") or "", name="value", required=True, **kw),
+        settings_text=(rec.get("settings") or "").strip(),
+        file=file, line=line,
+        extra={k: (rec.get(k) or "") for k in ("as_printed", "derivation", "notes", "device_variant")},
+    )
+
+
+def load_corpus_file(path: str | Path, *, devices: set[str], models: set[str]) -> list[PublicRow]:
+    """Every row of one corpus CSV (header checked; line numbers are the file's own)."""
+    path = Path(path)
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read: {e}", file=name) from None
+    reader = csv.DictReader(text.splitlines(keepends=True))
+    header = reader.fieldnames or []
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise ConfigError(f"missing column(s): {', '.join(missing)}", file=name, line=1, field=missing[0])
+    rows = []
+    for rec in reader:
+        line = reader.line_num  # the physical line the record ends on (quoted newlines are rare here)
+        if None in rec:  # more cells than the header has
+            raise ConfigError(f"{len(header) + len(rec[None])} cells, the header has {len(header)}", file=name,
+                              line=line)
+        rows.append(parse_row(rec, file=name, line=line, devices=devices, models=models))
+    return rows
+
+
+def load_corpus(directory: str | Path | None = None) -> list[PublicRow]:
+    """All rows of every `*.csv` in the corpus folder, in file then line order; row ids unique."""
+    from sim.hardware import available_profiles
+    from sim.models import load_catalog
+
+    d = Path(directory) if directory is not None else default_corpus_dir()
+    if not d.is_dir():
+        raise ConfigError("corpus folder not found", file=d)
+    devices = set(available_profiles())
+    models = set(load_catalog())
+    rows: list[PublicRow] = []
+    seen: dict[str, str] = {}
+    for f in sorted(d.glob("*.csv")):
+        for r in load_corpus_file(f, devices=devices, models=models):
+            if r.row_id in seen:
+                raise ConfigError(f"duplicate row_id '{r.row_id}' (first at {seen[r.row_id]})", file=r.file,
+                                  line=r.line, field="row_id")
+            seen[r.row_id] = r.where
+            rows.append(r)
+    if not rows:
+        raise ConfigError("no corpus rows (*.csv) found", file=d)
+    return rows

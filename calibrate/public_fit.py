@@ -1,0 +1,473 @@
+"""Fit the cost model to published measurements of hardware infersim cannot touch.
+
+The corpus (`calibrate.public_corpus`, `benchmarks/public/*.csv`) holds what people measured:
+llama-bench pp/tg, llama-batched-bench tables, TensorRT-LLM's offline throughput tables, vLLM and
+SGLang latency and serving runs. Each row is turned into the iterations the engine ran
+(`row_shape`), priced with the cost model's own formulas (`sim.cost.CostModel.predict_times`,
+the same code the simulator calls), and the free parameters of one (device, kernel family) are
+fitted to all of that group's rows at once:
+
+    bandwidth          sustained / datasheet memory bandwidth                 (decode)
+    compute[class]     sustained / datasheet matmul FLOP/s per weight class   (prefill, big batches)
+                       classes: f16 (fp16/bf16), fp8, int8, fp4 (nvfp4/mxfp4), gguf (llama.cpp's
+                       quantized MMQ/MMVQ kernels), mlx, int4wo (AWQ/GPTQ)
+    attention          attention FLOP/s / datasheet bf16 peak                  (long prompts, depth)
+    floor_ms           device-side cost per engine iteration: kernel launches and the gaps
+                       between them, which set the pace of small-batch decode on big GPUs
+
+Kernel families share kernels, so they share these numbers: `ggml` (llama.cpp, Ollama, LM Studio's
+llama.cpp runtime), `mlx` (mlx-lm, LM Studio's MLX runtime), `torch` (vLLM, SGLang, TGI) and
+`trtllm`. Each engine keeps its own software overheads (EngineConfig.iteration_overhead_ms).
+
+The fit is `scipy.optimize.least_squares` on log(predicted / measured) — a relative error, so a
+70B row and a 1B row weigh the same — plus weak log-normal priors that hold a parameter the group's
+rows cannot see (no fp8 rows: no fp8 efficiency to learn) at a generic value; a parameter the rows
+do see moves freely. A device with no rows of a family gets the parameters of its nearest
+architecture (`transfer`): same generation and memory type, then same generation, then same memory
+class, then every device of the family (geometric mean), and says so.
+
+Held-out error (`cross_validate`): leave-one-device-out (each device predicted from the others
+only, through `transfer`: the error a user of an unmeasured device should expect) and
+leave-one-source-out (each source predicted from the rest: the error when a new benchmark of a
+measured device comes in). The shipped error bands come from these held-out residuals.
+
+Rows are modelled only where the row says what ran. A row without the prompt or output length it
+measured, or whose quantity this module cannot replay (ITL of a multi-step scheduler, a Poisson
+serving run without lengths), is reported as excluded with its reason, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from calibrate.public_corpus import PublicRow
+from sim.cost import ATTENTION_FORMAT, CostModel, CostParams, StepFeatures
+
+# ---- kernel families and weight classes ---------------------------------------------------------
+
+# engine -> the kernels it runs (what its efficiencies are shared with)
+ENGINE_FAMILY = {
+    "llama.cpp": "ggml", "ollama": "ggml", "lmstudio": "ggml",
+    "mlx": "mlx",
+    "vllm": "torch", "sglang": "torch", "tgi": "torch",
+    "trtllm": "trtllm",
+}
+# the preset each engine's rows are replayed with (its scheduler limits and software overheads)
+ENGINE_PRESET = {"llama.cpp": "llama.cpp", "ollama": "ollama", "lmstudio": "lmstudio", "mlx": "mlx",
+                 "vllm": "vllm", "sglang": "sglang", "tgi": "tgi", "trtllm": "trtllm"}
+FAMILIES = ("ggml", "mlx", "torch", "trtllm")
+# a family with no rows at all on a device borrows from these, in order (same device first)
+FAMILY_FALLBACK = {"mlx": ("ggml",), "torch": ("trtllm",), "trtllm": ("torch",), "ggml": ("mlx",)}
+
+
+def engine_family(engine: str, settings: dict | None = None) -> str:
+    """The kernel family of an engine (LM Studio: the runtime its row names, llama.cpp by default)."""
+    if engine == "lmstudio" and settings and settings.get("runtime", "").lower().startswith("mlx"):
+        return "mlx"
+    return ENGINE_FAMILY.get(engine, engine)
+
+
+def matmul_class(quant) -> str:
+    """Which matmul kernels a weight format runs (its compute efficiency is fitted per class)."""
+    fam, fmt = quant.family, quant.compute_format
+    if fam == "gguf":
+        return "gguf"
+    if fam == "mlx":
+        return "mlx"
+    if fam == "int4-weight-only":
+        return "int4wo"
+    if fam == "microscaling" or fmt == "fp4":
+        return "fp4"
+    if fmt in ("fp16", "bf16", "fp32"):
+        return "f16"
+    return fmt  # fp8, int8
+
+
+# ---- parameters ---------------------------------------------------------------------------------
+
+# Priors (log-normal: centre, sigma in natural-log units). Centres are the generic values the
+# profiles carried before this fit (sim/hardware.py Efficiency defaults; FlashAttention-2 at ~35% of
+# bf16 peak, arXiv 2307.08691); sigmas are wide (x2.7 per unit) so data wins wherever it speaks.
+PRIOR_BANDWIDTH = (0.75, 1.0)
+PRIOR_COMPUTE = (0.4, 3.0)
+PRIOR_ATTENTION = (0.3, 3.0)
+# floor: a normal prior in ms (not log: a floor near 0 must be free to grow to milliseconds, which a
+# log scale makes a flat, gradient-free climb); 5 ms wide
+PRIOR_FLOOR_MS = (0.1, 5.0)
+BOUNDS = {"bandwidth": (0.05, 1.0), "compute": (0.002, 1.0), "attention": (0.005, 1.0), "floor_ms": (0.0, 30.0)}
+
+
+@dataclass
+class GroupParams:
+    """Fitted (or transferred) parameters of one (device, family)."""
+
+    device: str
+    family: str
+    bandwidth: dict[str, float]
+    compute: dict[str, float]
+    attention: float
+    floor_ms: float
+    rows: list[str] = field(default_factory=list)  # corpus row ids the values were fitted to
+    sources: list[str] = field(default_factory=list)
+    transferred_from: list[str] = field(default_factory=list)  # "device/family" when not fitted here
+    seen_classes: tuple[str, ...] = ()  # weight classes the group's rows measured
+
+    def compute_for(self, cls: str) -> float:
+        """Matmul efficiency of a weight class; an unmeasured class takes the geometric mean of the others."""
+        return _class_value(self.compute, cls, PRIOR_COMPUTE[0])
+
+    def bandwidth_for(self, cls: str) -> float:
+        """Bandwidth efficiency of a weight class's kernels (GEMV of quantized weights dequantizes
+        on the fly and reaches less of the bus than a plain fp16 GEMV)."""
+        return _class_value(self.bandwidth, cls, PRIOR_BANDWIDTH[0])
+
+
+def _class_value(values: dict[str, float], cls: str, default: float) -> float:
+    if cls in values:
+        return values[cls]
+    return float(np.exp(np.mean(np.log(list(values.values()))))) if values else default
+
+
+# ---- turning a row into iterations ----------------------------------------------------------------
+
+@dataclass
+class Shape:
+    """What the engine ran for one row: iteration aggregates, how often each ran, and how the
+    measured figure follows from their total time T: value = numerator / T (a rate) or T x scale."""
+
+    features: StepFeatures
+    weights: np.ndarray
+    numerator: float = 0.0
+    scale: float = 0.0
+    tp: int = 1
+    comm_per_token_s: float = 0.0
+    comm_per_pass_s: float = 0.0
+    # serving at a request rate: the concurrency solves C = rate x e2e(C) (Little's law)
+    rate: float | None = None
+    rate_parts: tuple | None = None
+
+
+class Excluded(Exception):
+    """A row the cost model cannot replay (the reason says why)."""
+
+
+def _row_objects(row: PublicRow):
+    """(profile, engine preset for that device, model, quant format, CostModel) a row is replayed with;
+    the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8)."""
+    kv = row.settings.get("kv_cache_dtype") or row.settings.get("kv_dtype") or ""
+    kv = kv.split()[0].lower() if kv else ""
+    return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, kv if kv in ("fp8", "fp16", "bf16") else "")
+
+
+@lru_cache(maxsize=None)
+def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype: str = ""):
+    from sim.engine_config import load_engine
+    from sim.hardware import load_profile
+    from sim.models import get_model
+
+    hw = load_profile(device)
+    eng = load_engine(ENGINE_PRESET[engine]).for_hardware(hw)
+    if tp > 1:
+        eng = eng.with_overrides(tp=tp)
+    if kv_dtype:
+        eng = eng.with_overrides(kv_dtype=kv_dtype)
+    spec = get_model(model)
+    q = spec.quant(quant)
+    cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.attention_kv_padding)
+    return hw, eng, spec, q, cm
+
+
+def _kv_capacity(hw, spec, q, eng) -> int:
+    """KV tokens of the deployment. TensorRT-LLM sizes its pool as kv_cache_free_gpu_memory_fraction
+    (0.9) of the memory left after the weights and the activations of one max_num_tokens forward
+    (tensorrt_llm/_torch/pyexecutor KvCacheCreator); the others as the simulator does (sim.memory)."""
+    from sim.memory import activation_peak_bytes, activation_reserve_bytes, deployment_kv_capacity_tokens
+
+    if eng.name == "trtllm":
+        per_device = hw.memory_bytes - spec.weight_bytes(q) / eng.tp - activation_peak_bytes(spec, eng.max_num_batched_tokens or 8192)
+        tokens_per_device = 0.9 * max(per_device, 0.0) / (spec.kv_bytes_per_token(eng.kv_dtype) / eng.tp)
+        return int(tokens_per_device)
+
+    reserve = activation_reserve_bytes(hw, spec, eng.max_num_batched_tokens, eng.activation_reserve_fraction,
+                                       eng.memory_fraction)
+    return deployment_kv_capacity_tokens(hw, spec, q, eng, reserve / eng.tp)
+
+
+def _comm(hw, spec, tp: int) -> tuple[float, float]:
+    """All-reduce seconds per token and per pass of a TP group (sim.parallel's placement)."""
+    if tp <= 1:
+        return 0.0, 0.0
+    from sim.parallel import ParallelConfig, build_placement
+
+    pl = build_placement(spec, CostParams(1e12, 1e12, 1e12), ParallelConfig.for_profile(hw, tp, 1), None)
+    return pl.comm_s_per_token, pl.comm_s_per_pass
+
+
+def _decode_steps(cm, batch: int, start: int, steps: int, samples: int = 24):
+    """Decode iterations of `batch` sequences from context `start` for `steps` steps, sampled at up to
+    `samples` evenly spaced steps (each standing for its share of the steps: the step time is
+    piecewise linear in the context, so the midpoint rule is within a fraction of a percent)."""
+    n = min(steps, samples)
+    edges = np.linspace(0, steps, n + 1)
+    items = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        ctx = int(start + (a + b) / 2)
+        items.append((cm.features(decode_context=[ctx] * batch), b - a))
+    return items
+
+
+def _prefill_passes(cm, prompts: int, tokens: int, depth: int, ubatch: int):
+    """Prompt passes of `prompts` sequences of `tokens` each after `depth` cached tokens, in physical
+    batches of `ubatch` tokens (llama.cpp -ub; a paged engine's token budget): a prompt longer than
+    a batch is split into chunks; shorter ones share a batch."""
+    items = []
+    if tokens <= ubatch:
+        per = max(1, ubatch // tokens)
+        full, rest = divmod(prompts, per)
+        if full:
+            items.append((cm.features(prefill_tokens=[tokens] * per, prefill_context=[depth] * per), full))
+        if rest:
+            items.append((cm.features(prefill_tokens=[tokens] * rest, prefill_context=[depth] * rest), 1))
+        return items
+    done = 0
+    while done < tokens:
+        p = min(ubatch, tokens - done)
+        items.append((cm.features(prefill_tokens=[p], prefill_context=[depth + done]), prompts))
+        done += p
+    return items
+
+
+def _ubatch(row: PublicRow, eng) -> int:
+    u = row.setting_int("n_ubatch", "ubatch", "ub")
+    if u:
+        return u
+    if row.engine in ("llama.cpp", "ollama", "lmstudio"):
+        return 512 if row.engine != "ollama" else 512  # llama.cpp -ub default 512; Ollama num_batch 512
+    return eng.max_num_batched_tokens or 8192
+
+
+def _pack(items) -> tuple[StepFeatures, np.ndarray]:
+    return StepFeatures.concat([f for f, _ in items]), np.array([w for _, w in items], dtype=float)
+
+
+def _steady_iteration(cm, batch: float, isl: int, osl: int):
+    """The average iteration of an engine kept full at `batch` sequences of isl/osl tokens: every
+    sequence decodes one token, and batch / osl prompts enter per iteration (each finishing request
+    is replaced), their prefill spread over the iterations."""
+    dec = cm.features(decode_context=[isl + osl // 2])
+    pre = cm.features(prefill_tokens=[isl], prefill_context=[0])
+    k = batch / osl
+    return StepFeatures(*(batch * getattr(dec, f) + k * getattr(pre, f) for f in _FEATURE_FIELDS))
+
+
+_FEATURE_FIELDS = ("new_tokens", "sequences", "attention_layer_keys", "kv_read_layer_tokens", "decode_layer_keys")
+
+
+def row_shape(row: PublicRow) -> Shape:
+    """The iterations behind one corpus row (raises Excluded with a reason when it cannot be replayed)."""
+    tp = row.n_devices
+    from sim.errors import ConfigError
+
+    try:
+        hw, eng, spec, q, cm = _row_objects(row)
+    except ConfigError as e:
+        raise Excluded(f"cannot build the engine/model: {e.problem}") from None
+    comm = _comm(hw, spec, tp)
+    isl, osl, depth = row.input_tokens, row.output_tokens, row.depth
+    quantity, metric = row.quantity, row.metric
+
+    def shape(items, numerator=0.0, scale=0.0, **kw) -> Shape:
+        f, w = _pack(items)
+        return Shape(f, w, numerator, scale, tp, comm[0], comm[1], **kw)
+
+    if row.engine in ("llama.cpp", "ollama", "lmstudio") and tp > 1:
+        raise Excluded("llama.cpp over several GPUs splits layers (pipeline), not tensor parallel")
+    if metric == "pp":
+        if not isl:
+            raise Excluded("no prompt length")
+        return shape(_prefill_passes(cm, 1, isl, depth, _ubatch(row, eng)), numerator=isl)
+    if metric == "tg":
+        if not osl:
+            raise Excluded("no generated-token count")
+        return shape(_decode_steps(cm, 1, depth + (isl or 0), osl), numerator=osl)
+    if metric == "batched":
+        b = row.batch
+        if not (b and isl and osl):
+            raise Excluded("batched row without batch, prompt and output lengths")
+        if quantity == "prompt_tps":
+            return shape(_prefill_passes(cm, b, isl, depth, _ubatch(row, eng)), numerator=b * isl)
+        if quantity in ("decode_tps", "decode_tps_per_user"):
+            return shape(_decode_steps(cm, b, depth + isl, osl), numerator=b * osl if quantity == "decode_tps" else osl)
+        if quantity == "e2e_s":
+            # one prefill of the whole batch (chunked at the engine's token budget), then osl - 1 decode
+            # steps: the first output token comes from the prefill (vLLM benchmark_latency)
+            items = _prefill_passes(cm, b, isl, depth, max(_ubatch(row, eng), isl))
+            items += _decode_steps(cm, b, depth + isl, max(osl - 1, 1))
+            return shape(items, scale=1.0)
+        raise Excluded(f"batched {quantity} not replayed")
+    if metric in ("offline", "serving"):
+        if not (isl and osl):
+            raise Excluded("no fixed prompt/output lengths (a dataset's own lengths cannot be replayed)")
+        if quantity == "itl_ms" and (row.setting_int("--num-scheduler-steps", "num_scheduler_steps") or 1) > 1:
+            raise Excluded("ITL of a multi-step scheduler is the gap between bursts of tokens")
+        budget = eng.max_num_batched_tokens or 10**9
+        cap = _kv_capacity(hw, spec, q, eng)
+        # a sequence holds isl + osl/2 tokens on average over its life (blocks are taken as it grows)
+        per_seq = isl + osl / 2
+        limit = min(row.batch or eng.max_num_seqs, eng.max_num_seqs if metric == "offline" else 10**9)
+        b_mem = cap / per_seq if per_seq else limit
+        b_budget = budget * osl / (isl + osl)
+        if row.request_rate and metric == "serving":
+            parts = (_steady_iteration(cm, 1.0, isl, osl), cm.features(prefill_tokens=[isl], prefill_context=[0]))
+            return Shape(parts[0], np.array([1.0]), 0.0, 0.0, tp, comm[0], comm[1], rate=row.request_rate,
+                         rate_parts=(parts, isl, osl, min(limit, b_mem, b_budget), quantity))
+        b = max(1.0, min(limit, b_mem, b_budget))
+        it = _steady_iteration(cm, b, isl, osl)
+        if quantity == "output_tps":
+            return shape([(it, 1.0)], numerator=b)
+        if quantity == "total_tps":
+            return shape([(it, 1.0)], numerator=b * (isl + osl) / osl)
+        if quantity in ("tpot_ms", "itl_ms"):
+            return shape([(it, 1.0)], scale=1e3)
+        if quantity == "decode_tps_per_user":
+            return shape([(it, 1.0)], numerator=1.0)
+        first = cm.features(prefill_tokens=[isl], prefill_context=[0], decode_context=[isl + osl // 2] * int(b - 1))
+        if quantity == "ttft_ms":
+            return shape([(first, 1.0)], scale=1e3)
+        if quantity == "e2e_s":
+            return shape([(first, 1.0), (it, osl - 1)], scale=1.0)
+        raise Excluded(f"{metric} {quantity} not replayed")
+    raise Excluded(f"metric {metric} not replayed")
+
+
+# ---- prediction ---------------------------------------------------------------------------------
+
+def cost_params(hw, engine_cfg, q, p: GroupParams, tp: int = 1) -> CostParams:
+    """CostParams of a group's parameters on a profile (what `CostParams.from_profile` builds from a
+    profile that carries them), for a TP group of `tp` devices priced as one of tp x the rates."""
+    return CostParams(
+        bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s * p.bandwidth_for(matmul_class(q)) * tp,
+        matmul_flops_per_s=hw.peak_flops(q.compute_format) * p.compute_for(matmul_class(q)) * tp,
+        attention_flops_per_s=hw.peak_flops(ATTENTION_FORMAT) * p.attention * tp,
+        iteration_overhead_s=(p.floor_ms + engine_cfg.iteration_overhead_ms) / 1e3,
+        per_sequence_overhead_s=engine_cfg.per_sequence_overhead_ms / 1e3,
+    )
+
+
+def predict(row: PublicRow, shape: Shape, p: GroupParams) -> float:
+    hw, eng, spec, q, cm = _row_objects(row)
+    cp = cost_params(hw, eng, q, p, shape.tp)
+
+    def time_of(features, weights):
+        t = cm.predict_times(cp, features) + shape.comm_per_token_s * features.new_tokens + shape.comm_per_pass_s
+        return float(np.dot(t, weights))
+
+    if shape.rate is not None:
+        (unit, first), isl, osl, b_max, quantity = shape.rate_parts
+        c = 1.0
+        for _ in range(60):  # Little's law: in-flight requests = rate x time in system
+            it = StepFeatures(*(max(c, 1.0) * getattr(unit, f) for f in _FEATURE_FIELDS))
+            t_it = time_of(it, np.ones(1))
+            t_first = time_of(first, np.ones(1))
+            e2e = t_first + (osl - 1) * t_it
+            c_new = min(shape.rate * e2e, b_max)
+            if abs(c_new - c) < 1e-3:
+                break
+            c = 0.5 * c + 0.5 * c_new
+        if c >= b_max * 0.999:
+            return math.inf  # saturated: the queue grows without bound
+        return {"tpot_ms": t_it * 1e3, "itl_ms": t_it * 1e3, "ttft_ms": t_first * 1e3, "e2e_s": e2e,
+                "output_tps": shape.rate * osl, "total_tps": shape.rate * (isl + osl),
+                "decode_tps_per_user": 1.0 / t_it}[quantity]
+    total = time_of(shape.features, shape.weights)
+    return shape.numerator / total if shape.numerator else total * shape.scale
+
+
+# ---- fitting one group ------------------------------------------------------------------------------
+
+@dataclass
+class Prepared:
+    """A row with its shape (or the reason it is excluded)."""
+
+    row: PublicRow
+    family: str
+    shape: Shape | None
+    excluded: str = ""
+
+
+def prepare(rows: list[PublicRow]) -> list[Prepared]:
+    out = []
+    for r in rows:
+        fam = engine_family(r.engine, r.settings)
+        try:
+            out.append(Prepared(r, fam, row_shape(r)))
+        except Excluded as e:
+            out.append(Prepared(r, fam, None, str(e)))
+    return out
+
+
+def _classes(items: list[Prepared]) -> tuple[str, ...]:
+    seen = []
+    for it in items:
+        c = matmul_class(_row_objects(it.row)[3])
+        if c not in seen:
+            seen.append(c)
+    return tuple(seen)
+
+
+def _unpack(x: np.ndarray, classes: tuple[str, ...], device: str, family: str) -> GroupParams:
+    """x = [log attention, floor ms, log bandwidth per class..., log compute per class...]."""
+    n = len(classes)
+    att, floor = float(np.exp(x[0])), float(max(x[1], 0.0))
+    bw = {c: float(np.exp(v)) for c, v in zip(classes, x[2:2 + n])}
+    comp = {c: float(np.exp(v)) for c, v in zip(classes, x[2 + n:2 + 2 * n])}
+    return GroupParams(device, family, bw, comp, att, floor)
+
+
+def fit_group(items: list[Prepared], device: str, family: str, priors: dict | None = None) -> GroupParams:
+    """Least squares on log(predicted / measured) of the group's rows, with log-normal priors
+    (`priors` overrides the generic centres: e.g. the family's values on other devices)."""
+    from scipy.optimize import least_squares
+
+    items = [it for it in items if it.shape is not None]
+    classes = _classes(items)
+    n = len(classes)
+    pri = {"bandwidth": {}, "compute": {}, "attention": PRIOR_ATTENTION[0], "floor_ms": PRIOR_FLOOR_MS[0]}
+    if priors:
+        pri.update(priors)
+    centre = np.array([math.log(pri["attention"]), pri["floor_ms"]]
+                      + [math.log(pri["bandwidth"].get(c, PRIOR_BANDWIDTH[0])) for c in classes]
+                      + [math.log(pri["compute"].get(c, PRIOR_COMPUTE[0])) for c in classes])
+    sigma = np.array([PRIOR_ATTENTION[1], PRIOR_FLOOR_MS[1]] + [PRIOR_BANDWIDTH[1]] * n + [PRIOR_COMPUTE[1]] * n)
+    lo = np.array([math.log(BOUNDS["attention"][0]), BOUNDS["floor_ms"][0]]
+                  + [math.log(BOUNDS["bandwidth"][0])] * n + [math.log(BOUNDS["compute"][0])] * n)
+    hi = np.array([0.0, BOUNDS["floor_ms"][1]] + [0.0] * (2 * n))
+    # a (source, quantity) block of n rows weighs as much as n^0.75 rows, so one 100-row table does
+    # not drown a 4-row one
+    blocks: dict = defaultdict(int)
+    for it in items:
+        blocks[(it.row.source, it.row.quantity)] += 1
+    w = np.array([blocks[(it.row.source, it.row.quantity)] ** -0.125 for it in items])
+    meas = np.array([it.row.value for it in items])
+
+    def resid(x):
+        p = _unpack(x, classes, device, family)
+        pred = np.array([predict(it.row, it.shape, p) for it in items])
+        pred = np.where(np.isfinite(pred) & (pred > 0), pred, meas * 1e3)
+        return np.concatenate([w * np.log(pred / meas), (x - centre) / sigma])
+
+    # soft_l1: a row far off (a misprinted or mislabelled figure) pulls like |r|, not r^2; the priors'
+    # residuals are small, so they stay quadratic in practice
+
+    x0 = np.clip(centre, lo + 1e-9, hi - 1e-9)
+    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, method="trf", loss="soft_l1", f_scale=0.15, max_nfev=400, ftol=1e-10, xtol=1e-10, gtol=1e-10)
+    p = _unpack(sol.x, classes, device, family)
+    p.rows = [it.row.row_id for it in items]
+    p.sources = sorted({it.row.source for it in items})
+    p.seen_classes = classes
+    return p
