@@ -235,7 +235,9 @@ def apply_efficiencies(
     taken = ["efficiency", "engine_efficiency"]
     update: dict = {
         "efficiency": source.efficiency,
-        "engine_efficiency": {**target.engine_efficiency, **source.engine_efficiency},
+        # the source's entries only: the target's own (fitted to public measurements of its kernel
+        # families) would otherwise win over the source's generic efficiency for every engine
+        "engine_efficiency": dict(source.engine_efficiency),
     }
     if use_source_overheads:
         update["iteration_overhead_ms"] = source.iteration_overhead_ms

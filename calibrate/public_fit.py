@@ -47,6 +47,7 @@ import numpy as np
 
 from calibrate.public_corpus import PublicRow
 from sim.cost import ATTENTION_FORMAT, CostModel, CostParams, StepFeatures
+from sim.quant import kernel_class
 
 # ---- kernel families and weight classes ---------------------------------------------------------
 
@@ -72,20 +73,9 @@ def engine_family(engine: str, settings: dict | None = None) -> str:
     return ENGINE_FAMILY.get(engine, engine)
 
 
-def matmul_class(quant) -> str:
-    """Which matmul kernels a weight format runs (its compute efficiency is fitted per class)."""
-    fam, fmt = quant.family, quant.compute_format
-    if fam == "gguf":
-        return "gguf"
-    if fam == "mlx":
-        return "mlx"
-    if fam == "int4-weight-only":
-        return "int4wo"
-    if fam == "microscaling" or fmt == "fp4":
-        return "fp4"
-    if fmt in ("fp16", "bf16", "fp32"):
-        return "f16"
-    return fmt  # fp8, int8
+def row_class(row: PublicRow) -> tuple[str, str]:
+    """(weight class, peak format) of a row's quantization under its engine's kernels."""
+    return kernel_class(_row_objects(row)[3], engine_family(row.engine, row.settings))
 
 
 # ---- parameters ---------------------------------------------------------------------------------
@@ -348,11 +338,12 @@ def row_shape(row: PublicRow) -> Shape:
 # ---- prediction ---------------------------------------------------------------------------------
 
 def cost_params(hw, engine_cfg, q, p: GroupParams, tp: int = 1) -> CostParams:
+    cls, peak = kernel_class(q, p.family)
     """CostParams of a group's parameters on a profile (what `CostParams.from_profile` builds from a
     profile that carries them), for a TP group of `tp` devices priced as one of tp x the rates."""
     return CostParams(
-        bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s * p.bandwidth_for(matmul_class(q)) * tp,
-        matmul_flops_per_s=hw.peak_flops(q.compute_format) * p.compute_for(matmul_class(q)) * tp,
+        bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s * p.bandwidth_for(cls) * tp,
+        matmul_flops_per_s=hw.peak_flops(peak) * p.compute_for(cls) * tp,
         attention_flops_per_s=hw.peak_flops(ATTENTION_FORMAT) * p.attention * tp,
         iteration_overhead_s=(p.floor_ms + engine_cfg.iteration_overhead_ms) / 1e3,
         per_sequence_overhead_s=engine_cfg.per_sequence_overhead_ms / 1e3,
@@ -414,7 +405,7 @@ def prepare(rows: list[PublicRow]) -> list[Prepared]:
 def _classes(items: list[Prepared]) -> tuple[str, ...]:
     seen = []
     for it in items:
-        c = matmul_class(_row_objects(it.row)[3])
+        c = row_class(it.row)[0]
         if c not in seen:
             seen.append(c)
     return tuple(seen)
@@ -471,3 +462,266 @@ def fit_group(items: list[Prepared], device: str, family: str, priors: dict | No
     p.sources = sorted({it.row.source for it in items})
     p.seen_classes = classes
     return p
+
+
+# ---- transfer to devices without rows ---------------------------------------------------------------
+
+def _memory_class(memory_type: str) -> str:
+    m = memory_type.lower()
+    for c in ("hbm", "gddr", "lpddr", "ddr"):
+        if m.startswith(c):
+            return c
+    return m
+
+
+def device_traits(device: str) -> tuple[str, str, str]:
+    """(generation, memory class, vendor) of a shipped profile, what `transfer` compares."""
+    from sim.hardware import load_profile
+
+    hw = load_profile(device)
+    return hw.generation, _memory_class(hw.memory_type), hw.vendor
+
+
+def _tier(target: str, other: str) -> int:
+    """How close two devices are for sharing efficiencies: 0 same generation and memory class,
+    1 same vendor and memory class (the same market segment: datacenter HBM parts, GeForce GDDR
+    cards, Apple's unified LPDDR — kernels tuned for one segment reach similar shares of its
+    chips, and consumer datasheet peaks are quoted differently), 2 same generation, 3 same memory
+    class, 4 anything."""
+    g1, m1, v1 = device_traits(target)
+    g2, m2, v2 = device_traits(other)
+    if g1 and g1 == g2 and m1 == m2:
+        return 0
+    if v1 == v2 and m1 == m2:
+        return 1
+    if g1 and g1 == g2:
+        return 2
+    return 3 if m1 == m2 else 4
+
+
+def _geo(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(values))))
+
+
+def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams]) -> GroupParams | None:
+    """Parameters for `device` under `family` from the nearest fitted devices of that family (the
+    geometric mean over the closest tier, per weight class where the class was measured; the floor
+    as an arithmetic mean). None when the family was fitted nowhere else."""
+    others = [g for (d, f), g in fits.items() if f == family and d != device]
+    if not others:
+        return None
+    ranked = sorted(others, key=lambda g: _tier(device, g.device))
+    best = _tier(device, ranked[0].device)
+    tier = [g for g in ranked if _tier(device, g.device) == best]
+    classes = sorted({c for g in others for c in g.seen_classes})
+    bw, comp = {}, {}
+    for c in classes:
+        seen = [g for g in ranked if c in g.seen_classes]
+        t = min(_tier(device, g.device) for g in seen)
+        near = [g for g in seen if _tier(device, g.device) == t]
+        bw[c] = _geo([g.bandwidth[c] for g in near])
+        comp[c] = _geo([g.compute[c] for g in near])
+    return GroupParams(
+        device, family, bw, comp, _geo([g.attention for g in tier]), float(np.mean([g.floor_ms for g in tier])),
+        transferred_from=sorted(g.device for g in tier), seen_classes=(),
+    )
+
+
+# ---- the whole fit and its held-out error -----------------------------------------------------------
+
+KINDS = {"prompt_tps": "prefill", "ttft_ms": "prefill", "decode_tps": "decode", "tpot_ms": "decode",
+         "itl_ms": "decode", "decode_tps_per_user": "decode", "output_tps": "throughput",
+         "total_tps": "throughput", "e2e_s": "latency"}
+
+
+def _groups(prepared: list[Prepared]) -> dict[tuple[str, str], list[Prepared]]:
+    g: dict = defaultdict(list)
+    for it in prepared:
+        if it.shape is not None:
+            g[(it.row.device, it.family)].append(it)
+    return dict(sorted(g.items()))
+
+
+def fit_all(prepared: list[Prepared]) -> dict[tuple[str, str], GroupParams]:
+    """One fit per (device, family) with rows."""
+    return {k: fit_group(items, *k) for k, items in _groups(prepared).items()}
+
+
+def _err(row: PublicRow, shape: Shape, p: GroupParams | None) -> float:
+    """Signed relative error (predicted / measured - 1); nan when nothing predicts the row."""
+    if p is None:
+        return float("nan")
+    pred = predict(row, shape, p)
+    return pred / row.value - 1.0 if math.isfinite(pred) else float("inf")
+
+
+@dataclass
+class Validation:
+    """Per-row errors: in-sample, leave-one-device-out, leave-one-source-out."""
+
+    prepared: list[Prepared]
+    fits: dict
+    in_sample: dict[str, float]
+    lodo: dict[str, float]
+    loso: dict[str, float]
+    lodo_from: dict[str, list[str]]
+
+
+def cross_validate(prepared: list[Prepared], fits: dict | None = None) -> Validation:
+    fits = fits if fits is not None else fit_all(prepared)
+    groups = _groups(prepared)
+    ins, lodo, loso, lodo_from = {}, {}, {}, {}
+    for (d, f), items in groups.items():
+        for it in items:
+            ins[it.row.row_id] = _err(it.row, it.shape, fits[(d, f)])
+    # leave one device out: every group of that device predicted from the other devices only
+    for d in sorted({d for d, _ in groups}):
+        rest = {k: v for k, v in fits.items() if k[0] != d}
+        for (dd, f), items in groups.items():
+            if dd != d:
+                continue
+            p = transfer(d, f, rest)
+            for it in items:
+                lodo[it.row.row_id] = _err(it.row, it.shape, p)
+                lodo_from[it.row.row_id] = p.transferred_from if p else []
+    # leave one source out: refit the groups a source touches without it
+    by_source: dict = defaultdict(list)
+    for k, items in groups.items():
+        for it in items:
+            by_source[it.row.source].append((k, it))
+    for src, members in by_source.items():
+        keys = sorted({k for k, _ in members})
+        for k in keys:
+            left = [it for it in groups[k] if it.row.source != src]
+            if left:
+                p = fit_group(left, *k)
+            else:
+                p = transfer(k[0], k[1], {kk: v for kk, v in fits.items() if kk != k})
+            for kk, it in members:
+                if kk == k:
+                    loso[it.row.row_id] = _err(it.row, it.shape, p)
+    return Validation(prepared, fits, ins, lodo, loso, lodo_from)
+
+
+def _stats(errs: list[float]) -> dict:
+    a = np.abs(np.array([e for e in errs if not math.isnan(e)], dtype=float))
+    if not len(a):
+        return {"n": 0, "median": None, "p80": None, "p90": None}
+    a = np.where(np.isfinite(a), a, 10.0)
+    return {"n": int(len(a)), "median": float(np.median(a)), "p80": float(np.percentile(a, 80)),
+            "p90": float(np.percentile(a, 90))}
+
+
+BAND_MIN_ROWS = 3  # fewer held-out rows than this of a kind on a device: the family's transfer error is quoted
+
+
+def error_bands(v: Validation, device: str, family: str) -> dict[str, dict]:
+    """Expected error per kind of figure for `device` under `family`: the 80th percentile of the
+    held-out errors — leave-one-source-out over this device's own rows where it has at least
+    BAND_MIN_ROWS of the kind, else the family's leave-one-device-out error over every device
+    (what a transferred prediction has shown elsewhere)."""
+    out = {}
+    own = [it for it in v.prepared if it.shape is not None and it.row.device == device and it.family == family]
+    fam = [it for it in v.prepared if it.shape is not None and it.family == family]
+    for kind in ("prefill", "decode", "throughput", "latency"):
+        mine = [v.loso[it.row.row_id] for it in own if KINDS[it.row.quantity] == kind and it.row.row_id in v.loso]
+        st = _stats(mine)
+        if st["n"] >= BAND_MIN_ROWS:
+            out[kind] = {"pct": round(100 * st["p80"], 1), "n": st["n"], "basis": "leave-one-source-out, this device"}
+            continue
+        theirs = [v.lodo[it.row.row_id] for it in fam if KINDS[it.row.quantity] == kind]
+        st = _stats(theirs)
+        if st["n"] >= BAND_MIN_ROWS:
+            out[kind] = {"pct": round(100 * st["p80"], 1), "n": st["n"],
+                         "basis": f"leave-one-device-out, every {family} device"}
+    return out
+
+
+# ---- writing the shipped profiles ---------------------------------------------------------------------
+
+BLOCK_START = "# ---- fitted to public measurements"
+BLOCK_END = "# ---- end of fitted block"
+# which kernel families run on which kind of device (mlx only on Apple Silicon; TensorRT-LLM only on
+# NVIDIA; vLLM/SGLang/TGI on CUDA and ROCm GPUs)
+def families_for(device: str) -> tuple[str, ...]:
+    from sim.hardware import load_profile
+
+    hw = load_profile(device)
+    if hw.kind == "cpu":
+        return ()
+    if hw.vendor == "Apple":
+        return ("ggml", "mlx")
+    if hw.vendor == "NVIDIA":
+        return ("ggml", "torch", "trtllm")
+    return ("ggml", "torch")
+
+
+def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
+    """device -> family -> the `engine_efficiency` entry to ship (fitted, or transferred when the
+    device has no rows of that family), with its error bands."""
+    from sim.hardware import available_profiles
+
+    out: dict = {}
+    for device in available_profiles():
+        for family in families_for(device):
+            p = v.fits.get((device, family)) or transfer(device, family, v.fits)
+            if p is None:
+                continue
+            bw = {c: round(x, 4) for c, x in sorted(p.bandwidth.items())}
+            comp = {c: round(x, 4) for c, x in sorted(p.compute.items())}
+            if p.transferred_from:
+                src = (f"no public rows of {family} kernels on {device}: transferred from "
+                       f"{', '.join(p.transferred_from)} (nearest architecture, calibrate/public_fit.py transfer)")
+            else:
+                src = (f"fitted by calibrate/public_fit.py to {len(p.rows)} public measurements from "
+                       f"{len(p.sources)} source(s): " + "; ".join(p.sources))
+            entry = {
+                "compute": round(_geo(list(p.compute.values())), 4),
+                "bandwidth": round(_geo(list(p.bandwidth.values())), 4),
+                "compute_by_class": comp,
+                "bandwidth_by_class": bw,
+                "attention_of_peak": round(p.attention, 4),
+                "floor_ms": round(p.floor_ms, 3),
+                "source": src,
+                "corpus_rows": list(p.rows),
+                "transferred_from": list(p.transferred_from),
+                "error": error_bands(v, device, family),
+            }
+            out.setdefault(device, {})[family] = entry
+    return out
+
+
+def render_block(entries: dict[str, dict]) -> str:
+    import yaml
+
+    class _Flow(list):
+        pass
+
+    def flow(dumper, data):
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
+
+    yaml.SafeDumper.add_representer(_Flow, flow)
+    data = {fam: {**e, "corpus_rows": _Flow(e["corpus_rows"]), "transferred_from": _Flow(e["transferred_from"])}
+            for fam, e in entries.items()}
+    body = yaml.safe_dump({"engine_efficiency": data}, sort_keys=False, width=100, allow_unicode=True)
+    return (f"{BLOCK_START}: generated by `infersim calibrate --public` (calibrate/public_fit.py)\n"
+            f"# from benchmarks/public/*.csv; rerun the fit instead of editing by hand. Held-out error per\n"
+            f"# kind of figure in `error` (benchmarks/public_fidelity.md).\n{body}{BLOCK_END}\n")
+
+
+def write_profile_block(path, entries: dict[str, dict]) -> bool:
+    """Replace (or append) the generated block of a profile YAML; True when the file changed."""
+    from pathlib import Path
+
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if BLOCK_START in text:
+        head = text[: text.index(BLOCK_START)]
+        tail = text[text.index(BLOCK_END) + len(BLOCK_END):].lstrip("\n") if BLOCK_END in text else ""
+    else:
+        head, tail = text, ""
+    new = head.rstrip("\n") + "\n" + render_block(entries) + tail
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+        return True
+    return False

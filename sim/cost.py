@@ -201,7 +201,7 @@ class CostParams:
 
     @classmethod
     def from_profile(
-        cls, hw: "HardwareProfile", quant: str | QuantFormat, engine: "EngineConfig | None" = None
+        cls_, hw: "HardwareProfile", quant: str | QuantFormat, engine: "EngineConfig | None" = None
     ) -> "CostParams":
         """Effective parameters of an engine on a hardware profile.
 
@@ -210,21 +210,27 @@ class CostParams:
         attention = peak bf16 FLOP/s x eff.compute x eff.attention x scale.compute x scale.attention
         overheads = profile's (device) + engine's (software), ms -> s
 
-        `eff` is the profile's efficiency for this engine when it has one (then the engine's
-        `efficiency_scale` is not applied: the measurement already is that engine's), else its
-        generic efficiency times the engine's scale. When the profile was calibrated on this very
-        engine (`hw.calibration["engine"] == engine.name`) the engine's overheads are already in the
-        profile's and are not added again.
+        `eff` is the profile's efficiency for this engine when it has one (a local calibration), else
+        for its kernel family (fitted to public measurements, calibrate/public_fit.py), and then the
+        engine's `efficiency_scale` is not applied: the measurement already is that engine's; else the
+        profile's generic efficiency times the engine's scale. A fitted entry's per-weight-class values
+        (`Efficiency.compute_by_class`, `bandwidth_by_class`, sim.quant.kernel_class) win for a
+        format of that class, its `attention_of_peak` prices attention against the bf16 peak, and its
+        `floor_ms` replaces the profile's device-side `iteration_overhead_ms`. When the profile was
+        calibrated on this very engine (`hw.calibration["engine"] == engine.name`) the engine's
+        overheads are already in the profile's and are not added again.
         """
-        from sim.quant import get_quant
+        from sim.quant import get_quant, kernel_class
 
         q = quant if isinstance(quant, QuantFormat) else get_quant(quant)
         name = engine.name if engine is not None else None
-        eff = hw.efficiency_for(name)
-        own_measurement = name is not None and name in hw.engine_efficiency
+        family = (engine.kernel_family or engine.name) if engine is not None else None
+        eff = hw.efficiency_for(name, family)
+        own_measurement = name is not None and hw.has_efficiency_for(name, family)
         calibrated_on_engine = name is not None and (hw.calibration or {}).get("engine") == name
         scale_c = scale_b = scale_a = 1.0
-        it_ms, seq_ms = hw.iteration_overhead_ms, hw.per_sequence_overhead_ms
+        it_ms = hw.iteration_overhead_ms if eff.floor_ms is None else eff.floor_ms
+        seq_ms = hw.per_sequence_overhead_ms
         if engine is not None:
             if not own_measurement and not calibrated_on_engine:
                 s = engine.efficiency_scale
@@ -232,11 +238,16 @@ class CostParams:
             if not calibrated_on_engine:
                 it_ms += engine.iteration_overhead_ms
                 seq_ms += engine.per_sequence_overhead_ms
-        compute_eff = eff.compute * scale_c
-        return cls(
-            bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s * eff.bandwidth * scale_b,
-            matmul_flops_per_s=hw.peak_flops(q.compute_format) * compute_eff,
-            attention_flops_per_s=hw.peak_flops(ATTENTION_FORMAT) * compute_eff * eff.attention * scale_a,
+        cls, peak_format = kernel_class(q, family) if eff.compute_by_class else (None, q.compute_format)
+        compute_eff = eff.compute_for(cls) * scale_c if cls else eff.compute * scale_c
+        if eff.attention_of_peak is not None:
+            attention = hw.peak_flops(ATTENTION_FORMAT) * eff.attention_of_peak * scale_a
+        else:
+            attention = hw.peak_flops(ATTENTION_FORMAT) * eff.compute * scale_c * eff.attention * scale_a
+        return cls_(
+            bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s * (eff.bandwidth_for(cls) if cls else eff.bandwidth) * scale_b,
+            matmul_flops_per_s=hw.peak_flops(peak_format) * compute_eff,
+            attention_flops_per_s=attention,
             iteration_overhead_s=it_ms / 1e3,
             per_sequence_overhead_s=seq_ms / 1e3,
             # a property of the profile's matmul kernels (calibrated), not of the engine preset

@@ -199,6 +199,14 @@ class EngineConfig(BaseModel):
     kv_dtype: str = "fp16"
     prefix_caching: bool = False
     efficiency_scale: EfficiencyScale = EfficiencyScale()
+    kernel_family: str | None = Field(
+        None,
+        description=(
+            "whose GPU kernels the engine runs: ggml (llama.cpp, Ollama), mlx, torch (vLLM, SGLang, TGI), "
+            "trtllm. Hardware profiles carry efficiencies fitted to public measurements per family "
+            "(calibrate/public_fit.py); None = the engine's own name"
+        ),
+    )
     tp: int = Field(1, ge=1, le=64, description="tensor-parallel degree: devices each layer is split across")
     pp: int = Field(1, ge=1, le=64, description="pipeline-parallel degree: stages the layers are split into")
     gpu_layers: int | Literal["auto"] | None = Field(

@@ -41,6 +41,15 @@ class Source(BaseModel):
     what: str = ""
 
 
+class ErrorBand(BaseModel):
+    """How far public measurements fell from held-out predictions of one kind of figure."""
+
+    model_config = _FROZEN
+    pct: float = Field(ge=0, description="80th percentile of |predicted / measured - 1| over held-out rows, %")
+    n: int = Field(ge=0, description="held-out public measurements behind it")
+    basis: str = ""
+
+
 class Efficiency(BaseModel):
     """Achieved / peak ratios, each in (0, 1], and where they come from.
 
@@ -51,6 +60,17 @@ class Efficiency(BaseModel):
       peak x `compute` x `attention` (softmax, masking and small head dimensions keep attention
       kernels below GEMM efficiency; FlashAttention-2 reports 50-73% of A100 peak).
     - `source`: the measurement, paper, or "engineering default pending calibration" behind them.
+
+    Fitted to public measurements (calibrate/public_fit.py, one entry per kernel family in
+    `HardwareProfile.engine_efficiency`), an entry also carries:
+    - `compute_by_class` / `bandwidth_by_class`: the same ratios per weight class
+      (sim.quant.kernel_class: f16, fp8, int8, fp4, gguf, mlx, int4wo), which win over `compute` /
+      `bandwidth` for a format of that class;
+    - `attention_of_peak`: attention FLOP/s over the datasheet bf16 peak (then `attention` is unused);
+    - `floor_ms`: the device-side cost of one engine iteration under these kernels (kernel launches
+      and the gaps between them), which replaces the profile's `iteration_overhead_ms`;
+    - `corpus_rows`, `transferred_from`, `error`: the corpus rows (benchmarks/public) it was fitted to, the devices it was
+      borrowed from when this one has none, and the held-out error per kind of figure.
     """
 
     model_config = _FROZEN
@@ -58,6 +78,33 @@ class Efficiency(BaseModel):
     bandwidth: float = Field(0.8, gt=0, le=1)
     attention: float = Field(0.6, gt=0, le=1)
     source: str = ""
+    compute_by_class: dict[str, float] = Field(default_factory=dict)
+    bandwidth_by_class: dict[str, float] = Field(default_factory=dict)
+    attention_of_peak: float | None = Field(None, gt=0, le=1)
+    floor_ms: float | None = Field(None, ge=0)
+    corpus_rows: list[str] = Field(default_factory=list)
+    transferred_from: list[str] = Field(default_factory=list)
+    error: dict[str, ErrorBand] = Field(default_factory=dict)
+
+    @field_validator("compute_by_class", "bandwidth_by_class")
+    @classmethod
+    def _ratios(cls, v: dict[str, float]) -> dict[str, float]:
+        from sim.quant import KERNEL_CLASSES
+
+        for k, x in v.items():
+            if k not in KERNEL_CLASSES:
+                raise ValueError(f"unknown weight class '{k}'; known: {', '.join(KERNEL_CLASSES)}")
+            if not 0 < x <= 1:
+                raise ValueError(f"{k} must be in (0, 1], got {x}")
+        return v
+
+    def compute_for(self, cls: str) -> float:
+        """Matmul efficiency for weight class `cls` (the class's own when fitted, else `compute`)."""
+        return self.compute_by_class.get(cls, self.compute)
+
+    def bandwidth_for(self, cls: str) -> float:
+        """Bandwidth efficiency for weight class `cls` (the class's own when fitted, else `bandwidth`)."""
+        return self.bandwidth_by_class.get(cls, self.bandwidth)
 
 
 class Price(BaseModel):
@@ -78,6 +125,8 @@ class HardwareProfile(BaseModel):
     display_name: str = ""
     kind: Literal["gpu", "unified-soc", "cpu"]
     vendor: str = ""
+    generation: str = Field("", description="architecture generation (hopper, ada, apple-m4, ...): what efficiencies transfer across")
+    memory_type: str = Field("", description="memory technology (hbm3, gddr6x, lpddr5x, ...)")
     memory_capacity_gb: float | None = Field(
         None, gt=0, description="device memory in decimal GB (1e9 bytes); derived when memory_capacity_gib is given"
     )
@@ -194,11 +243,18 @@ class HardwareProfile(BaseModel):
                 return self.peak_tflops[f] * 1e12
         return max(self.peak_tflops.values()) * 1e12
 
-    def efficiency_for(self, engine: str | None) -> Efficiency:
-        """The engine's measured efficiencies when the profile has them, else the profile default."""
+    def efficiency_for(self, engine: str | None, family: str | None = None) -> Efficiency:
+        """The engine's own measured efficiencies when the profile has them (a local calibration),
+        else its kernel family's (fitted to public measurements), else the profile default."""
         if engine and engine in self.engine_efficiency:
             return self.engine_efficiency[engine]
+        if family and family in self.engine_efficiency:
+            return self.engine_efficiency[family]
         return self.efficiency
+
+    def has_efficiency_for(self, engine: str | None, family: str | None = None) -> bool:
+        """Whether `efficiency_for` finds a measured entry (then engine efficiency scales do not apply)."""
+        return bool((engine and engine in self.engine_efficiency) or (family and family in self.engine_efficiency))
 
 
 # ---- finding and loading ---------------------------------------------------------------------

@@ -139,6 +139,33 @@ KV_DTYPE_ALIASES: dict[str, str] = {
 }
 
 
+# Weight classes: which matmul kernels a format runs under a kernel family, and the datasheet peak
+# their efficiency is quoted against. Efficiencies fitted to public measurements
+# (calibrate/public_fit.py) are kept per class, because one engine's kernels for different formats
+# reach very different shares of the chip: llama.cpp's quantized MMQ/MMVQ kernels vs its cuBLAS fp16
+# path, TensorRT-LLM's fp8 vs bf16 GEMMs.
+KERNEL_CLASSES = ("f16", "fp8", "int8", "fp4", "gguf", "mlx", "int4wo")
+
+
+def kernel_class(q: QuantFormat, family: str | None = None) -> tuple[str, str]:
+    """(class, peak format) of format `q` under kernel family `family` (sim.engine_config
+    `kernel_family`): ggml runs every block-quantized format, MXFP4 included, through its own
+    dequantizing kernels (class gguf, quoted against the fp16 peak, as QuantFormat says for GGUF);
+    elsewhere microscaling formats run fp4 tensor cores, fp8/int8 their own, AWQ/GPTQ fp16 with
+    int4 weights."""
+    if q.family == "gguf" or (family == "ggml" and q.family == "microscaling"):
+        return "gguf", "fp16"
+    if q.family == "mlx":
+        return "mlx", q.compute_format
+    if q.family == "int4-weight-only":
+        return "int4wo", q.compute_format
+    if q.family == "microscaling" or q.compute_format == "fp4":
+        return "fp4", q.compute_format
+    if q.compute_format in ("fp16", "bf16", "fp32"):
+        return "f16", q.compute_format
+    return q.compute_format, q.compute_format
+
+
 def _key(name: str) -> str:
     return name.strip().lower().replace("-", "_") if name.strip().lower() != "mlx-4bit" else "mlx-4bit"
 
