@@ -30,8 +30,12 @@ from __future__ import annotations
 import math
 from array import array
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas (a third of a second to import) loads only when a table is asked for
+    import pandas as pd
 
 STATUS_PENDING, STATUS_COMPLETED, STATUS_REJECTED = 0, 1, 2
 STATUS_NAMES = {STATUS_PENDING: "pending", STATUS_COMPLETED: "completed", STATUS_REJECTED: "rejected"}
@@ -107,6 +111,8 @@ class RequestLog:
 
     def frame(self) -> pd.DataFrame:
         """The requests.csv table (columns `REQUEST_COLUMNS`)."""
+        import pandas as pd
+
         n = self.n
         arr, ft, fin = self.arrival_s[:n], self.first_token_s[:n], self.finish_s[:n]
         out = self.output_tokens[:n]
@@ -251,6 +257,8 @@ class IterationLog:
         return {c: rows[:, j] for j, c in enumerate(self.COLUMNS[2:])}
 
     def frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         data = {"start_s": np.frombuffer(self.start_s, dtype=np.float64),
                 "duration_s": np.frombuffer(self.duration_s, dtype=np.float64), **self.ints}
         return pd.DataFrame(data, columns=list(self.COLUMNS))

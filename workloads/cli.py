@@ -11,7 +11,6 @@ from typing import Optional
 import typer
 
 from sim.errors import ConfigError
-from workloads.trace import iter_trace, trace_schema, write_trace
 
 app = typer.Typer(no_args_is_help=True, help="Request traces: schema, validate, generate, import, statistics.")
 
@@ -22,6 +21,8 @@ def register(root: typer.Typer) -> None:
 
 
 def _write(requests, output: Path) -> int:
+    from workloads.trace import write_trace
+
     if str(output) == "-":
         return write_trace(requests, sys.stdout)
     return write_trace(requests, output)
@@ -34,6 +35,8 @@ def _note(msg: str) -> None:
 @app.command("schema")
 def schema(output: Optional[Path] = typer.Option(None, "-o", "--output", help="write to a file instead of stdout")) -> None:
     """Print the JSON Schema of one trace line (generated from the loader's own model)."""
+    from workloads.trace import trace_schema
+
     text = json.dumps(trace_schema(), indent=2) + "\n"
     if output is None:
         typer.echo(text, nl=False)
@@ -47,6 +50,8 @@ def validate(
     sort: bool = typer.Option(False, "--sort", help="accept arrivals out of order (they are sorted)"),
 ) -> None:
     """Check every line of a trace; the first problem is reported as FILE:LINE: field: problem (exit 2)."""
+    from workloads.trace import iter_trace
+
     n = 0
     last = 0.0
     for r in iter_trace(trace, sort=sort):
@@ -181,6 +186,7 @@ def stats_cmd(
 ) -> None:
     """Requests, duration, rate, burstiness (CV of inter-arrival gaps), length percentiles, prefix reuse."""
     from workloads.stats import TraceColumns, trace_stats, write_html
+    from workloads.trace import iter_trace
 
     cols = TraceColumns.collect(iter_trace(trace, sort=sort))
     st = trace_stats(cols)

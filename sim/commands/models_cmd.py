@@ -9,10 +9,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sim import memory
-from sim.hardware import HardwareProfile, load_profile
-from sim.models import ModelSpec, get_model, load_catalog
-from sim.quant import get_quant, kv_dtype_bytes
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the catalog and profile models load when a command runs, not when `infersim` starts
+    from sim.hardware import HardwareProfile
+    from sim.models import ModelSpec
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -32,6 +33,8 @@ def _gb(n: float) -> str:
 @app.command("list")
 def list_models() -> None:
     """The catalog: architecture numbers and sizes (weights in bf16, KV per token in fp16)."""
+    from sim.models import load_catalog
+
     table = Table(title="Model catalog (sim/data/models.yaml)")
     cols = ("name", "arch", "params B", "active B", "layers", "heads q/kv", "head dim", "max ctx",
             "KV KiB/tok", "bf16 GB")
@@ -79,6 +82,9 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
 ) -> None:
     """Architecture of one model and what follows from it for a quantization and KV dtype."""
+    from sim.models import get_model
+    from sim.quant import get_quant, kv_dtype_bytes
+
     m = get_model(name)
     kv_dtype_bytes(kv_dtype)  # unknown dtype -> ConfigError before any output
     d = derived_quantities(m, quant or m.default_quant, kv_dtype, context)
@@ -119,6 +125,8 @@ def show(
 
 def engine_for_quant(quant: str) -> str:
     """The engine that serves a format in the speed columns: llama.cpp for GGUF, else vLLM."""
+    from sim.quant import get_quant
+
     return "llama.cpp" if get_quant(quant).family == "gguf" else "vllm"
 
 
@@ -173,6 +181,11 @@ def fit(
     see sim/memory.py); the rest holds the KV cache. Shows whether context x concurrency fits,
     the largest context at that concurrency and the most sequences at that context.
     """
+    from sim import memory
+    from sim.hardware import load_profile
+    from sim.models import get_model, load_catalog
+    from sim.quant import get_quant, kv_dtype_bytes
+
     prof = load_profile(hw)
     reserve_fraction = 0.0
     eng = None

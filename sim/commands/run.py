@@ -7,16 +7,16 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from sim.api import make_spec, resolve, run_spec
 from sim.errors import ConfigError
-from sim.models import get_model
-from sim.simulate import SimResult
+
+if TYPE_CHECKING:  # the simulator loads when `run` runs, not when `infersim` starts (issue 17)
+    from sim.simulate import SimResult
 
 ITERATIONS_FILE = "iterations.csv"
 
@@ -69,6 +69,9 @@ def run(
 
     Comma-separated --hw, --model, --quant, --engine or --concurrency values simulate every
     combination and print them side by side ("Ollama vs vLLM at 4 users" is one command)."""
+    from sim.api import make_spec, resolve, run_spec
+    from sim.models import get_model
+
     overrides = {
         "scheduler": scheduler, "kv_allocator": kv, "max_num_seqs": max_seqs,
         "max_num_batched_tokens": max_batched_tokens, "block_size": block_size,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -19,7 +19,9 @@ from rich.table import Table
 
 from sim.errors import ConfigError
 from sim.replay.errors import EngineUnreachable
-from sim.replay.records import ReplayResult
+
+if TYPE_CHECKING:  # pandas comes with it: loaded when a replay runs, not when `infersim` starts
+    from sim.replay.records import ReplayResult
 
 
 # ---- shared option handling -------------------------------------------------------------------------

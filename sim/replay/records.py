@@ -16,7 +16,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
 
 # `infersim run --out` requests.csv columns, in order (issue 3 / docs/contracts.md).
 REQUEST_COLUMNS = (
@@ -140,8 +139,10 @@ class ReplayResult:
     error: str = ""
 
     @property
-    def requests(self) -> pd.DataFrame:
+    def requests(self) -> "pd.DataFrame":
         """The requests.csv table (`infersim run`'s columns)."""
+        import pandas as pd
+
         return pd.DataFrame([r.row() for r in self.records], columns=list(REQUEST_COLUMNS))
 
     @property
@@ -166,6 +167,8 @@ class ReplayResult:
                                     "token_times_s": list(r.token_times_s)}) + "\n")
         log = self.engine_stats.get("iteration_log")
         if log:  # the in-process driver's iterations, comparable row by row with a simulation's
+            import pandas as pd
+
             pd.DataFrame(log).to_csv(out / "iterations.csv", index=False)
         return out
 

@@ -1,0 +1,58 @@
+"""`infersim` starts fast because it imports only what the command it runs uses (issue 17).
+
+Typer builds the whole command tree when `sim.cli` is imported, so every command module is
+imported then: their heavy dependencies must load inside the commands. These tests import the CLI
+in a fresh interpreter and look at `sys.modules` — a regression fails here, not in a timing test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("plotly", "pandas", "scipy", "llama_cpp", "httpx", "ray")
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"],
+                         cwd=ROOT, check=True, capture_output=True, text=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_importing_the_cli_loads_no_heavy_library():
+    loaded = _modules_after("import sim.cli")
+    assert not [m for m in HEAVY if m in loaded]
+
+
+def test_importing_the_cli_loads_neither_numpy_nor_the_pydantic_models():
+    # `infersim --help` and a typo'd command need no model, profile or preset.
+    loaded = _modules_after("import sim.cli")
+    assert not [m for m in ("numpy", "pydantic", "yaml", "simpy", "sim.api", "sim.hardware", "sim.models",
+                            "sim.engine_config", "workloads.trace") if m in loaded]
+
+
+def test_help_runs_without_heavy_libraries():
+    loaded = _modules_after("import sim.cli\ntry:\n    sim.cli.main(['--help'])\nexcept SystemExit:\n    pass")
+    assert not [m for m in HEAVY if m in loaded]
+
+
+def test_run_json_simulates_without_pandas_or_plotly(tmp_path):
+    # A summary-only run builds no table: pandas (a third of a second) stays unloaded.
+    trace = ROOT / "workloads" / "examples" / "chat.jsonl"
+    code = (f"import sim.cli\ntry:\n    sim.cli.main(['run', {str(trace)!r}, '--json'])\nexcept SystemExit as e:\n"
+            "    assert not e.code, e.code")
+    loaded = _modules_after(code)
+    assert "sim.simulate" in loaded
+    assert not [m for m in HEAVY if m in loaded]
+
+
+@pytest.mark.parametrize("argv", [["run", "--help"], ["sweep", "--help"], ["plan", "--help"], ["trace", "--help"],
+                                  ["calibrate", "--help"], ["hw", "--help"], ["models", "--help"]])
+def test_command_help_loads_no_heavy_library(argv):
+    loaded = _modules_after(f"import sim.cli\ntry:\n    sim.cli.main({argv!r})\nexcept SystemExit:\n    pass")
+    assert not [m for m in HEAVY if m in loaded]
