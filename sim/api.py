@@ -9,10 +9,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sim.engine_config import EngineConfig, _line_of, _read_yaml, load_engine  # the preset loader's YAML helpers
+from sim import cache  # profiles, presets and model files loaded once per process (sweeps, plans)
+from sim.engine_config import EngineConfig, _line_of, _read_yaml  # the preset loader's YAML helpers
 from sim.errors import ConfigError, pydantic_error_to_config_error
-from sim.hardware import HardwareProfile, load_profile
-from sim.models import get_model
+from sim.hardware import HardwareProfile
 from sim.simulate import SimResult, simulate
 from workloads.request import Request
 
@@ -66,7 +66,7 @@ def split_deployment(spec: RunSpec) -> RunSpec:
 def resolve_engine(spec: RunSpec, hw: HardwareProfile) -> EngineConfig:
     """The preset, its defaults for this device (`for_hardware`), then the `engine_file` fields,
     then the command-line overrides — a user's explicit value always wins."""
-    engine = load_engine(spec.engine).for_hardware(hw)
+    engine = cache.engine(spec.engine).for_hardware(hw)
     if spec.engine_file:
         engine = _apply_engine_file(engine, Path(spec.engine_file))
     unknown = set(spec.overrides) - set(EngineConfig.model_fields)
@@ -92,14 +92,14 @@ def resolve(spec: RunSpec) -> tuple[HardwareProfile, EngineConfig]:
     the hardware keeps its own peaks but takes the other profile's efficiencies for this engine
     (e.g. a profile calibrated on one machine applied to another's datasheet)."""
     spec = split_deployment(spec)
-    hw = load_profile(spec.hw)
+    hw = cache.profile(spec.hw)
     engine = resolve_engine(spec, hw)
     if spec.efficiency_from:
         # The target keeps its datasheet peaks; the achieved/peak ratios (and, between machines of
         # the same kind, the overheads) come from the source — provenance in calibration.efficiency_from.
         from calibrate.profile import apply_efficiencies
 
-        hw = apply_efficiencies(hw, load_profile(spec.efficiency_from))
+        hw = apply_efficiencies(hw, cache.profile(spec.efficiency_from))
     return hw, engine
 
 
@@ -120,7 +120,7 @@ def run_spec(spec: RunSpec) -> SimResult:
 
     spec = split_deployment(spec)
     hw, engine = resolve(spec)
-    model = get_model(spec.model)
+    model = cache.model(spec.model)
     quant = spec.quant or engine.default_quant
     model.quant(quant)  # unknown names fail before the trace is read
     requests = _scaled(iter_trace(spec.trace, sort=spec.sort), spec.rate_scale)

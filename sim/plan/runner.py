@@ -47,7 +47,7 @@ def _cost_columns(hw: str, config: dict[str, Any], output_tok_s: float | None,
     """Hourly cost of every device the run used and the price of a million output tokens at its
     throughput. Devices = replicas x tp x pp of `hw`, or, disaggregated, each pool's replicas x
     tp x pp of its own profile: a deployment pays for all of them, not for one replica."""
-    from sim.hardware import load_profile
+    from sim.cache import profile as load_profile
 
     devices = deployment_devices(hw, config)
     rent = own = 0.0
