@@ -351,7 +351,8 @@ def available_engines() -> dict[str, Path]:
 
 def _read_yaml(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text())
+        # libyaml's parser when pyyaml has it (same SafeLoader constructors and resolver, ~10x faster)
+        data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -276,7 +276,8 @@ def _line_of_key(text: str, key: str) -> int | None:
 def _load_catalog_file(path: Path) -> tuple[tuple[str, ModelSpec], ...]:
     text = path.read_text()
     try:
-        raw = yaml.safe_load(text) or {}
+        # libyaml's parser when pyyaml has it (same SafeLoader constructors and resolver, ~10x faster)
+        raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise ConfigError(f"invalid YAML: {getattr(e, 'problem', e)}", file=path,
