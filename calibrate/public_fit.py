@@ -557,7 +557,7 @@ def _err(row: PublicRow, shape: Shape, p: GroupParams | None) -> float:
 
 @dataclass
 class Validation:
-    """Per-row errors: in-sample, leave-one-device-out, leave-one-source-out."""
+    """Per-row errors: in-sample, leave-one-device-out, leave-one-source-out, leave-one-model-out."""
 
     prepared: list[Prepared]
     fits: dict
@@ -565,6 +565,7 @@ class Validation:
     lodo: dict[str, float]
     loso: dict[str, float]
     lodo_from: dict[str, list[str]]
+    lomo: dict[str, float] = field(default_factory=dict)
 
 
 def cross_validate(prepared: list[Prepared], fits: dict | None = None) -> Validation:
@@ -600,7 +601,19 @@ def cross_validate(prepared: list[Prepared], fits: dict | None = None) -> Valida
             for kk, it in members:
                 if kk == k:
                     loso[it.row.row_id] = _err(it.row, it.shape, p)
-    return Validation(prepared, fits, ins, lodo, loso, lodo_from)
+    # leave one model out, within a device: what a user predicting a model the device's rows never
+    # measured should expect (groups with a single model have no such error)
+    lomo = {}
+    for k, items in groups.items():
+        models = sorted({it.row.model for it in items})
+        if len(models) < 2:
+            continue
+        for m in models:
+            p = fit_group([it for it in items if it.row.model != m], *k)
+            for it in items:
+                if it.row.model == m:
+                    lomo[it.row.row_id] = _err(it.row, it.shape, p)
+    return Validation(prepared, fits, ins, lodo, loso, lodo_from, lomo)
 
 
 def _stats(errs: list[float]) -> dict:
@@ -612,28 +625,29 @@ def _stats(errs: list[float]) -> dict:
             "p90": float(np.percentile(a, 90))}
 
 
-BAND_MIN_ROWS = 3  # fewer held-out rows than this of a kind on a device: the family's transfer error is quoted
+BAND_MIN_ROWS = 3  # fewer held-out rows than this of a kind: the next basis down is quoted
 
 
 def error_bands(v: Validation, device: str, family: str) -> dict[str, dict]:
-    """Expected error per kind of figure for `device` under `family`: the 80th percentile of the
-    held-out errors — leave-one-source-out over this device's own rows where it has at least
-    BAND_MIN_ROWS of the kind, else the family's leave-one-device-out error over every device
-    (what a transferred prediction has shown elsewhere)."""
+    """Expected error per kind of figure for `device` under `family`: the 80th percentile of
+    held-out |predicted / measured - 1|. Where the device has rows of the kind for at least two
+    models, leave-one-model-out on this device (a model the fit did not see: what a user asks about
+    next); else the family's leave-one-device-out error over every device (what a transferred
+    prediction has shown elsewhere)."""
     out = {}
     own = [it for it in v.prepared if it.shape is not None and it.row.device == device and it.family == family]
     fam = [it for it in v.prepared if it.shape is not None and it.family == family]
+    fitted_here = (device, family) in v.fits
     for kind in ("prefill", "decode", "throughput", "latency"):
-        mine = [v.loso[it.row.row_id] for it in own if KINDS[it.row.quantity] == kind and it.row.row_id in v.loso]
+        mine = [v.lomo[it.row.row_id] for it in own if KINDS[it.row.quantity] == kind and it.row.row_id in v.lomo]
         st = _stats(mine)
-        if st["n"] >= BAND_MIN_ROWS:
-            out[kind] = {"pct": round(100 * st["p80"], 1), "n": st["n"], "basis": "leave-one-source-out, this device"}
+        if fitted_here and st["n"] >= BAND_MIN_ROWS:
+            out[kind] = {"pct": round(100 * st["p80"], 1), "n": st["n"], "basis": "held out by model, this device"}
             continue
         theirs = [v.lodo[it.row.row_id] for it in fam if KINDS[it.row.quantity] == kind]
         st = _stats(theirs)
         if st["n"] >= BAND_MIN_ROWS:
-            out[kind] = {"pct": round(100 * st["p80"], 1), "n": st["n"],
-                         "basis": f"leave-one-device-out, every {family} device"}
+            out[kind] = {"pct": round(100 * st["p80"], 1), "n": st["n"], "basis": f"held out by device, all {family} devices"}
     return out
 
 

@@ -150,11 +150,15 @@ KERNEL_CLASSES = ("f16", "fp8", "int8", "fp4", "gguf", "mlx", "int4wo")
 def kernel_class(q: QuantFormat, family: str | None = None) -> tuple[str, str]:
     """(class, peak format) of format `q` under kernel family `family` (sim.engine_config
     `kernel_family`): ggml runs every block-quantized format, MXFP4 included, through its own
-    dequantizing kernels (class gguf, quoted against the fp16 peak, as QuantFormat says for GGUF);
+    kernels (class gguf), quoted against the int8 peak: llama.cpp's MMQ kernels quantize the
+    activations to 8 bits and multiply with int8 MMA / dp4a on CUDA (ggml-cuda/mmq.cuh); a chip
+    without int8 units (Apple GPUs) falls back to its fp16 peak (HardwareProfile.peak_flops).
+    Quoted against fp16, llama.cpp's prefill efficiency ranged 0.16-0.94 over the public rows'
+    NVIDIA devices (GeForce datasheets quote fp32-accumulate peaks); against int8, 0.08-0.24;
     elsewhere microscaling formats run fp4 tensor cores, fp8/int8 their own, AWQ/GPTQ fp16 with
     int4 weights."""
     if q.family == "gguf" or (family == "ggml" and q.family == "microscaling"):
-        return "gguf", "fp16"
+        return "gguf", "int8"
     if q.family == "mlx":
         return "mlx", q.compute_format
     if q.family == "int4-weight-only":

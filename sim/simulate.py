@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sim.accuracy import expected_error
 from sim.cost import CostParams
 from sim.speculative import make_cost_model
 from sim.engine_config import EngineConfig
@@ -283,6 +284,8 @@ class ReplicaParts:
                 getattr(self.cost, "decode_correction", None) or getattr(getattr(self.cost, "target", None),
                                                                         "decode_correction", None)),
             **deployment_config(hw, self.model, q.name, engine, self.cost),
+            # how far public measurements fell from held-out predictions of this device and engine family
+            "expected_error": expected_error(hw, engine),
             **(config_extra or {}),
         }
 

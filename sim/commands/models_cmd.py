@@ -215,12 +215,21 @@ def fit(
             rows.append(row)
     budget = memory.memory_budget_bytes(prof, memory_fraction)
     tokens = memory.default_max_batched_tokens(prof) if max_batched_tokens is None else max_batched_tokens
+    # the expected error of the tok/s columns, per engine that priced a row (sim.accuracy)
+    bands = {}
+    if speed:
+        from sim.accuracy import expected_error
+        from sim.engine_config import load_engine
+
+        for name in dict.fromkeys(r["engine"] for r in rows if "engine" in r):
+            bands[name] = expected_error(prof, eng if eng is not None and eng.name == name
+                                         else load_engine(name).for_hardware(prof))
     if as_json:
         typer.echo(json.dumps({
             "hw": prof.name, "engine": eng.name if eng else None, "memory_bytes": prof.memory_bytes,
             "memory_budget_bytes": budget,
             "max_batched_tokens": tokens, "context": context, "concurrency": concurrency,
-            "kv_dtype": kv_dtype, "rows": rows,
+            "kv_dtype": kv_dtype, "rows": rows, "expected_error": bands,
         }, indent=2))
         return
     has_speed = any("decode_tok_s" in r for r in rows)
@@ -257,3 +266,7 @@ def fit(
         con.print("tok/s: single-stream decode at the context and prefill of one context-long prompt, from "
                   + (f"sim.cost with engine {eng.name}." if eng else
                      "sim.cost (llama.cpp for GGUF formats, vLLM otherwise)."))
+        from sim.accuracy import describe
+
+        for name, err in bands.items():
+            con.print(f"{name}: {describe(err)}", markup=False, highlight=False, soft_wrap=True)

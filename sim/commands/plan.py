@@ -227,8 +227,9 @@ def plan(
 
         html_out.parent.mkdir(parents=True, exist_ok=True)
         html_out.write_text(plan_report(result))
+    bands = _error_bands(result)
     if as_json:
-        typer.echo(json.dumps(result, indent=2))
+        typer.echo(json.dumps({**result, "expected_error": bands}, indent=2))
         return
     table = Table(title=f"Capacity plan: {target_rps:g} req/s at {slo.describe()}")
     for col in ("rank", "hw", "engine", "model", "quant", "max req/s", "first fail", "replicas",
@@ -246,8 +247,28 @@ def plan(
     out_console = _stdout()
     out_console.print(table)
     out_console.print(f"costs: {result['assumptions']['text']}", markup=False)
+    from sim.accuracy import describe
+
+    for key, err in bands.items():
+        out_console.print(f"{key}: {describe(err)}", markup=False, highlight=False, soft_wrap=True)
     if html_out is not None:
         out_console.print(f"html: {html_out}", markup=False)
+
+
+def _error_bands(result: dict) -> dict[str, dict]:
+    """"hw / engine" -> the expected error of that candidate's figures (sim.accuracy), once each."""
+    from sim.accuracy import expected_error_for
+
+    out: dict[str, dict] = {}
+    for c in result.get("candidates", []):
+        hw, eng = c.get("hw"), c.get("engine")
+        key = f"{hw} / {eng}"
+        if hw and key not in out:
+            try:
+                out[key] = expected_error_for(hw, eng)
+            except ConfigError:
+                continue
+    return out
 
 
 def register(app: typer.Typer) -> None:

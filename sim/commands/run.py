@@ -117,11 +117,29 @@ def run(
             sys.stdout.write(results[0].to_json() + "\n")
         else:
             Console().print(_table(results[0]))
+            _print_error_band(Console(), results[0].summary)
         return
     if as_json:
         sys.stdout.write(json.dumps({"runs": [r.summary for r in results]}, indent=2, sort_keys=True) + "\n")
     else:
-        Console().print(_comparison_table(specs, results, varying=[k for k, v in choices.items() if len(v) > 1]))
+        console = Console()
+        console.print(_comparison_table(specs, results, varying=[k for k, v in choices.items() if len(v) > 1]))
+        seen = set()
+        for r in results:
+            cfg = r.summary.get("config", {})
+            key = (cfg.get("hw"), cfg.get("engine"))
+            if key not in seen:
+                seen.add(key)
+                _print_error_band(console, r.summary, prefix=f"{key[0]} / {key[1]}: ")
+
+
+def _print_error_band(console: Console, summary: dict, prefix: str = "") -> None:
+    """The expected error of the headline figures (sim.accuracy), under the table."""
+    from sim.accuracy import describe
+
+    err = (summary.get("config") or {}).get("expected_error")
+    if err:
+        console.print(prefix + describe(err), highlight=False, markup=False, soft_wrap=True)
 
 
 def _choices(value: str | None, option: str) -> list[str]:
