@@ -216,7 +216,8 @@ class CostParams:
         profile's generic efficiency times the engine's scale. A fitted entry's per-weight-class values
         (`Efficiency.compute_by_class`, `bandwidth_by_class`, sim.quant.kernel_class) win for a
         format of that class, its `attention_of_peak` prices attention against the bf16 peak, and its
-        `floor_ms` replaces the profile's device-side `iteration_overhead_ms`. When the profile was
+        `floor_ms` and `per_sequence_ms` replace the profile's device-side `iteration_overhead_ms` and
+        `per_sequence_overhead_ms`. When the profile was
         calibrated on this very engine (`hw.calibration["engine"] == engine.name`) the engine's
         overheads are already in the profile's and are not added again.
         """
@@ -230,7 +231,7 @@ class CostParams:
         calibrated_on_engine = name is not None and (hw.calibration or {}).get("engine") == name
         scale_c = scale_b = scale_a = 1.0
         it_ms = hw.iteration_overhead_ms if eff.floor_ms is None else eff.floor_ms
-        seq_ms = hw.per_sequence_overhead_ms
+        seq_ms = hw.per_sequence_overhead_ms if eff.per_sequence_ms is None else eff.per_sequence_ms
         if engine is not None:
             if not own_measurement and not calibrated_on_engine:
                 s = engine.efficiency_scale

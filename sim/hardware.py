@@ -68,7 +68,9 @@ class Efficiency(BaseModel):
       `bandwidth` for a format of that class;
     - `attention_of_peak`: attention FLOP/s over the datasheet bf16 peak (then `attention` is unused);
     - `floor_ms`: the device-side cost of one engine iteration under these kernels (kernel launches
-      and the gaps between them), which replaces the profile's `iteration_overhead_ms`;
+      and the gaps between them), which replaces the profile's `iteration_overhead_ms`, and
+      `per_sequence_ms`, the device-side cost per sequence per iteration, which replaces its
+      `per_sequence_overhead_ms`;
     - `corpus_rows`, `transferred_from`, `error`: the corpus rows (benchmarks/public) it was fitted to, the devices it was
       borrowed from when this one has none, and the held-out error per kind of figure.
     """
@@ -82,6 +84,7 @@ class Efficiency(BaseModel):
     bandwidth_by_class: dict[str, float] = Field(default_factory=dict)
     attention_of_peak: float | None = Field(None, gt=0, le=1)
     floor_ms: float | None = Field(None, ge=0)
+    per_sequence_ms: float | None = Field(None, ge=0)
     corpus_rows: list[str] = Field(default_factory=list)
     transferred_from: list[str] = Field(default_factory=list)
     error: dict[str, ErrorBand] = Field(default_factory=dict)
