@@ -14,6 +14,9 @@ fitted to all of that group's rows at once:
     attention          attention FLOP/s / datasheet bf16 peak                  (long prompts, depth)
     floor_ms           device-side cost per engine iteration: kernel launches and the gaps
                        between them, which set the pace of small-batch decode on big GPUs
+    seq_ms             device-side cost per sequence per iteration: per-sequence kernel work the
+                       roofline leaves out (sampling, rope/norm of its rows, per-sequence attention
+                       launches, the imperfect overlap of compute and memory as a batch grows)
 
 Kernel families share kernels, so they share these numbers: `ggml` (llama.cpp, Ollama, LM Studio's
 llama.cpp runtime), `mlx` (mlx-lm, LM Studio's MLX runtime), `torch` (vLLM, SGLang, TGI) and
@@ -89,7 +92,14 @@ PRIOR_ATTENTION = (0.3, 3.0)
 # floor: a normal prior in ms (not log: a floor near 0 must be free to grow to milliseconds, which a
 # log scale makes a flat, gradient-free climb); 5 ms wide
 PRIOR_FLOOR_MS = (0.1, 5.0)
-BOUNDS = {"bandwidth": (0.05, 1.0), "compute": (0.002, 1.0), "attention": (0.005, 1.0), "floor_ms": (0.0, 30.0)}
+# per-sequence cost: normal prior around 0 ms, 0.5 ms wide (a decode row's sampling and norms are tens
+# of microseconds on a GPU; the data must show more)
+PRIOR_SEQ_MS = (0.0, 0.5)
+# GEMM start-up n_1/2 in rows (sim.cost `_layer_matmul_flops`): normal prior at 0, 128 rows wide; with
+# dense prompts of >= 512 rows it barely shows, with a MoE prompt's few rows per expert it dominates
+PRIOR_HALF_ROWS = (0.0, 128.0)
+BOUNDS = {"bandwidth": (0.05, 1.0), "compute": (0.002, 1.0), "attention": (0.005, 1.0), "floor_ms": (0.0, 30.0),
+          "seq_ms": (0.0, 10.0), "half_rows": (0.0, 1024.0)}
 
 
 @dataclass
@@ -102,6 +112,8 @@ class GroupParams:
     compute: dict[str, float]
     attention: float
     floor_ms: float
+    seq_ms: float = 0.0
+    half_rows: float = 0.0
     rows: list[str] = field(default_factory=list)  # corpus row ids the values were fitted to
     sources: list[str] = field(default_factory=list)
     transferred_from: list[str] = field(default_factory=list)  # "device/family" when not fitted here
@@ -346,7 +358,8 @@ def cost_params(hw, engine_cfg, q, p: GroupParams, tp: int = 1) -> CostParams:
         matmul_flops_per_s=hw.peak_flops(peak) * p.compute_for(cls) * tp,
         attention_flops_per_s=hw.peak_flops(ATTENTION_FORMAT) * p.attention * tp,
         iteration_overhead_s=(p.floor_ms + engine_cfg.iteration_overhead_ms) / 1e3,
-        per_sequence_overhead_s=engine_cfg.per_sequence_overhead_ms / 1e3,
+        per_sequence_overhead_s=(p.seq_ms + engine_cfg.per_sequence_overhead_ms) / 1e3,
+        matmul_half_rows=p.half_rows,
     )
 
 
@@ -412,12 +425,12 @@ def _classes(items: list[Prepared]) -> tuple[str, ...]:
 
 
 def _unpack(x: np.ndarray, classes: tuple[str, ...], device: str, family: str) -> GroupParams:
-    """x = [log attention, floor ms, log bandwidth per class..., log compute per class...]."""
+    """x = [log attention, floor ms, seq ms, half rows, log bandwidth per class..., log compute per class...]."""
     n = len(classes)
-    att, floor = float(np.exp(x[0])), float(max(x[1], 0.0))
-    bw = {c: float(np.exp(v)) for c, v in zip(classes, x[2:2 + n])}
-    comp = {c: float(np.exp(v)) for c, v in zip(classes, x[2 + n:2 + 2 * n])}
-    return GroupParams(device, family, bw, comp, att, floor)
+    att, floor, seq, half = float(np.exp(x[0])), float(max(x[1], 0.0)), float(max(x[2], 0.0)), float(max(x[3], 0.0))
+    bw = {c: float(np.exp(v)) for c, v in zip(classes, x[4:4 + n])}
+    comp = {c: float(np.exp(v)) for c, v in zip(classes, x[4 + n:4 + 2 * n])}
+    return GroupParams(device, family, bw, comp, att, floor, seq, half)
 
 
 def fit_group(items: list[Prepared], device: str, family: str, priors: dict | None = None) -> GroupParams:
@@ -428,16 +441,17 @@ def fit_group(items: list[Prepared], device: str, family: str, priors: dict | No
     items = [it for it in items if it.shape is not None]
     classes = _classes(items)
     n = len(classes)
-    pri = {"bandwidth": {}, "compute": {}, "attention": PRIOR_ATTENTION[0], "floor_ms": PRIOR_FLOOR_MS[0]}
+    pri = {"bandwidth": {}, "compute": {}, "attention": PRIOR_ATTENTION[0], "floor_ms": PRIOR_FLOOR_MS[0],
+           "seq_ms": PRIOR_SEQ_MS[0], "half_rows": PRIOR_HALF_ROWS[0]}
     if priors:
         pri.update(priors)
-    centre = np.array([math.log(pri["attention"]), pri["floor_ms"]]
+    centre = np.array([math.log(pri["attention"]), pri["floor_ms"], pri["seq_ms"], pri["half_rows"]]
                       + [math.log(pri["bandwidth"].get(c, PRIOR_BANDWIDTH[0])) for c in classes]
                       + [math.log(pri["compute"].get(c, PRIOR_COMPUTE[0])) for c in classes])
-    sigma = np.array([PRIOR_ATTENTION[1], PRIOR_FLOOR_MS[1]] + [PRIOR_BANDWIDTH[1]] * n + [PRIOR_COMPUTE[1]] * n)
-    lo = np.array([math.log(BOUNDS["attention"][0]), BOUNDS["floor_ms"][0]]
+    sigma = np.array([PRIOR_ATTENTION[1], PRIOR_FLOOR_MS[1], PRIOR_SEQ_MS[1], PRIOR_HALF_ROWS[1]] + [PRIOR_BANDWIDTH[1]] * n + [PRIOR_COMPUTE[1]] * n)
+    lo = np.array([math.log(BOUNDS["attention"][0]), BOUNDS["floor_ms"][0], BOUNDS["seq_ms"][0], BOUNDS["half_rows"][0]]
                   + [math.log(BOUNDS["bandwidth"][0])] * n + [math.log(BOUNDS["compute"][0])] * n)
-    hi = np.array([0.0, BOUNDS["floor_ms"][1]] + [0.0] * (2 * n))
+    hi = np.array([0.0, BOUNDS["floor_ms"][1], BOUNDS["seq_ms"][1], BOUNDS["half_rows"][1]] + [0.0] * (2 * n))
     # a (source, quantity) block of n rows weighs as much as n^0.75 rows, so one 100-row table does
     # not drown a 4-row one
     blocks: dict = defaultdict(int)
@@ -503,27 +517,42 @@ def _geo(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(values))))
 
 
+# How much a fitted device counts in a transfer, per tier of distance (`_tier`): each step away
+# weighs TIER_DECAY times less, and a device counts with the square root of its rows (a 4-row fit is
+# a noisy estimate of its own parameters). Chosen by leave-one-device-out error over the corpus:
+# 0.3 beat "closest tier only" (the first cut) on every family with more than two devices.
+TIER_DECAY = 0.1
+
+
 def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams]) -> GroupParams | None:
-    """Parameters for `device` under `family` from the nearest fitted devices of that family (the
-    geometric mean over the closest tier, per weight class where the class was measured; the floor
-    as an arithmetic mean). None when the family was fitted nowhere else."""
+    """Parameters for `device` under `family` from the other fitted devices of that family: a
+    weighted geometric mean (arithmetic for the floor and per-sequence cost), weight =
+    TIER_DECAY ** tier x sqrt(rows), per weight class over the devices that measured the class.
+    None when the family was fitted nowhere else."""
     others = [g for (d, f), g in fits.items() if f == family and d != device]
     if not others:
         return None
-    ranked = sorted(others, key=lambda g: _tier(device, g.device))
-    best = _tier(device, ranked[0].device)
-    tier = [g for g in ranked if _tier(device, g.device) == best]
+
+    def weight(g: GroupParams) -> float:
+        return TIER_DECAY ** _tier(device, g.device) * math.sqrt(max(len(g.rows), 1))
+
+    def wgeo(pairs) -> float:
+        w = np.array([a for a, _ in pairs])
+        return float(np.exp(np.sum(w * np.log([b for _, b in pairs])) / np.sum(w)))
+
+    def wmean(pairs) -> float:
+        w = np.array([a for a, _ in pairs])
+        return float(np.sum(w * np.array([b for _, b in pairs])) / np.sum(w))
+
     classes = sorted({c for g in others for c in g.seen_classes})
-    bw, comp = {}, {}
-    for c in classes:
-        seen = [g for g in ranked if c in g.seen_classes]
-        t = min(_tier(device, g.device) for g in seen)
-        near = [g for g in seen if _tier(device, g.device) == t]
-        bw[c] = _geo([g.bandwidth[c] for g in near])
-        comp[c] = _geo([g.compute[c] for g in near])
+    bw = {c: wgeo([(weight(g), g.bandwidth[c]) for g in others if c in g.seen_classes]) for c in classes}
+    comp = {c: wgeo([(weight(g), g.compute[c]) for g in others if c in g.seen_classes]) for c in classes}
+    best = min(_tier(device, g.device) for g in others)
     return GroupParams(
-        device, family, bw, comp, _geo([g.attention for g in tier]), float(np.mean([g.floor_ms for g in tier])),
-        transferred_from=sorted(g.device for g in tier), seen_classes=(),
+        device, family, bw, comp, wgeo([(weight(g), g.attention) for g in others]),
+        wmean([(weight(g), g.floor_ms) for g in others]), wmean([(weight(g), g.seq_ms) for g in others]),
+        wmean([(weight(g), g.half_rows) for g in others]),
+        transferred_from=sorted(g.device for g in others if _tier(device, g.device) == best), seen_classes=(),
     )
 
 
@@ -696,6 +725,8 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
                 "bandwidth_by_class": bw,
                 "attention_of_peak": round(p.attention, 4),
                 "floor_ms": round(p.floor_ms, 3),
+                "per_sequence_ms": round(p.seq_ms, 4),
+                "matmul_half_rows": round(p.half_rows, 2),
                 "source": src,
                 "corpus_rows": list(p.rows),
                 "transferred_from": list(p.transferred_from),

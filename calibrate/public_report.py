@@ -65,7 +65,8 @@ def summary(v: Validation) -> dict:
             "lodo": _stats([v.lodo[it.row.row_id] for it in group if it.row.row_id in v.lodo]),
             "lodo_from": sorted({x for it in group for x in v.lodo_from.get(it.row.row_id, [])}),
             "params": {"bandwidth": p.bandwidth, "compute": p.compute, "attention_of_peak": p.attention,
-                       "floor_ms": p.floor_ms},
+                       "floor_ms": p.floor_ms, "per_sequence_ms": p.seq_ms,
+                       "half_rows": p.half_rows},
         }
     out["groups"] = devices
     a = out["lodo"]["all"]
@@ -103,8 +104,8 @@ def render_markdown(s: dict, corpus_files: list[str]) -> str:
                f"| single-stream decode (tg) | {line(s[name]['single_stream_decode'])} |"]
         md += [f"| {k} | {line(st)} |" for k, st in s[name]["by_engine_metric"].items() if st["n"]]
     md += ["", "## Per device and kernel family", "",
-           "| device | family | rows | sources | in-sample median | LODO median | LODO p90 | LODO from | bandwidth | compute | attention/peak | floor ms |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| device | family | rows | sources | in-sample median | LODO median | LODO p90 | LODO from | bandwidth | compute | attention/peak | floor ms | per-seq ms | n_1/2 rows |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for d, fams in s["groups"].items():
         for f, g in fams.items():
             p = g["params"]
@@ -112,7 +113,7 @@ def render_markdown(s: dict, corpus_files: list[str]) -> str:
             comp = ", ".join(f"{k} {v:.3f}" for k, v in p["compute"].items())
             md.append(f"| {d} | {f} | {g['rows']} | {g['sources']} | {_pct(g['in_sample']['median'])} | "
                       f"{_pct(g['lodo']['median'])} | {_pct(g['lodo']['p90'])} | {', '.join(g['lodo_from']) or '-'} | "
-                      f"{bw} | {comp} | {p['attention_of_peak']:.3f} | {p['floor_ms']:.2f} |")
+                      f"{bw} | {comp} | {p['attention_of_peak']:.3f} | {p['floor_ms']:.2f} | {p['per_sequence_ms']:.3f} | {p['half_rows']:.0f} |")
     md += ["", "## Rows not replayed", "", "| row | where | why |", "|---|---|---|"]
     md += [f"| {e['row_id']} | {e['where']} | {e['reason']} |" for e in s["excluded"]]
     return "\n".join(md) + "\n"

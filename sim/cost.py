@@ -252,7 +252,8 @@ class CostParams:
             iteration_overhead_s=it_ms / 1e3,
             per_sequence_overhead_s=seq_ms / 1e3,
             # a property of the profile's matmul kernels (calibrated), not of the engine preset
-            matmul_half_rows=float(getattr(hw, "matmul_half_rows", 0.0) or 0.0),
+            matmul_half_rows=float(eff.matmul_half_rows if eff.matmul_half_rows is not None
+                                   else (getattr(hw, "matmul_half_rows", 0.0) or 0.0)),
             decode_attention_slowdown=float(getattr(hw, "decode_attention_slowdown", 1.0) or 1.0),
         )
 
@@ -542,6 +543,13 @@ class CostModel:
         lm_head = model.vocab_size * model.hidden_size
         # FLOPs per new token in every matmul but the LM head; FLOPs of the LM head per sampled sequence.
         self.flops_per_token = 2.0 * (model.matmul_params_active - lm_head)
+        # MoE: one row through one routed expert's FFN in every layer [FLOP], and the FLOPs per token
+        # outside the routed experts (attention projections, router, shared experts). The routed
+        # experts' GEMMs run per touched expert over that expert's rows only (grouped GEMM, llama.cpp
+        # mul_mat_id), so their start-up (Hockney's n_1/2) is paid once per touched expert
+        # (`_layer_matmul_flops`).
+        self.expert_flops_per_row = 2.0 * model.n_layers * model.ffn_params_per_expert if model.is_moe else 0.0
+        self.non_expert_flops_per_token = self.flops_per_token - model.n_experts_active * self.expert_flops_per_row
         self.flops_per_sequence = 2.0 * lm_head
         # Attention FLOPs per (query token, key, layer): 2 (QK^T, PV) x 2 (multiply-add) x heads x head_dim.
         self.attention_flops_per_layer_key = 4.0 * model.n_heads * model.d_head
@@ -641,6 +649,26 @@ class CostModel:
         touched = expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, new_tokens)
         return self.non_expert_bytes + touched * self.expert_bytes
 
+    def _layer_matmul_flops(self, tokens, half: float):
+        """FLOP-equivalents of the layers' matmuls over `tokens` rows (all but the LM head), start-up
+        included: flops_per_token x start(T) for a dense model (`gemm_start_rows`). A MoE model's
+        routed experts are E_t separate GEMMs (E_t = expected distinct experts touched by T tokens,
+        `expected_distinct_experts`) of T k / E_t rows each, so they pay E_t start-ups:
+
+            non_expert_flops_per_token x start(T) + expert_flops_per_row x (T k + E_t x n_1/2 x [T k / E_t >= 2])
+
+        which equals flops_per_token x T when n_1/2 = 0. With few rows per expert (a 2048-token prompt
+        over 128 experts, top-4: 64 rows each) the experts run well below the dense layers' rate, which
+        public llama.cpp measurements of MoE prefill show (calibrate/public_fit.py). Scalars or arrays."""
+        if not half or not self.model.is_moe:
+            return self.flops_per_token * gemm_start_rows(tokens, half)
+        t = np.asarray(tokens, dtype=float)
+        k = self.model.n_experts_active
+        touched = np.maximum(expected_distinct_experts(self.model.n_experts, k, t), 1e-12)
+        startups = np.where(t * k / touched >= 2, touched * half, 0.0)
+        out = self.non_expert_flops_per_token * gemm_start_rows(t, half) + self.expert_flops_per_row * (t * k + startups)
+        return out if np.ndim(tokens) else float(out)
+
     def _terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys=0.0):
         """compute_s, memory_s, overhead_s for aggregates (numpy-broadcast), under parameters p
         (`CostParams.FIELDS` order; shorter tuples take the trailing defaults). `decode_keys` is the
@@ -649,7 +677,7 @@ class CostModel:
         trailing_defaults = (0.0, 1.0)  # matmul_half_rows, decode_attention_slowdown
         bw, mm, att, it_s, seq_s, half, slow = (*p, *trailing_defaults[len(p) - 5:])
         effective_keys = layer_keys + (slow - 1.0) * decode_keys
-        compute_s = (self.flops_per_token * gemm_start_rows(tokens, half)
+        compute_s = (self._layer_matmul_flops(tokens, half)
                      + self.flops_per_sequence * gemm_rows(seqs, half)) / mm + (
             self.attention_flops_per_layer_key * effective_keys
         ) / att
@@ -1019,7 +1047,7 @@ class CostModel:
         bw, mm, att, it_s, seq_s, half, slow = self._param_tuple()
         overhead = it_s + seq_s * n
         # n tokens and n logits every step: the GEMM start-up (n_1/2) is a constant per step
-        compute0 = (self.flops_per_token * gemm_start_rows(n, half)
+        compute0 = (self._layer_matmul_flops(n, half)
                     + self.flops_per_sequence * gemm_rows(n, half)) / mm + overhead
         memory0 = (float(self.weight_bytes_read(n)) + self.kv_bytes_per_layer_token * self.n_layers * n) / bw + overhead
         attn = self.attention_flops_per_layer_key * slow / att  # s per layer-key (all decode keys)

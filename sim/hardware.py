@@ -70,7 +70,8 @@ class Efficiency(BaseModel):
     - `floor_ms`: the device-side cost of one engine iteration under these kernels (kernel launches
       and the gaps between them), which replaces the profile's `iteration_overhead_ms`, and
       `per_sequence_ms`, the device-side cost per sequence per iteration, which replaces its
-      `per_sequence_overhead_ms`;
+      `per_sequence_overhead_ms`; `matmul_half_rows`, the GEMM start-up in rows (sim.cost: Hockney's
+      n_1/2, paid once per routed expert a MoE batch touches), which replaces the profile's;
     - `corpus_rows`, `transferred_from`, `error`: the corpus rows (benchmarks/public) it was fitted to, the devices it was
       borrowed from when this one has none, and the held-out error per kind of figure.
     """
@@ -85,6 +86,7 @@ class Efficiency(BaseModel):
     attention_of_peak: float | None = Field(None, gt=0, le=1)
     floor_ms: float | None = Field(None, ge=0)
     per_sequence_ms: float | None = Field(None, ge=0)
+    matmul_half_rows: float | None = Field(None, ge=0, le=1024)
     corpus_rows: list[str] = Field(default_factory=list)
     transferred_from: list[str] = Field(default_factory=list)
     error: dict[str, ErrorBand] = Field(default_factory=dict)
