@@ -31,6 +31,10 @@ import numpy as np
 
 from sim.errors import ConfigError
 
+# ndarray.sum() of a 1-D array, minus the Python wrapper numpy puts around it (this runs once or
+# twice per simulated event)
+_sum = np.add.reduce
+
 
 class KVAllocator:
     """Block accounting shared by both allocators.
@@ -235,7 +239,7 @@ class PagedAllocator(KVAllocator):
         held = self.held[lanes]
         need -= held
         np.maximum(need, 0, out=need)
-        total = int(need.sum())
+        total = int(_sum(need))
         if total > self.free_blocks:
             return False
         if total:

@@ -23,6 +23,7 @@ the hot path.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Iterable, Iterator
 
@@ -34,6 +35,8 @@ from sim.metrics import STATUS_COMPLETED, GapLog, IterationLog, RequestLog
 from sim.schedulers import Batch, Scheduler
 from sim.ubatch import Piece, split_equal
 from workloads.request import Request
+
+_min = np.minimum.reduce  # ndarray.min() of a 1-D array, minus numpy's Python wrapper (once per event)
 
 
 class Pending:
@@ -344,9 +347,10 @@ class ReplicaState:
         row = p.row
         log = self.log
         log.finish_s[row] = now_s
-        log.output_tokens[row] = int(self.ctx[lane] - self.prompt[lane] + 1)
+        ctx = int(self.ctx[lane])
+        log.output_tokens[row] = ctx - int(self.prompt[lane]) + 1
         log.status[row] = STATUS_COMPLETED
-        if self.ctx[lane] < p.prompt_tokens + min(p.output_tokens, p.max_tokens) - 1:
+        if ctx < p.prompt_tokens + min(p.output_tokens, p.max_tokens) - 1:
             log.reason[row] = log.reason_code("truncated: the slot's context is full (llama-server stops generation)")
         self._vacate(lane)
         if self.prefix is not None and self.prefix.kind == "slots":
@@ -417,6 +421,7 @@ class Replica:
         source = self.source
         itlog = self.iterations if self.iterations.enabled else None
         grows = kv.grows_on_decode
+        lines_of = self._decode_lines_fn()
         while True:
             now = env.now
             st.now_s = now
@@ -451,7 +456,7 @@ class Replica:
                 ctx_f = ctx.astype(np.float64)
                 remaining = st.stop_ctx[dl]
                 remaining -= ctx  # decode steps to each lane's last token (>= 1)
-                first_done = int(remaining.min())
+                first_done = int(_min(remaining))
             else:
                 ctx = ctx_f = remaining = dl
                 first_done = 0
@@ -466,6 +471,11 @@ class Replica:
                 else:
                     t = cost.step_time(batch.prefill_tokens, ctx_pl, ctx_f)
                 t_first = t
+            elif lines_of is not None:  # one pass, one segment: the batch is priced once (`_decode_lines_fn`)
+                lines = lines_of(ctx_f)
+                k = self._run_length(batch, ctx, ctx_f, first_done, now, lines) if self.fast_forward and batch.stable else 1
+                t = cost._run_time(lines, k)
+                t_first = cost._run_time(lines, 1) if k > 1 else t
             else:
                 k = self._run_length(batch, ctx, ctx_f, first_done, now) if self.fast_forward and batch.stable else 1
                 t = self._decode_time(dl, ctx_f, k)
@@ -516,6 +526,20 @@ class Replica:
             if self.check_invariants:
                 kv.check()
 
+    def _decode_lines_fn(self):
+        """`CostModel._decode_segments` when a decode batch's step time is one pair of lines over
+        its steps (a plain CostModel: no sliding window, no padded KV views, one device, no measured
+        correction; one KV stream): the replica then prices a batch once per event and reads the run
+        time (`decode_run_time`), the first step and the steps within a budget (`decode_steps_within`)
+        from the same lines, exactly as those methods compute them. None otherwise."""
+        from sim.cost import CostModel
+
+        c = self.cost
+        if (type(c) is not CostModel or self.per_sequence_kv_streams or c.window is not None or c.kv_pad
+                or c.placement is not None or c.decode_correction is not None):
+            return None
+        return c._decode_segments
+
     def _pieces(self, batch: Batch, dl: np.ndarray, ctx: np.ndarray, ctx_pl: list[int]) -> list[Piece]:
         """The batch as llama-server builds it: one token per decoding slot in slot order, then
         the prompt chunks in admission order (a chunk has logits when it ends its prompt)."""
@@ -562,7 +586,8 @@ class Replica:
                 hi = mid
         return lo
 
-    def _run_length(self, batch: Batch, ctx: np.ndarray, ctx_f: np.ndarray, first_done: int, now_s: float) -> int:
+    def _run_length(self, batch: Batch, ctx: np.ndarray, ctx_f: np.ndarray, first_done: int, now_s: float,
+                    lines=None) -> int:
         """Decode steps the batch can run unchanged: up to its first completion (`first_done`
         steps away), the last step the KV cache can hold, the last step before a growth evicts a
         prefix-cached block (when a waiting request could be admitted), and the first step ending
@@ -590,7 +615,13 @@ class Replica:
             t_next = self.source.next_time()
             if t_next is not None:
                 budget = t_next - now_s
-                kw = self._decode_steps_within(dl, ctx_f, budget, k)
+                if lines is None:
+                    kw = self._decode_steps_within(dl, ctx_f, budget, k)
+                else:  # CostModel.decode_steps_within on one segment, from the lines already computed
+                    cost = self.cost
+                    _, a_c, b_c, a_m, b_m = lines
+                    kw = cost._fix_up(lines, cost._steps_in_lines(a_c, b_c, a_m, b_m, budget), budget, k) \
+                        if math.isfinite(budget) else k
                 if kw < k:
                     # Stop at the first step ending after the arrival, where a step-by-step run
                     # admits it. (A step ending exactly at the arrival — a tie of two float sums —
