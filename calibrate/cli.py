@@ -162,8 +162,23 @@ def calibrate_command(
                                "new ones together: a profile extended at several times describes a drifting machine "
                                "over all of them (writes back to the profile unless --out)"),
     rounds: int = typer.Option(1, "--rounds", min=1, max=10, help="with --extend: rounds of the probe plan to add"),
+    public: bool = typer.Option(False, "--public", help="no probing: fit every shipped profile's efficiencies per "
+                                "kernel family to the public-measurement corpus, cross-validate, and write the "
+                                "profiles' fitted blocks and the fidelity report"),
+    corpus: Path = typer.Option(None, "--corpus", help="with --public: folder of corpus CSVs (default: "
+                                "benchmarks/public of this checkout)"),
+    report: Path = typer.Option(None, "--report", help="with --public: write the fidelity report (Markdown, "
+                                "and JSON beside it) here"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="with --public: fit and report, write no profile"),
 ) -> None:
     """Measure this machine (or a running server), fit the cost model, write a hardware profile."""
+    if public:
+        if model or endpoint or name or check or extend:
+            raise ConfigError("--public fits the shipped profiles to the corpus: no --model, --endpoint, --name, "
+                              "--check or --extend", field="--public")
+        return public_command(corpus, report, not dry_run, as_json)
+    if corpus or report or dry_run:
+        raise ConfigError("--corpus, --report and --dry-run go with --public", field="--public")
     if check is not None:
         return check_command(check, model, threads, gpu_layers, engine, timeout_s, as_json)
     if extend is not None:
@@ -245,6 +260,34 @@ def calibrate_command(
     console.print(f"wrote {result.path}; use it with --hw {name}")
     if as_json:
         sys.stdout.write(json.dumps(summary_json(result), indent=2) + "\n")
+
+
+def public_command(corpus: Path | None, report: Path | None, write: bool, as_json: bool) -> None:
+    """`calibrate --public`: the public-measurement fit (calibrate/public_report.py)."""
+    from calibrate.public_report import run_public_fit
+
+    console = Console(stderr=True)
+    with console.status("fitting every device and kernel family to the public corpus, then cross-validating"):
+        s = run_public_fit(corpus, write_profiles=write, report=report, console=console)
+    for name, title in (("in_sample", "in sample"), ("lodo", "leave-one-device-out"),
+                        ("loso", "leave-one-source-out"), ("lomo", "leave-one-model-out")):
+        st = s[name]["all"]
+        if not st["n"]:
+            console.print(f"{title:22s}     0 rows", highlight=False)
+            continue
+        console.print(f"{title:22s} {st['n']:5d} rows: median {100 * st['median']:.1f}%, p80 {100 * st['p80']:.1f}%, "
+                      f"p90 {100 * st['p90']:.1f}%", highlight=False)
+    console.print(f"{s['replayed']} of {s['rows']} rows replayed; {len(s['excluded'])} excluded (see the report)",
+                  highlight=False)
+    if write:
+        console.print(f"profiles written: {', '.join(s.get('profiles_written', [])) or 'none changed'}", highlight=False)
+    if report:
+        console.print(f"wrote {report} and {report.with_suffix('.json')}", highlight=False)
+    if as_json:
+        from calibrate.public_report import _json_safe
+
+        sys.stdout.write(json.dumps(_json_safe({k: s[k] for k in ("rows", "replayed", "in_sample", "lodo", "loso",
+                                                                  "lomo", "targets")}), indent=2) + "\n")
 
 
 def render_check(console: Console, result) -> None:

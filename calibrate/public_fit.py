@@ -92,12 +92,19 @@ PRIOR_ATTENTION = (0.3, 3.0)
 # floor: a normal prior in ms (not log: a floor near 0 must be free to grow to milliseconds, which a
 # log scale makes a flat, gradient-free climb); 5 ms wide
 PRIOR_FLOOR_MS = (0.1, 5.0)
-# per-sequence cost: normal prior around 0 ms, 0.5 ms wide (a decode row's sampling and norms are tens
-# of microseconds on a GPU; the data must show more)
-PRIOR_SEQ_MS = (0.0, 0.5)
+# per-sequence cost: normal prior around 0 ms, 50 us wide (a decode row's sampling, norms and rope are
+# microseconds to tens of microseconds of GPU time; a group must show more with rows over many batch
+# sizes — 3 rows at one batch size cannot tell it from the iteration floor)
+PRIOR_SEQ_MS = (0.0, 0.05)
 # GEMM start-up n_1/2 in rows (sim.cost `_layer_matmul_flops`): normal prior at 0, 128 rows wide; with
 # dense prompts of >= 512 rows it barely shows, with a MoE prompt's few rows per expert it dominates
 PRIOR_HALF_ROWS = (0.0, 128.0)
+# A row's log error is measured against ROW_SIGMA: the scatter between two published measurements of
+# the same setup (builds, drivers, clocks) is about 10%, so a 10% miss weighs as much as a one-sigma
+# move of a prior. Past ROBUST_SCALE sigmas (15%) a row pulls linearly, not quadratically
+# (soft_l1): one misprinted or mislabelled figure cannot drag a whole device.
+ROW_SIGMA = 0.1
+ROBUST_SCALE = 1.5
 BOUNDS = {"bandwidth": (0.05, 1.0), "compute": (0.002, 1.0), "attention": (0.005, 1.0), "floor_ms": (0.0, 30.0),
           "seq_ms": (0.0, 10.0), "half_rows": (0.0, 1024.0)}
 
@@ -464,13 +471,28 @@ def fit_group(items: list[Prepared], device: str, family: str, priors: dict | No
         p = _unpack(x, classes, device, family)
         pred = np.array([predict(it.row, it.shape, p) for it in items])
         pred = np.where(np.isfinite(pred) & (pred > 0), pred, meas * 1e3)
-        return np.concatenate([w * np.log(pred / meas), (x - centre) / sigma])
+        return np.concatenate([w * np.log(pred / meas) / ROW_SIGMA, (x - centre) / sigma])
 
-    # soft_l1: a row far off (a misprinted or mislabelled figure) pulls like |r|, not r^2; the priors'
-    # residuals are small, so they stay quadratic in practice
 
-    x0 = np.clip(centre, lo + 1e-9, hi - 1e-9)
-    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, method="trf", loss="soft_l1", f_scale=0.15, max_nfev=400, ftol=1e-10, xtol=1e-10, gtol=1e-10)
+    # The roofline's max(compute, memory) is flat in the parameter that does not bind: a prompt the
+    # prior's compute rate makes memory-bound gives the compute efficiency no gradient, however slow the
+    # measured prompt was. So the descent starts from the best of a few points that differ in the
+    # compute efficiencies (x 1, 1/4, 1/16 of the prior) and bandwidths (x 1, 1/2).
+    starts = []
+    for dc in (0.0, -math.log(4), -math.log(16)):
+        for db in (0.0, -math.log(2)):
+            x = centre.copy()
+            x[4:4 + n] += db
+            x[4 + n:] += dc
+            starts.append(np.clip(x, lo + 1e-9, hi - 1e-9))
+
+    def cost(x):
+        r = resid(x)
+        return float(np.sum(2 * ROBUST_SCALE**2 * (np.sqrt(1 + (r / ROBUST_SCALE) ** 2) - 1)))
+
+    x0 = min(starts, key=cost)
+    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, method="trf", loss="soft_l1", f_scale=ROBUST_SCALE,
+                        max_nfev=400, ftol=1e-10, xtol=1e-10, gtol=1e-10)
     p = _unpack(sol.x, classes, device, family)
     p.rows = [it.row.row_id for it in items]
     p.sources = sorted({it.row.source for it in items})

@@ -1,0 +1,233 @@
+"""The public-measurement corpus, the fit of the cost model to it, and the error bands it ships."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from calibrate.public_corpus import COLUMNS, default_corpus_dir, load_corpus
+from calibrate.public_fit import (
+    GroupParams,
+    cost_params,
+    fit_group,
+    predict,
+    prepare,
+    row_shape,
+    transfer,
+)
+from sim.cli import app
+from sim.cost import CostModel, CostParams
+from sim.engine_config import load_engine
+from sim.hardware import load_profile
+from sim.models import get_model
+from sim.quant import kernel_class
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAT = ROOT / "workloads" / "examples" / "chat.jsonl"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_corpus()
+
+
+def test_corpus_loads_and_every_row_cites_a_source(corpus):
+    assert len(corpus) >= 150
+    for r in corpus:
+        assert r.source.startswith(("http://", "https://")), r.row_id
+        assert r.extra["as_printed"].strip(), r.row_id
+        assert r.value > 0
+    assert len({r.device for r in corpus}) >= 12
+    assert len({r.engine for r in corpus}) >= 4
+    # batched / concurrent rows, not only single stream
+    assert sum(r.metric in ("batched", "serving", "offline") and (r.batch or 0) > 1 for r in corpus) >= 50
+
+
+def _write_corpus(folder: Path, rows: list[dict]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "rows.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+    return path
+
+
+def _good_row(**kw) -> dict:
+    row = {c: "" for c in COLUMNS}
+    row.update(row_id="t-1", source="https://example.org/bench", engine="llama.cpp", device="rtx-4090", n_devices="1",
+               model="llama-3.1-8b", quant="q4_k_m", metric="tg", batch="1", input_tokens="0", output_tokens="128",
+               depth="0", quantity="decode_tps", value="120.5", as_printed="| tg128 | 120.50 |")
+    row.update(kw)
+    return row
+
+
+@pytest.mark.parametrize("field,value,problem", [
+    ("device", "rtx-9999", "not a shipped hardware profile"),
+    ("value", "fast", "expected a number"),
+    ("batch", "two", "expected a whole number"),
+    ("quantity", "ttft_ms", "cannot report"),
+    ("source", "a friend told me", "must be a URL"),
+    ("model", "llama-9-1t", "not in the model catalog"),
+])
+def test_a_bad_corpus_row_is_one_line_naming_file_line_and_field(tmp_path, field, value, problem):
+    path = _write_corpus(tmp_path / "corpus", [_good_row(row_id="ok"), _good_row(row_id="bad", **{field: value})])
+    res = runner.invoke(app, ["calibrate", "--public", "--dry-run", "--corpus", str(path.parent)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.output
+    assert f"{path}:3" in lines[0] and field in lines[0] and problem in lines[0]
+    assert "Traceback" not in res.output
+
+
+def test_duplicate_row_ids_are_refused(tmp_path):
+    path = _write_corpus(tmp_path / "c", [_good_row(), _good_row()])
+    res = runner.invoke(app, ["calibrate", "--public", "--dry-run", "--corpus", str(path.parent)])
+    assert res.exit_code == 2 and "duplicate row_id" in res.output and "row_id" in res.output
+
+
+def _synthetic_rows(truth: GroupParams):
+    """Rows of the kinds the corpus holds (pp, tg, batched decode and prefill) on rtx-4090 whose
+    values are what `truth` predicts: the fit must find `truth` again."""
+    base = _good_row()
+    rows, i = [], 0
+    for model, quant in (("llama-3.1-8b", "q4_k_m"), ("llama-3.1-8b", "fp16"), ("qwen2.5-7b", "q8_0"),
+                         ("mistral-7b-v0.3", "q4_k_m")):
+        for metric, b, isl, osl, depth, quantity in (
+            ("pp", 1, 512, 0, 0, "prompt_tps"), ("pp", 1, 4096, 0, 0, "prompt_tps"),
+            ("tg", 1, 0, 128, 0, "decode_tps"), ("tg", 1, 0, 128, 4096, "decode_tps"),
+            ("batched", 8, 512, 64, 0, "decode_tps"), ("batched", 32, 512, 64, 0, "decode_tps"),
+            ("batched", 4, 512, 64, 0, "prompt_tps"),
+        ):
+            i += 1
+            rec = {**base, "row_id": f"s{i}", "model": model, "quant": quant, "metric": metric, "batch": str(b),
+                   "input_tokens": str(isl), "output_tokens": str(osl), "depth": str(depth), "quantity": quantity,
+                   "value": "1", "source": f"https://example.org/{i % 3}"}
+            from calibrate.public_corpus import parse_row
+
+            r = parse_row(rec, file="synthetic", line=i, devices={"rtx-4090"}, models={model})
+            rows.append(r)
+    prepared = prepare(rows)
+    out = []
+    for it in prepared:
+        assert it.shape is not None, it.excluded
+        out.append(replace(it, row=replace(it.row, value=predict(it.row, it.shape, truth))))
+    return out
+
+
+def test_the_fit_recovers_known_parameters_from_synthetic_rows():
+    truth = GroupParams("rtx-4090", "ggml", bandwidth={"gguf": 0.62, "f16": 0.81}, compute={"gguf": 0.18, "f16": 0.7},
+                        attention=0.2, floor_ms=0.9, seq_ms=0.0, half_rows=0.0)
+    items = _synthetic_rows(truth)
+    got = fit_group(items, "rtx-4090", "ggml")
+    assert got.bandwidth["gguf"] == pytest.approx(0.62, rel=0.03)
+    assert got.bandwidth["f16"] == pytest.approx(0.81, rel=0.03)
+    assert got.compute["gguf"] == pytest.approx(0.18, rel=0.05)
+    assert got.compute["f16"] == pytest.approx(0.7, rel=0.05)
+    assert got.floor_ms == pytest.approx(0.9, abs=0.1)
+    errs = [predict(it.row, it.shape, got) / it.row.value - 1 for it in items]
+    assert max(abs(e) for e in errs) < 0.02
+
+
+def test_fit_and_simulator_price_a_fitted_profile_alike():
+    """What the fit optimised (public_fit.cost_params) is what the simulator runs (CostParams.from_profile)."""
+    for device, engine, quant in (("rtx-4090", "llama.cpp", "q4_k_m"), ("h100-sxm", "trtllm", "fp8"),
+                                  ("dgx-spark", "ollama", "mxfp4"), ("apple-m3-max", "mlx", "mlx-4bit")):
+        hw = load_profile(device)
+        eng = load_engine(engine).for_hardware(hw)
+        fam = eng.kernel_family
+        e = hw.engine_efficiency[fam]
+        p = GroupParams(device, fam, dict(e.bandwidth_by_class), dict(e.compute_by_class), e.attention_of_peak,
+                        e.floor_ms, e.per_sequence_ms, e.matmul_half_rows)
+        q = get_model("llama-3.1-8b").quant(quant)
+        assert CostParams.from_profile(hw, q, eng) == cost_params(hw, eng, q, p), (device, engine)
+
+
+def test_an_unmeasured_device_borrows_from_its_nearest_architecture():
+    fits = {(d, "ggml"): GroupParams(d, "ggml", {"gguf": bw}, {"gguf": c}, 0.2, 1.0, rows=["r"] * 10,
+                                     seen_classes=("gguf",))
+            for d, bw, c in (("a100-80g", 0.5, 0.15), ("rtx-4090", 0.7, 0.17), ("apple-m3-max", 0.7, 0.7))}
+    p = transfer("a100-40g", "ggml", fits)
+    assert p.transferred_from == ["a100-80g"]
+    assert p.bandwidth["gguf"] == pytest.approx(0.5, rel=0.05)
+    assert transfer("a100-40g", "trtllm", fits) is None
+
+
+def test_moe_experts_pay_their_start_up_per_touched_expert():
+    moe, dense = get_model("qwen3-30b-a3b"), get_model("qwen2.5-7b")
+    for spec in (moe, dense):
+        cm = CostModel(spec, "q8_0", CostParams(1e12, 1e14, 1e14))
+        t = np.array([1.0, 64.0, 2048.0])
+        # without a start-up the experts are plain FLOPs x rows, as before
+        assert np.allclose(cm._layer_matmul_flops(t, 0.0), cm.flops_per_token * t)
+        with_half = cm._layer_matmul_flops(t, 64.0)
+        if spec.is_moe:
+            # a 2048-token prompt over 128 experts (top-8) costs far more than its FLOPs
+            assert with_half[2] > 1.15 * cm.flops_per_token * 2048
+        else:
+            assert with_half[2] == pytest.approx(cm.flops_per_token * (2048 + 64))
+
+
+def test_run_json_carries_the_expected_error_band():
+    res = runner.invoke(app, ["run", str(CHAT), "--hw", "rtx-4090", "--engine", "llama.cpp", "--model",
+                              "llama-3.1-8b", "--json"])
+    assert res.exit_code == 0, res.output
+    start = res.stdout.index("{")
+    err = json.loads(res.stdout[start:])["config"]["expected_error"]
+    assert err["family"] == "ggml"
+    assert err["figures"]["tpot"]["pct"] > 0 and err["figures"]["tpot"]["n"] >= 3
+    assert "rtx-4090" in err["basis"]
+
+
+def test_run_prints_the_band_and_says_when_a_device_has_no_data():
+    res = runner.invoke(app, ["run", str(CHAT), "--hw", "l4", "--engine", "vllm", "--model", "llama-3.1-8b"])
+    assert res.exit_code == 0, res.output
+    assert "expected error:" in res.stdout and "no public data for torch kernels on l4: transferred from" in res.stdout
+    res = runner.invoke(app, ["run", str(CHAT), "--hw", "cpu-x86-generic", "--engine", "llama.cpp", "--model",
+                              "llama-3.1-8b", "--quant", "q4_k_m", "--json"])
+    err = json.loads(res.stdout[res.stdout.index("{"):])["config"]["expected_error"]
+    assert err["figures"] == {} and "no public measurements" in err["basis"]
+
+
+def test_fit_and_plan_carry_the_band():
+    res = runner.invoke(app, ["fit", "--hw", "dgx-spark", "--model", "llama-3.1-8b", "--json"])
+    assert res.exit_code == 0, res.output
+    bands = json.loads(res.stdout)["expected_error"]
+    assert set(bands) >= {"llama.cpp"} and bands["llama.cpp"]["figures"]
+
+
+def test_calibrate_public_on_a_small_corpus_reports_held_out_error(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(default_corpus_dir() / "mlx.csv", corpus / "mlx.csv")
+    report = tmp_path / "fidelity.md"
+    res = runner.invoke(app, ["calibrate", "--public", "--dry-run", "--corpus", str(corpus), "--report", str(report),
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout[res.stdout.index("{"):])
+    assert out["replayed"] >= 40 and out["in_sample"]["all"]["median"] < 0.2
+    text = report.read_text()
+    assert "Leave-one-device-out" in text and "apple-m3-max" in text
+
+
+def test_every_row_is_replayed_or_excluded_with_a_reason(corpus):
+    for r in corpus[:200]:
+        try:
+            row_shape(r)
+        except Exception as e:  # noqa: BLE001 - Excluded carries the reason
+            assert type(e).__name__ == "Excluded" and str(e), r.row_id
+
+
+def test_kernel_class_puts_mxfp4_under_ggml_with_the_gguf_kernels():
+    q = get_model("gpt-oss-20b").quant("mxfp4")
+    assert kernel_class(q, "ggml") == ("gguf", "int8")
+    assert kernel_class(q, "torch") == ("fp4", "fp4")
