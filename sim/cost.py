@@ -577,6 +577,7 @@ class CostModel:
         # Measured decode-step correction of a calibrated model (DecodeCorrection); one device only.
         self.decode_correction = decode_correction if self.placement is None else None
         self._factors: dict[int, float] = {}
+        self._decode_consts: dict[int, tuple] = {}  # batch size -> `_decode_constants`
 
     @classmethod
     def from_names(
@@ -1043,7 +1044,17 @@ class CostModel:
         plain floats (the hot path).
         """
         d = np.asarray(decode_context, dtype=float)
-        n = len(d)
+        consts = self._decode_consts.get(len(d))
+        if consts is None or consts[4] is not self.params:
+            consts = self._decode_constants(len(d))
+        compute0, memory0, attn, kvr, _ = consts
+        starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
+        return starts, compute0 + attn * keys0, attn * keys1, memory0 + kvr * read0, kvr * read1
+
+    def _decode_constants(self, n: int) -> tuple:
+        """(compute0, memory0, attn, kvr, params) of `_decode_segments` for a batch of n sequences:
+        the terms that do not depend on the contexts, computed once per batch size and params object
+        (the simulator prices the same few batch sizes hundreds of thousands of times; issue 17)."""
         bw, mm, att, it_s, seq_s, half, slow = self._param_tuple()
         overhead = it_s + seq_s * n
         # n tokens and n logits every step: the GEMM start-up (n_1/2) is a constant per step
@@ -1052,8 +1063,8 @@ class CostModel:
         memory0 = (float(self.weight_bytes_read(n)) + self.kv_bytes_per_layer_token * self.n_layers * n) / bw + overhead
         attn = self.attention_flops_per_layer_key * slow / att  # s per layer-key (all decode keys)
         kvr = self.kv_bytes_per_layer_token / bw  # s per layer-token read
-        starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
-        return starts, compute0 + attn * keys0, attn * keys1, memory0 + kvr * read0, kvr * read1
+        c = self._decode_consts[n] = (compute0, memory0, attn, kvr, self.params)
+        return c
 
     def _decode_aggregates(self, d: np.ndarray, limit: float = math.inf):
         """Token aggregates of step i of a fixed decode batch, linear on segments of i:
