@@ -683,8 +683,9 @@ def error_bands(v: Validation, device: str, family: str) -> dict[str, dict]:
     """Expected error per kind of figure for `device` under `family`: the 80th percentile of
     held-out |predicted / measured - 1|. Where the device has rows of the kind for at least two
     models, leave-one-model-out on this device (a model the fit did not see: what a user asks about
-    next); else the family's leave-one-device-out error over every device (what a transferred
-    prediction has shown elsewhere)."""
+    next); else the family's leave-one-device-out error over the comparable devices (same
+    generation, or same vendor and memory class), or over every device when those have too few
+    rows of the kind (what a transferred prediction has shown elsewhere)."""
     out = {}
     own = [it for it in v.prepared if it.shape is not None and it.row.device == device and it.family == family]
     fam = [it for it in v.prepared if it.shape is not None and it.family == family]
@@ -695,10 +696,16 @@ def error_bands(v: Validation, device: str, family: str) -> dict[str, dict]:
         if fitted_here and st["n"] >= BAND_MIN_ROWS:
             out[kind] = {"pct": round(100 * st["p80"], 1), "n": st["n"], "basis": "held out by model, this device"}
             continue
-        theirs = [v.lodo[it.row.row_id] for it in fam if KINDS[it.row.quantity] == kind]
-        st = _stats(theirs)
-        if st["n"] >= BAND_MIN_ROWS:
-            out[kind] = {"pct": round(100 * st["p80"], 1), "n": st["n"], "basis": f"held out by device, all {family} devices"}
+        # a transfer's error as shown by comparable devices (same generation, or same vendor and memory
+        # class: the tiers `transfer` leans on) when they have rows of the kind, else by every device
+        near = sorted({it.row.device for it in fam if it.row.device != device and _tier(device, it.row.device) <= 1})
+        for pool, label in ((near, f"{family} on {', '.join(near)}"), (None, f"all {family} devices")):
+            theirs = [v.lodo[it.row.row_id] for it in fam
+                      if KINDS[it.row.quantity] == kind and (pool is None or it.row.device in pool)]
+            st = _stats(theirs)
+            if st["n"] >= BAND_MIN_ROWS:
+                out[kind] = {"pct": round(100 * st["p80"], 1), "n": st["n"], "basis": f"held out by device, {label}"}
+                break
     return out
 
 
