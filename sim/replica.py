@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from sim.cost import _sum_max_of_two_lines
 from sim.errors import ConfigError
 from sim.kv import KVAllocator
 from sim.metrics import STATUS_COMPLETED, GapLog, IterationLog, RequestLog
@@ -473,9 +474,12 @@ class Replica:
                 t_first = t
             elif lines_of is not None:  # one pass, one segment: the batch is priced once (`_decode_lines_fn`)
                 lines = lines_of(ctx_f)
-                k = self._run_length(batch, ctx, ctx_f, first_done, now, lines) if self.fast_forward and batch.stable else 1
-                t = cost._run_time(lines, k)
-                t_first = cost._run_time(lines, 1) if k > 1 else t
+                times: dict[int, float] = {}  # k -> run time of k steps, as `_run_length` computed them
+                k = self._run_length(batch, ctx, ctx_f, first_done, now, lines, times) \
+                    if self.fast_forward and batch.stable else 1
+                # CostModel._run_time on one segment (float starts: `_decode_lines_fn`)
+                t = times[k] if k in times else _sum_max_of_two_lines(*lines[1:], k)
+                t_first = (times[1] if 1 in times else _sum_max_of_two_lines(*lines[1:], 1)) if k > 1 else t
             else:
                 k = self._run_length(batch, ctx, ctx_f, first_done, now) if self.fast_forward and batch.stable else 1
                 t = self._decode_time(dl, ctx_f, k)
@@ -587,7 +591,7 @@ class Replica:
         return lo
 
     def _run_length(self, batch: Batch, ctx: np.ndarray, ctx_f: np.ndarray, first_done: int, now_s: float,
-                    lines=None) -> int:
+                    lines=None, times: dict | None = None) -> int:
         """Decode steps the batch can run unchanged: up to its first completion (`first_done`
         steps away), the last step the KV cache can hold, the last step before a growth evicts a
         prefix-cached block (when a waiting request could be admitted), and the first step ending
@@ -617,11 +621,23 @@ class Replica:
                 budget = t_next - now_s
                 if lines is None:
                     kw = self._decode_steps_within(dl, ctx_f, budget, k)
-                else:  # CostModel.decode_steps_within on one segment, from the lines already computed
-                    cost = self.cost
+                elif not math.isfinite(budget):
+                    kw = k
+                else:
+                    # CostModel.decode_steps_within on one segment, from the lines already computed:
+                    # its estimate, then `_fix_up`'s exact correction, keeping the run times in `times`
                     _, a_c, b_c, a_m, b_m = lines
-                    kw = cost._fix_up(lines, cost._steps_in_lines(a_c, b_c, a_m, b_m, budget), budget, k) \
-                        if math.isfinite(budget) else k
+                    kw = min(self.cost._steps_in_lines(a_c, b_c, a_m, b_m, budget), k)
+                    while kw > 0:
+                        tk = times[kw] = _sum_max_of_two_lines(a_c, b_c, a_m, b_m, kw)
+                        if tk <= budget:
+                            break
+                        kw -= 1
+                    while kw < k:
+                        tk = times[kw + 1] = _sum_max_of_two_lines(a_c, b_c, a_m, b_m, kw + 1)
+                        if tk > budget:
+                            break
+                        kw += 1
                 if kw < k:
                     # Stop at the first step ending after the arrival, where a step-by-step run
                     # admits it. (A step ending exactly at the arrival — a tie of two float sums —
