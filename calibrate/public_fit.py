@@ -106,7 +106,8 @@ PRIOR_HALF_ROWS = (0.0, 128.0)
 ROW_SIGMA = 0.1
 ROBUST_SCALE = 1.5
 BOUNDS = {"bandwidth": (0.05, 1.0), "compute": (0.002, 1.0), "attention": (0.005, 1.0), "floor_ms": (0.0, 30.0),
-          "seq_ms": (0.0, 10.0), "half_rows": (0.0, 1024.0)}
+          "seq_ms": (0.0, 10.0), "half_rows": (0.0, 1024.0), "lat_us": (0.2, 50.0)}
+PRIOR_LATENCY_US_SIGMA = 5.0
 
 
 @dataclass
@@ -121,6 +122,7 @@ class GroupParams:
     floor_ms: float
     seq_ms: float = 0.0
     half_rows: float = 0.0
+    lat_us: float | None = None  # step latency of the family's all-reduce (fitted only from TP rows)
     rows: list[str] = field(default_factory=list)  # corpus row ids the values were fitted to
     sources: list[str] = field(default_factory=list)
     transferred_from: list[str] = field(default_factory=list)  # "device/family" when not fitted here
@@ -155,7 +157,7 @@ class Shape:
     scale: float = 0.0
     tp: int = 1
     comm_per_token_s: float = 0.0
-    comm_per_pass_s: float = 0.0
+    comm_steps: float = 0.0  # collective steps per pass (each costs the step latency)
     # serving at a request rate: the concurrency solves C = rate x e2e(C) (Little's law)
     rate: float | None = None
     rate_parts: tuple | None = None
@@ -208,13 +210,15 @@ def _kv_capacity(hw, spec, q, eng) -> int:
 
 
 def _comm(hw, spec, tp: int) -> tuple[float, float]:
-    """All-reduce seconds per token and per pass of a TP group (sim.parallel's placement)."""
+    """A TP group's all-reduces (sim.parallel's placement): seconds per token (bandwidth term) and
+    collective steps per pass, which cost the family's step latency each (`GroupParams.lat_us`)."""
     if tp <= 1:
         return 0.0, 0.0
     from sim.parallel import ParallelConfig, build_placement
 
-    pl = build_placement(spec, CostParams(1e12, 1e12, 1e12), ParallelConfig.for_profile(hw, tp, 1), None)
-    return pl.comm_s_per_token, pl.comm_s_per_pass
+    pl = build_placement(spec, CostParams(1e12, 1e12, 1e12), ParallelConfig.for_profile(hw, tp, 1, latency_us=1.0),
+                         None)
+    return pl.comm_s_per_token, pl.comm_s_per_pass / 1e-6  # per pass at 1 us per step = steps
 
 
 def _decode_steps(cm, batch: int, start: int, steps: int, samples: int = 24):
@@ -375,7 +379,8 @@ def predict(row: PublicRow, shape: Shape, p: GroupParams) -> float:
     cp = cost_params(hw, eng, q, p, shape.tp)
 
     def time_of(features, weights):
-        t = cm.predict_times(cp, features) + shape.comm_per_token_s * features.new_tokens + shape.comm_per_pass_s
+        lat_s = (p.lat_us if p.lat_us is not None else hw.interconnect_latency_us) * 1e-6
+        t = cm.predict_times(cp, features) + shape.comm_per_token_s * features.new_tokens + shape.comm_steps * lat_s
         return float(np.dot(t, weights))
 
     if shape.rate is not None:
@@ -437,7 +442,8 @@ def _unpack(x: np.ndarray, classes: tuple[str, ...], device: str, family: str) -
     att, floor, seq, half = float(np.exp(x[0])), float(max(x[1], 0.0)), float(max(x[2], 0.0)), float(max(x[3], 0.0))
     bw = {c: float(np.exp(v)) for c, v in zip(classes, x[4:4 + n])}
     comp = {c: float(np.exp(v)) for c, v in zip(classes, x[4 + n:4 + 2 * n])}
-    return GroupParams(device, family, bw, comp, att, floor, seq, half)
+    lat = float(max(x[4 + 2 * n], 0.0)) if len(x) > 4 + 2 * n else None
+    return GroupParams(device, family, bw, comp, att, floor, seq, half, lat)
 
 
 def fit_group(items: list[Prepared], device: str, family: str, priors: dict | None = None) -> GroupParams:
@@ -459,6 +465,14 @@ def fit_group(items: list[Prepared], device: str, family: str, priors: dict | No
     lo = np.array([math.log(BOUNDS["attention"][0]), BOUNDS["floor_ms"][0], BOUNDS["seq_ms"][0], BOUNDS["half_rows"][0]]
                   + [math.log(BOUNDS["bandwidth"][0])] * n + [math.log(BOUNDS["compute"][0])] * n)
     hi = np.array([0.0, BOUNDS["floor_ms"][1], BOUNDS["seq_ms"][1], BOUNDS["half_rows"][1]] + [0.0] * (2 * n))
+    if any(it.row.n_devices > 1 for it in items):
+        # rows over several devices also measure the all-reduce's step latency (normal prior at the
+        # profile's interconnect_latency_us, 5 us wide)
+        from sim.hardware import load_profile
+
+        lat0 = load_profile(device).interconnect_latency_us
+        centre, sigma = np.append(centre, lat0), np.append(sigma, PRIOR_LATENCY_US_SIGMA)
+        lo, hi = np.append(lo, BOUNDS["lat_us"][0]), np.append(hi, BOUNDS["lat_us"][1])
     # a (source, quantity) block of n rows weighs as much as n^0.75 rows, so one 100-row table does
     # not drown a 4-row one
     blocks: dict = defaultdict(int)
@@ -483,7 +497,7 @@ def fit_group(items: list[Prepared], device: str, family: str, priors: dict | No
         for db in (0.0, -math.log(2)):
             x = centre.copy()
             x[4:4 + n] += db
-            x[4 + n:] += dc
+            x[4 + n:4 + 2 * n] += dc
             starts.append(np.clip(x, lo + 1e-9, hi - 1e-9))
 
     def cost(x):
@@ -574,6 +588,8 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams])
         device, family, bw, comp, wgeo([(weight(g), g.attention) for g in others]),
         wmean([(weight(g), g.floor_ms) for g in others]), wmean([(weight(g), g.seq_ms) for g in others]),
         wmean([(weight(g), g.half_rows) for g in others]),
+        (wmean([(weight(g), g.lat_us) for g in others if g.lat_us is not None])
+         if any(g.lat_us is not None for g in others) else None),
         transferred_from=sorted(g.device for g in others if _tier(device, g.device) == best), seen_classes=(),
     )
 
@@ -756,6 +772,7 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
                 "floor_ms": round(p.floor_ms, 3),
                 "per_sequence_ms": round(p.seq_ms, 4),
                 "matmul_half_rows": round(p.half_rows, 2),
+                "interconnect_latency_us": None if p.lat_us is None else round(p.lat_us, 2),
                 "source": src,
                 "corpus_rows": list(p.rows),
                 "transferred_from": list(p.transferred_from),

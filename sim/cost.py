@@ -604,7 +604,10 @@ class CostModel:
         prof = hw if isinstance(hw, HardwareProfile) else load_profile(hw)
         q = spec.quant(quant or eng.default_quant)
         params = params or CostParams.from_profile(prof, q, eng)
-        parallel = ParallelConfig.for_profile(prof, eng.tp, eng.pp) if eng.tp * eng.pp > 1 else None
+        # an engine family's fitted all-reduce step latency replaces the profile's (Efficiency)
+        latency_us = prof.efficiency_for(eng.name, eng.kernel_family or eng.name).interconnect_latency_us
+        parallel = (ParallelConfig.for_profile(prof, eng.tp, eng.pp, latency_us=latency_us)
+                    if eng.tp * eng.pp > 1 else None)
         offload = None
         if eng.gpu_layers is not None:
             from sim.memory import resolve_gpu_layers

@@ -72,6 +72,9 @@ class Efficiency(BaseModel):
       `per_sequence_ms`, the device-side cost per sequence per iteration, which replaces its
       `per_sequence_overhead_ms`; `matmul_half_rows`, the GEMM start-up in rows (sim.cost: Hockney's
       n_1/2, paid once per routed expert a MoE batch touches), which replaces the profile's;
+      `interconnect_latency_us`, one collective step of the family's all-reduce, fitted where the
+      public rows ran tensor parallel (vLLM's custom all-reduce and TRT-LLM's are one-shot kernels,
+      far below NCCL's ring latency), which replaces the profile's for tp/pp > 1;
     - `corpus_rows`, `transferred_from`, `error`: the corpus rows (benchmarks/public) it was fitted to, the devices it was
       borrowed from when this one has none, and the held-out error per kind of figure.
     """
@@ -87,6 +90,7 @@ class Efficiency(BaseModel):
     floor_ms: float | None = Field(None, ge=0)
     per_sequence_ms: float | None = Field(None, ge=0)
     matmul_half_rows: float | None = Field(None, ge=0, le=1024)
+    interconnect_latency_us: float | None = Field(None, ge=0)
     corpus_rows: list[str] = Field(default_factory=list)
     transferred_from: list[str] = Field(default_factory=list)
     error: dict[str, ErrorBand] = Field(default_factory=dict)

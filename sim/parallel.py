@@ -180,15 +180,18 @@ class ParallelConfig:
         return self.tp * self.pp
 
     @classmethod
-    def for_profile(cls, hw: "HardwareProfile", tp: int = 1, pp: int = 1) -> "ParallelConfig":
-        """The degrees with `hw`'s interconnect; a multi-device split needs the profile to state one."""
+    def for_profile(cls, hw: "HardwareProfile", tp: int = 1, pp: int = 1,
+                    latency_us: float | None = None) -> "ParallelConfig":
+        """The degrees with `hw`'s interconnect; a multi-device split needs the profile to state one.
+        `latency_us` replaces the profile's collective step latency (an engine family's all-reduce,
+        fitted to public TP measurements: `Efficiency.interconnect_latency_us`)."""
         if tp * pp > 1 and hw.interconnect_bandwidth_gb_per_s is None:
             raise ConfigError(
                 f"{hw.name} has no interconnect_bandwidth_gb_per_s; tp/pp > 1 needs one", field="tp")
         bw = hw.interconnect_bandwidth_gb_per_s
         return cls(tp=tp, pp=pp,
                    interconnect_bandwidth_bytes_per_s=bw * 1e9 if bw is not None else math.inf,
-                   interconnect_latency_s=hw.interconnect_latency_us / 1e6)
+                   interconnect_latency_s=(hw.interconnect_latency_us if latency_us is None else latency_us) / 1e6)
 
 
 @dataclass(frozen=True)

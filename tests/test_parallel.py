@@ -193,9 +193,15 @@ def test_parallel_kv_capacity_is_the_single_device_capacity_at_tp1_and_grows_wit
 
 
 def test_engine_tp_and_pp_reach_the_cost_model_with_the_profiles_interconnect():
+    # an engine without fitted efficiencies on the profile: the profile's interconnect as it stands
+    hf = CostModel.from_names("llama-3.1-70b", "bf16", "h100-sxm", load_engine("hf").with_overrides(tp=4))
+    assert hf.parallel == ParallelConfig(4, 1, 450e9, 5e-6)
+    # vLLM's kernel family carries an all-reduce step latency fitted to public TP rows: it replaces the profile's
     eng = load_engine("vllm").with_overrides(tp=4)
     cm = CostModel.from_names("llama-3.1-70b", "bf16", "h100-sxm", eng)
-    assert cm.parallel == ParallelConfig(4, 1, 450e9, 5e-6)
+    fitted = load_profile("h100-sxm").efficiency_for("vllm", "torch").interconnect_latency_us
+    assert fitted is not None and fitted != 5.0
+    assert cm.parallel == ParallelConfig(4, 1, 450e9, fitted / 1e6)
     plain = CostModel.from_names("llama-3.1-70b", "bf16", "h100-sxm", "vllm")
     assert plain.placement is None
     assert cm.single_stream_decode_tok_s(1000) > 2 * plain.single_stream_decode_tok_s(1000)
