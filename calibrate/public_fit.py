@@ -194,19 +194,15 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
 
 
 def _kv_capacity(hw, spec, q, eng) -> int:
-    """KV tokens of the deployment. TensorRT-LLM sizes its pool as kv_cache_free_gpu_memory_fraction
-    (0.9) of the memory left after the weights and the activations of one max_num_tokens forward
-    (tensorrt_llm/_torch/pyexecutor KvCacheCreator); the others as the simulator does (sim.memory)."""
-    from sim.memory import activation_peak_bytes, activation_reserve_bytes, deployment_kv_capacity_tokens
+    """KV tokens of the deployment, by the simulator's own rule (sim.simulate.plan_kv); 0 when the
+    weights do not fit."""
+    from sim.errors import ConfigError
+    from sim.simulate import plan_kv
 
-    if eng.name == "trtllm":
-        per_device = hw.memory_bytes - spec.weight_bytes(q) / eng.tp - activation_peak_bytes(spec, eng.max_num_batched_tokens or 8192)
-        tokens_per_device = 0.9 * max(per_device, 0.0) / (spec.kv_bytes_per_token(eng.kv_dtype) / eng.tp)
-        return int(tokens_per_device)
-
-    reserve = activation_reserve_bytes(hw, spec, eng.max_num_batched_tokens, eng.activation_reserve_fraction,
-                                       eng.memory_fraction)
-    return deployment_kv_capacity_tokens(hw, spec, q, eng, reserve / eng.tp)
+    try:
+        return plan_kv(hw, spec, q.name, eng).capacity_tokens
+    except ConfigError:
+        return 0
 
 
 def _comm(hw, spec, tp: int) -> tuple[float, float]:
@@ -330,8 +326,10 @@ def row_shape(row: PublicRow) -> Shape:
             raise Excluded("ITL of a multi-step scheduler is the gap between bursts of tokens")
         budget = eng.max_num_batched_tokens or 10**9
         cap = _kv_capacity(hw, spec, q, eng)
-        # a sequence holds isl + osl/2 tokens on average over its life (blocks are taken as it grows)
-        per_seq = isl + osl / 2
+        # a paged engine's sequence holds isl + osl/2 tokens on average over its life (blocks are taken
+        # as it grows); a contiguous one (TRT-LLM's GUARANTEED_NO_EVICT) reserves isl + osl at admission,
+        # as the simulator's allocators do
+        per_seq = isl + osl if eng.kv_allocator == "contiguous" else isl + osl / 2
         limit = min(row.batch or eng.max_num_seqs, eng.max_num_seqs if metric == "offline" else 10**9)
         b_mem = cap / per_seq if per_seq else limit
         b_budget = budget * osl / (isl + osl)

@@ -114,6 +114,18 @@ def render_markdown(s: dict, corpus_files: list[str]) -> str:
             md.append(f"| {d} | {f} | {g['rows']} | {g['sources']} | {_pct(g['in_sample']['median'])} | "
                       f"{_pct(g['lodo']['median'])} | {_pct(g['lodo']['p90'])} | {', '.join(g['lodo_from']) or '-'} | "
                       f"{bw} | {comp} | {p['attention_of_peak']:.3f} | {p['floor_ms']:.2f} | {p['per_sequence_ms']:.3f} | {p['half_rows']:.0f} |")
+    if s.get("simulator_check"):
+        md += ["", "## The simulator on the same rows", "",
+               "The fit replays each row as the iterations its engine runs (calibrate/public_fit.py `row_shape`). "
+               "Here the discrete-event simulator itself runs a sample of rows with the shipped, fitted profiles "
+               "(every request at t = 0, the row's batch as the concurrency limit): what `infersim run` would "
+               "print. Where the two differ, the simulator's own scheduling approximations show (noted below).", "",
+               "| row | quantity | measured | fit | simulator | simulator / fit |", "|---|---|---|---|---|---|"]
+        for c in s["simulator_check"]:
+            f, sim = c["fit"], c["simulator"]
+            ratio = f"{sim / f - 1:+.1%}" if f and sim else (c["note"] or "-")
+            md.append(f"| {c['row_id']} | {c['quantity']} | {c['measured']:,.4g} | "
+                      f"{'-' if f is None else format(f, ',.4g')} | {'-' if sim is None else format(sim, ',.4g')} | {ratio} |")
     md += ["", "## Rows not replayed", "", "| row | where | why |", "|---|---|---|"]
     md += [f"| {e['row_id']} | {e['where']} | {e['reason']} |" for e in s["excluded"]]
     return "\n".join(md) + "\n"
@@ -139,6 +151,8 @@ def run_public_fit(corpus: str | Path | None = None, *, write_profiles: bool = T
                 changed.append(device)
         s["profiles_written"] = changed
     if report is not None:
+        # after the profiles are written: the simulator runs what ships
+        s["simulator_check"] = simulator_check(v) if write_profiles else []
         report = Path(report)
         files = sorted(p.name for p in corpus_dir.glob("*.csv"))
         report.write_text(render_markdown(s, files), encoding="utf-8")
@@ -157,3 +171,89 @@ def _json_safe(x):
     if isinstance(x, np.floating):
         return _json_safe(float(x))
     return x
+
+
+# ---- the simulator itself, on a sample of rows ------------------------------------------------------
+
+def simulate_row(row) -> float | None:
+    """The figure the discrete-event simulator predicts for a row with the shipped (fitted) profile:
+    the row's workload as a trace (every request at t = 0), the row's engine preset with the row's
+    batch as its concurrency limit. None for rows this check does not cover (depth > 0, serving at
+    a rate, no lengths). This is what a user's `infersim run` would print for that setup."""
+    from calibrate.public_fit import ENGINE_PRESET, _row_objects
+    from sim.simulate import simulate
+    from workloads.request import Request
+
+    if row.depth or row.metric == "serving" or not (row.input_tokens or row.metric == "tg"):
+        return None
+    _, eng, spec, q, _ = _row_objects(row)
+    from sim.hardware import load_profile
+
+    hw = load_profile(row.device)  # as written now, not as cached when the rows were prepared
+    b = row.batch or 1
+    isl, osl = max(row.input_tokens or 1, 1), row.output_tokens or 0
+    if row.metric == "offline":
+        n = int(min(max(3 * min(eng.max_num_seqs, 1024), 64), 3000))
+        reqs = [Request(f"r{i}", 0.0, isl, osl, osl) for i in range(n)]
+    elif row.metric == "pp":
+        reqs = [Request("r0", 0.0, isl, 1, 1)]
+    elif row.metric == "tg":
+        reqs = [Request("r0", 0.0, isl, osl + 1, osl + 1)]
+    else:
+        out = 1 if row.quantity == "prompt_tps" else (osl if row.quantity == "e2e_s" else osl + 1)
+        reqs = [Request(f"r{i}", 0.0, isl, out, out) for i in range(b)]
+    if b > eng.max_num_seqs:
+        eng = eng.with_overrides(max_num_seqs=b)
+    batch_decode = row.metric == "batched" and row.quantity in ("decode_tps", "decode_tps_per_user")
+    res = simulate(reqs, hw=hw, model=spec, quant=q.name, engine=eng, record_iterations=batch_decode)
+    s = res.summary
+    if s["requests"]["completed"] != len(reqs):
+        return None
+    qn = row.quantity
+    if row.metric == "offline":
+        return s["throughput"]["output_tok_s"] if qn == "output_tps" else s["throughput"]["total_tok_s"]
+    if row.metric == "pp":
+        return isl / s["ttft_s"]["mean"]
+    if row.metric == "tg":
+        return 1.0 / s["tpot_s"]["mean"]
+    if qn == "prompt_tps":
+        return b * isl / s["ttft_s"]["p99"]
+    if batch_decode:
+        # llama-batched-bench and vLLM's latency runs time the decode of the whole batch after every
+        # prompt is in: the iterations with no prompt and all b sequences decoding
+        it = res.iterations
+        full = it[(it.prefill_seqs == 0) & (it.decode_seqs == b)]
+        if not len(full):
+            return None
+        rate = float((full.steps * b).sum() / full.duration_s.sum())
+        return rate if qn == "decode_tps" else rate / b
+    if qn == "e2e_s":
+        return s["e2e_s"]["mean"]
+    return None
+
+
+def simulator_check(v: Validation, per_group: int = 3) -> list[dict]:
+    """For a sample of rows (the first `per_group` of every engine and metric, by row id): measured,
+    the fit's prediction (the iteration shapes public_fit replays) and the simulator's."""
+    from calibrate.public_fit import predict, transfer
+
+    picked: dict = defaultdict(list)
+    for it in sorted((it for it in v.prepared if it.shape is not None), key=lambda it: it.row.row_id):
+        key = (it.row.engine, it.row.metric, it.row.quantity)
+        if len(picked[key]) < per_group and it.row.depth == 0 and it.row.metric != "serving":
+            picked[key].append(it)
+    out = []
+    for key in sorted(picked):
+        for it in picked[key]:
+            p = v.fits.get((it.row.device, it.family)) or transfer(it.row.device, it.family, v.fits)
+            fit_pred = predict(it.row, it.shape, p) if p else None
+            try:
+                sim_pred = simulate_row(it.row)
+            except Exception as e:  # noqa: BLE001 - a setup the simulator refuses is reported, not fatal
+                sim_pred, note = None, f"{type(e).__name__}: {e}"
+            else:
+                note = ""
+            out.append({"row_id": it.row.row_id, "engine": it.row.engine, "metric": it.row.metric,
+                        "quantity": it.row.quantity, "measured": it.row.value, "fit": fit_pred, "simulator": sim_pred,
+                        "note": note})
+    return out

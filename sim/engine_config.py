@@ -165,6 +165,14 @@ class EngineConfig(BaseModel):
     memory_fraction: float = Field(
         0.9, gt=0, le=1, description="share of device memory the engine uses for weights + activations + KV"
     )
+    memory_fraction_of: Literal["total", "free"] = Field(
+        "total",
+        description=(
+            "what memory_fraction is a share of: 'total' device memory (vLLM --gpu-memory-utilization, "
+            "SGLang --mem-fraction-static) or the memory 'free' after the weights and one forward's "
+            "activations (TensorRT-LLM kv_cache_free_gpu_memory_fraction)"
+        ),
+    )
     activation_reserve_fraction: float = Field(
         0.05, ge=0, lt=1, description="share of the engine's memory kept for activations / workspace, not KV"
     )

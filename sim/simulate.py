@@ -96,9 +96,15 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
     (`sim.memory.deployment_kv_capacity_tokens`: the most-loaded device decides); a deployment
     whose weights do not fit fails with `check_parallel_fit`'s message naming the device.
     """
-    budget = memory_budget_bytes(hw, engine.memory_fraction)
     weights = model.weight_bytes(quant)
     tokens = engine.max_num_batched_tokens or default_max_batched_tokens(hw)
+    if engine.memory_fraction_of == "free":
+        # TensorRT-LLM: the KV pool is memory_fraction of what the weights (per device) and one
+        # forward's activations leave; as a share of the device, that is this effective fraction
+        left = hw.memory_bytes - weights / (engine.tp * engine.pp) - activation_peak_bytes(model, tokens)
+        fraction = min(1.0, max(hw.memory_bytes - left * (1 - engine.memory_fraction), 1.0) / hw.memory_bytes)
+        engine = engine.with_overrides(memory_fraction=fraction, activation_reserve_fraction=0.0)
+    budget = memory_budget_bytes(hw, engine.memory_fraction)
     reserve = max(activation_peak_bytes(model, tokens), engine.activation_reserve_fraction * budget)
     per_token = model.kv_bytes_per_token(engine.kv_dtype)
     placed = engine.tp * engine.pp > 1 or engine.gpu_layers is not None
