@@ -414,10 +414,19 @@ class Prepared:
     excluded: str = ""
 
 
+# A corpus row whose `notes` contain this (e.g. "treat as a low outlier") is not fitted.
+OUTLIER_MARK = "outlier"
+
+
 def prepare(rows: list[PublicRow]) -> list[Prepared]:
     out = []
     for r in rows:
         fam = engine_family(r.engine, r.settings)
+        if OUTLIER_MARK in r.extra.get("notes", "").lower():
+            # kept in the corpus (someone measured it) but not fitted: its collector judged the setup
+            # unrepresentative (a misconfigured run reported as a bug, say) and said so in `notes`
+            out.append(Prepared(r, fam, None, "its notes mark it as an outlier (not a representative setup)"))
+            continue
         try:
             out.append(Prepared(r, fam, row_shape(r)))
         except Excluded as e:
