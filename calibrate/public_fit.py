@@ -358,14 +358,14 @@ def row_shape(row: PublicRow) -> Shape:
 
 # ---- prediction ---------------------------------------------------------------------------------
 
-def cost_params(hw, engine_cfg, q, p: GroupParams, tp: int = 1) -> CostParams:
-    cls, peak = kernel_class(q, p.family)
+def cost_params(hw, engine_cfg, q, p: GroupParams) -> CostParams:
     """CostParams of a group's parameters on a profile (what `CostParams.from_profile` builds from a
-    profile that carries them), for a TP group of `tp` devices priced as one of tp x the rates."""
+    profile that carries them), for one device."""
+    cls, peak = kernel_class(q, p.family)
     return CostParams(
-        bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s * p.bandwidth_for(cls) * tp,
-        matmul_flops_per_s=hw.peak_flops(peak) * p.compute_for(cls) * tp,
-        attention_flops_per_s=hw.peak_flops(ATTENTION_FORMAT) * p.attention * tp,
+        bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s * p.bandwidth_for(cls),
+        matmul_flops_per_s=hw.peak_flops(peak) * p.compute_for(cls),
+        attention_flops_per_s=hw.peak_flops(ATTENTION_FORMAT) * p.attention,
         iteration_overhead_s=(p.floor_ms + engine_cfg.iteration_overhead_ms) / 1e3,
         per_sequence_overhead_s=(p.seq_ms + engine_cfg.per_sequence_overhead_ms) / 1e3,
         matmul_half_rows=p.half_rows,
@@ -373,11 +373,25 @@ def cost_params(hw, engine_cfg, q, p: GroupParams, tp: int = 1) -> CostParams:
 
 
 def predict(row: PublicRow, shape: Shape, p: GroupParams) -> float:
+    """The row's figure under a group's parameters."""
     hw, eng, spec, q, cm = _row_objects(row)
-    cp = cost_params(hw, eng, q, p, shape.tp)
+    return predict_with(row, shape, cost_params(hw, eng, q, p), p.lat_us)
+
+
+def predict_with(row: PublicRow, shape: Shape, cp: CostParams, lat_us: float | None = None) -> float:
+    """The row's figure under one device's CostParams (a TP group of `shape.tp` devices priced as one
+    device of tp x the rates, as sim.parallel does; `lat_us` = all-reduce step latency, default the
+    profile's)."""
+    hw, eng, spec, q, cm = _row_objects(row)
+    if shape.tp > 1:
+        from dataclasses import replace as _replace
+
+        cp = _replace(cp, bandwidth_bytes_per_s=cp.bandwidth_bytes_per_s * shape.tp,
+                      matmul_flops_per_s=cp.matmul_flops_per_s * shape.tp,
+                      attention_flops_per_s=cp.attention_flops_per_s * shape.tp)
 
     def time_of(features, weights):
-        lat_s = (p.lat_us if p.lat_us is not None else hw.interconnect_latency_us) * 1e-6
+        lat_s = (lat_us if lat_us is not None else hw.interconnect_latency_us) * 1e-6
         t = cm.predict_times(cp, features) + shape.comm_per_token_s * features.new_tokens + shape.comm_steps * lat_s
         return float(np.dot(t, weights))
 

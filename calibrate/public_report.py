@@ -34,6 +34,42 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+BASELINE_REV = "22b1a5f"  # the last commit whose profiles carried the guessed (datasheet-era) efficiencies
+
+
+def baseline_errors(v: Validation, rev: str = BASELINE_REV) -> dict[str, float]:
+    """Each replayed row's error under the profiles as shipped at `rev` (one efficiency per device,
+    guessed from datasheets and single figures), priced by today's cost model: what the fit changed.
+    Empty when git or that revision is not available (e.g. an installed package)."""
+    import subprocess
+
+    from calibrate.public_fit import _row_objects, predict_with
+    from sim.cost import CostParams
+    from sim.hardware import parse_profile
+
+    root = Path(__file__).resolve().parent.parent
+    old: dict = {}
+    out: dict[str, float] = {}
+    for it in v.prepared:
+        if it.shape is None:
+            continue
+        d = it.row.device
+        if d not in old:
+            try:
+                text = subprocess.run(["git", "show", f"{rev}:hardware_profiles/{d}.yaml"], cwd=root, check=True,
+                                      capture_output=True, text=True).stdout
+                old[d] = parse_profile(text, origin=f"{rev}:{d}.yaml")
+            except Exception:  # noqa: BLE001 - no git, no such revision: no baseline column
+                old[d] = None
+        hw = old[d]
+        if hw is None:
+            continue
+        _, eng, _, q, _ = _row_objects(it.row)
+        pred = predict_with(it.row, it.shape, CostParams.from_profile(hw, q, eng), hw.interconnect_latency_us)
+        out[it.row.row_id] = pred / it.row.value - 1.0 if math.isfinite(pred) else float("inf")
+    return out
+
+
 def summary(v: Validation) -> dict:
     """Every error statistic the report prints, as plain data."""
     rows = [it for it in v.prepared if it.shape is not None]
@@ -44,7 +80,9 @@ def summary(v: Validation) -> dict:
     out: dict = {"rows": len(v.prepared), "replayed": len(rows),
                  "excluded": [{"row_id": it.row.row_id, "where": it.row.where, "reason": it.excluded}
                               for it in v.prepared if it.shape is None]}
-    for name, errs in (("in_sample", v.in_sample), ("lodo", v.lodo), ("loso", v.loso), ("lomo", v.lomo)):
+    base = baseline_errors(v)
+    for name, errs in (("in_sample", v.in_sample), ("lodo", v.lodo), ("loso", v.loso), ("lomo", v.lomo),
+                       ("before_fit", base)):
         out[name] = {"all": stats_of(errs, lambda it: True),
                      "single_stream_decode": stats_of(errs, lambda it: it.row.metric == "tg")}
         per: dict = {}
@@ -98,7 +136,11 @@ def render_markdown(s: dict, corpus_files: list[str]) -> str:
         met = t["value"] is not None and t["value"] <= t["target"]
         md.append(f"| {name} | <= {_pct(t['target'])} | {_pct(t['value'])} | {'yes' if met else 'no'} |")
     for name, title in (("lodo", "Leave-one-device-out"), ("loso", "Leave-one-source-out"),
-                        ("lomo", "Leave-one-model-out"), ("in_sample", "In sample (the fit's own rows)")):
+                        ("lomo", "Leave-one-model-out"), ("in_sample", "In sample (the fit's own rows)"),
+                        ("before_fit", f"Before the fit (the profiles' guessed efficiencies as of {BASELINE_REV}, "
+                                       "today's cost model)")):
+        if not s[name]["all"]["n"]:
+            continue
         md += ["", f"## {title}", "", "| engine / metric | rows | median | p80 | p90 |", "|---|---|---|---|---|",
                f"| **all** | {line(s[name]['all'])} |",
                f"| single-stream decode (tg) | {line(s[name]['single_stream_decode'])} |"]
