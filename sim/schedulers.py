@@ -147,6 +147,7 @@ class Scheduler:
         allow, appending each to `lanes`/`tokens`. A whole-prompt scheduler prefills each prompt (or
         recompute) at once — a lone one may exceed the budget, or a long recompute would never run;
         a chunking one gives the head whatever budget is left."""
+        kv = state.kv
         while state.waiting and state.n_running < self.max_seqs:
             p = state.waiting[0]
             hit = state.prefix_hit(p)  # prompt tokens whose KV is cached: not computed again
@@ -154,6 +155,14 @@ class Scheduler:
             chunk = goal if self.whole_prompt else int(min(goal, budget))
             if chunk <= 0 or (lanes and chunk > budget):
                 break
+            if not hit and state.free_lanes:
+                # A saturated server retries its queue head every iteration and mostly fails: without
+                # a prefix hit, `ReplicaState.admit` fails exactly when the head's blocks exceed the
+                # free ones (a free lane holds no block), so that case is decided here, unchanged.
+                reserve = kv.admission_tokens(p.prompt_tokens, self.reservation_budget(p.prompt_tokens, p.max_tokens),
+                                              chunk)
+                if -(-reserve // kv.block_size) > kv.free_blocks:
+                    break
             lane = self._admit(state, p, chunk, hit)
             if lane is None:
                 break

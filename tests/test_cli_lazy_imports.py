@@ -56,3 +56,22 @@ def test_run_json_simulates_without_pandas_or_plotly(tmp_path):
 def test_command_help_loads_no_heavy_library(argv):
     loaded = _modules_after(f"import sim.cli\ntry:\n    sim.cli.main({argv!r})\nexcept SystemExit:\n    pass")
     assert not [m for m in HEAVY if m in loaded]
+
+
+def test_every_command_maps_to_the_area_that_registers_it():
+    # `main` registers only the area owning argv[0]: the map must name every top-level command.
+    import sim.cli
+
+    full = sim.cli.app
+    names = {g.name for g in full.registered_groups} | {c.name for c in full.registered_commands}
+    assert names == set(sim.cli.AREA_OF_COMMAND)
+    for name, area in sim.cli.AREA_OF_COMMAND.items():
+        one = sim.cli._register(sim.cli._new_app(), (area,))
+        assert name in {g.name for g in one.registered_groups} | {c.name for c in one.registered_commands}
+
+
+def test_run_does_not_import_the_other_commands(tmp_path):
+    trace = ROOT / "workloads" / "examples" / "chat.jsonl"
+    loaded = _modules_after(f"import sim.cli\ntry:\n    sim.cli.main(['run', {str(trace)!r}, '--json'])\n"
+                            "except SystemExit as e:\n    assert not e.code, e.code")
+    assert not [m for m in ("calibrate.cli", "sim.commands.plan", "sim.commands.validate") if m in loaded]
