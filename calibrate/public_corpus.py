@@ -97,34 +97,34 @@ class PublicRow:
         return f"{self.file}:{self.line}"
 
 
-def _int(text: str, *, name: str, file: str, line: int, required: bool, minimum: int = 0) -> int | None:
+def _number(text: str, *, name: str, file: str, line: int, required: bool, whole: bool,
+            minimum: float) -> float | None:
+    """A cell as a number (a whole one when `whole`) >= `minimum` (> 0 when minimum is 0 and not
+    whole); empty is None, or "is required"."""
     text = text.strip()
     if not text:
         if required:
             raise ConfigError("is required", file=file, line=line, field=name)
         return None
+    kind = "a whole number" if whole else "a number"
     try:
         v = float(text)
     except ValueError:
-        raise ConfigError(f"expected a whole number, got '{text}'", file=file, line=line, field=name) from None
-    if not math.isfinite(v) or v != int(v) or v < minimum:
-        raise ConfigError(f"expected a whole number >= {minimum}, got '{text}'", file=file, line=line, field=name)
-    return int(v)
+        raise ConfigError(f"expected {kind}, got '{text}'", file=file, line=line, field=name) from None
+    ok = math.isfinite(v) and (v == int(v) and v >= minimum if whole else v > minimum)
+    if not ok:
+        bound = f">= {minimum:g}" if whole else f"> {minimum:g}"
+        raise ConfigError(f"expected {kind} {bound}, got '{text}'", file=file, line=line, field=name)
+    return v
+
+
+def _int(text: str, *, name: str, file: str, line: int, required: bool, minimum: int = 0) -> int | None:
+    v = _number(text, name=name, file=file, line=line, required=required, whole=True, minimum=minimum)
+    return None if v is None else int(v)
 
 
 def _float(text: str, *, name: str, file: str, line: int, required: bool) -> float | None:
-    text = text.strip()
-    if not text:
-        if required:
-            raise ConfigError("is required", file=file, line=line, field=name)
-        return None
-    try:
-        v = float(text)
-    except ValueError:
-        raise ConfigError(f"expected a number, got '{text}'", file=file, line=line, field=name) from None
-    if not (math.isfinite(v) and v > 0):
-        raise ConfigError(f"expected a number > 0, got '{text}'", file=file, line=line, field=name)
-    return v
+    return _number(text, name=name, file=file, line=line, required=required, whole=False, minimum=0.0)
 
 
 def parse_row(rec: dict[str, str], *, file: str, line: int, devices: set[str], models: set[str]) -> PublicRow:

@@ -8,7 +8,7 @@ from sim.engine_config import EngineConfig, available_engines, load_engine
 from sim.errors import ConfigError
 from sim.hardware import HardwareProfile
 
-PRESETS = ["vllm", "sglang", "tgi", "trtllm", "llama.cpp", "ollama", "hf"]
+PRESETS = ["vllm", "sglang", "tgi", "trtllm", "llama.cpp", "ollama", "mlx", "lmstudio", "hf"]
 # Fields every preset must back with a citation (a source URL or a labelled engineering estimate).
 CITED_FIELDS = [
     "scheduler", "kv_allocator", "max_num_seqs", "max_num_batched_tokens", "block_size", "memory_fraction",

@@ -17,22 +17,10 @@ from workloads.request import Request
 ROOT = Path(__file__).resolve().parents[1]
 MLX_CSV = ROOT / "benchmarks" / "public" / "mlx.csv"
 APPLE = ["apple-m2-ultra", "apple-m3-max", "apple-m4-max"]
-# The fields tests/test_engine_config.py requires every preset to cite.
-CITED_FIELDS = [
-    "scheduler", "kv_allocator", "max_num_seqs", "max_num_batched_tokens", "block_size", "memory_fraction",
-    "context_size", "default_quant", "kv_dtype", "prefix_caching", "efficiency_scale",
-    "iteration_overhead_ms", "per_sequence_overhead_ms",
-]
-
-
 @pytest.mark.parametrize(("name", "alias"), [("mlx", "mlx-lm"), ("lmstudio", "lm-studio")])
-def test_preset_loads_cites_its_defaults_and_resolves_through_its_alias(name, alias):
+def test_preset_resolves_through_its_alias(name, alias):
+    # citations of every default: tests/test_engine_config.py (PRESETS includes both)
     engine = load_engine(name)
-    assert engine.name == name and engine.version
-    published = [s for s in engine.sources if s.url.startswith("https://")]
-    assert published and all(s.version for s in published)
-    covered = {f for s in engine.sources for f in s.fields}
-    assert not set(CITED_FIELDS) - covered, f"{name}: uncited fields {set(CITED_FIELDS) - covered}"
     assert any(s.url == "engineering-estimate" for s in engine.sources)
     assert engine.efficiency_scale.compute == engine.efficiency_scale.bandwidth == engine.efficiency_scale.attention == 1.0
     assert get_quant(engine.default_quant).name == "mlx-4bit"
