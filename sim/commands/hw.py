@@ -115,9 +115,27 @@ def show(name: str = typer.Argument(..., help="profile name or path to a YAML fi
     eff = Table(title="Efficiency (achieved / peak)", box=box.SIMPLE_HEAD)
     for col in ("engine", "compute", "bandwidth", "attention"):
         eff.add_column(col, justify="left" if col == "engine" else "right")
-    for engine, e in [("default", p.efficiency), *p.engine_efficiency.items()]:
+    plain = [(k, e) for k, e in [("default", p.efficiency), *p.engine_efficiency.items()] if not e.compute_by_class]
+    for engine, e in plain:
         eff.add_row(engine, f"{e.compute:g}", f"{e.bandwidth:g}", f"{e.attention:g}")
     console.print(eff)
+    fitted = [(k, e) for k, e in p.engine_efficiency.items() if e.compute_by_class]
+    if fitted:
+        # efficiencies fitted to public measurements per kernel family (calibrate/public_fit.py)
+        fit = Table(title="Fitted to public measurements, per kernel family (infersim calibrate --public)",
+                    box=box.SIMPLE_HEAD)
+        for col in ("family", "bandwidth", "compute", "attn/peak", "floor ms", "rows", "expected error (p80)"):
+            fit.add_column(col, justify="left" if col in ("family", "bandwidth", "compute", "expected error (p80)")
+                           else "right", overflow="fold")
+        for fam, e in fitted:
+            bands = ", ".join(f"{k} ±{b.pct:.0f}%" for k, b in e.error.items()) or "-"
+            rows = (f"{len(e.corpus_rows)}" if not e.transferred_from
+                    else f"0 (from {', '.join(e.transferred_from)})")
+            fit.add_row(fam, " ".join(f"{c} {v:.2f}" for c, v in e.bandwidth_by_class.items()),
+                        " ".join(f"{c} {v:.3f}" for c, v in e.compute_by_class.items()),
+                        "-" if e.attention_of_peak is None else f"{e.attention_of_peak:.3f}",
+                        "-" if e.floor_ms is None else f"{e.floor_ms:.2f}", rows, bands)
+        console.print(fit)
 
     why = Table(title="Where the figures come from", show_header=False, box=box.SIMPLE)
     why.add_column("what", style="bold", max_width=24, overflow="fold")
