@@ -205,6 +205,23 @@ def test_fit_and_plan_carry_the_band():
     assert set(bands) >= {"llama.cpp"} and bands["llama.cpp"]["figures"]
 
 
+def test_plan_json_carries_the_band_of_each_candidate():
+    res = runner.invoke(app, ["plan", "--trace", str(CHAT), "--hw", "rtx-4090", "--engine", "vllm", "--quant", "fp8",
+                              "--model", "llama-3.1-8b", "--ttft-p90", "2s", "--target-rps", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    bands = json.loads(res.stdout[res.stdout.index("{"):])["expected_error"]
+    assert list(bands) == ["rtx-4090 / vllm"]
+    assert "transferred from" in bands["rtx-4090 / vllm"]["basis"]
+
+
+def test_hw_show_lists_the_fitted_families():
+    res = runner.invoke(app, ["hw", "show", "dgx-spark"], env={"COLUMNS": "160"})
+    assert res.exit_code == 0, res.output
+    assert "Fitted to public measurements" in res.stdout
+    line = next(ln for ln in res.stdout.splitlines() if ln.strip().startswith("ggml"))
+    assert str(len(load_profile("dgx-spark").engine_efficiency["ggml"].corpus_rows)) in line.split() and "gguf" in line
+
+
 def test_calibrate_public_on_a_small_corpus_reports_held_out_error(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
