@@ -1054,6 +1054,17 @@ class CostModel:
         starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
         return starts, compute0 + attn * keys0, attn * keys1, memory0 + kvr * read0, kvr * read1
 
+    def _decode_lines_of_sum(self, n: int, s_full: float):
+        """`_decode_segments` of n sequences whose contexts sum to `s_full`, for a model without
+        sliding-window layers or padded KV views (one segment): the replica's hot path, which sums
+        the contexts as integers (exact, as the float sum of integer contexts is)."""
+        consts = self._decode_consts.get(n)
+        if consts is None or consts[4] is not self.params:
+            consts = self._decode_constants(n)
+        compute0, memory0, attn, kvr, _ = consts
+        L = self.n_layers
+        return 0.0, compute0 + attn * (L * (s_full + n)), attn * (L * n), memory0 + kvr * (L * s_full), kvr * (L * n)
+
     def _decode_constants(self, n: int) -> tuple:
         """(compute0, memory0, attn, kvr, params) of `_decode_segments` for a batch of n sequences:
         the terms that do not depend on the contexts, computed once per batch size and params object
@@ -1222,7 +1233,11 @@ class CostModel:
             pieces = [(first, m), (last, math.inf)] if m > 0 else [(last, math.inf)]
         start = 0
         for (a, b), stop in pieces:
-            piece = float(_series(a, b, start, stop)) if math.isfinite(stop) else math.inf
+            if math.isfinite(stop):  # _series on scalars, in plain floats (the same operations)
+                count = max(stop - start, 0)
+                piece = count * a + b * (start + stop - 1) * count / 2.0
+            else:
+                piece = math.inf
             if budget < piece:
                 a0 = a + b * start - b / 2.0  # sum over j steps from `start` = a0 j + b j^2 / 2
                 j = 2.0 * budget / (a0 + math.sqrt(a0 * a0 + 2.0 * b * budget))

@@ -161,9 +161,8 @@ class KVAllocator:
 
     def grow_by(self, lanes: np.ndarray, context: np.ndarray, steps: int) -> bool:
         """`grow(lanes, context + steps)` (k decode steps write k tokens per lane); `context` is
-        the caller's scratch array (a fresh gather) and may be overwritten."""
-        context += steps
-        return self.grow(lanes, context)
+        left unchanged (the replica reuses the gather it passes)."""
+        return self.grow(lanes, context + steps)
 
     def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int,
                                keep_free_blocks: int = 0) -> int:
@@ -224,17 +223,16 @@ class PagedAllocator(KVAllocator):
         return int(self._need(lanes, tokens_after).sum()) if len(lanes) else 0
 
     def grow(self, lanes: np.ndarray, tokens_after: np.ndarray) -> bool:
-        return self.grow_by(lanes, tokens_after.copy(), 0)
+        return self.grow_by(lanes, tokens_after, 0)
 
     def grow_by(self, lanes: np.ndarray, context: np.ndarray, steps: int) -> bool:
         # The allocator call of every decode iteration, so written for few numpy calls (each costs
         # about a microsecond on a batch of a hundred lanes): blocks after = ceil((c + k) / bs),
-        # computed in place in the caller's scratch array.
+        # computed in one fresh array (`context` is left as it was).
         if not len(lanes):
             return True
         bs = self.block_size
-        need = context
-        need += steps + bs - 1
+        need = context + (steps + bs - 1)
         need //= bs
         held = self.held[lanes]
         need -= held

@@ -38,6 +38,7 @@ from sim.ubatch import Piece, split_equal
 from workloads.request import Request
 
 _min = np.minimum.reduce  # ndarray.min() of a 1-D array, minus numpy's Python wrapper (once per event)
+_isum = np.add.reduce  # ndarray.sum(), likewise
 
 
 class Pending:
@@ -220,6 +221,8 @@ class ReplicaState:
         self.prefilling: list[int] = []  # running lanes still computing their prompt, oldest first
         self.n_decoding = 0
         self._decode_array: np.ndarray | None = None
+        self._decode_stop: np.ndarray | None = None  # stop_ctx[_decode_array] (stop_ctx is fixed while a lane decodes)
+        self.decode_ctx: tuple | None = None  # (lanes, ctx[lanes]) the scheduler gathered this iteration
         self.used_tokens = 0  # sum of ctx over running lanes
         self.preemptions = 0
         self.now_s = 0.0
@@ -238,7 +241,7 @@ class ReplicaState:
         self.prefilling.remove(lane)
         self.is_decoding[lane] = True
         self.n_decoding += 1
-        self._decode_array = None
+        self._decode_array = self._decode_stop = None
 
     def _grow_lanes(self) -> None:
         old = len(self.ctx)
@@ -323,7 +326,7 @@ class ReplicaState:
         if self.is_decoding[lane]:
             self.is_decoding[lane] = False
             self.n_decoding -= 1
-            self._decode_array = None
+            self._decode_array = self._decode_stop = None
         else:
             self.prefilling.remove(lane)
         self.pending[lane] = None
@@ -453,14 +456,24 @@ class Replica:
             n_dec = len(dl)
             pl = batch.prefill_lanes
             if n_dec:
-                ctx = st.ctx[dl]
-                ctx_f = ctx.astype(np.float64)
-                remaining = st.stop_ctx[dl]
-                remaining -= ctx  # decode steps to each lane's last token (>= 1)
+                # the contexts the scheduler gathered to grow the batch's KV (`_grow_decodes`), and
+                # the stop points of the decoding lanes, gathered once per set of lanes
+                sc = st.decode_ctx
+                ctx = sc[1] if sc is not None and sc[0] is dl else st.ctx[dl]
+                if dl is st._decode_array:
+                    stop = st._decode_stop
+                    if stop is None:
+                        stop = st._decode_stop = st.stop_ctx[dl]
+                else:
+                    stop = st.stop_ctx[dl]
+                remaining = stop - ctx  # decode steps to each lane's last token (>= 1)
                 first_done = int(_min(remaining))
             else:
-                ctx = ctx_f = remaining = dl
+                ctx = remaining = dl
                 first_done = 0
+            st.decode_ctx = None
+            # as floats, what the cost model converts to (the one-segment lines need only the sum)
+            ctx_f = (ctx.astype(np.float64) if n_dec else dl) if pl or lines_of is None else None
             if pl:
                 k = 1
                 ctx_p = st.ctx[pl[0]] if len(pl) == 1 else st.ctx[pl]
@@ -473,7 +486,7 @@ class Replica:
                     t = cost.step_time(batch.prefill_tokens, ctx_pl, ctx_f)
                 t_first = t
             elif lines_of is not None:  # one pass, one segment: the batch is priced once (`_decode_lines_fn`)
-                lines = lines_of(ctx_f)
+                lines = lines_of(n_dec, float(_isum(ctx)))
                 times: dict[int, float] = {}  # k -> run time of k steps, as `_run_length` computed them
                 k = self._run_length(batch, ctx, ctx_f, first_done, now, lines, times) \
                     if self.fast_forward and batch.stable else 1
@@ -542,7 +555,7 @@ class Replica:
         if (type(c) is not CostModel or self.per_sequence_kv_streams or c.window is not None or c.kv_pad
                 or c.placement is not None or c.decode_correction is not None):
             return None
-        return c._decode_segments
+        return c._decode_lines_of_sum
 
     def _pieces(self, batch: Batch, dl: np.ndarray, ctx: np.ndarray, ctx_pl: list[int]) -> list[Piece]:
         """The batch as llama-server builds it: one token per decoding slot in slot order, then

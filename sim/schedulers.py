@@ -128,9 +128,13 @@ class Scheduler:
         `Scheduler.schedule()`: `preempted_req = self.running.pop()`."""
         lanes = state.decode_lanes()
         kv = state.kv
-        while len(lanes) and not kv.grow_by(lanes, state.ctx[lanes], 1):
+        ctx = state.ctx[lanes]
+        while len(lanes) and not kv.grow_by(lanes, ctx, 1):
             state.preempt_newest()
-            lanes = lanes[state.active[lanes]]
+            keep = state.active[lanes]
+            lanes = lanes[keep]
+            ctx = ctx[keep]
+        state.decode_ctx = (lanes, ctx)  # the replica prices this batch from the same gather
         return lanes
 
     def _reserve_or_preempt(self, state: "ReplicaState", lane: int, tokens: int) -> bool:
