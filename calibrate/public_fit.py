@@ -172,11 +172,17 @@ def _row_objects(row: PublicRow):
     the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8)."""
     kv = row.settings.get("kv_cache_dtype") or row.settings.get("kv_dtype") or ""
     kv = kv.split()[0].lower() if kv else ""
-    return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, kv if kv in ("fp8", "fp16", "bf16") else "")
+    return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, kv if kv in ("fp8", "fp16", "bf16") else "",
+                    POOL_OVERRIDE.get(row.model))
+
+
+# model -> expert_pool_fraction tried by `fit_routing` (None: the catalog's)
+POOL_OVERRIDE: dict[str, float] = {}
 
 
 @lru_cache(maxsize=None)
-def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype: str = ""):
+def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype: str = "",
+             pool: float | None = None):
     from sim.engine_config import load_engine
     from sim.hardware import load_profile
     from sim.models import get_model
@@ -188,6 +194,8 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
     if kv_dtype:
         eng = eng.with_overrides(kv_dtype=kv_dtype)
     spec = get_model(model)
+    if pool is not None:
+        spec = spec.model_copy(update={"expert_pool_fraction": pool})
     q = spec.quant(quant)
     cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.attention_kv_padding)
     return hw, eng, spec, q, cm
@@ -615,6 +623,45 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams])
          if any(g.lat_us is not None for g in others) else None),
         transferred_from=sorted(g.device for g in others if _tier(device, g.device) == best), seen_classes=(),
     )
+
+
+# ---- routing skew of MoE models (a model property, fitted across devices) ---------------------------
+
+POOL_GRID = (1.0, 0.8, 0.65, 0.5, 0.4, 0.32, 0.25)
+
+
+def fit_routing(prepared: list[Prepared]) -> dict[str, dict]:
+    """Per MoE model with rows of more than one sequence per step: the expert_pool_fraction
+    (sim.cost `expected_distinct_experts`) from POOL_GRID that, with every group holding the model's
+    rows refitted, gives those rows the smallest robust error. Leaves POOL_OVERRIDE set to the
+    choices. Chosen on all rows (a property of the model, not of a device): the held-out errors
+    reported for these models are not independent of this choice."""
+    from sim.models import get_model
+
+    groups = _groups(prepared)
+    multi = [it for it in prepared if it.shape is not None and get_model(it.row.model).is_moe
+             and ((it.row.batch or 1) > 1 or it.row.metric == "offline")]
+    out = {}
+    for model in sorted({it.row.model for it in multi}):
+        mine = [it for it in multi if it.row.model == model]
+        keys = sorted({(it.row.device, it.family) for it in mine})
+        scores = {}
+        for c in POOL_GRID:
+            POOL_OVERRIDE[model] = c
+            loss = 0.0
+            for k in keys:
+                p = fit_group(groups[k], *k)
+                for it in mine:
+                    if (it.row.device, it.family) == k:
+                        r = math.log(max(predict(it.row, it.shape, p), 1e-12) / it.row.value) / ROW_SIGMA
+                        loss += 2 * ROBUST_SCALE**2 * (math.sqrt(1 + (r / ROBUST_SCALE) ** 2) - 1)
+            scores[c] = loss
+        best = min(scores, key=scores.get)
+        POOL_OVERRIDE[model] = best
+        out[model] = {"expert_pool_fraction": best, "rows": len(mine),
+                      "devices": sorted({it.row.device for it in mine}),
+                      "loss_by_fraction": {f"{c:g}": round(v, 2) for c, v in scores.items()}}
+    return out
 
 
 # ---- the whole fit and its held-out error -----------------------------------------------------------

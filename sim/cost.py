@@ -285,7 +285,8 @@ class StepFeatures:
         return cls(*(np.concatenate([getattr(it, f.name) for it in items]) for f in fields(cls)))
 
 
-def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.ndarray) -> float | np.ndarray:
+def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.ndarray,
+                              pool_fraction: float = 1.0) -> float | np.ndarray:
     """Expected number of distinct experts a batch of `tokens` tokens routes to in one MoE layer.
 
     Assumes each token picks its `n_active` experts uniformly at random, independently of the other
@@ -296,7 +297,15 @@ def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.
         E_distinct = E x (1 - (1 - k/E)^T)
 
     which is k for T = 1 and tends to E as T grows.
+
+    Routing skew (`pool_fraction` = c < 1, `ModelSpec.expert_pool_fraction`): the tokens of a batch
+    pick as if from E_c = max(k, c x E) equally likely experts, E_c x (1 - (1 - k/E_c)^T): the same k
+    for one token, fewer distinct experts as the batch grows. Fitted per model to public batched
+    decode (calibrate/public_fit.py, sim/data/moe_routing.yaml): 0.65 for gpt-oss-120b on the DGX
+    Spark rows, so a batch of 32 reads 66 of its 128 experts where uniform routing says 82.
     """
+    if pool_fraction < 1.0:
+        n_experts = max(float(n_active), pool_fraction * n_experts)
     miss = 1.0 - n_active / n_experts
     return n_experts * (1.0 - np.power(miss, tokens))
 
@@ -650,7 +659,8 @@ class CostModel:
         """
         if not self.model.is_moe:
             return self.dense_weight_bytes  # broadcasts against array arguments
-        touched = expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, new_tokens)
+        touched = expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, new_tokens,
+                                            self.model.expert_pool_fraction)
         return self.non_expert_bytes + touched * self.expert_bytes
 
     def _layer_matmul_flops(self, tokens, half: float):
@@ -668,7 +678,8 @@ class CostModel:
             return self.flops_per_token * gemm_start_rows(tokens, half)
         t = np.asarray(tokens, dtype=float)
         k = self.model.n_experts_active
-        touched = np.maximum(expected_distinct_experts(self.model.n_experts, k, t), 1e-12)
+        touched = np.maximum(expected_distinct_experts(self.model.n_experts, k, t, self.model.expert_pool_fraction),
+                             1e-12)
         startups = np.where(t * k / touched >= 2, touched * half, 0.0)
         out = self.non_expert_flops_per_token * gemm_start_rows(t, half) + self.expert_flops_per_row * (t * k + startups)
         return out if np.ndim(tokens) else float(out)
@@ -1001,7 +1012,8 @@ class CostModel:
             out["step_s"] *= out["decode_correction"]
         if self.model.is_moe:
             out["experts_touched"] = float(
-                expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, t)
+                expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, t,
+                                          self.model.expert_pool_fraction)
             )
         if self.placement is not None and ran:
             out.update(self._placed_breakdown(t, n, keys, kv_read))

@@ -177,6 +177,23 @@ def test_moe_experts_pay_their_start_up_per_touched_expert():
             assert with_half[2] == pytest.approx(cm.flops_per_token * (2048 + 64))
 
 
+def test_routing_skew_reads_fewer_experts_as_the_batch_grows_and_the_catalog_carries_it():
+    from sim.cost import expected_distinct_experts
+
+    t = np.array([1.0, 2.0, 32.0, 4096.0])
+    uniform = expected_distinct_experts(128, 4, t)
+    skewed = expected_distinct_experts(128, 4, t, 0.5)
+    assert skewed[0] == pytest.approx(4.0) == uniform[0]
+    assert skewed[2] < 0.75 * uniform[2] and skewed[3] == pytest.approx(64.0, rel=1e-6)
+    assert np.array_equal(expected_distinct_experts(128, 4, t, 1.0), uniform)
+    # the fitted fraction (sim/data/moe_routing.yaml) reaches the catalog's spec and the cost model
+    spec = get_model("gpt-oss-120b")
+    assert 0 < spec.expert_pool_fraction <= 1
+    cm = CostModel(spec, "mxfp4", CostParams(1e12, 1e14, 1e14))
+    assert cm.weight_bytes_read(32.0) == pytest.approx(
+        cm.non_expert_bytes + expected_distinct_experts(128, 4, 32.0, spec.expert_pool_fraction) * cm.expert_bytes)
+
+
 def test_run_json_carries_the_expected_error_band():
     res = runner.invoke(app, ["run", str(CHAT), "--hw", "rtx-4090", "--engine", "llama.cpp", "--model",
                               "llama-3.1-8b", "--json"])
