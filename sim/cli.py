@@ -7,10 +7,16 @@ Each command group lives with the code it drives; this module only assembles the
 import the calibration, plan or validation commands and their libraries: ~45 ms of start-up, issue
 17); `infersim --help`, no argument or an unknown command get the whole tree. `app` (what the tests
 drive) is the whole tree, built on first use.
+
+The simulator's commands (`run`, `sweep`, `plan`) call no BLAS routine, so `main` keeps numpy's
+OpenBLAS to one thread for them unless `OPENBLAS_NUM_THREADS` is set: OpenBLAS otherwise starts a
+thread per core when numpy is imported (~40 ms of a 1-request run on 2 cores, more on big machines;
+issue 17). Results do not depend on it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -23,6 +29,7 @@ AREA_OF_COMMAND = {
     "sweep": "plan", "plan": "plan", "replay": "validate", "validate": "validate",
 }
 _AREAS = ("hw", "models", "run", "workloads", "calibrate", "plan", "validate")  # registration order
+_NO_BLAS = ("run", "sweep", "plan")  # commands whose work calls no BLAS routine (one OpenBLAS thread)
 
 
 def _new_app() -> typer.Typer:
@@ -85,6 +92,8 @@ def __getattr__(name: str):
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     area = AREA_OF_COMMAND.get(args[0]) if args else None
+    if args and args[0] in _NO_BLAS and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     app = _only(area) if area is not None else __getattr__("app")
     app(args=argv)
 

@@ -75,3 +75,42 @@ def test_run_does_not_import_the_other_commands(tmp_path):
     loaded = _modules_after(f"import sim.cli\ntry:\n    sim.cli.main(['run', {str(trace)!r}, '--json'])\n"
                             "except SystemExit as e:\n    assert not e.code, e.code")
     assert not [m for m in ("calibrate.cli", "sim.commands.plan", "sim.commands.validate") if m in loaded]
+
+
+def test_run_json_loads_no_rich_and_one_openblas_thread():
+    # Under --json the config line is plain text on stderr (rich only for lines it would change),
+    # and OpenBLAS starts one thread: the simulator calls no BLAS routine.
+    trace = ROOT / "workloads" / "examples" / "chat.jsonl"
+    code = (f"import os\nos.environ.pop('OPENBLAS_NUM_THREADS', None)\nimport sim.cli\ntry:\n"
+            f"    sim.cli.main(['run', {str(trace)!r}, '--json'])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "assert os.environ['OPENBLAS_NUM_THREADS'] == '1'")
+    loaded = _modules_after(code)
+    assert "sim.simulate" in loaded
+    assert not [m for m in loaded if m == "rich" or m.startswith("rich.")]
+
+
+def test_a_users_openblas_setting_is_kept():
+    code = ("import os\nos.environ['OPENBLAS_NUM_THREADS'] = '3'\nimport sim.cli\ntry:\n"
+            "    sim.cli.main(['run', 'no-such-trace.jsonl', '--json'])\nexcept SystemExit:\n    pass\n"
+            "assert os.environ['OPENBLAS_NUM_THREADS'] == '3'")
+    _modules_after(code)
+
+
+@pytest.mark.parametrize("line", [
+    "config: hw=a100-80g model=llama-2-7b quant=bf16 | open loop (trace arrival times) | trace=chat.jsonl",
+    "x | disaggregated prefill,decode = h100-sxm:1,h100-sxm:2 | trace=/tmp/a b/é 漢字.jsonl",
+    "a: b: c", "trailing  ", " leading", "100% \\ back\\slash", "emoji :smile: here", "markup [bold]x[/bold]",
+    "tab\there", "a:-emoji:", "",
+])
+def test_config_line_prints_as_rich_prints_it(line, capsys):
+    from rich.console import Console
+
+    from sim.commands import run
+
+    Console(stderr=True).print(line, highlight=False, soft_wrap=True)
+    want = capsys.readouterr().err
+    run._print_config(line, err=True)
+    assert capsys.readouterr().err == want
+    if run._plain(line):  # written directly: exactly what rich writes
+        assert want == line + "\n"
+    assert not run._plain(line) or not any(c in line for c in "[\t") and ":smile:" not in line

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from sim.errors import ConfigError
 
 if TYPE_CHECKING:  # the simulator loads when `run` runs, not when `infersim` starts (issue 17)
+    from rich.console import Console
+    from rich.table import Table
+
     from sim.simulate import SimResult
 
 ITERATIONS_FILE = "iterations.csv"
@@ -95,12 +97,11 @@ def run(
         )
         for c in (dict(zip(choices, combo)) for combo in itertools.product(*choices.values()))
     ]
-    err = Console(stderr=True) if as_json else Console()
     results = []
     for i, spec in enumerate(specs):
         # The resolved configuration first, so nothing is assumed silently (stderr under --json).
         prof, eng = resolve(spec)
-        err.print(_config_line(spec, eng, prof, get_model(spec.model).name), highlight=False, soft_wrap=True)
+        _print_config(_config_line(spec, eng, prof, get_model(spec.model).name), err=as_json)
         t0 = time.perf_counter()
         result = run_spec(spec)
         wall_s = time.perf_counter() - t0
@@ -116,12 +117,16 @@ def run(
         if as_json:
             sys.stdout.write(results[0].to_json() + "\n")
         else:
+            from rich.console import Console
+
             Console().print(_table(results[0]))
             _print_error_band(Console(), results[0].summary)
         return
     if as_json:
         sys.stdout.write(json.dumps({"runs": [r.summary for r in results]}, indent=2, sort_keys=True) + "\n")
     else:
+        from rich.console import Console
+
         console = Console()
         console.print(_comparison_table(specs, results, varying=[k for k, v in choices.items() if len(v) > 1]))
         seen = set()
@@ -131,6 +136,29 @@ def run(
             if key not in seen:
                 seen.add(key)
                 _print_error_band(console, r.summary, prefix=f"{key[0]} / {key[1]}: ")
+
+
+# What rich would change in a line printed without highlighting: markup (`[`), emoji codes
+# (`:name:`, rich's own pattern), tabs and control characters (`isprintable`).
+_RICH_EMOJI = re.compile(r"(:(\S*?)(?:(?:\-)(emoji|text))?:)")
+
+
+def _plain(line: str) -> bool:
+    """Whether rich prints `line` (no highlighting, soft wrap) as the text itself and a newline."""
+    return line.isprintable() and "[" not in line and _RICH_EMOJI.search(line) is None
+
+
+def _print_config(line: str, *, err: bool) -> None:
+    """`Console(stderr=err).print(line, highlight=False, soft_wrap=True)`. Under --json (`err`)
+    nothing else is printed with rich, so a plain line (`_plain`) is written directly and rich
+    (~15 ms of imports, issue 17) is not loaded; otherwise rich prints it."""
+    if err and _plain(line):
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        return
+    from rich.console import Console
+
+    Console(stderr=err).print(line, highlight=False, soft_wrap=True)
 
 
 def _print_error_band(console: Console, summary: dict, prefix: str = "") -> None:
@@ -171,6 +199,8 @@ def _run_folder(i: int, spec) -> str:
 def _comparison_table(specs, results, varying: list[str]) -> Table:
     """Compared runs side by side: the options that differ between them, then what users measure
     (only the differing options are columns, so the table fits 80 columns)."""
+    from rich.table import Table
+
     shown = varying or ["engine"]
     t = Table(title="infersim run: comparison", caption="TTFT and TPOT in ms, E2E in s; users = closed-loop clients")
     for label in shown:
@@ -251,6 +281,8 @@ def _fmt(x, scale: float = 1.0, digits: int = 1) -> str:
 
 
 def _table(result: SimResult) -> Table:
+    from rich.table import Table
+
     s = result.summary
     t = Table(title="infersim run", show_header=True)
     t.add_column("metric")
