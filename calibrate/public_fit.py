@@ -642,7 +642,11 @@ def fit_routing(prepared: list[Prepared]) -> dict[str, dict]:
     multi = [it for it in prepared if it.shape is not None and get_model(it.row.model).is_moe
              and ((it.row.batch or 1) > 1 or it.row.metric == "offline")]
     out = {}
-    for model in sorted({it.row.model for it in multi}):
+    models = sorted({it.row.model for it in multi})
+    # start every model from uniform routing, whatever a previous fit wrote: the same corpus then
+    # gives the same choices (models share groups, so the order is fixed: alphabetical)
+    POOL_OVERRIDE.update({m: 1.0 for m in models})
+    for model in models:
         mine = [it for it in multi if it.row.model == model]
         keys = sorted({(it.row.device, it.family) for it in mine})
         scores = {}
