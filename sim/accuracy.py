@@ -74,8 +74,13 @@ def describe(err: dict) -> str:
     label = {"ttft": "TTFT", "tpot": "TPOT", "throughput": "throughput", "e2e": "e2e"}
     bases = {v["basis"] for v in figs.values()}
     if len(bases) == 1:
-        parts = [f"{label[f]} ±{v['pct']:.0f}%" for f, v in figs.items()]
-        tail = f" ({next(iter(bases))}, n={max(v['n'] for v in figs.values())})"
+        ns = {v["n"] for v in figs.values()}
+        if len(ns) == 1:
+            parts = [f"{label[f]} ±{v['pct']:.0f}%" for f, v in figs.items()]
+            tail = f" ({next(iter(bases))}, n={next(iter(ns))})"
+        else:
+            parts = [f"{label[f]} ±{v['pct']:.0f}% (n={v['n']})" for f, v in figs.items()]
+            tail = f" ({next(iter(bases))})"
     else:
         parts = [f"{label[f]} ±{v['pct']:.0f}% ({v['basis']}, n={v['n']})" for f, v in figs.items()]
         tail = ""
