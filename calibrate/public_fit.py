@@ -394,9 +394,12 @@ def predict_with(row: PublicRow, shape: Shape, cp: CostParams, lat_us: float | N
     if shape.tp > 1:
         from dataclasses import replace as _replace
 
+        # as sim.parallel prices a TP group: one device of tp x the rates, without the GEMM start-up
+        # (placements do not apply n_1/2 or the decode-attention slowdown; sim.cost module docstring)
         cp = _replace(cp, bandwidth_bytes_per_s=cp.bandwidth_bytes_per_s * shape.tp,
                       matmul_flops_per_s=cp.matmul_flops_per_s * shape.tp,
-                      attention_flops_per_s=cp.attention_flops_per_s * shape.tp)
+                      attention_flops_per_s=cp.attention_flops_per_s * shape.tp,
+                      matmul_half_rows=0.0, decode_attention_slowdown=1.0)
 
     def time_of(features, weights):
         lat_s = (lat_us if lat_us is not None else hw.interconnect_latency_us) * 1e-6
