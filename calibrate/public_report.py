@@ -252,7 +252,7 @@ def simulate_row(row) -> float | None:
     the row's workload as a trace (every request at t = 0), the row's engine preset with the row's
     batch as its concurrency limit. None for rows this check does not cover (depth > 0, serving at
     a rate, no lengths). This is what a user's `infersim run` would print for that setup."""
-    from calibrate.public_fit import ENGINE_PRESET, _row_objects
+    from calibrate.public_fit import _row_objects
     from sim.simulate import simulate
     from workloads.request import Request
 
