@@ -264,21 +264,13 @@ def calibrate_command(
 
 def public_command(corpus: Path | None, report: Path | None, write: bool, as_json: bool) -> None:
     """`calibrate --public`: the public-measurement fit (calibrate/public_report.py)."""
-    from calibrate.public_report import run_public_fit
+    from calibrate.public_report import run_public_fit, summary_lines
 
     console = Console(stderr=True)
     with console.status("fitting every device and kernel family to the public corpus, then cross-validating"):
         s = run_public_fit(corpus, write_profiles=write, report=report, console=console)
-    for name, title in (("in_sample", "in sample"), ("lodo", "leave-one-device-out"),
-                        ("loso", "leave-one-source-out"), ("lomo", "leave-one-model-out")):
-        st = s[name]["all"]
-        if not st["n"]:
-            console.print(f"{title:22s}     0 rows", highlight=False)
-            continue
-        console.print(f"{title:22s} {st['n']:5d} rows: median {100 * st['median']:.1f}%, p80 {100 * st['p80']:.1f}%, "
-                      f"p90 {100 * st['p90']:.1f}%", highlight=False)
-    console.print(f"{s['replayed']} of {s['rows']} rows replayed; {len(s['excluded'])} excluded (see the report)",
-                  highlight=False)
+    for line in summary_lines(s):
+        console.print(line, highlight=False)
     if write:
         console.print(f"profiles written: {', '.join(s.get('profiles_written', [])) or 'none changed'}", highlight=False)
     if report:

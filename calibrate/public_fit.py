@@ -43,13 +43,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property, lru_cache
 
 import numpy as np
 
 from calibrate.public_corpus import PublicRow
-from sim.cost import ATTENTION_FORMAT, CostModel, CostParams, StepFeatures
+from sim.cost import CostModel, CostParams, StepFeatures
+from sim.hardware import Efficiency
 from sim.quant import kernel_class
 
 # ---- kernel families and weight classes ---------------------------------------------------------
@@ -61,12 +62,6 @@ ENGINE_FAMILY = {
     "vllm": "torch", "sglang": "torch", "tgi": "torch",
     "trtllm": "trtllm",
 }
-# the preset each engine's rows are replayed with (its scheduler limits and software overheads)
-ENGINE_PRESET = {"llama.cpp": "llama.cpp", "ollama": "ollama", "lmstudio": "lmstudio", "mlx": "mlx",
-                 "vllm": "vllm", "sglang": "sglang", "tgi": "tgi", "trtllm": "trtllm"}
-FAMILIES = ("ggml", "mlx", "torch", "trtllm")
-# a family with no rows at all on a device borrows from these, in order (same device first)
-FAMILY_FALLBACK = {"mlx": ("ggml",), "torch": ("trtllm",), "trtllm": ("torch",), "ggml": ("mlx",)}
 
 
 def engine_family(engine: str, settings: dict | None = None) -> str:
@@ -74,11 +69,6 @@ def engine_family(engine: str, settings: dict | None = None) -> str:
     if engine == "lmstudio" and settings and settings.get("runtime", "").lower().startswith("mlx"):
         return "mlx"
     return ENGINE_FAMILY.get(engine, engine)
-
-
-def row_class(row: PublicRow) -> tuple[str, str]:
-    """(weight class, peak format) of a row's quantization under its engine's kernels."""
-    return kernel_class(_row_objects(row)[3], engine_family(row.engine, row.settings))
 
 
 # ---- parameters ---------------------------------------------------------------------------------
@@ -137,6 +127,18 @@ class GroupParams:
         on the fly and reaches less of the bus than a plain fp16 GEMV)."""
         return _class_value(self.bandwidth, cls, PRIOR_BANDWIDTH[0])
 
+    @cached_property
+    def efficiency(self) -> Efficiency:
+        """These values as the profile entry they become (sim.hardware.Efficiency): an unmeasured
+        weight class falls back to `compute` / `bandwidth`, the geometric means of the measured ones."""
+        return Efficiency(
+            compute=_class_value(self.compute, "", PRIOR_COMPUTE[0]),
+            bandwidth=_class_value(self.bandwidth, "", PRIOR_BANDWIDTH[0]),
+            compute_by_class=self.compute, bandwidth_by_class=self.bandwidth, attention_of_peak=self.attention,
+            floor_ms=self.floor_ms, per_sequence_ms=self.seq_ms, matmul_half_rows=self.half_rows,
+            interconnect_latency_us=self.lat_us,
+        )
+
 
 def _class_value(values: dict[str, float], cls: str, default: float) -> float:
     if cls in values:
@@ -158,9 +160,6 @@ class Shape:
     tp: int = 1
     comm_per_token_s: float = 0.0
     comm_steps: float = 0.0  # collective steps per pass (each costs the step latency)
-    # serving at a request rate: the concurrency solves C = rate x e2e(C) (Little's law)
-    rate: float | None = None
-    rate_parts: tuple | None = None
 
 
 class Excluded(Exception):
@@ -188,7 +187,7 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
     from sim.models import get_model
 
     hw = load_profile(device)
-    eng = load_engine(ENGINE_PRESET[engine]).for_hardware(hw)
+    eng = load_engine(engine).for_hardware(hw)  # each engine's rows replay with its own preset
     if tp > 1:
         eng = eng.with_overrides(tp=tp)
     if kv_dtype:
@@ -279,10 +278,7 @@ def _steady_iteration(cm, batch: float, isl: int, osl: int):
     dec = cm.features(decode_context=[isl + osl // 2])
     pre = cm.features(prefill_tokens=[isl], prefill_context=[0])
     k = batch / osl
-    return StepFeatures(*(batch * getattr(dec, f) + k * getattr(pre, f) for f in _FEATURE_FIELDS))
-
-
-_FEATURE_FIELDS = ("new_tokens", "sequences", "attention_layer_keys", "kv_read_layer_tokens", "decode_layer_keys")
+    return StepFeatures(*(batch * getattr(dec, f.name) + k * getattr(pre, f.name) for f in fields(StepFeatures)))
 
 
 def row_shape(row: PublicRow) -> Shape:
@@ -342,9 +338,8 @@ def row_shape(row: PublicRow) -> Shape:
         b_mem = cap / per_seq if per_seq else limit
         b_budget = budget * osl / (isl + osl)
         if row.request_rate and metric == "serving":
-            parts = (_steady_iteration(cm, 1.0, isl, osl), cm.features(prefill_tokens=[isl], prefill_context=[0]))
-            return Shape(parts[0], np.array([1.0]), 0.0, 0.0, tp, comm[0], comm[1], rate=row.request_rate,
-                         rate_parts=(parts, isl, osl, min(limit, b_mem, b_budget), quantity))
+            raise Excluded("serving at a request rate is not replayed (its queueing is the simulator's, "
+                           "not one steady iteration's)")
         b = max(1.0, min(limit, b_mem, b_budget))
         it = _steady_iteration(cm, b, isl, osl)
         if quantity == "output_tps":
@@ -367,17 +362,9 @@ def row_shape(row: PublicRow) -> Shape:
 # ---- prediction ---------------------------------------------------------------------------------
 
 def cost_params(hw, engine_cfg, q, p: GroupParams) -> CostParams:
-    """CostParams of a group's parameters on a profile (what `CostParams.from_profile` builds from a
-    profile that carries them), for one device."""
-    cls, peak = kernel_class(q, p.family)
-    return CostParams(
-        bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s * p.bandwidth_for(cls),
-        matmul_flops_per_s=hw.peak_flops(peak) * p.compute_for(cls),
-        attention_flops_per_s=hw.peak_flops(ATTENTION_FORMAT) * p.attention,
-        iteration_overhead_s=(p.floor_ms + engine_cfg.iteration_overhead_ms) / 1e3,
-        per_sequence_overhead_s=(p.seq_ms + engine_cfg.per_sequence_overhead_ms) / 1e3,
-        matmul_half_rows=p.half_rows,
-    )
+    """CostParams of a group's parameters on one device: what the simulator builds from a profile
+    carrying them (`CostParams.from_profile` -> `from_efficiency`, the same code)."""
+    return CostParams.from_efficiency(hw, q, p.efficiency, p.family, engine_cfg)
 
 
 def predict(row: PublicRow, shape: Shape, p: GroupParams) -> float:
@@ -392,38 +379,16 @@ def predict_with(row: PublicRow, shape: Shape, cp: CostParams, lat_us: float | N
     profile's)."""
     hw, eng, spec, q, cm = _row_objects(row)
     if shape.tp > 1:
-        from dataclasses import replace as _replace
-
         # as sim.parallel prices a TP group: one device of tp x the rates, without the GEMM start-up
         # (placements do not apply n_1/2 or the decode-attention slowdown; sim.cost module docstring)
-        cp = _replace(cp, bandwidth_bytes_per_s=cp.bandwidth_bytes_per_s * shape.tp,
-                      matmul_flops_per_s=cp.matmul_flops_per_s * shape.tp,
-                      attention_flops_per_s=cp.attention_flops_per_s * shape.tp,
-                      matmul_half_rows=0.0, decode_attention_slowdown=1.0)
-
-    def time_of(features, weights):
-        lat_s = (lat_us if lat_us is not None else hw.interconnect_latency_us) * 1e-6
-        t = cm.predict_times(cp, features) + shape.comm_per_token_s * features.new_tokens + shape.comm_steps * lat_s
-        return float(np.dot(t, weights))
-
-    if shape.rate is not None:
-        (unit, first), isl, osl, b_max, quantity = shape.rate_parts
-        c = 1.0
-        for _ in range(60):  # Little's law: in-flight requests = rate x time in system
-            it = StepFeatures(*(max(c, 1.0) * getattr(unit, f) for f in _FEATURE_FIELDS))
-            t_it = time_of(it, np.ones(1))
-            t_first = time_of(first, np.ones(1))
-            e2e = t_first + (osl - 1) * t_it
-            c_new = min(shape.rate * e2e, b_max)
-            if abs(c_new - c) < 1e-3:
-                break
-            c = 0.5 * c + 0.5 * c_new
-        if c >= b_max * 0.999:
-            return math.inf  # saturated: the queue grows without bound
-        return {"tpot_ms": t_it * 1e3, "itl_ms": t_it * 1e3, "ttft_ms": t_first * 1e3, "e2e_s": e2e,
-                "output_tps": shape.rate * osl, "total_tps": shape.rate * (isl + osl),
-                "decode_tps_per_user": 1.0 / t_it}[quantity]
-    total = time_of(shape.features, shape.weights)
+        cp = replace(cp, bandwidth_bytes_per_s=cp.bandwidth_bytes_per_s * shape.tp,
+                     matmul_flops_per_s=cp.matmul_flops_per_s * shape.tp,
+                     attention_flops_per_s=cp.attention_flops_per_s * shape.tp,
+                     matmul_half_rows=0.0, decode_attention_slowdown=1.0)
+    lat_s = (lat_us if lat_us is not None else hw.interconnect_latency_us) * 1e-6
+    f = shape.features
+    t = cm.predict_times(cp, f) + shape.comm_per_token_s * f.new_tokens + shape.comm_steps * lat_s
+    total = float(np.dot(t, shape.weights))
     return shape.numerator / total if shape.numerator else total * shape.scale
 
 
@@ -462,7 +427,7 @@ def prepare(rows: list[PublicRow]) -> list[Prepared]:
 def _classes(items: list[Prepared]) -> tuple[str, ...]:
     seen = []
     for it in items:
-        c = row_class(it.row)[0]
+        c = kernel_class(_row_objects(it.row)[3], it.family)[0]
         if c not in seen:
             seen.append(c)
     return tuple(seen)
@@ -478,21 +443,16 @@ def _unpack(x: np.ndarray, classes: tuple[str, ...], device: str, family: str) -
     return GroupParams(device, family, bw, comp, att, floor, seq, half, lat)
 
 
-def fit_group(items: list[Prepared], device: str, family: str, priors: dict | None = None) -> GroupParams:
-    """Least squares on log(predicted / measured) of the group's rows, with log-normal priors
-    (`priors` overrides the generic centres: e.g. the family's values on other devices)."""
+def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
+    """Least squares on log(predicted / measured) of the group's rows, with priors at generic values
+    (PRIOR_*) that hold what the rows do not measure."""
     from scipy.optimize import least_squares
 
     items = [it for it in items if it.shape is not None]
     classes = _classes(items)
     n = len(classes)
-    pri = {"bandwidth": {}, "compute": {}, "attention": PRIOR_ATTENTION[0], "floor_ms": PRIOR_FLOOR_MS[0],
-           "seq_ms": PRIOR_SEQ_MS[0], "half_rows": PRIOR_HALF_ROWS[0]}
-    if priors:
-        pri.update(priors)
-    centre = np.array([math.log(pri["attention"]), pri["floor_ms"], pri["seq_ms"], pri["half_rows"]]
-                      + [math.log(pri["bandwidth"].get(c, PRIOR_BANDWIDTH[0])) for c in classes]
-                      + [math.log(pri["compute"].get(c, PRIOR_COMPUTE[0])) for c in classes])
+    centre = np.array([math.log(PRIOR_ATTENTION[0]), PRIOR_FLOOR_MS[0], PRIOR_SEQ_MS[0], PRIOR_HALF_ROWS[0]]
+                      + [math.log(PRIOR_BANDWIDTH[0])] * n + [math.log(PRIOR_COMPUTE[0])] * n)
     sigma = np.array([PRIOR_ATTENTION[1], PRIOR_FLOOR_MS[1], PRIOR_SEQ_MS[1], PRIOR_HALF_ROWS[1]] + [PRIOR_BANDWIDTH[1]] * n + [PRIOR_COMPUTE[1]] * n)
     lo = np.array([math.log(BOUNDS["attention"][0]), BOUNDS["floor_ms"][0], BOUNDS["seq_ms"][0], BOUNDS["half_rows"][0]]
                   + [math.log(BOUNDS["bandwidth"][0])] * n + [math.log(BOUNDS["compute"][0])] * n)
@@ -579,10 +539,6 @@ def _tier(target: str, other: str) -> int:
     if g1 and g1 == g2:
         return 2
     return 3 if m1 == m2 else 4
-
-
-def _geo(values: list[float]) -> float:
-    return float(np.exp(np.mean(np.log(values))))
 
 
 # How much a fitted device counts in a transfer, per tier of distance (`_tier`): each step away
@@ -841,8 +797,8 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
                 src = (f"fitted by calibrate/public_fit.py to {len(p.rows)} public measurements from "
                        f"{len(p.sources)} source(s): " + "; ".join(p.sources))
             entry = {
-                "compute": round(_geo(list(p.compute.values())), 4),
-                "bandwidth": round(_geo(list(p.bandwidth.values())), 4),
+                "compute": round(p.efficiency.compute, 4),
+                "bandwidth": round(p.efficiency.bandwidth, 4),
                 "compute_by_class": comp,
                 "bandwidth_by_class": bw,
                 "attention_of_peak": round(p.attention, 4),

@@ -117,6 +117,20 @@ def summary(v: Validation) -> dict:
     return out
 
 
+def summary_lines(s: dict) -> list[str]:
+    """What `calibrate --public` and benchmarks/public_fit.py print: each held-out error and the
+    rows replayed."""
+    out = []
+    for name, title in (("in_sample", "in sample"), ("lodo", "leave-one-device-out"),
+                        ("loso", "leave-one-source-out"), ("lomo", "leave-one-model-out")):
+        st = s[name]["all"]
+        out.append(f"{title:22s}     0 rows" if not st["n"] else
+                   f"{title:22s} {st['n']:5d} rows: median {100 * st['median']:.1f}%, p80 {100 * st['p80']:.1f}%, "
+                   f"p90 {100 * st['p90']:.1f}%")
+    out.append(f"{s['replayed']} of {s['rows']} rows replayed; {len(s['excluded'])} excluded (see the report)")
+    return out
+
+
 def render_markdown(s: dict, corpus_files: list[str]) -> str:
     def line(st: dict) -> str:
         return f"{st['n']} | {_pct(st['median'])} | {_pct(st['p80'])} | {_pct(st['p90'])}"

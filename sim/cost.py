@@ -138,7 +138,7 @@ from sim.quant import QuantFormat
 
 if TYPE_CHECKING:
     from sim.engine_config import EngineConfig
-    from sim.hardware import HardwareProfile
+    from sim.hardware import Efficiency, HardwareProfile
     from sim.ubatch import Pass
 
 # Attention (QK^T, softmax, PV) runs on activations and the KV cache, which all the presets keep in
@@ -221,32 +221,45 @@ class CostParams:
         calibrated on this very engine (`hw.calibration["engine"] == engine.name`) the engine's
         overheads are already in the profile's and are not added again.
         """
-        from sim.quant import get_quant, kernel_class
+        from sim.quant import get_quant
 
         q = quant if isinstance(quant, QuantFormat) else get_quant(quant)
         name = engine.name if engine is not None else None
         family = (engine.kernel_family or engine.name) if engine is not None else None
         eff = hw.efficiency_for(name, family)
-        own_measurement = name is not None and hw.has_efficiency_for(name, family)
+        own_measurement = eff is not hw.efficiency
         calibrated_on_engine = name is not None and (hw.calibration or {}).get("engine") == name
-        scale_c = scale_b = scale_a = 1.0
+        scale = engine.efficiency_scale if engine is not None and not own_measurement and not calibrated_on_engine \
+            else None
+        return cls_.from_efficiency(hw, q, eff, family, None if calibrated_on_engine else engine, scale)
+
+    @classmethod
+    def from_efficiency(
+        cls_, hw: "HardwareProfile", q: QuantFormat, eff: "Efficiency", family: str | None = None,
+        engine: "EngineConfig | None" = None, scale=None,
+    ) -> "CostParams":
+        """Effective parameters of efficiencies `eff` on `hw`'s datasheet peaks (the arithmetic of
+        `from_profile`, and of the public-measurement fit, calibrate/public_fit.py, which prices
+        candidate efficiencies with it): `engine`'s software overheads are added when given, `scale`
+        (an EfficiencyScale) multiplies the efficiencies when given."""
+        from sim.quant import kernel_class
+
+        scale_c, scale_b, scale_a = (scale.compute, scale.bandwidth, scale.attention) if scale is not None \
+            else (1.0, 1.0, 1.0)
         it_ms = hw.iteration_overhead_ms if eff.floor_ms is None else eff.floor_ms
         seq_ms = hw.per_sequence_overhead_ms if eff.per_sequence_ms is None else eff.per_sequence_ms
         if engine is not None:
-            if not own_measurement and not calibrated_on_engine:
-                s = engine.efficiency_scale
-                scale_c, scale_b, scale_a = s.compute, s.bandwidth, s.attention
-            if not calibrated_on_engine:
-                it_ms += engine.iteration_overhead_ms
-                seq_ms += engine.per_sequence_overhead_ms
+            it_ms += engine.iteration_overhead_ms
+            seq_ms += engine.per_sequence_overhead_ms
+        # a fitted entry quotes each weight class against its kernels' peak (sim.quant.kernel_class)
         cls, peak_format = kernel_class(q, family) if eff.compute_by_class else (None, q.compute_format)
-        compute_eff = eff.compute_for(cls) * scale_c if cls else eff.compute * scale_c
+        compute_eff = eff.compute_for(cls) * scale_c
         if eff.attention_of_peak is not None:
             attention = hw.peak_flops(ATTENTION_FORMAT) * eff.attention_of_peak * scale_a
         else:
             attention = hw.peak_flops(ATTENTION_FORMAT) * eff.compute * scale_c * eff.attention * scale_a
         return cls_(
-            bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s * (eff.bandwidth_for(cls) if cls else eff.bandwidth) * scale_b,
+            bandwidth_bytes_per_s=hw.bandwidth_bytes_per_s * eff.bandwidth_for(cls) * scale_b,
             matmul_flops_per_s=hw.peak_flops(peak_format) * compute_eff,
             attention_flops_per_s=attention,
             iteration_overhead_s=it_ms / 1e3,

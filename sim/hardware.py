@@ -107,11 +107,11 @@ class Efficiency(BaseModel):
                 raise ValueError(f"{k} must be in (0, 1], got {x}")
         return v
 
-    def compute_for(self, cls: str) -> float:
+    def compute_for(self, cls: str | None) -> float:
         """Matmul efficiency for weight class `cls` (the class's own when fitted, else `compute`)."""
         return self.compute_by_class.get(cls, self.compute)
 
-    def bandwidth_for(self, cls: str) -> float:
+    def bandwidth_for(self, cls: str | None) -> float:
         """Bandwidth efficiency for weight class `cls` (the class's own when fitted, else `bandwidth`)."""
         return self.bandwidth_by_class.get(cls, self.bandwidth)
 
@@ -260,10 +260,6 @@ class HardwareProfile(BaseModel):
         if family and family in self.engine_efficiency:
             return self.engine_efficiency[family]
         return self.efficiency
-
-    def has_efficiency_for(self, engine: str | None, family: str | None = None) -> bool:
-        """Whether `efficiency_for` finds a measured entry (then engine efficiency scales do not apply)."""
-        return bool((engine and engine in self.engine_efficiency) or (family and family in self.engine_efficiency))
 
 
 # ---- finding and loading ---------------------------------------------------------------------

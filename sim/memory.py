@@ -89,6 +89,21 @@ def memory_budget_bytes(hw: HardwareProfile, memory_fraction: float | None = Non
     return hw.memory_bytes * fraction
 
 
+def engine_memory_fraction(hw: HardwareProfile, model: ModelSpec, quant: str | QuantFormat | None, engine) -> float:
+    """The share of `hw`'s memory `engine` fills with weights, activations and KV.
+
+    `engine.memory_fraction` itself when it is a share of the device (`memory_fraction_of: total`:
+    vLLM's gpu_memory_utilization). TensorRT-LLM's kv_cache_free_gpu_memory_fraction
+    (`memory_fraction_of: free`) is f of what the weights (per device: tp x pp) and one forward of
+    max_num_batched_tokens leave, `left`; as a share of the device that is
+    (memory - left x (1 - f)) / memory, at most 1."""
+    if engine.memory_fraction_of != "free":
+        return engine.memory_fraction
+    tokens = engine.max_num_batched_tokens or default_max_batched_tokens(hw)
+    left = hw.memory_bytes - model.weight_bytes(quant) / (engine.tp * engine.pp) - activation_peak_bytes(model, tokens)
+    return min(1.0, max(hw.memory_bytes - left * (1 - engine.memory_fraction), 1.0) / hw.memory_bytes)
+
+
 def kv_budget_bytes(
     hw: HardwareProfile,
     model: ModelSpec,

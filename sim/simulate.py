@@ -21,7 +21,8 @@ from sim.errors import ConfigError
 from sim.hardware import HardwareProfile
 from sim.kv import make_allocator
 from sim.memory import (activation_peak_bytes, check_parallel_fit, default_max_batched_tokens,
-                        deployment_kv_capacity_tokens, memory_budget_bytes, resolve_gpu_layers)
+                        deployment_kv_capacity_tokens, engine_memory_fraction, memory_budget_bytes,
+                        resolve_gpu_layers)
 from sim.metrics import GapLog, IterationLog, RequestLog, summarize
 from sim.models import ModelSpec
 from sim.prefix_cache import BlockPrefixCache, SlotPromptCache
@@ -99,11 +100,9 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
     weights = model.weight_bytes(quant)
     tokens = engine.max_num_batched_tokens or default_max_batched_tokens(hw)
     if engine.memory_fraction_of == "free":
-        # TensorRT-LLM: the KV pool is memory_fraction of what the weights (per device) and one
-        # forward's activations leave; as a share of the device, that is this effective fraction
-        left = hw.memory_bytes - weights / (engine.tp * engine.pp) - activation_peak_bytes(model, tokens)
-        fraction = min(1.0, max(hw.memory_bytes - left * (1 - engine.memory_fraction), 1.0) / hw.memory_bytes)
-        engine = engine.with_overrides(memory_fraction=fraction, activation_reserve_fraction=0.0)
+        # TensorRT-LLM: the fraction is of the memory left free; its activations are in that rule
+        engine = engine.with_overrides(memory_fraction=engine_memory_fraction(hw, model, quant, engine),
+                                       activation_reserve_fraction=0.0)
     budget = memory_budget_bytes(hw, engine.memory_fraction)
     reserve = max(activation_peak_bytes(model, tokens), engine.activation_reserve_fraction * budget)
     per_token = model.kv_bytes_per_token(engine.kv_dtype)
