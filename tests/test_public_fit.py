@@ -265,3 +265,17 @@ def test_kernel_class_puts_mxfp4_under_ggml_with_the_gguf_kernels():
     q = get_model("gpt-oss-20b").quant("mxfp4")
     assert kernel_class(q, "ggml") == ("gguf", "int8")
     assert kernel_class(q, "torch") == ("fp4", "fp4")
+
+
+def test_fit_and_run_size_tensorrt_llms_kv_pool_alike():
+    """TensorRT-LLM's memory fraction is of the memory the weights leave (memory_fraction_of: free):
+    `infersim fit --engine trtllm` and the simulator's KV pool use the same rule (sim.memory)."""
+    res = runner.invoke(app, ["fit", "--hw", "h100-sxm", "--engine", "trtllm", "--model", "llama-3.1-70b",
+                              "--quant", "fp8", "--concurrency", "1", "--no-speed", "--json"])
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.stdout)["rows"][0]
+    run = runner.invoke(app, ["run", str(CHAT), "--hw", "h100-sxm", "--engine", "trtllm", "--model", "llama-3.1-70b",
+                              "--quant", "fp8", "--json"])
+    assert run.exit_code == 0, run.output
+    capacity = json.loads(run.stdout[run.stdout.index("{"):])["kv"]["capacity_tokens"]
+    assert row["fits"] and row["max_context"] == capacity > 0

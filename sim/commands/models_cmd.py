@@ -189,14 +189,17 @@ def fit(
     prof = load_profile(hw)
     reserve_fraction = 0.0
     eng = None
+    per_row_fraction = False
     if engine:
         from sim.engine_config import load_engine
 
         eng = load_engine(engine).for_hardware(prof)
+        # TensorRT-LLM's fraction is of the memory each model leaves free: it is worked out per row
+        per_row_fraction = memory_fraction is None and eng.memory_fraction_of == "free"
         memory_fraction = eng.memory_fraction if memory_fraction is None else memory_fraction
         max_batched_tokens = eng.max_num_batched_tokens if max_batched_tokens is None else max_batched_tokens
         kv_dtype = kv_dtype or eng.kv_dtype
-        reserve_fraction = eng.activation_reserve_fraction
+        reserve_fraction = 0.0 if per_row_fraction else eng.activation_reserve_fraction
     kv_dtype = kv_dtype or "fp16"
     kv_dtype_bytes(kv_dtype)
     quants = [get_quant(q).name for q in _split(quant)] or memory.default_fit_quants(prof)
@@ -204,8 +207,10 @@ def fit(
     rows = []
     for m in models:
         for q in quants:
+            fraction = memory.engine_memory_fraction(prof, m, q, eng) if eng is not None and per_row_fraction \
+                else memory_fraction
             r = memory.fit(prof, m, q, kv_dtype=kv_dtype, context=context, concurrency=concurrency,
-                           memory_fraction=memory_fraction, max_batched_tokens=max_batched_tokens,
+                           memory_fraction=fraction, max_batched_tokens=max_batched_tokens,
                            activation_reserve_fraction=reserve_fraction)
             row = r.to_dict()
             s = (predicted_speed(m, q, prof, context, eng) if speed and r.weight_bytes < r.memory_budget_bytes
