@@ -49,20 +49,12 @@ def _memo(store: dict[tuple, Any], key: tuple | None, load: Callable[[], Any]) -
     return value
 
 
-def _profile_path(name: str) -> Path | None:
-    from sim.hardware import available_profiles
-
-    if name.endswith((".yaml", ".yml")) or os.sep in name or "/" in name:
-        return Path(name)
-    return available_profiles().get(name)
-
-
 def profile(name: str | Path) -> HardwareProfile:
     """`sim.hardware.load_profile(name)`, parsed once per file content."""
-    from sim.hardware import load_profile
+    from sim.hardware import load_profile, profile_path
 
     s = str(name)
-    path = _profile_path(s)
+    path = profile_path(s)
     text = _text(path)
     key = None if text is None else (s, str(path.resolve()), text)
     return _memo(_profiles, key, lambda: load_profile(s))
@@ -71,13 +63,10 @@ def profile(name: str | Path) -> HardwareProfile:
 def engine(name: str | Path) -> EngineConfig:
     """`sim.engine_config.load_engine(name)`, parsed once per file content. A preset file with a
     `base:` is keyed by its base's text too."""
-    from sim.engine_config import _ALIASES, available_engines, load_engine
+    from sim.engine_config import engine_path, load_engine
 
     s = str(name)
-    if s.endswith((".yaml", ".yml")) or os.sep in s:
-        path: Path | None = Path(s)
-    else:
-        path = available_engines().get(_ALIASES.get(s.lower(), s.lower()))
+    path = engine_path(s)
     text = _text(path)
     key = None if text is None else (s, str(path.resolve()), text)
     if key is not None and "base:" in text:

@@ -404,10 +404,21 @@ def load_engine_file(path: str | Path) -> EngineConfig:
         raise err from None
 
 
+def _names_a_file(s: str) -> bool:
+    """An --engine value that is a path (ends in .yaml/.yml or has a separator), not a preset name."""
+    return s.endswith((".yaml", ".yml")) or os.sep in s
+
+
+def engine_path(name_or_path: str | Path) -> Path | None:
+    """The file a preset name (or alias) or path names; None when there is none."""
+    s = str(name_or_path)
+    return Path(s) if _names_a_file(s) else available_engines().get(_ALIASES.get(s.lower(), s.lower()))
+
+
 def load_engine(name_or_path: str | Path) -> EngineConfig:
     """A shipped preset by name (or alias), or a YAML file by path."""
     s = str(name_or_path)
-    if s.endswith((".yaml", ".yml")) or os.sep in s:
+    if _names_a_file(s):
         return load_engine_file(s)
     presets = available_engines()
     key = _ALIASES.get(s.lower(), s.lower())

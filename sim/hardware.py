@@ -395,10 +395,22 @@ def load_profile_file(path: str | Path) -> HardwareProfile:
     return parse_profile(text, origin=path)
 
 
+def _names_a_file(s: str) -> bool:
+    """A --hw value that is a path (ends in .yaml/.yml or has a separator), not a profile name."""
+    return s.endswith((".yaml", ".yml")) or os.sep in s or "/" in s
+
+
+def profile_path(name_or_path: str | Path) -> Path | None:
+    """The file a profile name or path names (the user's profile of that name shadowing the
+    shipped one); None when there is none."""
+    s = str(name_or_path)
+    return Path(s) if _names_a_file(s) else available_profiles().get(s)
+
+
 def load_profile(name_or_path: str | Path) -> HardwareProfile:
     """A profile by name (user folder first, then shipped) or by path to a YAML file."""
     s = str(name_or_path)
-    if s.endswith((".yaml", ".yml")) or os.sep in s or "/" in s:
+    if _names_a_file(s):
         return load_profile_file(s)
     profiles = available_profiles()
     if s in profiles:
