@@ -1233,13 +1233,21 @@ class CostModel:
         )
         return self._fix_up(seg, k, budget_s, max_steps)
 
-    def _fix_up(self, seg, k: int, budget_s: float, max_steps: int | None) -> int:
-        """Move an estimate k to the exact largest k with run time <= budget_s (and <= max_steps)."""
+    def _fix_up(self, seg, k: int, budget_s: float, max_steps: int | None, times: dict | None = None) -> int:
+        """Move an estimate k to the exact largest k with run time <= budget_s (and <= max_steps).
+        `times`, when given, keeps every run time computed on the way (k -> seconds), for a caller
+        that prices the chosen run next (the replica's fast-forward)."""
+        def run(j: int) -> float:
+            t = self._run_time(seg, j)
+            if times is not None and j > 0:
+                times[j] = t
+            return t
+
         if max_steps is not None:
             k = min(k, max_steps)
-        while k > 0 and self._run_time(seg, k) > budget_s:
+        while k > 0 and run(k) > budget_s:
             k -= 1
-        while (max_steps is None or k < max_steps) and self._run_time(seg, k + 1) <= budget_s:
+        while (max_steps is None or k < max_steps) and run(k + 1) <= budget_s:
             k += 1
         return k
 

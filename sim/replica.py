@@ -640,17 +640,8 @@ class Replica:
                     # CostModel.decode_steps_within on one segment, from the lines already computed:
                     # its estimate, then `_fix_up`'s exact correction, keeping the run times in `times`
                     _, a_c, b_c, a_m, b_m = lines
-                    kw = min(self.cost._steps_in_lines(a_c, b_c, a_m, b_m, budget), k)
-                    while kw > 0:
-                        tk = times[kw] = _sum_max_of_two_lines(a_c, b_c, a_m, b_m, kw)
-                        if tk <= budget:
-                            break
-                        kw -= 1
-                    while kw < k:
-                        tk = times[kw + 1] = _sum_max_of_two_lines(a_c, b_c, a_m, b_m, kw + 1)
-                        if tk > budget:
-                            break
-                        kw += 1
+                    kw = self.cost._fix_up(lines, self.cost._steps_in_lines(a_c, b_c, a_m, b_m, budget), budget, k,
+                                           times)
                 if kw < k:
                     # Stop at the first step ending after the arrival, where a step-by-step run
                     # admits it. (A step ending exactly at the arrival — a tie of two float sums —
