@@ -12,7 +12,7 @@ measured - 1| over rows the fit did not see). This module turns that into what a
 A figure is mapped to the kind that drives it: TTFT to prefill, TPOT/ITL to decode, throughput
 and end-to-end latency to throughput/latency when those were measured, else decode (they are
 decode-dominated for outputs of more than a few tokens). A locally calibrated profile quotes its
-own held-out probe error instead.
+own held-out probe error instead (the median per kind of probe, calibrate/fit.py).
 """
 
 from __future__ import annotations
@@ -40,10 +40,18 @@ def expected_error(hw: "HardwareProfile", engine: "EngineConfig | None") -> dict
     family = (engine.kernel_family or engine.name) if engine is not None else None
     cal = hw.calibration or {}
     if name and name in hw.engine_efficiency and cal.get("engine") == name:
-        held = (cal.get("held_out") or {})
-        return {"family": family, "transferred_from": [], "figures": {},
-                "basis": (f"calibrated on this machine with {name} ({cal.get('date', 'date unknown')}); "
-                          f"see its held-out probe error{': ' + str(held) if held else ''}")}
+        # a local calibration: its own held-out probes (calibrate/fit.py), median |error| per kind
+        fit = cal.get("fit") or {}
+        by_kind = fit.get("heldout_median_abs_error_by_kind") or {}
+        n = int(fit.get("n_heldout") or 0)
+        basis = "median of held-out calibration probes"
+        figures = {}
+        for fig, kinds in FIGURE_KINDS.items():
+            kind = next((k for k in kinds if by_kind.get(k) is not None), None)
+            if kind is not None:
+                figures[fig] = {"pct": round(100 * by_kind[kind], 1), "n": n, "kind": kind, "basis": basis}
+        return {"family": family, "transferred_from": [], "figures": figures,
+                "basis": f"calibrated on this machine with {name} ({cal.get('date', 'date unknown')})"}
     eff = hw.engine_efficiency.get(family) if family else None
     if eff is None or not eff.error:
         who = family or "this engine"

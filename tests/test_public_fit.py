@@ -279,3 +279,19 @@ def test_fit_and_run_size_tensorrt_llms_kv_pool_alike():
     assert run.exit_code == 0, run.output
     capacity = json.loads(run.stdout[run.stdout.index("{"):])["kv"]["capacity_tokens"]
     assert row["fits"] and row["max_context"] == capacity > 0
+
+
+def test_a_locally_calibrated_profile_quotes_its_own_held_out_probe_error():
+    from sim.accuracy import describe, expected_error
+
+    hw = load_profile("cpu-x86-generic")
+    hw = hw.model_copy(update={
+        "engine_efficiency": {"llama.cpp": hw.efficiency},
+        "calibration": {"engine": "llama.cpp", "date": "2026-12-04",
+                        "fit": {"heldout_median_abs_error_by_kind": {"prefill": 0.031, "decode": 0.018},
+                                "n_heldout": 7}},
+    })
+    err = expected_error(hw, load_engine("llama.cpp"))
+    assert err["figures"]["ttft"]["pct"] == pytest.approx(3.1) and err["figures"]["tpot"]["pct"] == pytest.approx(1.8)
+    assert err["figures"]["e2e"]["kind"] == "decode" and err["figures"]["tpot"]["n"] == 7
+    assert "calibrated on this machine" in describe(err)
