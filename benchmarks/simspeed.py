@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -75,10 +74,10 @@ def requests(n: int, seed: int = 0, rate_per_s: float = RATE_PER_S, marks: list 
 
 
 def run_one(n: int, profile: bool) -> dict:
-    from sim.engine_config import load_engine
-    from sim.hardware import load_profile
-    from sim.models import get_model
-    from sim.simulate import simulate
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+    from sim.catalog.model_readers import get_model
+    from sim.cluster.simulate import simulate
 
     hw, model = load_profile("h100-sxm"), get_model("llama-3.1-8b")
     engine = load_engine("vllm").for_hardware(hw)  # vLLM defaults on an H100: 1024 seqs, 8192 tokens

@@ -20,12 +20,13 @@ from calibrate.fit import FitResult, Observation, fit_cost_params, int8_speedup_
 from calibrate.machine import RawRates, describe_machine, measure_raw_rates_isolated
 from calibrate.probes import ProbePoint, ProbeRun, build_plan, run_plan
 from calibrate.profile import build_profile, write_profile_atomic
-from sim.cost import CostModel, CostParams
-from sim.engine_config import load_engine
+from sim.catalog.engine_config import load_engine
+from sim.catalog.hardware import HardwareProfile, user_profiles_dir
+from sim.catalog.models import ModelSpec
+from sim.catalog.quant import QuantFormat
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel
 from sim.files import file_sha256
-from sim.hardware import HardwareProfile, user_profiles_dir
-from sim.models import ModelSpec
-from sim.quant import QuantFormat
 
 # Any positive placeholder: the fit replaces every parameter, CostModel only needs one to exist.
 _PLACEHOLDER = CostParams(1e10, 1e11, 1e11)
@@ -311,10 +312,9 @@ def extend_calibration(
     machine's CPU, the threads, the plan (quick or full) and the raw peaks stay the calibration's.
     `origin` names the profile's file for error messages.
     """
-    from sim.errors import ConfigError
-    from sim.models import get_model
-
     from calibrate.probes import merge_rounds
+    from sim.catalog.model_readers import get_model
+    from sim.errors import ConfigError
 
     cal = dict(profile.calibration or {})
     if cal.get("method") != "llama.cpp probes":

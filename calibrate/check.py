@@ -140,9 +140,10 @@ def check_profile(
     (or `spec`/`quant`); the engine preset defaults to llama.cpp (the probes run llama.cpp).
     """
     from calibrate.machine import CpuTimes
-    from sim.cost import CostModel, CostParams
-    from sim.engine_config import load_engine
-    from sim.models import get_model
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.model_readers import get_model
+    from sim.cost.params import CostParams
+    from sim.cost.roofline import CostModel
 
     spec = spec or get_model(str(model_path))
     quant = quant or spec.quant(spec.quant_override or spec.default_quant)

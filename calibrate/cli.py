@@ -97,13 +97,13 @@ def render_summary(console: Console, result) -> None:
     )
     for note in fit.notes + list((prof.calibration or {}).get("peaks_raised", [])):
         console.print(f"note: {note}")
-    from sim.cost import DecodeCorrection
+    from sim.cost.llamacpp import DecodeCorrection
 
     if (prof.calibration or {}).get("method") == "llama.cpp probes":
         corr = DecodeCorrection.from_points((prof.calibration or {}).get("probe_points", []))
         if corr is not None:
             console.print("decode steps of this model under this engine are also corrected by the measured / fitted "
-                          "ratio per batch size (sim.cost.DecodeCorrection): "
+                          "ratio per batch size (sim.cost.llamacpp.DecodeCorrection): "
                           + ", ".join(f"{b}: {math.exp(r):.3f}" for b, r in zip(corr.batches, corr.log_ratios)))
     busy = machine_busy_warning(prof.calibration or {})
     if busy:
@@ -191,9 +191,9 @@ def calibrate_command(
     from calibrate.calibration import calibrate_endpoint, calibrate_model
     from calibrate.machine import physical_cores
     from calibrate.probes import ProbeError
-    from sim.engine_config import load_engine
-    from sim.hardware import load_profile
-    from sim.models import get_model
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+    from sim.catalog.model_readers import get_model
 
     _check_name(name)
     load_engine(engine)  # an unknown engine is a one-line error before minutes of probing
@@ -237,13 +237,13 @@ def calibrate_command(
         if not model:
             raise ConfigError("endpoint mode needs --model: the served model (GGUF, config.json or catalog name)",
                               field="--model")
-        from sim.replay.http import check_endpoint
+        from calibrate.replay.http import check_endpoint
 
         check_endpoint(endpoint, allow_remote=allow_remote)
         spec = get_model(model)
         q = spec.quant(quant or spec.quant_override or spec.default_quant)
         peaks = load_profile(peaks_from) if peaks_from else None
-        from sim.replay.errors import EngineUnreachable
+        from calibrate.replay.errors import EngineUnreachable
 
         with console.status("calibrating endpoint") as status:
             try:
@@ -299,8 +299,8 @@ def check_command(profile_name: str, model: str | None, threads: int | None, gpu
     """`calibrate --check PROFILE --model GGUF`: time the check shapes, compare, exit 1 if drifted."""
     from calibrate.check import check_profile
     from calibrate.probes import ProbeError
-    from sim.engine_config import load_engine
-    from sim.hardware import load_profile
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
 
     prof = load_profile(profile_name)
     eng = load_engine(engine)
@@ -332,8 +332,8 @@ def extend_command(profile_name: str, model: str | None, rounds: int, out: Path 
     """`calibrate --extend PROFILE`: more rounds of the profile's probe plan, pooled, fitted again."""
     from calibrate.calibration import extend_calibration, extension_plan
     from calibrate.probes import ProbeError, count_probes
-    from sim.hardware import available_profiles, load_profile, shipped_profiles_dir
-    from sim.models import get_model
+    from sim.catalog.hardware import available_profiles, load_profile, shipped_profiles_dir
+    from sim.catalog.model_readers import get_model
 
     prof = load_profile(profile_name)
     origin = Path(profile_name) if profile_name.endswith((".yaml", ".yml")) or "/" in profile_name \

@@ -16,7 +16,7 @@ users will talk to and turns what it saw into the same probe points the fit uses
    vLLM) yields points at k = 1 … N; one that serves requests one after another
    (llama-cpp-python's server) yields k = 1 only, and the fit sees that.
 
-Requests go through the replay driver (`sim.replay.http`): prompts of exact token counts through
+Requests go through the replay driver (`calibrate.replay.http`): prompts of exact token counts through
 the server's tokenizer endpoint, unique prefixes (no prompt-cache hits), forced output lengths.
 """
 
@@ -134,7 +134,7 @@ def measure_endpoint(
     on_phase=None,
 ) -> tuple[list[Observation], dict]:
     """Run both phases against `url`; return the observations and what was driven (for provenance)."""
-    from sim.replay.http import replay_http
+    from calibrate.replay.http import replay_http
 
     phases = []
     obs: list[Observation] = []

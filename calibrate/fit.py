@@ -1,15 +1,15 @@
 """Fit the cost model's seven free parameters to measured iteration times.
 
-The cost model (`sim.cost.CostModel`) prices one iteration as
+The cost model (`sim.cost.roofline.CostModel`) prices one iteration as
 
     step_s = max(compute_s, memory_s) + iteration_overhead_s + per_sequence_overhead_s x sequences
 
 (a probe is priced as llama.cpp runs it, one such iteration per pass over the weights: a "mixed"
 probe — a prompt chunk decoded together with B sequences, each sequence in its own KV stream — is
-the B decodes with the chunk's first token, then the rest of the chunk; see `sim.ubatch`)
+the B decodes with the chunk's first token, then the rest of the chunk; see `sim.cost.llamacpp`)
 
 with compute_s and memory_s driven by the effective matmul FLOP/s, attention FLOP/s and memory
-bandwidth (`sim.cost.CostParams`). Given probe points (iteration shapes with their measured
+bandwidth (`sim.cost.params.CostParams`). Given probe points (iteration shapes with their measured
 median seconds) this module finds the `CostParams` that reproduce them, with
 `scipy.optimize.least_squares`:
 
@@ -51,8 +51,9 @@ from typing import Sequence
 import numpy as np
 from scipy.optimize import least_squares
 
-from sim.cost import CostModel, CostParams, StepFeatures
-from sim.ubatch import Pass, Piece, split_equal
+from sim.cost.llamacpp import Pass, Piece, split_equal
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel, StepFeatures
 
 ROBUST_SCALE = 0.10  # soft-L1 loss scale on log error: errors beyond ~10% count linearly, not squared
 HOLDOUT_FRACTION = 0.2
@@ -167,7 +168,7 @@ PROBE_N_UBATCH = 512
 
 
 def observation_passes(o: Observation, n_ubatch: int = PROBE_N_UBATCH) -> list[Pass]:
-    """The passes over the weights llama.cpp runs for one probe's batch (`sim.ubatch.split_equal`).
+    """The passes over the weights llama.cpp runs for one probe's batch (`sim.cost.llamacpp.split_equal`).
 
     The probe worker puts B decodes in sequences 0..B-1 (one token each, with logits) and then the
     prompt chunk in sequence B (logits for its last token), every sequence in its own KV stream.

@@ -149,7 +149,7 @@ def build_plan(
     every sequence's attention reads only its own cache, as the cost model assumes) for batched
     decode and for mixed iterations (a prompt chunk together with decodes), which llama.cpp runs
     there as two passes over the weights, the decodes with the chunk's first token and then the
-    rest of the chunk — how the fit prices them (`sim.ubatch`, `calibrate.fit.observation_passes`).
+    rest of the chunk — how the fit prices them (`sim.cost.llamacpp`, `calibrate.fit.observation_passes`).
     A unified cache would take a mixed batch in one pass but make every token's attention span the
     cells of all sequences (masked), a cost the model does not have. Shapes larger than the model's
     context are left out.
@@ -173,7 +173,7 @@ def build_plan(
         single_decode = [32, 256, 512, 1024, 1536, 1984]
         # 3 and 12 too at the short context: the step time is not linear in the batch (a GEMV at 1,
         # tiled GEMMs from 2 on, see sim.cost), so the batch axis gets the densest sampling;
-        # 6 and 10 leave rows over past a 4-row tile: a second pass over the weights (sim.cost.gemm_rows)
+        # 6 and 10 leave rows over past a 4-row tile: a second pass over the weights (sim.cost.llamacpp.gemm_rows)
         batched_decode = [(b, c) for c in (64, 512) for b in (1, 2, 4, 8, 16)] + [(3, 64), (12, 64), (6, 64), (10, 512)]
         mixed = [(128, 0, 4, 64), (256, 256, 8, 256), (64, 0, 12, 64)]
         per_seq_ctx = 640

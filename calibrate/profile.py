@@ -26,10 +26,10 @@ from typing import Literal
 
 import yaml
 
-from sim.cost import CostParams
+from sim.catalog.hardware import Efficiency, HardwareProfile
+from sim.catalog.quant import QuantFormat
+from sim.cost.params import CostParams
 from sim.errors import ConfigError
-from sim.hardware import Efficiency, HardwareProfile
-from sim.quant import QuantFormat
 
 ATTENTION_FORMAT = "bf16"  # the format sim.cost prices attention in (falls back to fp32 on CPUs)
 _VENDORS = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel", "ARM": "Arm"}
@@ -133,7 +133,7 @@ class _PeakView:
 
 def check_reproduces(profile: HardwareProfile, params: CostParams, quant: QuantFormat, engine: str) -> None:
     """Assert that the profile gives back the fitted parameters through the simulator's own path."""
-    from sim.engine_config import load_engine
+    from sim.catalog.engine_config import load_engine
 
     try:
         eng = load_engine(engine)
@@ -211,62 +211,3 @@ def write_profile_atomic(profile: HardwareProfile, path: str | Path) -> Path:
     return path
 
 
-# ---- transferring efficiencies -----------------------------------------------------------------------
-
-
-def apply_efficiencies(
-    target: HardwareProfile,
-    source: HardwareProfile,
-    *,
-    overheads: Literal["auto", "source", "target"] = "auto",
-) -> HardwareProfile:
-    """`target` with the efficiencies measured on `source`: predict a machine you do not have.
-
-    Kept from `target`: everything physical — peaks (bandwidth, FLOP/s per format), memory,
-    interconnect, price, power. Taken from `source`: `efficiency` and `engine_efficiency` (the
-    achieved/peak ratios of the kernels measured there), and, when `overheads` says so, the
-    per-iteration and per-sequence overheads. "auto" takes source overheads only when both
-    machines are of the same kind (cpu -> cpu): a CPU's graph-building time says nothing about a
-    GPU's kernel-launch overhead. The result's `calibration.efficiency_from` names the source,
-    which fields came from it, and the source's calibration date and engine.
-    """
-    use_source_overheads = overheads == "source" or (overheads == "auto" and source.kind == target.kind)
-    src_cal = source.calibration or {}
-    taken = ["efficiency", "engine_efficiency"]
-    update: dict = {
-        "efficiency": source.efficiency,
-        # the source's entries only: the target's own (fitted to public measurements of its kernel
-        # families) would otherwise win over the source's generic efficiency for every engine
-        "engine_efficiency": dict(source.engine_efficiency),
-    }
-    if use_source_overheads:
-        update["iteration_overhead_ms"] = source.iteration_overhead_ms
-        update["per_sequence_overhead_ms"] = source.per_sequence_overhead_ms
-        # the GEMM start-up (n_1/2, sim.cost) and the decode-attention slowdown belong to the same
-        # software kernels as the overheads: they travel with them (cpu -> cpu), never onto a device
-        # whose kernels were not measured
-        update["matmul_half_rows"] = source.matmul_half_rows
-        update["decode_attention_slowdown"] = source.decode_attention_slowdown
-        taken += ["iteration_overhead_ms", "per_sequence_overhead_ms", "matmul_half_rows", "decode_attention_slowdown"]
-    provenance = {
-        "profile": source.name,
-        "fields": taken,
-        "source_calibration_date": src_cal.get("date"),
-        "source_engine": src_cal.get("engine"),
-        "kept_from_target": ["memory_bandwidth_gb_per_s", "peak_tflops", "memory_capacity_gb"]
-        + ([] if use_source_overheads
-           else ["iteration_overhead_ms", "per_sequence_overhead_ms", "matmul_half_rows", "decode_attention_slowdown"]),
-    }
-    cal = dict(target.calibration or {})
-    cal["efficiency_from"] = provenance
-    # The source's overheads already contain its engine's software overhead; say so, so that
-    # CostParams.from_profile does not add that engine's preset overheads a second time.
-    if use_source_overheads and src_cal.get("engine"):
-        cal["engine"] = src_cal["engine"]
-    update["calibration"] = cal
-    note = f"efficiencies from calibrated profile '{source.name}'"
-    update["notes"] = f"{target.notes}; {note}" if target.notes else note
-    data = target.model_dump()
-    data.update({k: (v.model_dump() if hasattr(v, "model_dump") else v) for k, v in update.items()})
-    data["engine_efficiency"] = {k: e.model_dump() for k, e in update["engine_efficiency"].items()}
-    return HardwareProfile.model_validate(data)

@@ -150,7 +150,7 @@ def parse_row(rec: dict[str, str], *, file: str, line: int, devices: set[str], m
     if model not in models:
         raise ConfigError(f"not in the model catalog: '{model}'", file=file, line=line, field="model")
     quant = need("quant")
-    from sim.quant import get_quant
+    from sim.catalog.quant import get_quant
 
     try:
         get_quant(quant)
@@ -210,8 +210,8 @@ def load_corpus_file(path: str | Path, *, devices: set[str], models: set[str]) -
 
 def load_corpus(directory: str | Path | None = None) -> list[PublicRow]:
     """All rows of every `*.csv` in the corpus folder, in file then line order; row ids unique."""
-    from sim.hardware import available_profiles
-    from sim.models import load_catalog
+    from sim.catalog.hardware import available_profiles
+    from sim.catalog.models import load_catalog
 
     d = Path(directory) if directory is not None else default_corpus_dir()
     if not d.is_dir():

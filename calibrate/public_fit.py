@@ -3,7 +3,7 @@
 The corpus (`calibrate.public_corpus`, `benchmarks/public/*.csv`) holds what people measured:
 llama-bench pp/tg, llama-batched-bench tables, TensorRT-LLM's offline throughput tables, vLLM and
 SGLang latency and serving runs. Each row is turned into the iterations the engine ran
-(`row_shape`), priced with the cost model's own formulas (`sim.cost.CostModel.predict_times`,
+(`row_shape`), priced with the cost model's own formulas (`sim.cost.roofline.CostModel.predict_times`,
 the same code the simulator calls), and the free parameters of one (device, kernel family) are
 fitted to all of that group's rows at once:
 
@@ -49,9 +49,10 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from calibrate.public_corpus import PublicRow
-from sim.cost import CostModel, CostParams, StepFeatures
-from sim.hardware import Efficiency
-from sim.quant import kernel_class
+from sim.catalog.hardware import Efficiency
+from sim.catalog.quant import kernel_class
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel, StepFeatures
 
 # ---- kernel families and weight classes ---------------------------------------------------------
 
@@ -74,7 +75,7 @@ def engine_family(engine: str, settings: dict | None = None) -> str:
 # ---- parameters ---------------------------------------------------------------------------------
 
 # Priors (log-normal: centre, sigma in natural-log units). Centres are the generic values the
-# profiles carried before this fit (sim/hardware.py Efficiency defaults; FlashAttention-2 at ~35% of
+# profiles carried before this fit (sim/catalog/hardware.py Efficiency defaults; FlashAttention-2 at ~35% of
 # bf16 peak, arXiv 2307.08691); sigmas are wide (x2.7 per unit) so data wins wherever it speaks.
 PRIOR_BANDWIDTH = (0.75, 1.0)
 PRIOR_COMPUTE = (0.4, 3.0)
@@ -129,7 +130,7 @@ class GroupParams:
 
     @cached_property
     def efficiency(self) -> Efficiency:
-        """These values as the profile entry they become (sim.hardware.Efficiency): an unmeasured
+        """These values as the profile entry they become (sim.catalog.hardware.Efficiency): an unmeasured
         weight class falls back to `compute` / `bandwidth`, the geometric means of the measured ones."""
         return Efficiency(
             compute=_class_value(self.compute, "", PRIOR_COMPUTE[0]),
@@ -182,9 +183,9 @@ POOL_OVERRIDE: dict[str, float] = {}
 @lru_cache(maxsize=None)
 def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype: str = "",
              pool: float | None = None):
-    from sim.engine_config import load_engine
-    from sim.hardware import load_profile
-    from sim.models import get_model
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+    from sim.catalog.model_readers import get_model
 
     hw = load_profile(device)
     eng = load_engine(engine).for_hardware(hw)  # each engine's rows replay with its own preset
@@ -201,10 +202,10 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
 
 
 def _kv_capacity(hw, spec, q, eng) -> int:
-    """KV tokens of the deployment, by the simulator's own rule (sim.simulate.plan_kv); 0 when the
+    """KV tokens of the deployment, by the simulator's own rule (sim.engine.build.plan_kv); 0 when the
     weights do not fit."""
+    from sim.engine.build import plan_kv
     from sim.errors import ConfigError
-    from sim.simulate import plan_kv
 
     try:
         return plan_kv(hw, spec, q.name, eng).capacity_tokens
@@ -213,11 +214,11 @@ def _kv_capacity(hw, spec, q, eng) -> int:
 
 
 def _comm(hw, spec, tp: int) -> tuple[float, float]:
-    """A TP group's all-reduces (sim.parallel's placement): seconds per token (bandwidth term) and
+    """A TP group's all-reduces (sim.cost.parallel's placement): seconds per token (bandwidth term) and
     collective steps per pass, which cost the family's step latency each (`GroupParams.lat_us`)."""
     if tp <= 1:
         return 0.0, 0.0
-    from sim.parallel import ParallelConfig, build_placement
+    from sim.cost.parallel import ParallelConfig, build_placement
 
     pl = build_placement(spec, CostParams(1e12, 1e12, 1e12), ParallelConfig.for_profile(hw, tp, 1, latency_us=1.0),
                          None)
@@ -375,11 +376,11 @@ def predict(row: PublicRow, shape: Shape, p: GroupParams) -> float:
 
 def predict_with(row: PublicRow, shape: Shape, cp: CostParams, lat_us: float | None = None) -> float:
     """The row's figure under one device's CostParams (a TP group of `shape.tp` devices priced as one
-    device of tp x the rates, as sim.parallel does; `lat_us` = all-reduce step latency, default the
+    device of tp x the rates, as sim.cost.parallel does; `lat_us` = all-reduce step latency, default the
     profile's)."""
     hw, eng, spec, q, cm = _row_objects(row)
     if shape.tp > 1:
-        # as sim.parallel prices a TP group: one device of tp x the rates, without the GEMM start-up
+        # as sim.cost.parallel prices a TP group: one device of tp x the rates, without the GEMM start-up
         # (placements do not apply n_1/2 or the decode-attention slowdown; sim.cost module docstring)
         cp = replace(cp, bandwidth_bytes_per_s=cp.bandwidth_bytes_per_s * shape.tp,
                      matmul_flops_per_s=cp.matmul_flops_per_s * shape.tp,
@@ -460,7 +461,7 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     if any(it.row.n_devices > 1 for it in items):
         # rows over several devices also measure the all-reduce's step latency (normal prior at the
         # profile's interconnect_latency_us, 5 us wide)
-        from sim.hardware import load_profile
+        from sim.catalog.hardware import load_profile
 
         lat0 = load_profile(device).interconnect_latency_us
         centre, sigma = np.append(centre, lat0), np.append(sigma, PRIOR_LATENCY_US_SIGMA)
@@ -518,7 +519,7 @@ def _memory_class(memory_type: str) -> str:
 
 def device_traits(device: str) -> tuple[str, str, str]:
     """(generation, memory class, vendor) of a shipped profile, what `transfer` compares."""
-    from sim.hardware import load_profile
+    from sim.catalog.hardware import load_profile
 
     hw = load_profile(device)
     return hw.generation, _memory_class(hw.memory_type), hw.vendor
@@ -595,7 +596,7 @@ def fit_routing(prepared: list[Prepared]) -> dict[str, dict]:
     rows refitted, gives those rows the smallest robust error. Leaves POOL_OVERRIDE set to the
     choices. Chosen on all rows (a property of the model, not of a device): the held-out errors
     reported for these models are not independent of this choice."""
-    from sim.models import get_model
+    from sim.catalog.model_readers import get_model
 
     groups = _groups(prepared)
     multi = [it for it in prepared if it.shape is not None and get_model(it.row.model).is_moe
@@ -765,7 +766,7 @@ BLOCK_END = "# ---- end of fitted block"
 # which kernel families run on which kind of device (mlx only on Apple Silicon; TensorRT-LLM only on
 # NVIDIA; vLLM/SGLang/TGI on CUDA and ROCm GPUs)
 def families_for(device: str) -> tuple[str, ...]:
-    from sim.hardware import load_profile
+    from sim.catalog.hardware import load_profile
 
     hw = load_profile(device)
     if hw.kind == "cpu":
@@ -780,7 +781,7 @@ def families_for(device: str) -> tuple[str, ...]:
 def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
     """device -> family -> the `engine_efficiency` entry to ship (fitted, or transferred when the
     device has no rows of that family), with its error bands."""
-    from sim.hardware import available_profiles
+    from sim.catalog.hardware import available_profiles
 
     out: dict = {}
     for device in available_profiles():

@@ -9,11 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sim import cache  # profiles, presets and model files loaded once per process (sweeps, plans)
-from sim.engine_config import EngineConfig, _line_of, _read_yaml  # the preset loader's YAML helpers
+from sim.catalog import cache  # profiles, presets and model files loaded once per process (sweeps, plans)
+from sim.catalog.engine_config import EngineConfig, _line_of, _read_yaml  # the preset loader's YAML helpers
+from sim.catalog.hardware import HardwareProfile
+from sim.cluster.simulate import simulate
+from sim.engine.build import SimResult
 from sim.errors import ConfigError, pydantic_error_to_config_error
-from sim.hardware import HardwareProfile
-from sim.simulate import SimResult, simulate
 from workloads.request import Request
 
 #: engine fields the command line may override (CLI option -> EngineConfig field)
@@ -44,9 +45,9 @@ class RunSpec(BaseModel):
     record_iterations: bool = True
     fast_forward: bool = Field(True, description="jump over runs of identical decode steps (off: debug)")
     replicas: int = Field(1, ge=1, le=1024, description="replicas of the deployment behind a router")
-    router: str | None = Field(None, description="routing policy (sim.router); None = round-robin")
+    router: str | None = Field(None, description="routing policy (sim.cluster.router); None = round-robin")
     disagg: str | None = Field(
-        None, description="disaggregated prefill/decode pools, PREFILL_HW:N,DECODE_HW:M (sim.disagg); hw is then unused")
+        None, description="disaggregated prefill/decode pools, PREFILL_HW:N,DECODE_HW:M (sim.cluster.disagg); hw is then unused")
 
 
 #: deployment fields a sweep grid or `overrides` may carry next to the engine's (not EngineConfig fields)
@@ -97,7 +98,7 @@ def resolve(spec: RunSpec) -> tuple[HardwareProfile, EngineConfig]:
     if spec.efficiency_from:
         # The target keeps its datasheet peaks; the achieved/peak ratios (and, between machines of
         # the same kind, the overheads) come from the source — provenance in calibration.efficiency_from.
-        from calibrate.profile import apply_efficiencies
+        from sim.catalog.hardware import apply_efficiencies
 
         hw = apply_efficiencies(hw, cache.profile(spec.efficiency_from))
     return hw, engine
@@ -126,7 +127,7 @@ def run_spec(spec: RunSpec) -> SimResult:
     requests = _scaled(iter_trace(spec.trace, sort=spec.sort), spec.rate_scale)
     extra = {"trace": spec.trace, "rate_scale": spec.rate_scale, "efficiency_from": spec.efficiency_from}
     if spec.disagg:
-        from sim.disagg import parse_disagg, simulate_disagg
+        from sim.cluster.disagg import parse_disagg, simulate_disagg
 
         if spec.replicas > 1:
             raise ConfigError("give pool sizes in --disagg instead of --replicas", field="--replicas")

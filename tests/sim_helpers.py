@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engine_config import load_engine
-from sim.hardware import Efficiency, load_profile
-from sim.memory import activation_peak_bytes, default_max_batched_tokens
-from sim.models import get_model
-from sim.simulate import simulate
+from sim.catalog.engine_config import load_engine
+from sim.catalog.hardware import Efficiency, load_profile
+from sim.catalog.model_readers import get_model
+from sim.cluster.simulate import simulate
+from sim.cost.memory import activation_peak_bytes, default_max_batched_tokens
 from workloads.request import Request
 
 MODEL = get_model("llama-3.1-8b")

@@ -18,15 +18,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from paths import INFERSIM
 from tiny_model import requires_llama_cpp, tiny_gguf  # noqa: F401  (fixture)
 from typer.testing import CliRunner
 
+from sim.catalog.engine_config import load_engine
+from sim.catalog.hardware import load_profile
+from sim.catalog.model_readers import get_model
 from sim.cli import app
-from sim.cost import CostModel, CostParams
-from sim.engine_config import load_engine
-from sim.hardware import load_profile
-from sim.models import get_model
-from paths import INFERSIM
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel
 
 REPO = Path(__file__).resolve().parents[1]
 HELDOUT_FACTOR = 2.0

@@ -10,9 +10,9 @@ from tiny_model import llama_server, requires_llama_cpp, tiny_gguf  # noqa: F401
 from typer.testing import CliRunner
 
 from calibrate.endpoint import concurrent_observations, endpoint_plan, single_stream_observations
+from calibrate.replay.records import RequestRecord
+from sim.catalog.hardware import load_profile_file
 from sim.cli import app
-from sim.hardware import load_profile_file
-from sim.replay.records import RequestRecord
 
 
 def _rec(rid, arrival, times, prompt=64):

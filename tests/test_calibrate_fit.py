@@ -16,8 +16,9 @@ from calibrate.fit import (
     physical_bounds,
     predict_observations,
 )
-from sim.cost import CostModel, CostParams
-from sim.models import get_model
+from sim.catalog.model_readers import get_model
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel
 
 # Gemma-3-270M-like shapes from the catalog-free GGUF reader are not needed: a catalog model works.
 SHAPES = (

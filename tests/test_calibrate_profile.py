@@ -8,11 +8,11 @@ import os
 import pytest
 
 import calibrate.profile as profile_mod
-from calibrate.profile import apply_efficiencies, build_profile, write_profile_atomic
-from sim.cost import CostParams
-from sim.engine_config import load_engine
-from sim.hardware import load_profile, load_profile_file
-from sim.quant import get_quant
+from calibrate.profile import build_profile, write_profile_atomic
+from sim.catalog.engine_config import load_engine
+from sim.catalog.hardware import apply_efficiencies, load_profile, load_profile_file
+from sim.catalog.quant import get_quant
+from sim.cost.params import CostParams
 
 Q4 = get_quant("q4_k_m")
 
@@ -46,7 +46,7 @@ def test_profile_reproduces_the_fitted_parameters_through_from_profile(params, t
 
 def test_profile_written_to_the_user_folder_is_found_by_name(tmp_path, monkeypatch):
     monkeypatch.setenv("INFERSIM_HOME", str(tmp_path))
-    from sim.hardware import user_profiles_dir
+    from sim.catalog.hardware import user_profiles_dir
 
     write_profile_atomic(_profile(CostParams(20e9, 120e9, 30e9), name="my-box"), user_profiles_dir() / "my-box.yaml")
     assert load_profile("my-box").calibration["engine"] == "llama.cpp"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sim.catalog.hardware import available_profiles
 from sim.cli import app
-from sim.hardware import available_profiles
 
 REPO = Path(__file__).resolve().parents[1]
 VALID = "name: x\nkind: gpu\nmemory_capacity_gib: 8\nmemory_bandwidth_gb_per_s: 5\npeak_tflops: {bf16: 1}\n"

@@ -32,8 +32,8 @@ def test_importing_the_cli_loads_no_heavy_library():
 def test_importing_the_cli_loads_neither_numpy_nor_the_pydantic_models():
     # `infersim --help` and a typo'd command need no model, profile or preset.
     loaded = _modules_after("import sim.cli")
-    assert not [m for m in ("numpy", "pydantic", "yaml", "simpy", "sim.api", "sim.hardware", "sim.models",
-                            "sim.engine_config", "workloads.trace") if m in loaded]
+    assert not [m for m in ("numpy", "pydantic", "yaml", "simpy", "sim.api", "sim.catalog.hardware", "sim.catalog.models",
+                            "sim.catalog.engine_config", "workloads.trace") if m in loaded]
 
 
 def test_help_runs_without_heavy_libraries():
@@ -47,7 +47,7 @@ def test_run_json_simulates_without_pandas_or_plotly(tmp_path):
     code = (f"import sim.cli\ntry:\n    sim.cli.main(['run', {str(trace)!r}, '--json'])\nexcept SystemExit as e:\n"
             "    assert not e.code, e.code")
     loaded = _modules_after(code)
-    assert "sim.simulate" in loaded
+    assert "sim.cluster.simulate" in loaded
     assert not [m for m in HEAVY if m in loaded]
 
 
@@ -85,7 +85,7 @@ def test_run_json_loads_no_rich_and_one_openblas_thread():
             f"    sim.cli.main(['run', {str(trace)!r}, '--json'])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
             "assert os.environ['OPENBLAS_NUM_THREADS'] == '1'")
     loaded = _modules_after(code)
-    assert "sim.simulate" in loaded
+    assert "sim.cluster.simulate" in loaded
     assert not [m for m in loaded if m == "rich" or m.startswith("rich.")]
 
 

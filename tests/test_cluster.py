@@ -1,4 +1,4 @@
-"""Replicas behind a router (sim.cluster, sim.router): conservation across replicas, causality,
+"""Replicas behind a router (sim.cluster, sim.cluster.router): conservation across replicas, causality,
 determinism, a cluster of one equals the single replica, and what each routing policy does."""
 
 import json
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from sim.engine_config import load_engine
-from sim.router import ROUTERS
 from sim_helpers import H100, engine_with_kv_capacity, random_trace, run
+
+from sim.catalog.engine_config import load_engine
+from sim.cluster.router import ROUTERS
 from workloads.request import Request
 from workloads.trace import load_trace
 

@@ -1,4 +1,4 @@
-"""Disaggregated prefill/decode (sim.disagg): TTFT from the prefill pool, KV transfer priced at
+"""Disaggregated prefill/decode (sim.cluster.disagg): TTFT from the prefill pool, KV transfer priced at
 the slower interconnect, decode after the transfer; conservation across both pools."""
 
 import json
@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from sim.api import make_spec, run_spec
+from sim.catalog.engine_config import load_engine
+from sim.catalog.hardware import load_profile
+from sim.catalog.model_readers import get_model
 from sim.cli import app
-from sim.engine_config import load_engine
+from sim.cluster.disagg import parse_disagg, simulate_disagg
+from sim.cost.speculative import make_cost_model
 from sim.errors import ConfigError
-from sim.hardware import load_profile
-from sim.models import get_model
-from sim.speculative import make_cost_model
-from sim.disagg import parse_disagg, simulate_disagg
 from workloads.request import Request
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Physics and closed-form checks of the cost model (sim/cost.py).
+"""Physics and closed-form checks of the cost model (sim/cost/roofline.py).
 
 Expected figures are computed by hand in each test from the numbers written in it, not read back
 from the code under test.
@@ -13,11 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cost import CostModel, CostParams, expected_distinct_experts
-from sim.engine_config import load_engine
+from sim.catalog.engine_config import load_engine
+from sim.catalog.hardware import Efficiency, HardwareProfile
+from sim.catalog.model_readers import get_model
+from sim.catalog.models import ModelSpec
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel, expected_distinct_experts
 from sim.errors import ConfigError
-from sim.hardware import Efficiency, HardwareProfile
-from sim.models import ModelSpec, get_model
 
 # A toy dense model whose sizes are easy to count by hand:
 # attention per layer = 2*h*H*d + 2*h*K*d = 2*1024*1024 + 2*1024*1024 = 4,194,304
@@ -254,7 +256,7 @@ def test_padded_kv_views_price_every_row_over_the_padded_cells():
 
 
 def test_only_llama_cpp_pads_its_kv_views():
-    from sim.engine_config import available_engines
+    from sim.catalog.engine_config import available_engines
 
     pads = {name: load_engine(name).attention_kv_padding for name in available_engines()}
     assert pads.pop("llama.cpp") == 256

@@ -1,7 +1,7 @@
 """The multi-row matmul term of the cost model (`CostParams.matmul_half_rows`, Hockney's n_1/2).
 
 A matmul over n >= 2 activation rows runs as a tiled GEMM and costs flops_per_row x (n + n_1/2) /
-matmul_flops_per_s; one row is a GEMV and keeps the plain roofline (sim/cost.py docstring; the
+matmul_flops_per_s; one row is a GEMV and keeps the plain roofline (sim/cost/roofline.py docstring; the
 switch is llama.cpp's `llamafile_sgemm` refusing n < 2). Expected figures are computed in each test
 from the numbers written in it.
 """
@@ -16,9 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibrate.fit import Observation, fit_cost_params, physical_bounds, predict_observations
-from sim.cost import CostModel, CostParams, gemm_rows
-from sim.hardware import HardwareProfile
-from sim.models import ModelSpec, get_model
+from sim.catalog.hardware import HardwareProfile
+from sim.catalog.model_readers import get_model
+from sim.catalog.models import ModelSpec
+from sim.cost.llamacpp import gemm_rows
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel
 
 # The toy model of tests/test_cost.py: 2 layers of 4,194,304 + 12,582,912 matmul params,
 # a tied 32,000 x 1024 LM head.
@@ -45,7 +48,7 @@ def test_default_is_the_plain_roofline():
 
 
 def test_every_shipped_profile_keeps_the_plain_roofline():
-    from sim.hardware import load_profile_file, shipped_profiles_dir
+    from sim.catalog.hardware import load_profile_file, shipped_profiles_dir
 
     shipped = sorted(shipped_profiles_dir().glob("*.yaml"))
     assert len(shipped) >= 3  # the catalog exists (GPUs, SoCs, CPUs)
@@ -107,7 +110,7 @@ def test_predict_times_agrees_with_step_time_and_accepts_five_parameters():
     cm = CostModel(TOY, "bf16", CostParams(5e11, 2e12, 1e12, 1e-3, 2e-4, 2.5), kv_dtype="bf16")
     shapes = [((), (), [300] * n) for n in (1, 2, 5)] + [((128,), (40,), [50, 60])]
     feats = [cm.features(*s) for s in shapes]
-    from sim.cost import StepFeatures
+    from sim.cost.roofline import StepFeatures
 
     got = cm.predict_times(cm.params, StepFeatures.concat(feats))
     np.testing.assert_allclose(got, [cm.step_time(*s) for s in shapes], rtol=1e-12)
@@ -189,7 +192,7 @@ def test_fit_recovers_a_known_startup_and_decode_attention_slowdown_from_noise_f
 
 
 def test_efficiency_transfer_carries_the_startup_between_cpus_only():
-    from calibrate.profile import apply_efficiencies
+    from sim.catalog.hardware import apply_efficiencies
 
     box = HardwareProfile(name="my-box", kind="cpu", memory_capacity_gb=24, memory_bandwidth_gb_per_s=20,
                           peak_tflops={"fp32": 0.05}, iteration_overhead_ms=10.0, matmul_half_rows=3.0)

@@ -75,7 +75,7 @@ def test_cost_is_finite_for_any_positive_throughput():
 
 def test_sweep_rows_price_every_device_of_the_deployment():
     """2 replicas x tp 2 = 4 H100s; a 1 x H100 prefill + 2 x L40S decode pool = 1 + 2 devices."""
-    from sim.hardware import load_profile
+    from sim.catalog.hardware import load_profile
     from sim.plan.costs import OwnershipAssumptions
     from sim.plan.runner import _cost_columns
 

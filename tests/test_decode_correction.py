@@ -1,4 +1,4 @@
-"""The measured decode-step correction of a calibrated profile (sim/cost.py `DecodeCorrection`).
+"""The measured decode-step correction of a calibrated profile (sim/cost/roofline.py `DecodeCorrection`).
 
 Expected factors are computed in each test from the measured / fitted seconds written in it.
 """
@@ -12,10 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibrate.profile import build_profile
-from sim.cost import CostModel, CostParams, DecodeCorrection
-from sim.engine_config import load_engine
-from sim.models import get_model
-from sim.quant import get_quant
+from sim.catalog.engine_config import load_engine
+from sim.catalog.model_readers import get_model
+from sim.catalog.quant import get_quant
+from sim.cost.llamacpp import DecodeCorrection
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel
 from workloads.request import Request
 
 MODEL = get_model("llama-3.1-8b")
@@ -118,7 +120,7 @@ def test_only_with_the_profiles_own_parameters_and_on_one_device():
 
 
 def test_the_simulation_uses_it_and_says_so():
-    from sim.simulate import simulate
+    from sim.cluster.simulate import simulate
 
     prof = _profile()
     reqs = [Request(id=f"r{i}", arrival_s=0.0, prompt_tokens=64, output_tokens=40, max_tokens=40) for i in range(2)]

@@ -1,12 +1,12 @@
-"""Engine presets (sim/engines/*.yaml) and EngineConfig loading, overrides and device rules."""
+"""Engine presets (sim/catalog/engines/*.yaml) and EngineConfig loading, overrides and device rules."""
 
 from __future__ import annotations
 
 import pytest
 
-from sim.engine_config import EngineConfig, available_engines, load_engine
+from sim.catalog.engine_config import EngineConfig, available_engines, load_engine
+from sim.catalog.hardware import HardwareProfile
 from sim.errors import ConfigError
-from sim.hardware import HardwareProfile
 
 PRESETS = ["vllm", "sglang", "tgi", "trtllm", "llama.cpp", "ollama", "mlx", "lmstudio", "hf"]
 # Fields every preset must back with a citation (a source URL or a labelled engineering estimate).

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from sim.engine_config import load_engine
-from sim.hardware import load_profile
-from sim.models import get_model
-from sim.quant import get_quant
-from sim.simulate import simulate
+from sim.catalog.engine_config import load_engine
+from sim.catalog.hardware import load_profile
+from sim.catalog.model_readers import get_model
+from sim.catalog.quant import get_quant
+from sim.cluster.simulate import simulate
 from workloads.request import Request
 
 ROOT = Path(__file__).resolve().parents[1]

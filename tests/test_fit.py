@@ -1,23 +1,22 @@
-"""Memory-fit arithmetic (sim.memory) and the `infersim fit` table."""
+"""Memory-fit arithmetic (sim.cost.memory) and the `infersim fit` table."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from paths import INFERSIM
 from typer.testing import CliRunner
 
-from sim import memory
+from sim.catalog.hardware import HardwareProfile, load_profile
+from sim.catalog.models import ModelSpec, load_catalog
 from sim.cli import app
 from sim.commands.models_cmd import predicted_speed
-from sim.hardware import HardwareProfile, load_profile
-from sim.models import ModelSpec, load_catalog
-from paths import INFERSIM
+from sim.cost import memory
 
 REPO = Path(__file__).resolve().parents[1]
 GiB = 1024**3
@@ -188,7 +187,7 @@ def test_cli_fit_bad_input_exits_2_with_one_clear_line(args, message):
 
 
 def test_cli_fit_with_an_engine_takes_its_memory_fraction_batched_tokens_and_kv_dtype():
-    from sim.engine_config import load_engine
+    from sim.catalog.engine_config import load_engine
 
     hw = load_profile("rtx-4090")
     eng = load_engine("llama.cpp").for_hardware(hw)
@@ -206,13 +205,7 @@ def test_cli_fit_with_an_engine_takes_its_memory_fraction_batched_tokens_and_kv_
     assert bad.exit_code == 2 and "error: --engine: unknown engine" in bad.output
 
 
-def test_speed_hook_is_empty_without_a_cost_model(monkeypatch):
-    monkeypatch.setitem(sys.modules, "sim.cost", None)  # import sim.cost -> ModuleNotFoundError
-    assert predicted_speed(CATALOG["llama-3.1-8b"], "bf16", load_profile("h100-sxm"), 4096) is None
-
-
 def test_speed_columns_come_from_the_cost_model_when_it_exists():
-    pytest.importorskip("sim.cost")
     hw = load_profile("h100-sxm")
     s = predicted_speed(CATALOG["llama-3.1-8b"], "q4_k_m", hw, 4096)
     assert s["engine"] == "llama.cpp" and s["decode_tok_s"] > 0 and s["prefill_tok_s"] > 0

@@ -11,8 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.errors import ConfigError
-from sim.hardware import (
+from sim.catalog.hardware import (
     HardwareProfile,
     available_profiles,
     load_profile,
@@ -20,6 +19,7 @@ from sim.hardware import (
     shipped_profiles_dir,
     user_profiles_dir,
 )
+from sim.errors import ConfigError
 
 SHIPPED = sorted(shipped_profiles_dir().glob("*.yaml"))
 REQUIRED = {
@@ -276,7 +276,7 @@ def test_profiles_load_by_name_after_non_editable_install(tmp_path):
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     Path(site, "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    code = ("import sim.hardware as h; p = h.load_profile('dgx-spark'); "
+    code = ("import sim.catalog.hardware as h; p = h.load_profile('dgx-spark'); "
             "print(h.shipped_profiles_dir()); print(p.name, len(h.available_profiles()))")
     out = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path,
                          env={"PATH": "/usr/bin:/bin", "INFERSIM_HOME": str(tmp_path / "home")})

@@ -18,9 +18,9 @@ a router (tests/test_cluster.py) and prefill/decode pools with KV transfers
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from sim.engine_config import load_engine
 from sim_helpers import engine_with_kv_capacity, run
+
+from sim.catalog.engine_config import load_engine
 from workloads.request import Request
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -136,8 +136,8 @@ def test_a_slower_machine_is_the_same_run_on_a_longer_clock(reqs, eng, slow):
     (benchmarks/fidelity.py's "checked" prediction simulates a drifted machine this way)."""
     from dataclasses import replace
 
-    from sim.cost import CostParams
-    from sim.hardware import load_profile
+    from sim.catalog.hardware import load_profile
+    from sim.cost.params import CostParams
 
     params = CostParams.from_profile(load_profile("h100-sxm"), eng.default_quant, eng)
     slower = replace(params, bandwidth_bytes_per_s=params.bandwidth_bytes_per_s / slow,

@@ -1,13 +1,13 @@
 """`infersim run` reaches the deployment options of issue 8: tensor/pipeline parallelism, partial
-offload, speculative decoding (cost side in sim.parallel / sim.speculative), through CliRunner."""
+offload, speculative decoding (cost side in sim.cost.parallel / sim.cost.speculative), through CliRunner."""
 
 import json
 from pathlib import Path
 
+from paths import INFERSIM
 from typer.testing import CliRunner
 
 from sim.cli import app
-from paths import INFERSIM
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAT = str(ROOT / "workloads" / "examples" / "chat.jsonl")

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from sim.engine.kv import ContiguousAllocator, PagedAllocator, make_allocator
 from sim.errors import ConfigError
-from sim.kv import ContiguousAllocator, PagedAllocator, make_allocator
 
 
 def test_capacity_is_whole_blocks_of_the_token_budget():

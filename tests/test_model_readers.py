@@ -8,13 +8,13 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
+from tiny_model import tiny_gguf  # noqa: F401  (session fixture: a real llama.cpp-loadable GGUF)
 from typer.testing import CliRunner
 
+from sim.catalog.model_readers import get_model, read_gguf_header, spec_from_gguf, spec_from_hf_config
+from sim.catalog.models import load_catalog
 from sim.cli import app
 from sim.errors import ConfigError
-from sim.model_readers import read_gguf_header, spec_from_gguf, spec_from_hf_config
-from sim.models import get_model, load_catalog
-from tiny_model import tiny_gguf  # noqa: F401  (session fixture: a real llama.cpp-loadable GGUF)
 
 runner = CliRunner()
 F16, F32 = np.float16, np.float32

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from paths import INFERSIM
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
+from sim.catalog.model_readers import get_model
+from sim.catalog.models import ModelSpec, load_catalog
 from sim.cli import app
 from sim.errors import ConfigError
-from sim.models import ModelSpec, get_model, load_catalog
-from paths import INFERSIM
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()

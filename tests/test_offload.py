@@ -10,19 +10,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cost import CostModel, CostParams
-from sim.engine_config import load_engine
-from sim.errors import ConfigError
-from sim.hardware import load_profile
-from sim.memory import (
+from sim.catalog.engine_config import load_engine
+from sim.catalog.hardware import load_profile
+from sim.catalog.model_readers import get_model
+from sim.catalog.models import ModelSpec
+from sim.cost.memory import (
     auto_gpu_layers,
     host_fit_check,
     kv_capacity_tokens,
     offload_memory_bytes,
     resolve_gpu_layers,
 )
-from sim.models import ModelSpec, get_model
-from sim.parallel import OffloadConfig, offload_split
+from sim.cost.parallel import OffloadConfig, offload_split
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel
+from sim.errors import ConfigError
 
 # The toy model of tests/test_cost.py (2 layers, h = 1024, tied V = 32,000; 132,655,104 bytes in
 # bf16, of which the LM head 65,536,000 and the layers 67,119,104; 4,096 KV bytes per layer-token).
@@ -94,7 +96,7 @@ def test_70b_q4_on_a_24gb_card_auto_fits_some_layers_between_cpu_and_gpu_speed()
     assert 1 < g < m.n_layers + 1  # some layers, not all: 42.5 GB of weights on a 24 GiB card
     # the choice is the largest that fits: its GPU share fits the budget, one more layer does not
     budget = rtx.memory_bytes * engine.memory_fraction
-    # activation reserve (sim.memory rule): one 2048-token batch's peak, 4V + 2(2F + 4h) bytes a token,
+    # activation reserve (sim.cost.memory rule): one 2048-token batch's peak, 4V + 2(2F + 4h) bytes a token,
     # = 2048 x 693,248 = 1.42 GB, or the engine's 5% of its memory if larger
     reserve = max(2048 * (4 * m.vocab_size + 2 * (2 * m.intermediate_size + 4 * m.hidden_size)),
                   engine.activation_reserve_fraction * budget)
@@ -142,7 +144,7 @@ def test_quantized_kv_cache_shrinks_both_capacity_and_the_kv_read_term():
 
 
 def test_auto_offload_leaves_room_for_the_context_it_was_fitted_with():
-    from sim.memory import activation_reserve_bytes, deployment_kv_capacity_tokens, offload_kv_tokens
+    from sim.cost.memory import activation_reserve_bytes, deployment_kv_capacity_tokens, offload_kv_tokens
 
     rtx, m = load_profile("rtx-4090"), get_model("llama-3.1-70b")
     engine = load_engine("llama.cpp").with_overrides(gpu_layers="auto")

@@ -1,4 +1,4 @@
-"""Tensor and pipeline parallelism in the cost model (sim/parallel.py, sim/cost.py, sim/memory.py).
+"""Tensor and pipeline parallelism in the cost model (sim/cost/parallel.py, sim/cost/roofline.py, sim/cost/memory.py).
 
 Expected figures are worked out by hand in each test from the numbers written in it.
 """
@@ -10,18 +10,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from sim.cost import CostModel, CostParams
-from sim.engine_config import load_engine
-from sim.errors import ConfigError
-from sim.hardware import Efficiency, HardwareProfile, load_profile
-from sim.memory import (
-    check_parallel_fit,
-    device_memory_bytes,
-    kv_capacity_tokens,
-    parallel_kv_capacity_tokens,
-)
-from sim.models import ModelSpec, get_model
-from sim.parallel import (
+from sim.catalog.engine_config import load_engine
+from sim.catalog.hardware import Efficiency, HardwareProfile, load_profile
+from sim.catalog.model_readers import get_model
+from sim.catalog.models import ModelSpec
+from sim.cost.memory import check_parallel_fit, device_memory_bytes, kv_capacity_tokens, parallel_kv_capacity_tokens
+from sim.cost.parallel import (
     ParallelConfig,
     gpipe_time_s,
     kv_heads_per_device,
@@ -29,6 +23,9 @@ from sim.parallel import (
     ring_allreduce_s,
     stage_layer_counts,
 )
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel
+from sim.errors import ConfigError
 
 # The toy model of tests/test_cost.py: 2 layers, h = 1024, 8 heads = 8 KV heads of 128, F = 4096,
 # V = 32,000 tied. 66,327,552 parameters = 132,655,104 bytes in bf16; the LM head (= the tied
@@ -219,7 +216,7 @@ def test_tp_needs_an_interconnect_and_offload_excludes_tp():
 
 
 def test_deployment_capacity_is_plain_capacity_for_one_device_and_counts_a_draft_models_weights():
-    from sim.memory import deployment_kv_capacity_tokens
+    from sim.cost.memory import deployment_kv_capacity_tokens
 
     h100, m = load_profile("h100-sxm"), get_model("llama-3.1-8b")
     vllm = load_engine("vllm")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sim.catalog.hardware import load_profile
 from sim.cli import app
-from sim.hardware import load_profile
 from sim.plan.costs import HOURS_PER_YEAR
 from sim.plan.planner import SLO, SearchSettings, check_slo, search_candidate
 from sim.plan.workload import trace_stats

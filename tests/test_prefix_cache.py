@@ -1,4 +1,4 @@
-"""Prefix caching (sim.prefix_cache): shared prompt prefixes skip their prefill; blocks are
+"""Prefix caching (sim.engine.prefix_cache): shared prompt prefixes skip their prefill; blocks are
 reference counted and evicted least recently used first; KV conservation holds with shared blocks."""
 
 import json
@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from sim.engine_config import load_engine
-from sim.kv import PagedAllocator
-from sim.prefix_cache import BlockPrefixCache, SlotPromptCache, block_keys
-from sim.speculative import make_cost_model
 from sim_helpers import H100, MODEL, engine_with_kv_capacity, run
+
+from sim.catalog.engine_config import load_engine
+from sim.cost.speculative import make_cost_model
+from sim.engine.kv import PagedAllocator
+from sim.engine.prefix_cache import BlockPrefixCache, SlotPromptCache, block_keys
 from workloads.request import Request
 from workloads.trace import load_trace
 

@@ -22,12 +22,13 @@ from calibrate.public_fit import (
     row_shape,
     transfer,
 )
+from sim.catalog.engine_config import load_engine
+from sim.catalog.hardware import load_profile
+from sim.catalog.model_readers import get_model
+from sim.catalog.quant import kernel_class
 from sim.cli import app
-from sim.cost import CostModel, CostParams
-from sim.engine_config import load_engine
-from sim.hardware import load_profile
-from sim.models import get_model
-from sim.quant import kernel_class
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = ROOT / "workloads" / "examples" / "chat.jsonl"
@@ -178,7 +179,7 @@ def test_moe_experts_pay_their_start_up_per_touched_expert():
 
 
 def test_routing_skew_reads_fewer_experts_as_the_batch_grows_and_the_catalog_carries_it():
-    from sim.cost import expected_distinct_experts
+    from sim.cost.roofline import expected_distinct_experts
 
     t = np.array([1.0, 2.0, 32.0, 4096.0])
     uniform = expected_distinct_experts(128, 4, t)
@@ -186,7 +187,7 @@ def test_routing_skew_reads_fewer_experts_as_the_batch_grows_and_the_catalog_car
     assert skewed[0] == pytest.approx(4.0) == uniform[0]
     assert skewed[2] < 0.75 * uniform[2] and skewed[3] == pytest.approx(64.0, rel=1e-6)
     assert np.array_equal(expected_distinct_experts(128, 4, t, 1.0), uniform)
-    # the fitted fraction (sim/data/moe_routing.yaml) reaches the catalog's spec and the cost model
+    # the fitted fraction (sim/catalog/data/moe_routing.yaml) reaches the catalog's spec and the cost model
     spec = get_model("gpt-oss-120b")
     assert 0 < spec.expert_pool_fraction <= 1
     cm = CostModel(spec, "mxfp4", CostParams(1e12, 1e14, 1e14))
@@ -269,7 +270,7 @@ def test_kernel_class_puts_mxfp4_under_ggml_with_the_gguf_kernels():
 
 def test_fit_and_run_size_tensorrt_llms_kv_pool_alike():
     """TensorRT-LLM's memory fraction is of the memory the weights leave (memory_fraction_of: free):
-    `infersim fit --engine trtllm` and the simulator's KV pool use the same rule (sim.memory)."""
+    `infersim fit --engine trtllm` and the simulator's KV pool use the same rule (sim.cost.memory)."""
     res = runner.invoke(app, ["fit", "--hw", "h100-sxm", "--engine", "trtllm", "--model", "llama-3.1-70b",
                               "--quant", "fp8", "--concurrency", "1", "--no-speed", "--json"])
     assert res.exit_code == 0, res.output
@@ -282,7 +283,7 @@ def test_fit_and_run_size_tensorrt_llms_kv_pool_alike():
 
 
 def test_a_locally_calibrated_profile_quotes_its_own_held_out_probe_error():
-    from sim.accuracy import describe, expected_error
+    from sim.catalog.accuracy import describe, expected_error
 
     hw = load_profile("cpu-x86-generic")
     hw = hw.model_copy(update={

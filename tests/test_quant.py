@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from sim.catalog.hardware import HardwareProfile
+from sim.catalog.models import ModelSpec, load_catalog
+from sim.catalog.quant import KV_DTYPE_BYTES, QUANT_FORMATS, get_quant, kv_dtype_bytes
 from sim.errors import ConfigError
-from sim.hardware import HardwareProfile
-from sim.models import ModelSpec, load_catalog
-from sim.quant import KV_DTYPE_BYTES, QUANT_FORMATS, get_quant, kv_dtype_bytes
 
 GiB = 1024**3
 

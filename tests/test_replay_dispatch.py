@@ -7,7 +7,7 @@ import heapq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.replay.dispatch import Dispatcher
+from calibrate.replay.dispatch import Dispatcher
 from workloads.request import Request
 
 

@@ -11,16 +11,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from fake_openai_server import fake_server
+from paths import INFERSIM
 from tiny_model import free_loopback_port, llama_server, requires_llama_cpp, tiny_gguf  # noqa: F401
 from typer.testing import CliRunner
 
+from calibrate.replay.http import check_endpoint, replay_http
+from calibrate.replay.prompts import exact_prompt
+from calibrate.replay.records import COMPLETED, REQUEST_COLUMNS
 from sim.cli import app
 from sim.errors import ConfigError
-from sim.replay.http import check_endpoint, replay_http
-from sim.replay.prompts import exact_prompt
-from sim.replay.records import COMPLETED, REQUEST_COLUMNS
 from workloads.request import Request
-from paths import INFERSIM
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,7 +163,7 @@ def test_endpoint_check_strips_v1_and_accepts_localhost():
 
 
 def test_requests_sharing_a_prefix_id_get_the_same_leading_text_and_others_do_not():
-    from sim.replay.prompts import build_prompts
+    from calibrate.replay.prompts import build_prompts
 
     async def tokenize(text: str) -> int:  # one token per non-space character
         return len(text.replace(" ", ""))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from tiny_model import requires_llama_cpp, tiny_gguf  # noqa: F401 - fixture
 
-from sim.replay.local import LocalConfig, replay_local
-from sim.replay.records import COMPLETED, FAILED, REJECTED, REQUEST_COLUMNS
+from calibrate.replay.local import LocalConfig, replay_local
+from calibrate.replay.records import COMPLETED, FAILED, REJECTED, REQUEST_COLUMNS
 from workloads.request import Request
 
 pytestmark = requires_llama_cpp

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from paths import INFERSIM
 from typer.testing import CliRunner
 
 from sim.cli import app
-from paths import INFERSIM
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAT = str(ROOT / "workloads" / "examples" / "chat.jsonl")

@@ -6,8 +6,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
+from sim.catalog.hardware import load_profile
 from sim.cli import app
-from sim.hardware import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 N_USERS = str(ROOT / "workloads" / "examples" / "n-users.jsonl")

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
+from sim.engine.kv import ContiguousAllocator, PagedAllocator
+from sim.engine.metrics import RequestLog
+from sim.engine.schedulers import SCHEDULERS, make_scheduler
+from sim.engine.state import Pending, ReplicaState
 from sim.errors import ConfigError
-from sim.kv import ContiguousAllocator, PagedAllocator
-from sim.metrics import RequestLog
-from sim.replica import Pending, ReplicaState
-from sim.schedulers import SCHEDULERS, make_scheduler
 from workloads.request import Request
 
 

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-
-from sim.engine_config import load_engine
-from sim.quant import get_quant
 from sim_helpers import H100, MODEL, bandwidth_bound_h100, engine_with_kv_capacity, random_trace, run
+
+from sim.catalog.engine_config import load_engine
+from sim.catalog.quant import get_quant
 from workloads.request import Request
 
 
@@ -156,10 +156,10 @@ def _assert_close(a, b, path=""):
 def test_per_sequence_kv_streams_price_a_mixed_iteration_as_llama_cpp_passes():
     # Request 1's prompt arrives while request 0 decodes, so one iteration prefills 1 and decodes 0.
     # Fused (one pass over the weights) it costs step(prompt + decode). With one KV stream per
-    # sequence llama.cpp cuts it into ubatches (sim.ubatch): request 1 sits in slot 1, next to the
+    # sequence llama.cpp cuts it into ubatches (sim.cost.llamacpp): request 1 sits in slot 1, next to the
     # decoding slot 0, so the first pass holds the decode and the prompt's first token (no logits)
     # and the second pass the other 299 prompt tokens — more than one fused pass.
-    from sim.cost import CostModel
+    from sim.cost.roofline import CostModel
 
     eng = _no_overheads("llama.cpp", max_num_seqs=2, prefix_caching=False)
     trace = [Request("0", 0.0, 100, 50, 50), Request("1", 0.05, 300, 10, 10)]
@@ -192,7 +192,7 @@ def test_per_sequence_kv_streams_price_a_mixed_iteration_as_llama_cpp_passes():
 def test_per_sequence_kv_streams_price_one_pass_per_run_of_consecutive_slots():
     # Three requests fill slots 0, 1, 2; the one in slot 1 finishes first, leaving slots 0 and 2
     # decoding: llama.cpp runs them as two passes (split_equal packs consecutive seq_ids only).
-    from sim.cost import CostModel
+    from sim.cost.roofline import CostModel
 
     eng = _no_overheads("llama.cpp", max_num_seqs=3, prefix_caching=False, context_size=3 * 4096,
                         context_mode="split", per_sequence_kv_streams=True)

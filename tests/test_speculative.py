@@ -1,4 +1,4 @@
-"""Speculative decoding arithmetic (sim/speculative.py): tokens per verify step, the cost of a round,
+"""Speculative decoding arithmetic (sim/cost/speculative.py): tokens per verify step, the cost of a round,
 when it pays and when batching erases the gain.
 
 Expected figures are worked out by hand in each test from the numbers written in it.
@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cost import CostModel, CostParams
-from sim.engine_config import load_engine
+from sim.catalog.engine_config import load_engine
+from sim.catalog.models import ModelSpec
+from sim.cost.params import CostParams
+from sim.cost.roofline import CostModel
+from sim.cost.speculative import SpeculativeCostModel, expected_tokens_per_step, make_cost_model
 from sim.errors import ConfigError
-from sim.models import ModelSpec
-from sim.speculative import SpeculativeCostModel, expected_tokens_per_step, make_cost_model
 
 # The toy model of tests/test_cost.py: 132,655,104 weight bytes (bf16), 8,192 KV bytes per token
 # (2 layers x 4,096), matmul FLOPs per token 67,108,864 + LM head 65,536,000 per logit position.
@@ -84,7 +85,7 @@ def test_batching_into_the_compute_bound_regime_erases_the_gain():
        k=st.integers(1, 6), a=st.floats(0.0, 1.0), budget_s=st.floats(0.0, 0.1),
        model=st.sampled_from(["toy", "gemma-3-270m"]))
 def test_speculative_run_is_the_sum_of_its_steps_and_inverts_exactly(contexts, steps, k, a, budget_s, model):
-    from sim.models import get_model
+    from sim.catalog.model_readers import get_model
 
     spec_model = TOY if model == "toy" else get_model("gemma-3-270m")
     target = CostModel(spec_model, "bf16", CostParams(8e11, 5e14, 5e13, 1e-4, 1e-5), kv_dtype="bf16")

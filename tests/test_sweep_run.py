@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from paths import INFERSIM
 
 from sim.plan.executors import LocalExecutor, SerialExecutor
 from sim.plan.runner import run_sweep
 from sim.plan.sweep import load_sweep
-from paths import INFERSIM
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from sim.errors import ConfigError
 from workloads.request import Request
 from workloads.trace import (
-    FIELDS, dumps_request, iter_trace, load_trace, parse_line, trace_schema, write_trace,
+    FIELDS,
+    dumps_request,
+    iter_trace,
+    load_trace,
+    parse_line,
+    trace_schema,
+    write_trace,
 )
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "workloads" / "examples"

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import INFERSIM
 from typer.testing import CliRunner
 
 from sim.cli import app
 from workloads.trace import load_trace, trace_schema
-from paths import INFERSIM
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"

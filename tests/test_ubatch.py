@@ -1,4 +1,4 @@
-"""`sim.ubatch.split_equal` against hand-worked batches, its invariants, and llama.cpp itself.
+"""`sim.cost.llamacpp.split_equal` against hand-worked batches, its invariants, and llama.cpp itself.
 
 The last test runs real llama.cpp on the tiny GGUF with LLAMA_BATCH_DEBUG=1, which makes
 `llama_batch_allocr` log every ubatch it cuts (its seq ids and tokens per sequence), and checks
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiny_model import requires_llama_cpp, tiny_gguf  # noqa: F401 - fixture
 
-from sim.ubatch import Pass, Piece, split_equal
+from sim.cost.llamacpp import Pass, Piece, split_equal
 
 
 def shape(passes: list[Pass]) -> list[tuple[int, int, int]]:

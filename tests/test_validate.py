@@ -10,9 +10,9 @@ import pytest
 from tiny_model import free_loopback_port, llama_server, requires_llama_cpp, tiny_gguf  # noqa: F401
 from typer.testing import CliRunner
 
+from calibrate.replay.compare import METRICS, compare, simulated_trace
+from calibrate.replay.records import ReplayResult, RequestRecord
 from sim.cli import app
-from sim.replay.compare import METRICS, compare, simulated_trace
-from sim.replay.records import ReplayResult, RequestRecord
 from workloads.request import Request
 
 runner = CliRunner()
@@ -123,7 +123,7 @@ def _poisson(n: int, rate: float) -> list[Request]:
 
 
 def test_the_speed_band_is_the_prediction_on_a_faster_and_a_slower_machine():
-    from sim.replay.validate import run_validation
+    from calibrate.replay.validate import run_validation
 
     reqs = [Request(str(i), 0.0, 100 + 10 * i, 20, 20) for i in range(6)]
     closed = run_validation(reqs, hw=HW, engine="llama.cpp", model="gemma-3-270m", concurrency=2,

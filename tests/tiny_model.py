@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from calibrate.replay.llama_cpp_server import free_loopback_port, llama_cpp_server  # noqa: F401 - re-exported
 from calibrate.tiny_gguf import write_tiny_gguf
-from sim.replay.llama_cpp_server import free_loopback_port, llama_cpp_server  # noqa: F401 - re-exported
 
 HAVE_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 requires_llama_cpp = pytest.mark.skipif(not HAVE_LLAMA_CPP, reason="llama-cpp-python is not installed")

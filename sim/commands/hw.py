@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from typing import TYPE_CHECKING
-
 if TYPE_CHECKING:  # the profile models load when a command runs, not when `infersim` starts
-    from sim.hardware import HardwareProfile
+    from sim.catalog.hardware import HardwareProfile
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -50,7 +50,7 @@ def list_profiles(
     wide: bool = typer.Option(False, "--wide", "-w", help="more columns: fp4, int8, power, purchase, link"),
 ) -> None:
     """Every profile found: user folder ($INFERSIM_HOME/profiles) first, then the shipped ones."""
-    from sim.hardware import available_profiles, load_profile_file
+    from sim.catalog.hardware import available_profiles, load_profile_file
 
     table = Table(title="Hardware profiles (dense peaks)", box=box.SIMPLE_HEAD, pad_edge=False)
     cols = [("name", "left"), ("kind", "left"), ("memory", "right"), ("GB/s", "right"),
@@ -78,7 +78,7 @@ def list_profiles(
 @app.command("show")
 def show(name: str = typer.Argument(..., help="profile name or path to a YAML file")) -> None:
     """Every field of one profile, with where each figure comes from."""
-    from sim.hardware import load_profile
+    from sim.catalog.hardware import load_profile
 
     p = load_profile(name)
     console = Console()

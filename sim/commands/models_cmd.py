@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from typing import TYPE_CHECKING
-
 if TYPE_CHECKING:  # the catalog and profile models load when a command runs, not when `infersim` starts
-    from sim.hardware import HardwareProfile
-    from sim.models import ModelSpec
+    from sim.catalog.hardware import HardwareProfile
+    from sim.catalog.models import ModelSpec
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -33,9 +31,9 @@ def _gb(n: float) -> str:
 @app.command("list")
 def list_models() -> None:
     """The catalog: architecture numbers and sizes (weights in bf16, KV per token in fp16)."""
-    from sim.models import load_catalog
+    from sim.catalog.models import load_catalog
 
-    table = Table(title="Model catalog (sim/data/models.yaml)")
+    table = Table(title="Model catalog (sim/catalog/data/models.yaml)")
     cols = ("name", "arch", "params B", "active B", "layers", "heads q/kv", "head dim", "max ctx",
             "KV KiB/tok", "bf16 GB")
     for col in cols:
@@ -82,8 +80,8 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
 ) -> None:
     """Architecture of one model and what follows from it for a quantization and KV dtype."""
-    from sim.models import get_model
-    from sim.quant import get_quant, kv_dtype_bytes
+    from sim.catalog.model_readers import get_model
+    from sim.catalog.quant import get_quant, kv_dtype_bytes
 
     m = get_model(name)
     kv_dtype_bytes(kv_dtype)  # unknown dtype -> ConfigError before any output
@@ -125,22 +123,18 @@ def show(
 
 def engine_for_quant(quant: str) -> str:
     """The engine that serves a format in the speed columns: llama.cpp for GGUF, else vLLM."""
-    from sim.quant import get_quant
+    from sim.catalog.quant import get_quant
 
     return "llama.cpp" if get_quant(quant).family == "gguf" else "vllm"
 
 
 def predicted_speed(model: ModelSpec, quant: str, hw: HardwareProfile, context: int,
-                    engine: "str | object | None" = None) -> dict | None:
+                    engine: "str | object | None" = None) -> dict:
     """Hook for the "predicted tokens/s" columns: single-stream decode tok/s at `context` and the
-    prefill tok/s of a `context`-token prompt, from `sim.cost.CostModel` with `engine` (default:
-    `engine_for_quant`). None while the cost model is not installed."""
-    try:
-        from sim.cost import CostModel
-    except ModuleNotFoundError as e:
-        if e.name in ("sim.cost",):
-            return None
-        raise
+    prefill tok/s of a `context`-token prompt, from `sim.cost.roofline.CostModel` with `engine` (default:
+    `engine_for_quant`)."""
+    from sim.cost.roofline import CostModel
+
     eng = engine or engine_for_quant(quant)
     cm = CostModel.from_names(model, quant, hw, eng)
     return {"engine": eng if isinstance(eng, str) else eng.name,
@@ -178,20 +172,21 @@ def fit(
     """What fits in memory on a machine: every catalog model x quantization.
 
     Budget = memory x fraction - weights - activation reserve (one forward of max-batched-tokens,
-    see sim/memory.py); the rest holds the KV cache. Shows whether context x concurrency fits,
+    see sim/cost/memory.py); the rest holds the KV cache. Shows whether context x concurrency fits,
     the largest context at that concurrency and the most sequences at that context.
     """
-    from sim import memory
-    from sim.hardware import load_profile
-    from sim.models import get_model, load_catalog
-    from sim.quant import get_quant, kv_dtype_bytes
+    from sim.catalog.hardware import load_profile
+    from sim.catalog.model_readers import get_model
+    from sim.catalog.models import load_catalog
+    from sim.catalog.quant import get_quant, kv_dtype_bytes
+    from sim.cost import memory
 
     prof = load_profile(hw)
     reserve_fraction = 0.0
     eng = None
     per_row_fraction = False
     if engine:
-        from sim.engine_config import load_engine
+        from sim.catalog.engine_config import load_engine
 
         eng = load_engine(engine).for_hardware(prof)
         # TensorRT-LLM's fraction is of the memory each model leaves free: it is worked out per row
@@ -220,11 +215,11 @@ def fit(
             rows.append(row)
     budget = memory.memory_budget_bytes(prof, memory_fraction)
     tokens = memory.default_max_batched_tokens(prof) if max_batched_tokens is None else max_batched_tokens
-    # the expected error of the tok/s columns, per engine that priced a row (sim.accuracy)
+    # the expected error of the tok/s columns, per engine that priced a row (sim.catalog.accuracy)
     bands = {}
     if speed:
-        from sim.accuracy import expected_error
-        from sim.engine_config import load_engine
+        from sim.catalog.accuracy import expected_error
+        from sim.catalog.engine_config import load_engine
 
         for name in dict.fromkeys(r["engine"] for r in rows if "engine" in r):
             bands[name] = expected_error(prof, eng if eng is not None and eng.name == name
@@ -271,7 +266,7 @@ def fit(
         con.print("tok/s: single-stream decode at the context and prefill of one context-long prompt, from "
                   + (f"sim.cost with engine {eng.name}." if eng else
                      "sim.cost (llama.cpp for GGUF formats, vLLM otherwise)."))
-        from sim.accuracy import describe
+        from sim.catalog.accuracy import describe
 
         for name, err in bands.items():
             con.print(f"{name}: {describe(err)}", markup=False, highlight=False, soft_wrap=True)

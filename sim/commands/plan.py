@@ -134,10 +134,10 @@ def _sweep_table(df, title: str) -> Table:
 
 def _check_names(hw: str, engine: str | None, model: str | None, quant: str | None) -> None:
     """Unknown profiles, engines, models or quantizations fail now, with suggestions, not in a worker."""
-    from sim.engine_config import load_engine
-    from sim.hardware import load_profile
-    from sim.models import get_model
-    from sim.quant import get_quant
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+    from sim.catalog.model_readers import get_model
+    from sim.catalog.quant import get_quant
 
     for h in _split(hw):
         load_profile(h)
@@ -247,7 +247,7 @@ def plan(
     out_console = _stdout()
     out_console.print(table)
     out_console.print(f"costs: {result['assumptions']['text']}", markup=False)
-    from sim.accuracy import describe
+    from sim.catalog.accuracy import describe
 
     for key, err in bands.items():
         out_console.print(f"{key}: {describe(err)}", markup=False, highlight=False, soft_wrap=True)
@@ -256,8 +256,8 @@ def plan(
 
 
 def _error_bands(result: dict) -> dict[str, dict]:
-    """"hw / engine" -> the expected error of that candidate's figures (sim.accuracy), once each."""
-    from sim.accuracy import expected_error_for
+    """"hw / engine" -> the expected error of that candidate's figures (sim.catalog.accuracy), once each."""
+    from sim.catalog.accuracy import expected_error_for
 
     out: dict[str, dict] = {}
     for c in result.get("candidates", []):

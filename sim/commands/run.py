@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the simulator loads when `run` runs, not when `infersim` st
     from rich.console import Console
     from rich.table import Table
 
-    from sim.simulate import SimResult
+    from sim.engine.build import SimResult
 
 ITERATIONS_FILE = "iterations.csv"
 
@@ -72,7 +72,7 @@ def run(
     Comma-separated --hw, --model, --quant, --engine or --concurrency values simulate every
     combination and print them side by side ("Ollama vs vLLM at 4 users" is one command)."""
     from sim.api import make_spec, resolve, run_spec
-    from sim.models import get_model
+    from sim.catalog.model_readers import get_model
 
     overrides = {
         "scheduler": scheduler, "kv_allocator": kv, "max_num_seqs": max_seqs,
@@ -162,8 +162,8 @@ def _print_config(line: str, *, err: bool) -> None:
 
 
 def _print_error_band(console: Console, summary: dict, prefix: str = "") -> None:
-    """The expected error of the headline figures (sim.accuracy), under the table."""
-    from sim.accuracy import describe
+    """The expected error of the headline figures (sim.catalog.accuracy), under the table."""
+    from sim.catalog.accuracy import describe
 
     err = (summary.get("config") or {}).get("expected_error")
     if err:

@@ -17,11 +17,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from calibrate.replay.errors import EngineUnreachable
 from sim.errors import ConfigError
-from sim.replay.errors import EngineUnreachable
 
 if TYPE_CHECKING:  # pandas comes with it: loaded when a replay runs, not when `infersim` starts
-    from sim.replay.records import ReplayResult
+    from calibrate.replay.records import ReplayResult
 
 
 # ---- shared option handling -------------------------------------------------------------------------
@@ -49,7 +49,7 @@ def _check_positive(value, field: str) -> None:
 
 
 def _local_config(requests, concurrency, slots, n_batch, n_ctx_per_seq, threads):
-    from sim.replay.local import LocalConfig
+    from calibrate.replay.local import LocalConfig
 
     for v, f in ((slots, "--slots"), (n_batch, "--n-batch"), (n_ctx_per_seq, "--ctx-per-slot"), (threads, "--threads")):
         _check_positive(v, f)
@@ -63,10 +63,10 @@ def _replay(requests, *, endpoint, local, concurrency, timeout_s, allow_remote, 
     if timeout_s <= 0:
         raise ConfigError(f"must be > 0, got {timeout_s}", field="--timeout-s")
     if local is not None:
-        from sim.replay.local import replay_local
+        from calibrate.replay.local import replay_local
 
         return replay_local(requests, local, concurrency=concurrency, cfg=local_cfg, timeout_s=timeout_s)
-    from sim.replay.http import replay_http
+    from calibrate.replay.http import replay_http
 
     return replay_http(requests, endpoint, concurrency=concurrency, timeout_s=timeout_s, allow_remote=allow_remote)
 
@@ -169,7 +169,7 @@ def validate(
                                        "range: how much of a miss a drifting machine could explain; 0: not"),
 ) -> None:
     """Replay a trace on a real engine and simulate it; print measured vs predicted with the error."""
-    from sim.replay.validate import run_validation
+    from calibrate.replay.validate import run_validation
 
     _check_target(endpoint, local)
     _check_positive(concurrency, "--concurrency")

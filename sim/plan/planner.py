@@ -294,7 +294,7 @@ def add_costs(result: dict[str, Any], *, target_rps: float, mean_output_tokens: 
 
     The deployment produces target_rps x mean output tokens per request tokens/s (from the trace).
     """
-    from sim.cache import profile as load_profile
+    from sim.catalog.cache import profile as load_profile
 
     replicas = replicas_needed(target_rps, result.get("max_rate_rps"))
     cost = {"rental": None, "ownership": None}

@@ -19,7 +19,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sim.errors import ConfigError
 from sim.plan.costs import OwnershipAssumptions, ownership_usd_per_hour, usd_per_million_output_tokens
 from sim.plan.executors import Executor
-from sim.plan.results import ResultsJournal, combination_columns, error_row, flatten_summary, rows_to_frame, write_tables
+from sim.plan.results import (
+    ResultsJournal,
+    combination_columns,
+    error_row,
+    flatten_summary,
+    rows_to_frame,
+    write_tables,
+)
 from sim.plan.sweep import Combination, Sweep
 from sim.plan.workload import trace_stats
 
@@ -47,7 +54,7 @@ def _cost_columns(hw: str, config: dict[str, Any], output_tok_s: float | None,
     """Hourly cost of every device the run used and the price of a million output tokens at its
     throughput. Devices = replicas x tp x pp of `hw`, or, disaggregated, each pool's replicas x
     tp x pp of its own profile: a deployment pays for all of them, not for one replica."""
-    from sim.cache import profile as load_profile
+    from sim.catalog.cache import profile as load_profile
 
     devices = deployment_devices(hw, config)
     rent = own = 0.0
@@ -71,7 +78,7 @@ def deployment_devices(hw: str, config: dict[str, Any]) -> dict[str, int]:
     per_replica = int(config.get("tp") or 1) * int(config.get("pp") or 1)
     disagg = config.get("disagg")
     if disagg:
-        from sim.disagg import parse_disagg
+        from sim.cluster.disagg import parse_disagg
 
         pools = ([(p.hw, p.replicas) for p in parse_disagg(disagg)] if isinstance(disagg, str)
                  else [(disagg[k]["hw"], disagg[k]["replicas"]) for k in ("prefill", "decode")])

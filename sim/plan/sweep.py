@@ -25,7 +25,7 @@ Richer forms (all optional):
 
 Combinations = (each `runs` entry, or one empty entry) x (the product of the `grid` lists, the
 last key varying fastest), each laid over the fixed fields. A key that is not a run field is an
-engine-preset override (`scheduler`, `kv_allocator`, `max_num_seqs`, ... see `sim.engine_config`);
+engine-preset override (`scheduler`, `kv_allocator`, `max_num_seqs`, ... see `sim.catalog.engine_config`);
 `kv`, `max_seqs`, `max_batched_tokens` and `mem_fraction` are the `infersim run` flag names for
 them. Load is either `concurrency` (closed loop: N users) or an open-loop arrival rate, given as
 `rate_scale` (multiplier on the trace's own arrival rate) or `rate_rps` (target requests/s,
@@ -211,9 +211,8 @@ def _split_fields(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 def _check_override_names(overrides: dict[str, Any], source: str, lines: dict[str, int]) -> None:
     """An override must name an `EngineConfig` field; a typo fails here, before any simulation."""
-    from sim.engine_config import EngineConfig
-
     from sim.api import DEPLOYMENT_FIELDS  # replicas, router, disagg: carried in overrides to RunSpec
+    from sim.catalog.engine_config import EngineConfig
 
     known = (set(EngineConfig.model_fields) - {"name", "sources"}) | set(DEPLOYMENT_FIELDS)
     for name in overrides:

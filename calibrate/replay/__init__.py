@@ -1,0 +1,12 @@
+"""Replay a request trace on a real engine and record what it measured.
+
+Two drivers serve the same trace with the same timing rules (`dispatch`): `http` streams
+`/v1/completions` from an OpenAI-compatible server, `local` runs llama.cpp in process with
+continuous batching. Both produce `ReplayResult`s written in `infersim run`'s output schema
+(`records`), so a measured run and a simulated one compare field by field.
+"""
+
+from calibrate.replay.errors import EngineUnreachable
+from calibrate.replay.records import ReplayResult, RequestRecord
+
+__all__ = ["EngineUnreachable", "ReplayResult", "RequestRecord"]

@@ -1,0 +1,344 @@
+"""Replay a trace against an OpenAI-compatible server, streaming every token.
+
+Each request is one `POST /v1/completions` with `stream: true`; every server-sent chunk that
+carries a token is stamped on arrival. The output length is forced with `max_tokens` plus the
+server's own switch where it has one (`SERVERS` below); the prompt is built to the requested token
+count with the server's tokenizer endpoint where it has one (`calibrate.replay.prompts`).
+
+Bounded: at most `max_requests` requests (the caller trims the trace), `timeout_s` wall seconds in
+all; connection failures end the replay with `EngineUnreachable` carrying what was measured. Only
+loopback addresses are accepted unless the caller allows remote hosts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from calibrate.replay.dispatch import Dispatcher
+from calibrate.replay.errors import EngineUnreachable
+from calibrate.replay.prompts import build_prompts
+from calibrate.replay.records import FAILED, REJECTED, Measurement, ReplayResult
+from sim.errors import ConfigError
+from workloads.request import Request
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    """What one server family offers beyond plain OpenAI completions.
+
+    `probe`: (method, path, json body) that answers 200 on this family (tried in `SERVERS` order);
+    `tokenize`: (path, body builder(text, model)) of its tokenizer endpoint, whose reply has a
+    `tokens` list; `force`: extra request fields, given the output length, that stop the model
+    ending early; `include_usage`: it reports `usage.completion_tokens` in the stream when asked.
+    """
+
+    name: str
+    probe: tuple[str, str, dict | None]
+    tokenize: tuple[str, Callable[[str, str], dict]] | None
+    force: Callable[[int], dict] = lambda n: {}
+    include_usage: bool = False
+    source: str = ""
+
+
+SERVERS: tuple[ServerKind, ...] = (
+    ServerKind(
+        "llama-cpp-python",
+        ("POST", "/extras/tokenize", {"input": "a"}),
+        ("/extras/tokenize", lambda text, model: {"input": text}),
+        # min_tokens masks the EOS logit until n tokens exist (MinTokensLogitsProcessor)
+        force=lambda n: {"min_tokens": n},
+        source="llama_cpp/server/app.py (0.3.x): /extras/tokenize, CreateCompletionRequest.min_tokens",
+    ),
+    ServerKind(
+        "llama-server",
+        ("GET", "/props", None),
+        ("/tokenize", lambda text, model: {"content": text, "add_special": True}),
+        force=lambda n: {"ignore_eos": True},
+        include_usage=True,
+        source="llama.cpp tools/server/README.md: POST /tokenize {content, add_special}; ignore_eos",
+    ),
+    ServerKind(
+        "ollama",
+        ("GET", "/api/version", None),
+        None,  # no tokenizer endpoint: prompt lengths are estimates
+        include_usage=True,
+        source="ollama docs/openai.md: /v1/completions, stream_options.include_usage",
+    ),
+    ServerKind(
+        "vllm",
+        ("GET", "/version", None),
+        ("/tokenize", lambda text, model: {"model": model, "prompt": text}),
+        force=lambda n: {"ignore_eos": True, "min_tokens": n},
+        include_usage=True,
+        source="vllm/entrypoints/openai/protocol.py: TokenizeCompletionRequest; sampling params ignore_eos, min_tokens",
+    ),
+)
+GENERIC = ServerKind("openai-compatible", ("GET", "/v1/models", None), None)
+
+
+def check_endpoint(url: str, *, allow_remote: bool = False) -> str:
+    """The base URL (scheme://host:port, no trailing /v1); refuses a non-loopback host unless allowed."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"not an http(s) URL: {url!r}", field="--endpoint")
+    host = parts.hostname
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback and not allow_remote:
+        raise ConfigError(f"{host} is not a loopback address; pass --allow-remote to drive a remote server",
+                          field="--endpoint")
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+@dataclass
+class _Server:
+    kind: ServerKind
+    model: str
+    eog_bias: dict[str, float] = field(default_factory=dict)
+
+
+async def _detect(client, base: str) -> _Server:
+    """Which server family answers at `base`, and its model name; EngineUnreachable if nothing does."""
+    import httpx
+
+    try:
+        r = await client.get("/v1/models")
+    except httpx.HTTPError as e:
+        raise EngineUnreachable(f"cannot connect to {base}: {type(e).__name__}: {e}") from e
+    if r.status_code != 200:
+        raise EngineUnreachable(f"{base}/v1/models answered HTTP {r.status_code}; is this an OpenAI-compatible server?")
+    try:
+        model = r.json()["data"][0]["id"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        model = "default"
+    for kind in SERVERS:
+        method, path, body = kind.probe
+        try:
+            p = await client.request(method, path, json=body)
+        except httpx.HTTPError:
+            continue
+        if p.status_code == 200:
+            return _Server(kind, model)
+    return _Server(GENERIC, model)
+
+
+# End-of-generation markers of common chat vocabularies. Where the server cannot ignore EOS for every
+# end-of-generation token (llama-cpp-python's min_tokens masks only EOS), those that tokenize to a
+# single token get a -100 logit bias, so a forced-length request does not stop early.
+_EOG_MARKERS = ("<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<|end|>")
+
+
+async def _token_ids(client, server: _Server, text: str) -> list[int]:
+    path, body = server.kind.tokenize
+    r = await client.post(path, json=body(text, server.model))
+    r.raise_for_status()
+    return list(r.json()["tokens"])
+
+
+async def _eog_bias(client, server: _Server) -> dict[str, float]:
+    base = await _token_ids(client, server, "")
+    bias = {}
+    for marker in _EOG_MARKERS:
+        ids = (await _token_ids(client, server, marker))[len(base):]
+        if len(ids) == 1:
+            bias[str(ids[0])] = -100.0
+    return bias
+
+
+class _ConnectionLost(Exception):
+    pass
+
+
+async def _one(client, server: _Server, prompt: str, meas: Measurement, clock) -> None:
+    """Send one request and stamp every streamed token; any failure lands in `meas`."""
+    import httpx
+
+    n_out = meas.requested_output_tokens
+    body = {"model": server.model, "prompt": prompt, "max_tokens": n_out, "stream": True,
+            **server.kind.force(n_out)}
+    if server.kind.include_usage:
+        body["stream_options"] = {"include_usage": True}
+    if server.eog_bias:
+        body["logit_bias"] = server.eog_bias
+    finish_reason = None
+    got_done = False
+    meas.arrival_s = clock()
+    try:
+        async with client.stream("POST", "/v1/completions", json=body) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode(errors="replace")[:200].replace("\n", " ")
+                status = REJECTED if 400 <= resp.status_code < 500 else FAILED
+                meas.fail(f"HTTP {resp.status_code}: {text}", status=status)
+                return
+            async for line in resp.aiter_lines():
+                t = clock()
+                if not line.startswith("data:"):
+                    continue  # blank separators and ": ping" comments
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    got_done = True
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    meas.fail(f"unparseable stream chunk after {len(meas.token_times_s)} tokens: {data[:80]!r}")
+                    return
+                if "error" in chunk:
+                    meas.fail(f"server error after {len(meas.token_times_s)} tokens: {str(chunk['error'])[:200]}")
+                    return
+                usage = chunk.get("usage")
+                if usage and usage.get("completion_tokens") is not None:
+                    meas.output_tokens = int(usage["completion_tokens"])
+                for choice in chunk.get("choices") or ():
+                    fr = choice.get("finish_reason")
+                    # a chunk carries a token unless it is a bare terminator (finish_reason, no text)
+                    if fr is None or choice.get("text"):
+                        meas.token(t)
+                    if fr is not None:
+                        finish_reason = fr
+    except httpx.TimeoutException as e:
+        meas.fail(f"timed out after {len(meas.token_times_s)} tokens ({type(e).__name__})")
+        return
+    except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
+        meas.fail(f"connection lost after {len(meas.token_times_s)} of {n_out} tokens: {type(e).__name__}: {e}")
+        raise _ConnectionLost(str(e)) from e
+    if finish_reason is None:
+        hint = ""
+        if got_done and server.kind.name == "llama-cpp-python":
+            hint = " (llama-cpp-python interrupts a stream when another request arrives: start it with --interrupt_requests False)"
+        meas.fail(f"stream ended early: {len(meas.token_times_s)} of {n_out} tokens, no finish_reason"
+                  + ("" if got_done else " and no [DONE]") + hint)
+        return
+    if finish_reason == "length":
+        # stopped by max_tokens: exactly n_out tokens, however they were chunked — and whatever the
+        # usage block says: llama-cpp-python counts completion_tokens by re-tokenizing the generated
+        # text, which merges pieces (seen: 11 reported for 16 generated by a random-weight model)
+        meas.output_tokens = n_out
+    if not meas.token_times_s:
+        meas.fail(f"finished ({finish_reason}) without sending a token")
+        return
+    meas.complete(meas.token_times_s[-1])
+
+
+async def _alive(client) -> bool:
+    import httpx
+
+    try:
+        return (await client.get("/v1/models", timeout=3.0)).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+async def replay_http_async(
+    requests: Sequence[Request],
+    endpoint: str,
+    *,
+    concurrency: int | None = None,
+    timeout_s: float = 600.0,
+    allow_remote: bool = False,
+) -> ReplayResult:
+    """Replay `requests` against the server at `endpoint`; see the module docstring."""
+    import httpx
+
+    if not requests:
+        raise ConfigError("the trace has no requests", field="trace")
+    base = check_endpoint(endpoint, allow_remote=allow_remote)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    timeout = httpx.Timeout(connect=5.0, read=timeout_s, write=30.0, pool=None)
+    async with httpx.AsyncClient(base_url=base, timeout=timeout, limits=limits) as client:
+        server = await _detect(client, base)
+        tokenize = None
+        if server.kind.tokenize is not None:
+            async def tokenize(text: str) -> int:
+                return len(await _token_ids(client, server, text))
+            if server.kind.name == "llama-cpp-python":
+                server.eog_bias = await _eog_bias(client, server)
+        try:
+            prompts, prompt_source = await build_prompts(requests, tokenize, secrets.token_hex(2))
+        except httpx.HTTPError as e:
+            raise EngineUnreachable(f"tokenizing prompts at {base} failed: {type(e).__name__}: {e}") from e
+        records, error, engine_lost = await _drive(client, server, requests, prompts, concurrency, timeout_s)
+    config = {
+        "target": "endpoint", "endpoint": base, "server": server.kind.name, "model": server.model,
+        "concurrency": concurrency, "prompt_tokens_source": prompt_source,
+        "forced_output_fields": sorted(server.kind.force(1)) + (["logit_bias"] if server.eog_bias else []),
+    }
+    result = ReplayResult(tuple(records), config, {}, error)
+    if engine_lost:
+        raise EngineUnreachable(error, partial=result)
+    return result
+
+
+async def _drive(client, server, requests, prompts, concurrency, timeout_s):
+    """Send requests as the dispatcher releases them; returns (records, error, engine_lost)."""
+    dispatcher = Dispatcher(requests, concurrency)
+    wall0 = time.perf_counter()
+    deadline = wall0 + timeout_s
+
+    def clock() -> float:
+        return dispatcher.start_s + (time.perf_counter() - wall0)
+
+    measurements: list[Measurement] = []
+    tasks: dict[asyncio.Task, Measurement] = {}
+    error = ""
+    engine_lost = False
+    while not dispatcher.done:
+        if time.perf_counter() >= deadline:
+            error = f"timeout after {timeout_s:g} s"
+            break
+        for req, ready_s in dispatcher.ready(clock()):
+            text, n_prompt = prompts[req.id]
+            m = Measurement(req.id, ready_s, n_prompt, req.output_tokens)
+            measurements.append(m)
+            tasks[asyncio.create_task(_one(client, server, text, m, clock))] = m
+        if dispatcher.done:
+            break
+        nxt = dispatcher.next_ready_s()
+        wait_s = deadline - time.perf_counter()
+        if nxt is not None:
+            wait_s = min(wait_s, nxt - clock())
+        wait_s = max(wait_s, 0.0)
+        if not tasks:
+            await asyncio.sleep(wait_s)
+            continue
+        done, _ = await asyncio.wait(list(tasks), timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+        lost = None
+        for task in done:
+            m = tasks.pop(task)
+            dispatcher.finished(m.id, clock())
+            if isinstance(task.exception(), _ConnectionLost):
+                lost = m.reason
+        if lost is not None and not await _alive(client):
+            error = f"engine stopped answering after {time.perf_counter() - wall0:.1f} s: {lost}"
+            engine_lost = True
+            break
+    for task, m in tasks.items():  # stopped early: cancel what is in flight, keep its tokens
+        task.cancel()
+        m.fail(f"cancelled: {error}")
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
+    never_sent = dispatcher.abandon()
+    records = [m.freeze() for m in measurements]
+    records += [Measurement(r.id, r.arrival_s, prompts[r.id][1], r.output_tokens).freeze(f"not sent: {error}")
+                for r in never_sent]
+    return records, error, engine_lost
+
+
+def replay_http(requests: Sequence[Request], endpoint: str, **kw) -> ReplayResult:
+    """Synchronous wrapper of `replay_http_async`."""
+    return asyncio.run(replay_http_async(requests, endpoint, **kw))
+
+
+__all__ = ["SERVERS", "ServerKind", "check_endpoint", "replay_http", "replay_http_async"]

@@ -1,0 +1,430 @@
+"""Serving-engine presets: how an engine schedules, allocates KV memory and what it costs in software.
+
+An `EngineConfig` is data, read from a YAML preset in `sim/catalog/engines/` (or a user's YAML file, which
+may start from a preset with `base: vllm`). It names the scheduler and KV allocator the simulator
+uses, the engine's limits (concurrency, per-iteration token budget, KV block size, memory share),
+its default quantization and KV dtype, multipliers on the hardware profile's efficiencies and the
+engine's own per-iteration / per-sequence software overheads. Every preset cites where each default
+comes from, with the engine version it was read from (`sources`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from sim.catalog.hardware import HardwareProfile
+
+from sim.catalog.quant import get_quant, kv_dtype_bytes
+from sim.errors import ConfigError, pydantic_error_to_config_error
+
+Scheduler = Literal["static", "continuous", "chunked", "sequential", "slots"]
+KVAllocatorKind = Literal["contiguous", "paged"]
+# How `context_size` relates to slots (llama.cpp / Ollama style servers):
+# - split:    one KV buffer of context_size tokens, each of the N slots owns context_size / N
+#             (llama-server with an explicit --parallel N and no --kv-unified);
+# - unified:  one KV buffer of context_size tokens shared by all slots, one request may use all of it
+#             (llama-server's default since --parallel became auto: 4 slots + --kv-unified);
+# - per_slot: context_size is each slot's own budget, the buffer holds N x context_size
+#             (Ollama: the runner gets num_ctx x OLLAMA_NUM_PARALLEL).
+ContextMode = Literal["split", "unified", "per_slot"]
+GIB = 2**30
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True)
+
+# Preset names users type that are not file names.
+_ALIASES = {
+    "llama-server": "llama.cpp",
+    "llamacpp": "llama.cpp",
+    "llama_cpp": "llama.cpp",
+    "transformers": "hf",
+    "huggingface": "hf",
+    "tensorrt-llm": "trtllm",
+    "trt-llm": "trtllm",
+    "text-generation-inference": "tgi",
+    "mlx-lm": "mlx",
+    "lm-studio": "lmstudio",
+}
+
+
+class EfficiencyScale(BaseModel):
+    """Multipliers on the hardware profile's efficiencies (achieved / peak) for this engine.
+
+    1.0 means "this engine achieves what the profile says"; profiles' efficiencies are measured or
+    set for a well-optimised engine (vLLM/TRT-LLM class kernels). A value below 1 models an engine
+    whose kernels reach a smaller share of peak on the same chip. Capped at 2 so a typo cannot make
+    an engine faster than twice its profile.
+    """
+
+    model_config = _FROZEN
+    compute: float = Field(1.0, gt=0, le=2)
+    bandwidth: float = Field(1.0, gt=0, le=2)
+    attention: float = Field(1.0, gt=0, le=2)
+
+
+class EngineSource(BaseModel):
+    """One citation: where the defaults in `fields` were read, and for which engine version.
+
+    `url: engineering-estimate` marks values that are our estimate rather than a published default;
+    `note` then says how the estimate was made.
+    """
+
+    model_config = _FROZEN
+    url: str
+    version: str = ""
+    fields: list[str] = Field(default_factory=list)
+    note: str = ""
+
+
+class RuleCondition(BaseModel):
+    """When a hardware rule applies: every given condition must hold (memory in GiB = 2^30 bytes,
+    compared with the profile's memory capacity, as engines compare their device's total memory)."""
+
+    model_config = _FROZEN
+    kind: list[Literal["gpu", "unified-soc", "cpu"]] | None = None
+    min_memory_gib: float | None = Field(None, ge=0)
+    max_memory_gib: float | None = Field(None, gt=0, description="exclusive upper bound")
+    name_excludes: list[str] = Field(default_factory=list, description="substrings of the profile name")
+
+    def matches(self, hw: "HardwareProfile") -> bool:
+        mem_gib = hw.memory_bytes / GIB
+        name = f"{hw.name} {hw.display_name}".lower()
+        return (
+            (self.kind is None or hw.kind in self.kind)
+            and (self.min_memory_gib is None or mem_gib >= self.min_memory_gib)
+            and (self.max_memory_gib is None or mem_gib < self.max_memory_gib)
+            and not any(x.lower() in name for x in self.name_excludes)
+        )
+
+
+class HardwareRule(BaseModel):
+    """A default the engine picks from the device it runs on (e.g. vLLM's larger batch defaults on
+    >= 70 GiB GPUs, SGLang's memory-dependent chunk size). `set` holds EngineConfig fields;
+    `memory_reserved_gib` sets memory_fraction = 1 - reserved / device memory."""
+
+    model_config = _FROZEN
+    when: RuleCondition = RuleCondition()
+    set: dict[str, Any] = Field(default_factory=dict)
+    memory_reserved_gib: float | None = Field(None, ge=0)
+    note: str = ""
+
+
+class SpeculativeSettings(BaseModel):
+    """Speculative decoding as an engine runs it (vLLM `--speculative-config`, SGLang `--speculative-*`,
+    llama-server `--model-draft`): a drafter proposes `k` tokens per sequence, the target verifies
+    them in one forward of k + 1 positions (see `sim.cost.speculative`).
+
+    - `method`: `draft` (a smaller model of the same vocabulary, `draft_model`, priced by the same
+      cost model) or `eagle` (a one-layer head on the target's hidden states, priced as
+      `draft_cost_fraction` x one target decode step per drafted token).
+    - `acceptance_rate`: probability each drafted token is accepted, i.i.d. per token (Leviathan et
+      al. 2023's alpha); measured acceptance depends on the model pair and the text.
+    """
+
+    model_config = _FROZEN
+    method: Literal["draft", "eagle"] = "draft"
+    k: int = Field(4, ge=1, le=64, description="tokens drafted per verify step")
+    acceptance_rate: float = Field(0.7, ge=0, le=1, description="per-token acceptance probability (i.i.d.)")
+    draft_model: str | None = Field(None, description="catalog name or path of the draft model (method: draft)")
+    draft_quant: str | None = Field(None, description="quantization of the draft model; None = the target's")
+    draft_cost_fraction: float | None = Field(
+        None, gt=0, le=1, description="one draft step as a fraction of a target decode step (method: eagle)"
+    )
+
+    @model_validator(mode="after")
+    def _drafter_given(self) -> "SpeculativeSettings":
+        if self.method == "draft" and not self.draft_model:
+            raise ValueError("method 'draft' needs draft_model")
+        if self.method == "eagle" and self.draft_cost_fraction is None:
+            raise ValueError("method 'eagle' needs draft_cost_fraction")
+        return self
+
+
+class EngineConfig(BaseModel):
+    """One serving engine's policy and limits, as the simulator uses them."""
+
+    model_config = _FROZEN
+
+    name: str
+    display_name: str = ""
+    version: str = Field("", description="engine version the defaults were read from")
+    scheduler: Scheduler
+    kv_allocator: KVAllocatorKind
+    max_num_seqs: int = Field(gt=0, description="concurrency limit: running sequences / slots / static batch size")
+    max_num_batched_tokens: int | None = Field(
+        None, gt=0, description="tokens (prefill + decode) one iteration may process; None = no cap"
+    )
+    block_size: int = Field(16, gt=0, description="tokens per KV block (paged allocator)")
+    memory_fraction: float = Field(
+        0.9, gt=0, le=1, description="share of device memory the engine uses for weights + activations + KV"
+    )
+    memory_fraction_of: Literal["total", "free"] = Field(
+        "total",
+        description=(
+            "what memory_fraction is a share of: 'total' device memory (vLLM --gpu-memory-utilization, "
+            "SGLang --mem-fraction-static) or the memory 'free' after the weights and one forward's "
+            "activations (TensorRT-LLM kv_cache_free_gpu_memory_fraction)"
+        ),
+    )
+    activation_reserve_fraction: float = Field(
+        0.05, ge=0, lt=1, description="share of the engine's memory kept for activations / workspace, not KV"
+    )
+    context_size: int | None = Field(
+        None, gt=0, description="server context in tokens (see context_mode for slots); None = model max"
+    )
+    context_mode: ContextMode = "split"
+    per_sequence_kv_streams: bool = Field(
+        False,
+        description=(
+            "one KV stream per sequence (llama.cpp with kv_unified off: llama-server with an explicit -np). "
+            "llama.cpp then runs a batch as one pass over the weights per run of consecutive seq_ids with "
+            "equal token counts (llama_batch_allocr::split_equal): an iteration mixing prompt chunks and "
+            "decodes is a decode pass plus a prompt pass (the prompt's first token joins the decode pass "
+            "when its slot follows theirs), and decodes whose slots are not contiguous take "
+            "one pass per contiguous run. Slots are handed out lowest id first"
+        ),
+    )
+    attention_kv_padding: int = Field(
+        0, ge=0,
+        description=(
+            "attention spans the KV cells in use rounded up to a multiple of this, masked cells computed "
+            "(llama.cpp: 256, src/llama-kv-cache.cpp get_n_kv); 0 = exactly the causal keys (paged-attention "
+            "engines). Priced per pass: with per_sequence_kv_streams, the longest sequence of each pass"
+        ),
+    )
+    fit_context_to_memory: bool = Field(
+        False, description="an unset context_size shrinks to what fits in memory (llama-server --fit on)"
+    )
+    min_fit_context: int = Field(4096, gt=0, description="smallest context --fit may choose (llama-server --fit-ctx)")
+    default_quant: str = "bf16"
+    kv_dtype: str = "fp16"
+    prefix_caching: bool = False
+    efficiency_scale: EfficiencyScale = EfficiencyScale()
+    kernel_family: str | None = Field(
+        None,
+        description=(
+            "whose GPU kernels the engine runs: ggml (llama.cpp, Ollama), mlx, torch (vLLM, SGLang, TGI), "
+            "trtllm. Hardware profiles carry efficiencies fitted to public measurements per family "
+            "(calibrate/public_fit.py); None = the engine's own name"
+        ),
+    )
+    tp: int = Field(1, ge=1, le=64, description="tensor-parallel degree: devices each layer is split across")
+    pp: int = Field(1, ge=1, le=64, description="pipeline-parallel degree: stages the layers are split into")
+    gpu_layers: int | Literal["auto"] | None = Field(
+        None, description="llama.cpp --n-gpu-layers: None = everything on the device, 'auto' = as many as fit"
+    )
+    offload_host: str = Field(
+        "cpu-x86-generic", description="hardware profile of the host that runs the layers not on the device"
+    )
+    speculative: SpeculativeSettings | None = None
+    iteration_overhead_ms: float = Field(0.0, ge=0, description="software cost per iteration (scheduling, launch)")
+    per_sequence_overhead_ms: float = Field(
+        0.0, ge=0, description="software cost per sequence per iteration (sampling, detokenization)"
+    )
+    hardware_rules: list[HardwareRule] = Field(default_factory=list)
+    sources: list[EngineSource] = Field(default_factory=list)
+    notes: str = ""
+
+    @field_validator("gpu_layers", mode="before")
+    @classmethod
+    def _gpu_layers_number_or_auto(cls, v: Any) -> Any:
+        """Accept an integer >= 0, its decimal text (a CLI value) or "auto"."""
+        if v is None or v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+            return v
+        if isinstance(v, str) and v.strip().isdigit():
+            return int(v)
+        raise ValueError(f"must be an integer >= 0 or 'auto', got {v!r}")
+
+    @model_validator(mode="after")
+    def _check(self) -> "EngineConfig":
+        settable = set(type(self).model_fields) - {"name", "hardware_rules", "sources"}
+        for i, rule in enumerate(self.hardware_rules):
+            unknown = set(rule.set) - settable
+            if unknown:
+                raise ValueError(f"hardware_rules[{i}].set: unknown field(s) {', '.join(sorted(unknown))}")
+        if self.gpu_layers is not None and (self.tp > 1 or self.pp > 1):
+            raise ValueError("gpu_layers (partial offload) cannot be combined with tp or pp > 1")
+        get_quant(self.default_quant)  # raises ConfigError naming the known formats
+        kv_dtype_bytes(self.kv_dtype)
+        if (
+            self.scheduler == "slots"
+            and self.context_mode == "split"
+            and self.context_size is not None
+            and self.context_size < self.max_num_seqs
+        ):
+            raise ValueError(
+                f"context_size ({self.context_size}) must be at least max_num_seqs ({self.max_num_seqs}) "
+                "for the slots scheduler: each slot owns context_size / max_num_seqs tokens"
+            )
+        return self
+
+    @cached_property
+    def slot_context_tokens(self) -> int | None:
+        """Most tokens (prompt + output) one request may hold under the `slots` scheduler:
+        split -> context_size // max_num_seqs; unified and per_slot -> context_size.
+        None when no context size is set (then the model's max context applies)."""
+        if self.context_size is None:
+            return None
+        if self.context_mode == "split":
+            return self.context_size // self.max_num_seqs
+        return self.context_size
+
+    @cached_property
+    def total_context_tokens(self) -> int | None:
+        """Tokens the server's KV buffer holds across all slots: context_size, or
+        context_size x max_num_seqs for per_slot (Ollama); None when no context size is set."""
+        if self.context_size is None:
+            return None
+        if self.context_mode == "per_slot":
+            return self.context_size * self.max_num_seqs
+        return self.context_size
+
+    def context_limits(self, model_max_context: int, kv_capacity_tokens: int | None = None) -> tuple[int, int]:
+        """(KV tokens the server holds for contexts, most tokens one request may hold).
+
+        - The engine's context setting (`context_size`, else the model's max context); each request
+          is capped at the model's trained context (llama-server caps slots to n_ctx_train, Ollama
+          caps num_ctx).
+        - `per_slot` (Ollama): the buffer holds max_num_seqs x context_size; `split`: context_size is
+          shared evenly by the slots; `unified`: one request may use the whole buffer.
+        - `fit_context_to_memory` with no explicit context_size: the buffer shrinks to the KV capacity
+          (never below `min_fit_context`), as llama-server's --fit does.
+        Non-slot engines: the per-request limit is the context setting (vLLM max_model_len) and the
+        buffer is the KV capacity (or the context setting when the capacity is not given).
+        """
+        setting = self.context_size or model_max_context
+        if self.scheduler != "slots":
+            per_request = min(setting, model_max_context)
+            return (kv_capacity_tokens if kv_capacity_tokens is not None else per_request), per_request
+        n = self.max_num_seqs
+        # Ollama caps num_ctx at the model's trained context before giving each slot its share
+        total = min(setting, model_max_context) * n if self.context_mode == "per_slot" else setting
+        if self.fit_context_to_memory and self.context_size is None and kv_capacity_tokens is not None:
+            total = min(total, max(kv_capacity_tokens, min(self.min_fit_context, total)))
+        per_request = total // n if self.context_mode in ("split", "per_slot") else total
+        return total, min(per_request, model_max_context)
+
+    def for_hardware(self, hw: "HardwareProfile") -> "EngineConfig":
+        """The engine's defaults on this device: every matching hardware rule applied in order.
+
+        Call before `with_overrides`, so a user's explicit value wins over a device default.
+        """
+        changes: dict[str, Any] = {}
+        for rule in self.hardware_rules:
+            if rule.when.matches(hw):
+                changes.update(rule.set)
+                if rule.memory_reserved_gib is not None:
+                    mem_gib = hw.memory_bytes / GIB
+                    changes["memory_fraction"] = round(max(0.05, 1.0 - rule.memory_reserved_gib / mem_gib), 3)
+        return self.with_overrides(**changes) if changes else self
+
+    def with_overrides(self, **fields: Any) -> "EngineConfig":
+        """A copy with some fields replaced; `None` values mean "keep the preset's value".
+
+        Validated like a preset: an unknown field or a bad value raises `ConfigError` naming it.
+        `efficiency_scale` may be given as a mapping with some of compute/bandwidth/attention.
+        """
+        changes = {k: v for k, v in fields.items() if v is not None}
+        if not changes:
+            return self
+        data = self.model_dump()
+        for key, value in changes.items():
+            if key == "efficiency_scale" and isinstance(value, dict):
+                data[key] = {**data[key], **value}
+            else:
+                data[key] = value
+        try:
+            return EngineConfig.model_validate(data)
+        except ValidationError as e:
+            err = pydantic_error_to_config_error(e)
+            raise ConfigError(f"{err.problem} (overriding engine '{self.name}')", field=err.field) from None
+
+
+# ---- finding and loading -------------------------------------------------------------------------
+
+_PRESETS_DIR = Path(__file__).parent / "engines"
+
+
+def available_engines() -> dict[str, Path]:
+    """Preset name -> YAML file, for the presets shipped in `sim/catalog/engines/`."""
+    return {p.stem: p for p in sorted(_PRESETS_DIR.glob("*.yaml"))}
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        # libyaml's parser when pyyaml has it (same SafeLoader constructors and resolver, ~10x faster)
+        data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(f"invalid YAML: {getattr(e, 'problem', e)}", file=path, line=line) from None
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping of engine fields", file=path)
+    return data
+
+
+def _line_of(path: Path, field: str) -> int | None:
+    """1-based line where a top-level `field:` key appears in a YAML file, for error messages."""
+    top = field.split(".")[0]
+    for i, text in enumerate(path.read_text().splitlines(), start=1):
+        if text.startswith(f"{top}:"):
+            return i
+    return None
+
+
+def load_engine_file(path: str | Path) -> EngineConfig:
+    """An engine from a YAML file; `base: NAME` starts from that preset and overrides its fields."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("file not found", file=path, field="--engine")
+    data = _read_yaml(path)
+    base = data.pop("base", None)
+    if base is not None:
+        if not isinstance(base, str):
+            raise ConfigError("base must be a preset name", file=path, line=_line_of(path, "base"), field="base")
+        merged = load_engine(base).model_dump()
+        if isinstance(data.get("efficiency_scale"), dict):
+            data["efficiency_scale"] = {**merged["efficiency_scale"], **data["efficiency_scale"]}
+        merged.update(data)
+        data = merged
+    data.setdefault("name", path.stem)
+    try:
+        return EngineConfig.model_validate(data)
+    except ValidationError as e:
+        err = pydantic_error_to_config_error(e, file=path)
+        if err.field and err.line is None:
+            err = ConfigError(err.problem, file=path, line=_line_of(path, err.field), field=err.field)
+        raise err from None
+
+
+def _names_a_file(s: str) -> bool:
+    """An --engine value that is a path (ends in .yaml/.yml or has a separator), not a preset name."""
+    return s.endswith((".yaml", ".yml")) or os.sep in s
+
+
+def engine_path(name_or_path: str | Path) -> Path | None:
+    """The file a preset name (or alias) or path names; None when there is none."""
+    s = str(name_or_path)
+    return Path(s) if _names_a_file(s) else available_engines().get(_ALIASES.get(s.lower(), s.lower()))
+
+
+def load_engine(name_or_path: str | Path) -> EngineConfig:
+    """A shipped preset by name (or alias), or a YAML file by path."""
+    s = str(name_or_path)
+    if _names_a_file(s):
+        return load_engine_file(s)
+    presets = available_engines()
+    key = _ALIASES.get(s.lower(), s.lower())
+    if key in presets:
+        return load_engine_file(presets[key])
+    names = list(presets) + list(_ALIASES)
+    close = difflib.get_close_matches(s.lower(), names, n=4, cutoff=0.4)
+    hint = f"; did you mean: {', '.join(close)}?" if close else f"; known: {', '.join(presets)}"
+    raise ConfigError(f"unknown engine '{s}'{hint}", field="--engine")

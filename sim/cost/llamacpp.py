@@ -1,0 +1,225 @@
+"""llama.cpp's own kernel and batching rules, which the roofline (`sim.cost.roofline`) calls.
+
+- `gemm_rows` / `gemm_start_rows`: the CPU matmul paths' start-up and leftover-tile passes
+  (`matmul_half_rows`, fitted by calibration; GPU presets keep 0);
+- `DecodeCorrection`: a llama.cpp-calibrated profile's measured/fitted decode factor per batch size;
+- `split_equal` / `Pass`: how llama.cpp cuts one batch into passes over the weights.
+
+How llama.cpp cuts one batch into passes over the weights when every sequence has its own KV stream.
+
+With `kv_unified` off (llama-server with an explicit `-np N`, the `--local` driver, the calibration's
+probe contexts) the KV cache keeps one stream per sequence, and `llama_kv_cache::init_batch` splits
+a `llama_batch` with `llama_batch_allocr::split_equal(n_ubatch, sequential=true)`
+(src/llama-batch.cpp). Each call builds one ubatch — one forward pass over every weight matrix:
+
+1. walk the batch in order and take the next unfinished sequence if it is the first taken or its
+   seq_id is the last taken id + 1 (only *consecutive* seq_ids share a ubatch);
+2. take the same number k of tokens from each: as many as the sequence with the fewest left
+   still has, and no more than n_ubatch / (sequences taken), at least 1;
+3. repeat until every token is used.
+
+So a batch of decodes in slots 0, 1 and 2 plus a prompt in slot 3 is *not* "a decode pass and a
+prompt pass": the first pass takes one token from each of the four (the prompt's first token
+rides with the decodes, without logits), the second the prompt's other tokens. Decodes in slots
+0 and 2 are two passes, as are two prompts in slots 3 and 5. Which rows a pass has decides its
+price on a CPU, where llama.cpp's matmul kernels change at 2 and at 4 rows (`sim.cost.llamacpp.gemm_rows`):
+measured on Gemma 3 270M Q4_K_M, 1 thread, one decode at context 200 plus a 128-token prompt took
+346 ms with the prompt in the next slot (a 2-row first pass) and 310 ms with the prompt in the slot
+before (a 1-row decode pass, then the whole prompt); the 2-row pass costs what a 2-sequence decode
+step does over a 1-sequence one (48.5 vs 13.1 ms).
+
+`split_equal` reproduces the rule on whole pieces (one per sequence: its tokens are contiguous in
+the batch, as every engine and the driver build them) and returns the passes; `CostModel.passes_time`
+prices them. Used by the simulator (`EngineConfig.per_sequence_kv_streams`) and by the calibration
+fit for the probes' mixed batches (`calibrate.fit.pass_features`), so both count the same passes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sim.catalog.models import ModelSpec
+from sim.catalog.quant import QuantFormat
+
+if TYPE_CHECKING:
+    from sim.catalog.engine_config import EngineConfig
+    from sim.catalog.hardware import HardwareProfile
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """What one sequence puts into a batch: `tokens` new tokens after `context` cached ones, with
+    the logits of its last token computed when `output` (a decode, a prompt's final chunk)."""
+
+    seq: int
+    tokens: int
+    context: int | float
+    output: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """One ubatch: `tokens_per_seq` tokens from each of the sequences `seqs` (consecutive ids),
+    whose cached tokens before the pass are `contexts`; `outputs` of its rows have logits."""
+
+    tokens_per_seq: int
+    seqs: tuple[int, ...]
+    contexts: tuple[float, ...]
+    outputs: int
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_per_seq * len(self.contexts)
+
+
+def split_equal(pieces: Sequence[Piece], n_ubatch: int | None = None) -> list[Pass]:
+    """The passes llama.cpp runs for a batch holding `pieces` in this order (see the module
+    docstring); `n_ubatch` None = no limit below the batch itself."""
+    remaining = [int(p.tokens) for p in pieces]
+    done = [0] * len(pieces)
+    if len({p.seq for p in pieces}) != len(pieces) or min(remaining, default=1) < 1:
+        raise ValueError("one piece per sequence, each with at least one token")
+    passes: list[Pass] = []
+    while True:
+        chosen: list[int] = []
+        last = 0
+        for i, p in enumerate(pieces):
+            if remaining[i] and (not chosen or p.seq == last + 1):
+                chosen.append(i)
+                last = p.seq
+        if not chosen:
+            return passes
+        k = min(remaining[i] for i in chosen)
+        if n_ubatch:
+            k = min(k, max(1, n_ubatch // len(chosen)))
+        passes.append(Pass(
+            tokens_per_seq=k,
+            seqs=tuple(pieces[i].seq for i in chosen),
+            contexts=tuple(pieces[i].context + done[i] for i in chosen),
+            outputs=sum(1 for i in chosen if pieces[i].output and remaining[i] == k),
+        ))
+        for i in chosen:
+            remaining[i] -= k
+            done[i] += k
+
+
+# Activation rows (tokens) one tile of the multi-row matmul kernel covers: llamafile_sgemm's tinyBLAS
+# picks 4-wide tiles on x86 (`mnpack`, ggml/src/ggml-cpu/llamafile/sgemm.cpp), then sweeps the
+# leftover n mod 4 rows with narrower tiles in a second pass over the weights.
+GEMM_TILE_ROWS = 4
+
+
+def gemm_rows(rows, half_rows: float):
+    """Effective rows of a matmul over `rows` activation rows (see the module docstring):
+
+    - rows for a GEMV (rows < 2), and whenever n_1/2 = 0 (the plain roofline);
+    - rows + n_1/2 for one tiled pass (2 <= rows <= 4, or rows a multiple of 4);
+    - rows + n_1/2 + (n_1/2 + r) when r = rows mod 4 rows are left over past the first tile: the
+      leftover rows take a second pass over the weights in narrower tiles (its own start-up, n_1/2)
+      at half the per-row rate (they count twice). Measured with Gemma 3 270M Q4_K_M, 1 thread, a
+      decode step of n sequences: 70 ms at 4, 104/116/137 at 5/6/7, 95 at 8, 120 at 12, 164-183 at
+      13-15, 150 at 16 — linear in rows within multiples of 4, ~25 + 12 ms x r above them; with the
+      n_1/2 of a calibration that probed none of the leftover cases this rule reproduces all 16
+      (median error 2.7%, largest 5.4%) and adds no parameter.
+
+    Scalars or arrays."""
+    if not half_rows:
+        return rows
+    if isinstance(rows, (int, float)):
+        if rows < 2:
+            return rows
+        left = rows % GEMM_TILE_ROWS if rows > GEMM_TILE_ROWS else 0
+        return rows + half_rows + (half_rows + left if left else 0.0)
+    r = np.asarray(rows, dtype=float)
+    left = np.where(r > GEMM_TILE_ROWS, np.mod(r, GEMM_TILE_ROWS), 0.0)
+    return r + half_rows * (r >= 2) + np.where(left > 0, half_rows + left, 0.0)
+
+
+def gemm_start_rows(rows, half_rows: float):
+    """Effective rows of the layers' matmuls (rows = tokens of the pass): `gemm_rows` without the
+    leftover-tile pass — the GEMV at one row, the start-up n_1/2 from two rows on.
+
+    Why the layers and the LM head differ: which rows a pass has can be told apart with llama.cpp's
+    own pass structure (`sim.cost.llamacpp`), where a prompt's first token rides in a decode pass as a row
+    of the layers without logits. Measured on Gemma 3 270M Q4_K_M (1 thread; layers Q5_0 / Q4_K /
+    Q6_K, LM head the tied Q8_0 embedding): 1 decode + 1 riding row (2 rows in the layers, 1 in the
+    head) cost 36 ms more than 1 decode, as much as a second decode (+35 ms) — the start-up is in the
+    layers; 4 decodes + 1 riding row cost only 6 ms more than 4 decodes, while a fifth decode costs
+    33 ms — the leftover pass is in the head (tinyBLAS, Q8_0). Refitting three full calibrations'
+    probes this way lowered their held-out error (2.3 -> 1.8 %, 3.7 -> 3.0 %, 4 -> 3.3 %) and their
+    mixed-iteration error (5.6 -> 0.9 %, 4.0 -> 2.8 %, 12 -> 6 %). Scalars or arrays."""
+    if not half_rows:
+        return rows
+    if isinstance(rows, (int, float)):
+        return rows + half_rows if rows >= 2 else rows
+    r = np.asarray(rows, dtype=float)
+    return r + half_rows * (r >= 2)
+
+
+@dataclass(frozen=True)
+class DecodeCorrection:
+    """Measured over fitted decode step time, by decode batch size, from a calibration's own probes.
+
+    The cost model's kernel terms (a GEMV at one row, tiled GEMMs with a start-up and a leftover pass
+    from two rows on, `gemm_rows`) are an idealisation of llama.cpp's CPU matmul paths, which differ
+    by tensor type and by batch width (tinyBLAS tiles for Q8_0/Q5_0 weights, repacked GEMM and GEMV
+    for Q4_K, vec_dot for Q6_K). Five full calibrations of Gemma 3 270M Q4_K_M on one 2-core EPYC
+    (1 thread) left the same signs at the same batch sizes: 2-sequence steps 5-18 % faster than
+    fitted, 3- and 4-sequence steps 4-19 % slower, 16 at short context 9-17 % faster — a shape no smooth
+    rows(n) reproduces (12 and 16 sequences cost the same). The validation cases inherited exactly
+    these errors (2 clients: ITL +10 %; 4 clients: ITL -10 %). So, as profile-driven simulators do
+    (Vidur: operator times measured per shape and interpolated), a profile calibrated with llama.cpp
+    probes also corrects decode steps of the model and engine it measured by
+
+        factor(n) = exp(interp(n; probed batch sizes b, mean over b's points of log(measured / fitted)))
+
+    linear in n between probed sizes and held at the nearest one outside them (1 and 16 in the full
+    plan). Only that model (name and quantization), that engine, and one device: for any other
+    model, engine or a placement over several devices the parametric cost model stands alone, and
+    the fit itself (calibrate.fit) never sees the correction. `calibration.decode_correction: false`
+    in the profile turns it off.
+    """
+
+    batches: tuple[int, ...]  # probed decode batch sizes, ascending
+    log_ratios: tuple[float, ...]  # mean log(measured / fitted) of each size's probe points
+    source: str = ""
+
+    def factor(self, n: int | float) -> float:
+        """The step-time multiplier for a decode pass of `n` sequences."""
+        return math.exp(float(np.interp(n, self.batches, self.log_ratios)))
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "factor_by_batch": {b: round(math.exp(r), 4)
+                                                           for b, r in zip(self.batches, self.log_ratios)}}
+
+    @classmethod
+    def from_profile(cls, hw: "HardwareProfile", model: ModelSpec, quant: QuantFormat,
+                     engine: "EngineConfig | None") -> "DecodeCorrection | None":
+        """The correction `hw`'s calibration measured for `model` at `quant` under `engine`, if any."""
+        cal = hw.calibration or {}
+        if cal.get("method") != "llama.cpp probes" or cal.get("decode_correction") is False:
+            return None
+        measured = cal.get("model") or {}
+        if engine is None or engine.name != cal.get("engine") or measured.get("name") != model.name \
+                or measured.get("quantization") != quant.name:
+            return None
+        return cls.from_points(cal.get("probe_points") or [], source=f"{hw.name}: calibration "
+                               f"{cal.get('date', '?')} of {model.name} ({quant.name}), {engine.name}")
+
+    @classmethod
+    def from_points(cls, points: Sequence[dict], source: str = "") -> "DecodeCorrection | None":
+        """From a calibration's probe-point records (decode points only); None without any."""
+        by_batch: dict[int, list[float]] = {}
+        for p in points:
+            if p.get("kind") == "decode" and int(p.get("decode_batch") or 0) >= 1 \
+                    and (p.get("measured_s") or 0) > 0 and (p.get("predicted_s") or 0) > 0:
+                by_batch.setdefault(int(p["decode_batch"]), []).append(math.log(p["measured_s"] / p["predicted_s"]))
+        if not by_batch:
+            return None
+        batches = tuple(sorted(by_batch))
+        return cls(batches, tuple(float(np.mean(by_batch[b])) for b in batches), source=source)

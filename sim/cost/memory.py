@@ -1,0 +1,455 @@
+"""Memory-fit arithmetic: what fits on a device, and how many KV tokens are left.
+
+One place for the memory budget, used by `infersim fit` and by the simulator's KV capacity:
+
+    memory budget  = memory_bytes x memory_fraction          (vLLM gpu_memory_utilization,
+                                                              SGLang mem_fraction_static)
+    KV budget      = memory budget - weight bytes - activation reserve
+    KV capacity    = floor(KV budget / kv_bytes_per_token)   tokens, all sequences together
+
+This is how vLLM sizes its KV cache (vllm/v1/worker/gpu_worker.py `determine_available_memory`:
+requested memory - weights - peak activation of a profiling forward pass - non-torch memory).
+
+The activation reserve (`activation_peak_bytes`) models that profiling pass. It runs one forward
+of `max_batched_tokens` tokens and computes logits for all of them, so its peak is
+
+    max_batched_tokens x (4 V  +  2 (2 F_active + 4 h))   bytes
+
+4 V: the fp32 logits of every token; 2 F_active: the gate+up output of the (active) FFN; 4 h:
+residual, normed input, attention output and q/k/v-sized buffers; the last two in 2-byte bf16.
+Check against the peak activation vLLM logged on one H100 at its default 8192 batched tokens
+(llm-d/llm-d-benchmark config_explorer/empirical-vllm-memory-results.md): Llama-3.1-8B 4.76 GiB
+(formula 4.60), Qwen3-0.6B 5.56 (4.79), Qwen3-32B 5.64 (5.73): within -14% .. +2%, asserted in
+tests/test_fit.py. (Llama-3.3-70B FP8 at TP=2 logged 4.84; the formula with the FFN width halved
+by tensor parallelism gives 4.85 — infersim does not model TP here.) The default token count follows vLLM's
+`EngineArgs` for `vllm serve` (vllm/engine/arg_utils.py): 8192 on GPUs with >= 70 GiB, else 2048.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from sim.catalog.hardware import HardwareProfile
+from sim.catalog.models import ModelSpec
+from sim.catalog.quant import QuantFormat
+
+GiB = 1024**3
+
+# vLLM `vllm serve` default max_num_batched_tokens (vllm/engine/arg_utils.py, get_batch_defaults).
+LARGE_GPU_MEMORY_BYTES = 70 * GiB
+LARGE_GPU_MAX_BATCHED_TOKENS = 8192
+SMALL_GPU_MAX_BATCHED_TOKENS = 2048
+
+LOGIT_BYTES = 4  # fp32 logits
+ACTIVATION_BYTES = 2  # bf16 activations
+HIDDEN_BUFFERS = 4  # hidden-sized live buffers at the FFN peak (see module docstring)
+
+
+def default_max_batched_tokens(hw: HardwareProfile) -> int:
+    """vLLM's default tokens per forward for `vllm serve`: 8192 on >= 70 GiB devices, else 2048."""
+    return LARGE_GPU_MAX_BATCHED_TOKENS if hw.memory_bytes >= LARGE_GPU_MEMORY_BYTES else SMALL_GPU_MAX_BATCHED_TOKENS
+
+
+def activation_peak_bytes(model: ModelSpec, max_batched_tokens: int) -> float:
+    """Peak activation memory of one forward over `max_batched_tokens` tokens:
+
+    tokens x (4 V + 2 (2 F_active + 4 h)) bytes, F_active = F for dense models and
+    k x F_expert (+ shared experts) for MoE. See the module docstring for the measured check.
+    """
+    if max_batched_tokens < 0:
+        raise ValueError("max_batched_tokens must be >= 0")
+    ffn_active = (
+        (model.n_experts_active + model.n_shared_experts) * model.expert_ffn if model.is_moe else model.intermediate_size
+    )
+    per_token = LOGIT_BYTES * model.vocab_size + ACTIVATION_BYTES * (2 * ffn_active + HIDDEN_BUFFERS * model.hidden_size)
+    return float(max_batched_tokens) * per_token
+
+
+def activation_reserve_bytes(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    max_batched_tokens: int | None = None,
+    reserve_fraction: float = 0.0,
+    memory_fraction: float | None = None,
+) -> float:
+    """Memory kept out of the KV cache for activations: the larger of the peak of one forward of
+    `max_batched_tokens` tokens (`activation_peak_bytes`; default `default_max_batched_tokens(hw)`)
+    and `reserve_fraction` x the memory budget (an engine's stated workspace share,
+    `EngineConfig.activation_reserve_fraction`). The same rule as `sim.engine.build.plan_kv`."""
+    tokens = default_max_batched_tokens(hw) if max_batched_tokens is None else max_batched_tokens
+    return max(activation_peak_bytes(model, tokens), reserve_fraction * memory_budget_bytes(hw, memory_fraction))
+
+
+def memory_budget_bytes(hw: HardwareProfile, memory_fraction: float | None = None) -> float:
+    """Device memory the serving process may use: memory_bytes x (memory_fraction or the profile's)."""
+    fraction = hw.usable_memory_fraction if memory_fraction is None else memory_fraction
+    if not 0 < fraction <= 1:
+        raise ValueError(f"memory_fraction must be in (0, 1], got {fraction}")
+    return hw.memory_bytes * fraction
+
+
+def engine_memory_fraction(hw: HardwareProfile, model: ModelSpec, quant: str | QuantFormat | None, engine) -> float:
+    """The share of `hw`'s memory `engine` fills with weights, activations and KV.
+
+    `engine.memory_fraction` itself when it is a share of the device (`memory_fraction_of: total`:
+    vLLM's gpu_memory_utilization). TensorRT-LLM's kv_cache_free_gpu_memory_fraction
+    (`memory_fraction_of: free`) is f of what the weights (per device: tp x pp) and one forward of
+    max_num_batched_tokens leave, `left`; as a share of the device that is
+    (memory - left x (1 - f)) / memory, at most 1."""
+    if engine.memory_fraction_of != "free":
+        return engine.memory_fraction
+    tokens = engine.max_num_batched_tokens or default_max_batched_tokens(hw)
+    left = hw.memory_bytes - model.weight_bytes(quant) / (engine.tp * engine.pp) - activation_peak_bytes(model, tokens)
+    return min(1.0, max(hw.memory_bytes - left * (1 - engine.memory_fraction), 1.0) / hw.memory_bytes)
+
+
+def kv_budget_bytes(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | QuantFormat | None = None,
+    memory_fraction: float | None = None,
+    activation_reserve_bytes: float = 0.0,
+) -> float:
+    """Bytes left for the KV cache: memory budget - weight bytes - activation reserve (may be < 0)."""
+    return memory_budget_bytes(hw, memory_fraction) - model.weight_bytes(quant) - activation_reserve_bytes
+
+
+def kv_capacity_tokens(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | QuantFormat | None = None,
+    kv_dtype: str = "fp16",
+    memory_fraction: float | None = None,
+    activation_reserve_bytes: float = 0.0,
+) -> int:
+    """KV-cache capacity in tokens (all sequences together): floor(KV budget / kv_bytes_per_token).
+
+    0 when the weights and the reserve leave nothing. Uses the all-layer bytes per token, i.e. an
+    allocator that does not shrink sliding-window layers (see `ModelSpec.kv_bytes_per_sequence`).
+    """
+    budget = kv_budget_bytes(hw, model, quant, memory_fraction, activation_reserve_bytes)
+    if budget <= 0:
+        return 0
+    return int(budget // model.kv_bytes_per_token(kv_dtype))
+
+
+def max_context_tokens(model: ModelSpec, kv_budget: float, kv_dtype: str, concurrency: int) -> int:
+    """Largest context c <= model.max_context with concurrency x kv_bytes_per_sequence(c) <= KV budget.
+
+    Bisection on the monotone kv_bytes_per_sequence (exact for sliding-window models too).
+    """
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    per_seq = kv_budget / concurrency
+    if per_seq <= 0:
+        return 0
+    if model.kv_bytes_per_sequence(model.max_context, kv_dtype) <= per_seq:
+        return model.max_context
+    lo, hi = 0, model.max_context  # invariant: fits(lo), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if model.kv_bytes_per_sequence(mid, kv_dtype) <= per_seq:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def max_sequences(model: ModelSpec, kv_budget: float, kv_dtype: str, context: int) -> int:
+    """Largest number of concurrent sequences of `context` tokens: floor(KV budget / bytes per sequence)."""
+    if context < 1:
+        raise ValueError("context must be >= 1")
+    if kv_budget <= 0 or context > model.max_context:
+        return 0
+    return int(kv_budget // model.kv_bytes_per_sequence(context, kv_dtype))
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """One row of the fit table: one model in one quantization on one device."""
+
+    model: str
+    quant: str
+    kv_dtype: str
+    weight_bytes: float
+    kv_bytes_per_1k_tokens: float
+    memory_budget_bytes: float
+    activation_reserve_bytes: float
+    kv_budget_bytes: float
+    context: int
+    concurrency: int
+    fits: bool
+    max_context: int  # at `concurrency`
+    max_sequences: int  # at `context`
+    reason: str  # why it does not fit ("" when it fits)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def fit(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | QuantFormat,
+    *,
+    kv_dtype: str = "fp16",
+    context: int = 4096,
+    concurrency: int = 1,
+    memory_fraction: float | None = None,
+    max_batched_tokens: int | None = None,
+    activation_reserve_fraction: float = 0.0,
+) -> FitResult:
+    """Does `model` in `quant` serve `concurrency` sequences of `context` tokens on `hw`?
+
+    Fits when the weights and the activation reserve (`activation_reserve_bytes`) leave a KV budget
+    that holds concurrency x kv_bytes_per_sequence(context), and context <= the model's max context.
+    """
+    q = model.quant(quant)
+    reserve = activation_reserve_bytes(hw, model, max_batched_tokens, activation_reserve_fraction, memory_fraction)
+    budget = memory_budget_bytes(hw, memory_fraction)
+    weights = model.weight_bytes(q)
+    kv_budget = budget - weights - reserve
+    need = concurrency * float(model.kv_bytes_per_sequence(context, kv_dtype))
+    if weights > budget:
+        reason = "weights exceed the memory budget"
+    elif kv_budget <= 0:
+        reason = "no room left for the KV cache after the activation reserve"
+    elif context > model.max_context:
+        reason = f"context exceeds the model's max context ({model.max_context})"
+    elif need > kv_budget:
+        reason = "KV cache for context x concurrency exceeds the KV budget"
+    else:
+        reason = ""
+    return FitResult(
+        model=model.name, quant=q.name, kv_dtype=kv_dtype, weight_bytes=weights,
+        kv_bytes_per_1k_tokens=1000 * model.kv_bytes_per_token(kv_dtype),
+        memory_budget_bytes=budget, activation_reserve_bytes=reserve, kv_budget_bytes=kv_budget,
+        context=context, concurrency=concurrency, fits=not reason,
+        max_context=max_context_tokens(model, kv_budget, kv_dtype, concurrency),
+        max_sequences=max_sequences(model, kv_budget, kv_dtype, context),
+        reason=reason,
+    )
+
+
+def default_fit_quants(hw: HardwareProfile) -> list[str]:
+    """The quantizations the fit table shows by default: bf16, fp8, q8_0, q4_k_m, plus nvfp4 on
+    hardware with fp4 units (Blackwell)."""
+    quants = ["bf16", "fp8", "q8_0", "q4_k_m"]
+    if "fp4" in hw.peak_tflops:
+        quants.append("nvfp4")
+    return quants
+
+
+def bytes_to_gib(n: float) -> float:
+    return n / GiB if math.isfinite(n) else n
+
+
+# ---- several devices and partial offload (sim.cost.parallel) ------------------------------------------
+# Weights are split in proportion to parameters (the input embedding and the LM head are V x h each;
+# a tied matrix is one tensor on one device, and is duplicated when the head sits on another device,
+# as vLLM's pipeline stages and llama.cpp's offloaded output layer do).
+
+
+def _weight_shares(model: ModelSpec, quant: str | QuantFormat | None) -> tuple[float, float, bool]:
+    """(bytes of the repeating layers, bytes of one V x h vocabulary matrix, tied embeddings)."""
+    total = model.weight_bytes(quant)
+    vocab = total * model.token_embedding_params / model.n_params_total
+    matrices = 1 if model.tie_embeddings else 2
+    return total - matrices * vocab, vocab, model.tie_embeddings
+
+
+def device_memory_bytes(
+    model: ModelSpec, quant: str | QuantFormat | None, kv_dtype: str, kv_tokens: int, tp: int = 1, pp: int = 1
+) -> list[tuple[float, float]]:
+    """(weight bytes, KV bytes) on one device of each pipeline stage, for `kv_tokens` KV tokens in all.
+
+    Stage s holds L_s of the L layers (`sim.cost.parallel.stage_layer_counts`), the input embedding on
+    the first stage and the LM head on the last; tensor parallelism divides a stage's weights by
+    tp and its KV by K / max(1, K // tp) (KV heads are replicated when tp > K):
+
+        weights_s = (layers x L_s / L + embedding [s = 0] + head [s = last]) / tp
+        kv_s      = kv_tokens x kv_bytes_per_token x L_s / L x max(1, K // tp) / K
+    """
+    from sim.cost.parallel import kv_heads_per_device, stage_layer_counts
+
+    layers, vocab, tied = _weight_shares(model, quant)
+    kv_share = kv_heads_per_device(model.n_kv_heads, tp) / model.n_kv_heads
+    counts = stage_layer_counts(model.n_layers, pp)
+    out = []
+    for s, n in enumerate(counts):
+        first, last = s == 0, s == pp - 1
+        vocab_mats = int(first) + int(last and (not tied or not first))
+        weights = (layers * n / model.n_layers + vocab_mats * vocab) / tp
+        kv = kv_tokens * model.kv_bytes_per_token(kv_dtype) * n / model.n_layers * kv_share
+        out.append((weights, kv))
+    return out
+
+
+def check_parallel_fit(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | QuantFormat | None,
+    kv_dtype: str,
+    kv_tokens: int,
+    tp: int = 1,
+    pp: int = 1,
+    memory_fraction: float | None = None,
+    activation_reserve_bytes: float = 0.0,
+) -> None:
+    """Raise `ConfigError` unless every device holds its weights + KV + activation reserve:
+
+        weights_s + kv_s + reserve <= memory budget of one device   for every stage s
+
+    The message names the device, what it needs and the shortfall."""
+    from sim.errors import ConfigError
+
+    budget = memory_budget_bytes(hw, memory_fraction)
+    for s, (weights, kv) in enumerate(device_memory_bytes(model, quant, kv_dtype, kv_tokens, tp, pp)):
+        need = weights + kv + activation_reserve_bytes
+        if need > budget:
+            where = f"each {hw.name}" + (f" of pipeline stage {s}" if pp > 1 else "")
+            raise ConfigError(
+                f"{model.name} in {model.quant(quant).name} with tp={tp} pp={pp} needs {need / 1e9:.1f} GB on {where} "
+                f"({weights / 1e9:.1f} weights + {kv / 1e9:.1f} KV for {kv_tokens} tokens + "
+                f"{activation_reserve_bytes / 1e9:.1f} reserve) but {budget / 1e9:.1f} GB is usable: "
+                f"short by {(need - budget) / 1e9:.1f} GB", field="--tp")
+
+
+def parallel_kv_capacity_tokens(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | QuantFormat | None,
+    kv_dtype: str = "fp16",
+    tp: int = 1,
+    pp: int = 1,
+    memory_fraction: float | None = None,
+    activation_reserve_bytes: float = 0.0,
+) -> int:
+    """KV tokens (all sequences together) a tp x pp deployment holds: the most-loaded device decides,
+
+        min over stages s of floor((budget - weights_s - reserve) / kv bytes per token on s)
+
+    Equals `kv_capacity_tokens` for tp = pp = 1; 0 when some device has no room."""
+    budget = memory_budget_bytes(hw, memory_fraction)
+    per_device = device_memory_bytes(model, quant, kv_dtype, 1, tp, pp)  # KV of one token
+    free = [(budget - w - activation_reserve_bytes, kv) for w, kv in per_device]
+    if any(room <= 0 for room, _ in free):
+        return 0
+    return int(min(room // kv for room, kv in free))
+
+
+def offload_memory_bytes(
+    model: ModelSpec, quant: str | QuantFormat | None, kv_dtype: str, kv_tokens: int, gpu_layers: int
+) -> tuple[float, float]:
+    """(GPU bytes, host bytes) of weights + KV under llama.cpp's `-ngl gpu_layers`
+    (`sim.cost.parallel.offload_split`): each layer's KV lives with the layer, the input embedding on
+    the host, the output layer on the GPU from gpu_layers >= 1 (a tied one duplicated there)."""
+    from sim.cost.parallel import offload_split
+
+    layers, vocab, tied = _weight_shares(model, quant)
+    on_gpu, head_on_gpu = offload_split(model.n_layers, gpu_layers)
+    frac = on_gpu / model.n_layers
+    kv = kv_tokens * model.kv_bytes_per_token(kv_dtype)
+    gpu = layers * frac + kv * frac + (vocab if head_on_gpu else 0.0)
+    host = layers * (1 - frac) + kv * (1 - frac) + vocab + (vocab if not head_on_gpu and not tied else 0.0)
+    return gpu, host
+
+
+def auto_gpu_layers(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | QuantFormat | None,
+    kv_dtype: str,
+    kv_tokens: int,
+    memory_fraction: float | None = None,
+    activation_reserve_bytes: float = 0.0,
+) -> int:
+    """The largest llama.cpp `-ngl` (0 .. n_layers + 1) whose GPU share of weights + KV + the
+    activation reserve fits the device's memory budget (what `--fit` / `-ngl auto` does)."""
+    budget = memory_budget_bytes(hw, memory_fraction) - activation_reserve_bytes
+    best = 0
+    for g in range(1, model.n_layers + 2):  # GPU bytes grow with g
+        if offload_memory_bytes(model, quant, kv_dtype, kv_tokens, g)[0] > budget:
+            break
+        best = g
+    return best
+
+
+def offload_kv_tokens(model: ModelSpec, engine) -> int:
+    """KV tokens llama.cpp allocates when fitting layers: the engine's context buffer, or, when it
+    sizes the context to memory (`--fit`, no `-c`), its smallest context (`min_fit_context`) —
+    llama.cpp's fit lowers the context to that minimum before it moves layers to the host."""
+    if engine.total_context_tokens is not None:
+        return min(engine.total_context_tokens, model.max_context * engine.max_num_seqs)
+    if engine.fit_context_to_memory:
+        return min(engine.min_fit_context, model.max_context)
+    return model.max_context
+
+
+def resolve_gpu_layers(hw: HardwareProfile, model: ModelSpec, quant: str | QuantFormat | None, engine) -> int:
+    """`engine.gpu_layers` as a number: itself (None: n_layers + 1, all on the device), or for "auto" `auto_gpu_layers` with the engine's
+    memory fraction, its activation reserve (same rule as the simulator) and `offload_kv_tokens`."""
+    if engine.gpu_layers is None:  # everything on the device, output layer included
+        return model.n_layers + 1
+    if engine.gpu_layers != "auto":
+        return int(engine.gpu_layers)
+    reserve = activation_reserve_bytes(hw, model, engine.max_num_batched_tokens, engine.activation_reserve_fraction,
+                                       engine.memory_fraction)
+    return auto_gpu_layers(hw, model, quant, engine.kv_dtype, offload_kv_tokens(model, engine),
+                           engine.memory_fraction, reserve)
+
+
+def host_fit_check(host: HardwareProfile, host_bytes: float) -> None:
+    """Raise `ConfigError` when the host's share of an offloaded model exceeds the host's usable memory."""
+    from sim.errors import ConfigError
+
+    if host_bytes > host.usable_memory_bytes:
+        raise ConfigError(
+            f"the host ({host.name}) would hold {host_bytes / 1e9:.1f} GB of offloaded weights and KV but "
+            f"{host.usable_memory_bytes / 1e9:.1f} GB is usable: short by "
+            f"{(host_bytes - host.usable_memory_bytes) / 1e9:.1f} GB", field="gpu_layers")
+
+
+def deployment_kv_capacity_tokens(
+    hw: HardwareProfile,
+    model: ModelSpec,
+    quant: str | QuantFormat | None,
+    engine,
+    activation_reserve_bytes: float = 0.0,
+    extra_weight_bytes: float = 0.0,
+    host: HardwareProfile | None = None,
+) -> int:
+    """KV tokens the engine's deployment holds, all sequences together — what the simulator's KV
+    allocator should be sized with when `engine` has tp, pp, gpu_layers or a draft model:
+
+    - no offload: `parallel_kv_capacity_tokens` (the most-loaded device decides), with
+      `extra_weight_bytes` (a draft model's weights, split tp ways) added to each device's reserve;
+    - offload (`engine.gpu_layers`): each layer's KV lives with its layer, so both the GPU and the
+      host (`host`, default `engine.offload_host`) must hold their share: the smaller of
+      (GPU budget - reserve - GPU weights) / (KV bytes per token x GPU layers / L) and the host's
+      (usable memory - host weights) / (KV bytes per token x host layers / L).
+    0 when the weights alone do not fit. Equals `kv_capacity_tokens` for a plain one-device engine.
+    """
+    fraction = engine.memory_fraction
+    if engine.gpu_layers is None:
+        reserve = activation_reserve_bytes + extra_weight_bytes / engine.tp
+        return parallel_kv_capacity_tokens(hw, model, quant, engine.kv_dtype, engine.tp, engine.pp, fraction, reserve)
+    from sim.catalog.hardware import load_profile
+    from sim.cost.parallel import offload_split
+
+    host = host or load_profile(engine.offload_host)
+    g = resolve_gpu_layers(hw, model, quant, engine)
+    on_gpu, _ = offload_split(model.n_layers, g)
+    gpu_w, host_w = offload_memory_bytes(model, quant, engine.kv_dtype, 0, g)
+    per_token = model.kv_bytes_per_token(engine.kv_dtype)
+    gpu_room = memory_budget_bytes(hw, fraction) - activation_reserve_bytes - extra_weight_bytes - gpu_w
+    host_room = host.usable_memory_bytes - host_w
+    if gpu_room < 0 or host_room < 0:
+        return 0
+    limits = []
+    if on_gpu:
+        limits.append(gpu_room / (per_token * on_gpu / model.n_layers))
+    if on_gpu < model.n_layers:
+        limits.append(host_room / (per_token * (model.n_layers - on_gpu) / model.n_layers))
+    return int(min(limits))

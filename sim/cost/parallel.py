@@ -1,0 +1,335 @@
+"""Where the layers run: tensor parallel, pipeline parallel and partial offload to the host.
+
+The cost model (`sim.cost.roofline.CostModel`) prices one iteration as a roofline on one device. This module
+says how a deployment splits that work over devices, as a `Placement`: a sequence of device
+*parts* one micro-batch passes through in order (pipeline stages, or the host's layers then the
+GPU's), each with its share of the layers, whether it holds the LM head, and its effective rates;
+plus the communication a pass pays (all-reduces, activation transfers). `CostModel` turns a
+Placement into seconds; this module holds the arithmetic of the split and of the transfers.
+
+Tensor parallel (Megatron-LM style, Shoeybi et al. 2019, arXiv 1909.08053), `tp = N`:
+  every weight matrix, the attention heads and the FFN are split N ways, so each device streams
+  1/N of the weights and does 1/N of the FLOPs; the KV cache is split by KV heads, each device
+  holding max(1, K // N) of the K KV heads (vLLM replicates KV heads when N > K:
+  vllm/model_executor/layers/linear.py QKVParallelLinear). A group of N devices with per-device
+  rates r is priced as one part with rates N x r and KV bytes x (N x max(1, K // N) / K).
+  Each transformer layer ends two row-parallel matmuls (attention output, MLP down projection) with
+  an all-reduce of the layer's activations, T x hidden x 2 bytes (bf16) for T tokens, priced as a
+  ring all-reduce (`ring_allreduce_s`, Patarasuk & Yuan 2009; NCCL's ring algorithm):
+
+      t_allreduce = 2 (N - 1) / N x bytes / interconnect_bandwidth + 2 (N - 1) x interconnect_latency
+
+  2(N-1) steps (reduce-scatter then all-gather), each moving bytes / N per device. The profile's
+  `interconnect_bandwidth_gb_per_s` is per device and per direction, `interconnect_latency_us` the
+  latency of one collective step. The all-reduces sit on the critical path (not overlapped with
+  compute), as in Megatron-LM and vLLM's decode.
+
+Pipeline parallel, `pp = N`: the layers are split into N consecutive stages (`stage_layer_counts`,
+  as even as possible, the remainder to the first stages), the LM head on the last stage.
+  Between stages the micro-batch's hidden states (T_b x hidden x 2 bytes) cross the interconnect:
+  one point-to-point transfer per stage boundary, bytes / bandwidth + latency.
+  - One batch split into m micro-batches, run once (GPipe, Huang et al. 2019, arXiv 1811.06965):
+    with equal stage times tau, the pass takes (m + N - 1) tau and each stage is idle a fraction
+    (N - 1) / (m + N - 1) of it — the pipeline bubble (`gpipe_time_s`, `pipeline_bubble_fraction`).
+  - Serving (what the simulator's iterations are): the engine keeps up to N micro-batches in flight
+    (vLLM runs `pp` virtual engines, each with its own batch), and a micro-batch re-enters stage 1
+    as soon as it leaves stage N. The batch of an iteration is split into m = min(N, sequences)
+    micro-batches of equal shares (T/m tokens, KV reads/m, ...); one iteration — every sequence
+    advancing one token — lasts the latency of one micro-batch through the pipeline:
+
+        iteration_s = max( sum over stages of stage_s(batch / m) + (N - 1) x transfer_s(batch / m),
+                           m x max over stages of stage_s(batch / m) )
+
+    The first term is the latency of a micro-batch's round trip (each re-enters stage 1 when it
+    leaves stage N); the second the throughput bound: every stage works on all m micro-batches
+    per iteration, and the slowest (usually the last, with the LM head) can take longer than the
+    round trip. With balanced stages and m = N the two agree up to the transfers: no bubble
+    remains in the steady state. Limits: sends are taken to overlap the sender's next compute;
+    a single long prefill (m = 1) gets no pipelining, as in vLLM, which pipelines across
+    requests, not within one (chunked-prefill pipelining within a prompt is not modelled).
+    Weights are read once per micro-batch per stage, so a memory-bound decode gains nothing from PP
+    but memory capacity — which is what PP is used for. A decode run's sum of these maxima is still
+    exact (`sim.cost.decode_runs._sum_pipeline_steps`: piecewise-linear between line crossings).
+
+Partial offload (llama.cpp `--n-gpu-layers`), `gpu_layers = g`: llama.cpp counts n_layer + 1
+  slots, the output layer being the first to go on the GPU: `i_gpu_start = max(n_layer + 1 - g, 0)`,
+  repeating layers i_gpu_start .. n_layer - 1 and (for g >= 1) the output layer on the GPU, the rest
+  and the input embedding on the host (src/llama-model.cpp, `load_tensors`). Each layer's KV cache
+  lives with its layer. An iteration runs the host's layers at the host profile's bandwidth and
+  FLOP/s, then the GPU's (the two do not overlap: the layers are sequential), and the hidden
+  states cross the host link (`host_bandwidth_gb_per_s` of the GPU profile) once when both hold
+  layers: T x hidden x 4 bytes (ggml keeps activations in f32) / bandwidth + HOST_LINK_LATENCY_S.
+  Op offload: for a batch of at least OP_OFFLOAD_MIN_TOKENS tokens, ggml runs the matmuls of
+  host-resident weights on the GPU, copying the weights over the link first
+  (ggml/src/ggml-cuda/ggml-cuda.cu `ggml_backend_cuda_device_offload_op`: batch >= 32; the
+  scheduler copies a split's inputs, then computes it). Attention stays on the host, where its KV
+  cache is. So for T >= 32 the host layers cost
+
+      uploads x host layer bytes / link bandwidth + matmul FLOPs / GPU FLOP/s
+      + max(attention FLOPs / host FLOP/s, KV bytes / host bandwidth)
+
+  with one upload per micro-batch of `ubatch_tokens` (llama.cpp -ub, default 512):
+  uploads = ceil(T / ubatch). This is what makes prompt processing with a partly offloaded model
+  run at hundreds of tokens/s instead of the CPU's few.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sim.catalog.engine_config import EngineConfig
+    from sim.catalog.hardware import HardwareProfile
+    from sim.catalog.models import ModelSpec
+    from sim.catalog.quant import QuantFormat
+    from sim.cost.params import CostParams
+
+# Hidden states between devices in bf16 (vLLM, Megatron-LM, TensorRT-LLM activations).
+DEVICE_ACTIVATION_BYTES = 2
+# llama.cpp's ggml graphs keep hidden states in f32 (the tensors passed between backends).
+HOST_ACTIVATION_BYTES = 4
+# One small host<->device copy over PCIe: a cudaMemcpyAsync plus its synchronisation, ~10 us
+# (engineering estimate pending calibration; PCIe round trips are 1-2 us, the driver adds the rest).
+HOST_LINK_LATENCY_S = 10e-6
+# Megatron-style TP: an all-reduce after the attention output projection and after the MLP.
+ALLREDUCES_PER_LAYER = 2
+# ggml backends offload an op on host weights to the GPU from this batch size (ggml-cuda.cu, ggml-metal).
+OP_OFFLOAD_MIN_TOKENS = 32
+# llama.cpp's physical batch (-ub / n_ubatch default 512, common/common.h): the unit of one upload.
+LLAMA_CPP_UBATCH_TOKENS = 512
+
+
+def ring_allreduce_s(message_bytes: float, devices: int, bandwidth_bytes_per_s: float, latency_s: float) -> float:
+    """Seconds of one ring all-reduce of `message_bytes` over `devices` devices:
+
+        2 (N - 1) / N x bytes / bandwidth + 2 (N - 1) x latency
+
+    (reduce-scatter and all-gather, N - 1 steps each, every step moving bytes / N per device over
+    a link of `bandwidth_bytes_per_s` per direction). 0 for one device.
+    """
+    if devices <= 1:
+        return 0.0
+    steps = 2 * (devices - 1)
+    return steps / devices * message_bytes / bandwidth_bytes_per_s + steps * latency_s
+
+
+def kv_heads_per_device(n_kv_heads: int, tp: int) -> int:
+    """KV heads each tensor-parallel rank caches: K / N, or 1 (replicated) when N > K (vLLM)."""
+    return max(1, n_kv_heads // tp)
+
+
+def stage_layer_counts(n_layers: int, pp: int) -> tuple[int, ...]:
+    """Layers per pipeline stage: as even as possible, the first `n_layers % pp` stages one more."""
+    if pp > n_layers:
+        raise ConfigError(f"pp={pp} exceeds the model's {n_layers} layers", field="pp")
+    base, extra = divmod(n_layers, pp)
+    return tuple(base + (1 if s < extra else 0) for s in range(pp))
+
+
+def pipeline_bubble_fraction(stages: int, microbatches: int) -> float:
+    """Share of a GPipe pass each stage is idle: (N - 1) / (m + N - 1) for N stages, m micro-batches."""
+    return (stages - 1) / (microbatches + stages - 1)
+
+
+def gpipe_time_s(stage_s: float, stages: int, microbatches: int, transfer_s: float = 0.0) -> float:
+    """One batch of m micro-batches through N equal stages of `stage_s` each (per micro-batch):
+
+        (m + N - 1) x stage_s + (N - 1) x transfer_s
+
+    The first micro-batch needs N stage times and N - 1 transfers to leave the pipeline, each of the
+    other m - 1 one more stage time (transfers overlap the next micro-batch's compute)."""
+    return (microbatches + stages - 1) * stage_s + (stages - 1) * transfer_s
+
+
+def offload_split(n_layers: int, gpu_layers: int) -> tuple[int, bool]:
+    """(repeating layers on the GPU, output layer on the GPU) for llama.cpp's `-ngl gpu_layers`.
+
+    llama.cpp offloads from the back of n_layers + 1 slots, the output layer first:
+    i_gpu_start = max(n_layers + 1 - g, 0) (src/llama-model.cpp `load_tensors`). So g = 0 is all
+    host, g = 1 only the output layer, g >= n_layers + 1 everything (users pass -ngl 99 or 999).
+    """
+    if gpu_layers < 0:
+        raise ConfigError(f"must be >= 0, got {gpu_layers}", field="gpu_layers")
+    g = min(gpu_layers, n_layers + 1)
+    return max(g - 1, 0), g >= 1
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """Tensor- and pipeline-parallel degrees and the interconnect that joins the devices."""
+
+    tp: int = 1
+    pp: int = 1
+    interconnect_bandwidth_bytes_per_s: float = math.inf
+    interconnect_latency_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and v >= 1):
+                raise ConfigError(f"must be an integer >= 1, got {v}", field=name)
+        if not self.interconnect_bandwidth_bytes_per_s > 0 or self.interconnect_latency_s < 0:
+            raise ConfigError("interconnect bandwidth must be > 0 and latency >= 0", field="interconnect")
+
+    @property
+    def devices(self) -> int:
+        return self.tp * self.pp
+
+    @classmethod
+    def for_profile(cls, hw: "HardwareProfile", tp: int = 1, pp: int = 1,
+                    latency_us: float | None = None) -> "ParallelConfig":
+        """The degrees with `hw`'s interconnect; a multi-device split needs the profile to state one.
+        `latency_us` replaces the profile's collective step latency (an engine family's all-reduce,
+        fitted to public TP measurements: `Efficiency.interconnect_latency_us`)."""
+        if tp * pp > 1 and hw.interconnect_bandwidth_gb_per_s is None:
+            raise ConfigError(
+                f"{hw.name} has no interconnect_bandwidth_gb_per_s; tp/pp > 1 needs one", field="tp")
+        bw = hw.interconnect_bandwidth_gb_per_s
+        return cls(tp=tp, pp=pp,
+                   interconnect_bandwidth_bytes_per_s=bw * 1e9 if bw is not None else math.inf,
+                   interconnect_latency_s=(hw.interconnect_latency_us if latency_us is None else latency_us) / 1e6)
+
+
+@dataclass(frozen=True)
+class OffloadConfig:
+    """Partial offload: `gpu_layers` in llama.cpp's `-ngl` sense (see `offload_split`), the host's
+    effective cost parameters, and the host<->device link."""
+
+    gpu_layers: int
+    host_params: "CostParams"
+    link_bandwidth_bytes_per_s: float
+    link_latency_s: float = HOST_LINK_LATENCY_S
+    host_iteration_overhead_s: float = 0.0  # the host device's own floor per iteration (no engine share)
+    op_offload_min_tokens: float = OP_OFFLOAD_MIN_TOKENS  # math.inf turns op offload off (--no-op-offload)
+    ubatch_tokens: int = LLAMA_CPP_UBATCH_TOKENS
+
+    @classmethod
+    def for_profiles(
+        cls,
+        gpu: "HardwareProfile",
+        host: "HardwareProfile",
+        quant: "str | QuantFormat",
+        gpu_layers: int,
+        engine: "EngineConfig | None" = None,
+    ) -> "OffloadConfig":
+        """Host rates from the host profile (and the engine's efficiency scale), link from the GPU's
+        `host_bandwidth_gb_per_s` (a profile without one — unified memory — cannot offload)."""
+        from sim.cost.params import CostParams
+
+        if gpu.host_bandwidth_gb_per_s is None:
+            raise ConfigError(f"{gpu.name} has no host_bandwidth_gb_per_s (unified memory): nothing to offload to",
+                              field="gpu_layers")
+        return cls(gpu_layers=gpu_layers, host_params=CostParams.from_profile(host, quant, engine),
+                   link_bandwidth_bytes_per_s=gpu.host_bandwidth_gb_per_s * 1e9,
+                   host_iteration_overhead_s=host.iteration_overhead_ms / 1e3)
+
+
+@dataclass(frozen=True)
+class DevicePart:
+    """One segment of a forward pass: a device (or a TP group priced as one) and its share.
+
+    `layer_fraction` of the repeating layers (their weights, FLOPs, KV), the LM head when `head`,
+    at the group's aggregate rates; `kv_factor` >= 1 multiplies its KV bytes when KV heads are
+    replicated across TP ranks."""
+
+    name: str
+    layer_fraction: float
+    head: bool
+    bandwidth_bytes_per_s: float
+    matmul_flops_per_s: float
+    attention_flops_per_s: float
+    kv_factor: float = 1.0
+    # op offload (host parts only): from `upload_min_tokens` tokens the weights' matmuls run on a
+    # device of `upload_matmul_flops_per_s` after the weights cross a link of `upload_bandwidth_bytes_per_s`,
+    # once per `upload_chunk_tokens` tokens
+    upload_min_tokens: float = math.inf
+    upload_bandwidth_bytes_per_s: float = math.inf
+    upload_matmul_flops_per_s: float = math.inf
+    upload_chunk_tokens: float = math.inf
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How one micro-batch's forward pass is spread: parts run in sequence, then
+
+    pass_s = sum_p max(compute_p, memory_p) + comm_s_per_token x T_b + comm_s_per_pass
+
+    with up to `microbatches` micro-batches in flight (pp; the iteration is then the larger of the
+    pass and m x the slowest part), and `extra_overhead_s` per iteration
+    (the host's own per-iteration cost when it runs layers next to the GPU). The iteration and
+    per-sequence overheads are those of `overhead_params` (the host's when it runs everything)."""
+
+    parts: tuple[DevicePart, ...]
+    microbatches: int = 1
+    comm_s_per_token: float = 0.0
+    comm_s_per_pass: float = 0.0
+    extra_overhead_s: float = 0.0
+    overhead_params: "CostParams | None" = None  # whose iteration/per-sequence overheads apply (None: the GPU's)
+
+
+def build_placement(
+    model: "ModelSpec",
+    params: "CostParams",
+    parallel: ParallelConfig | None = None,
+    offload: OffloadConfig | None = None,
+) -> Placement | None:
+    """The Placement of a deployment, or None for one device holding everything (the fast path)."""
+    tp = parallel.tp if parallel else 1
+    pp = parallel.pp if parallel else 1
+    if offload is not None:
+        if tp > 1 or pp > 1:
+            raise ConfigError("partial offload cannot be combined with tp or pp > 1", field="gpu_layers")
+        return _offload_placement(model, params, offload)
+    if tp == 1 and pp == 1:
+        return None
+    L, h = model.n_layers, model.hidden_size
+    kv_factor = tp * kv_heads_per_device(model.n_kv_heads, tp) / model.n_kv_heads
+    counts = stage_layer_counts(L, pp)
+    parts = tuple(
+        DevicePart(f"stage{s}", n / L, s == pp - 1, params.bandwidth_bytes_per_s * tp,
+                   params.matmul_flops_per_s * tp, params.attention_flops_per_s * tp, kv_factor)
+        for s, n in enumerate(counts)
+    )
+    bw, lat = parallel.interconnect_bandwidth_bytes_per_s, parallel.interconnect_latency_s
+    act = h * DEVICE_ACTIVATION_BYTES  # bytes per token crossing a link
+    # TP: 2 all-reduces per layer; ring: 2(N-1)/N x bytes / bw + 2(N-1) x latency each.
+    n_ar = ALLREDUCES_PER_LAYER * L if tp > 1 else 0
+    per_token = n_ar * ring_allreduce_s(act, tp, bw, 0.0)
+    per_pass = n_ar * ring_allreduce_s(0.0, tp, bw, lat)
+    # PP: one point-to-point send per stage boundary.
+    per_token += (pp - 1) * act / bw
+    per_pass += (pp - 1) * lat
+    return Placement(parts, microbatches=pp, comm_s_per_token=per_token, comm_s_per_pass=per_pass)
+
+
+def _offload_placement(model: "ModelSpec", params: "CostParams", offload: OffloadConfig) -> Placement:
+    L = model.n_layers
+    on_gpu, head_on_gpu = offload_split(L, offload.gpu_layers)
+    host = offload.host_params
+    parts = []
+    if on_gpu < L or not head_on_gpu:
+        parts.append(DevicePart("host", (L - on_gpu) / L, not head_on_gpu, host.bandwidth_bytes_per_s,
+                                host.matmul_flops_per_s, host.attention_flops_per_s,
+                                upload_min_tokens=offload.op_offload_min_tokens,
+                                upload_bandwidth_bytes_per_s=offload.link_bandwidth_bytes_per_s,
+                                upload_matmul_flops_per_s=params.matmul_flops_per_s,
+                                upload_chunk_tokens=offload.ubatch_tokens))
+    if on_gpu or head_on_gpu:
+        parts.append(DevicePart("gpu", on_gpu / L, head_on_gpu, params.bandwidth_bytes_per_s,
+                                params.matmul_flops_per_s, params.attention_flops_per_s))
+    # The hidden states cross the link once when the host runs layers (or embeddings) and the GPU
+    # runs the rest: embedding rows -> host layers -> link -> GPU layers -> output.
+    crossings = 1 if head_on_gpu else 0
+    act = model.hidden_size * HOST_ACTIVATION_BYTES
+    host_runs_layers = on_gpu < L
+    return Placement(
+        tuple(parts), microbatches=1,
+        comm_s_per_token=crossings * act / offload.link_bandwidth_bytes_per_s,
+        comm_s_per_pass=crossings * offload.link_latency_s,
+        extra_overhead_s=offload.host_iteration_overhead_s if host_runs_layers and head_on_gpu else 0.0,
+        overhead_params=None if head_on_gpu else host,
+    )

@@ -1,0 +1,934 @@
+"""The physical cost model: seconds for one engine iteration, from the shape of its batch.
+
+One iteration (one forward pass of the engine) processes some prefill chunks (P_i new prompt tokens
+of a sequence that already has C_i tokens in its KV cache) and some decode sequences (one new token
+each, sequence j having D_j tokens in its KV cache). Its time is a roofline plus overheads:
+
+    compute_s  = matmul_flops / matmul_flops_per_s + attention_flops / attention_flops_per_s
+    memory_s   = (weight_bytes + kv_read_bytes + kv_write_bytes) / bandwidth_bytes_per_s
+    step_s     = max(compute_s, memory_s) + iteration_overhead_s + per_sequence_overhead_s x sequences
+
+with (T = new tokens = sum P_i + number of decodes; N = sequences = number of chunks + decodes;
+kappa(c) = L_full x c + L_swa x min(c, W) = tokens of a c-token context summed over layers, which is
+L x c for a model without sliding-window layers):
+
+    matmul_flops    = 2 x (matmul params without the LM head) x T        [FLOP; 2 = multiply + add]
+                    + 2 x (vocab x hidden) x N                            [LM head: logits only for the last
+                                                                           position of each sequence, as vLLM
+                                                                           and llama.cpp compute them]
+    matmul_s        = 2 x (params without LM head) x start(T) / matmul_flops_per_s
+                    + 2 x (vocab x hidden) x rows(N) / matmul_flops_per_s
+        start(n)    = n + n_half x [n >= 2]                               [Hockney's half-performance length,
+                                                                           `gemm_start_rows`]
+        rows(n)     = start(n) + (n_half + n mod 4) x [n > 4, n mod 4 > 0] [+ leftover tile pass, `gemm_rows`]
+    attention_flops = 4 x heads x head_dim x layer_keys                   [FLOP; QK^T and PV, 2 each]
+        layer_keys  = sum_i sum_{t=1..P_i} kappa(C_i + t) + sum_j kappa(D_j + 1)
+                      (chunk token t attends to the C_i cached tokens, itself and the tokens before it —
+                       causal; a decode token attends to its D_j cached tokens and itself)
+    weight_bytes    = bytes of every weight matrix streamed once per iteration      [B]
+                      (dense: all weights except an untied input-embedding table, of which only T rows
+                       are gathered; MoE: see `expected_distinct_experts`)
+    kv_read_bytes   = kv_bytes_per_layer_token x (sum_i kappa(C_i) + sum_j kappa(D_j))   [B]
+    kv_write_bytes  = kv_bytes_per_layer_token x L x T                              [B]
+
+kv_bytes_per_layer_token = 2 (K and V) x kv_heads x head_dim x bytes per element (ModelSpec).
+
+Why max and not sum: the GPU (or CPU) streams weights and KV from memory while its matmul units work
+on what already arrived — the two resources overlap, and the one that needs longer sets the pace
+(the roofline model, Williams et al., CACM 2009). A sum would count the overlapped time twice:
+a bandwidth-bound decode step would be charged its (small) FLOP time on top. The max of the iteration
+totals is slightly optimistic when some kernels of the step are compute-bound and others memory-bound;
+that residue, and everything else the roofline leaves out (activation traffic, norms, all-reduces,
+kernel launch gaps), is absorbed by the measured efficiencies and overheads that `CostParams` holds.
+
+Matrix-kernel efficiency vs rows (`matmul_half_rows` = n_half, default 0 = the plain roofline).
+A matmul over n activation rows (n = T for the layers, N for the LM head) runs at Hockney's
+vector-performance law (Hockney & Jesshope, Parallel Computers 2, 1988: rate(n) = r_inf x n /
+(n + n_1/2)) once the kernel is a tiled GEMM, so its time is flops_per_row x (n + n_half) / r_inf:
+a fixed, weight-proportional start-up (each weight block is loaded and unpacked once per tile
+pass, whatever the number of columns sharing it) plus a per-row cost. A single row is a GEMV,
+another kernel, priced by the plain roofline (in practice memory-bound). The switch is llama.cpp's
+CPU backend: `llamafile_sgemm` (ggml/src/ggml-cpu/llamafile/sgemm.cpp) returns false for n < 2
+("only enable sgemm for prompt processing"), so one-row products of Q8_0/Q5_0/Q4_0 weights take
+ggml's vec_dot GEMV and two or more rows take tinyBLAS's tiles. Measured on a 2-core EPYC with
+Gemma 3 270M Q4_K_M (1 thread): a decode step takes 25 ms for 1 sequence, 56 ms for 2 (2.2x: the
+GEMM start-up), then ~10 ms per extra sequence (118 ms at 8, 150-197 ms at 16), which max(compute,
+memory) + linear overheads cannot produce; with logits for only one sequence (LM head stays a GEMV)
+16 sequences take 75 ms. The leftover-tile pass past a multiple of 4 rows (`gemm_rows`) is priced
+for the LM head only: the layers' rows pay the start-up alone (`gemm_start_rows`, where the
+measurement that tells them apart is). n_half is fitted by calibration (calibrate/fit.py); GPU
+presets keep 0. For a fixed decode batch n the term is a constant per step, so the closed forms
+below stay exact.
+Placements over several devices (sim.cost.parallel) do not apply it.
+
+Decode attention (`decode_attention_slowdown` = s, default 1 = the plain model). The attention FLOPs of
+decode tokens are priced s times those of prompt tokens:
+
+    attention_s = 4 x heads x head_dim x (prompt_layer_keys + s x decode_layer_keys) / attention_flops_per_s
+
+A prompt chunk's attention is a matrix-matrix product (P query rows share every K/V element they load);
+a decode token brings one query row per sequence, so its QK^T and PV are matrix-vector products over
+that sequence's cache, and the softmax over the keys is done per row: less arithmetic per byte and
+per instruction, a lower FLOP rate on CPUs. Measured with Gemma 3 270M Q4_K_M on a 2-core EPYC (1
+thread): 16 sequences decode in 145 ms at 74 cached tokens and 178 ms at 522, 4.5 us per extra
+(sequence x cached token) for the 4 x 4 x 256 x 18 attention FLOPs involved; full calibrations there
+fit s = 1.8-2.4 (decode attention at 17-20 GFLOP/s, prompt attention at 32-49). Calibration fits s; GPU presets
+keep 1 (their decode attention kernels are bandwidth-bound on the KV cache, which memory_s prices).
+In a run of decode steps every key is a decode key, so the closed forms below just scale their
+attention slope by s. Placements over several devices (sim.cost.parallel) do not apply it.
+
+Padded KV views (`kv_pad` = the engine's `attention_kv_padding`, default 0 = the causal keys above).
+llama.cpp builds a pass's K, V and mask as views of n_kv cells, n_kv = the highest cell in use after
+the pass rounded up to 256 (the maximum over the pass's KV streams; src/llama-kv-cache.cpp
+`get_n_kv`), and computes the masked cells too. With kv_pad the aggregates become
+
+    layer_keys      = rows x kappa_pad(n_kv)          (every row, prompt or decode, spans n_kv cells)
+    kv_read         = sequences x kappa_pad(n_kv)     (each sequence's view of n_kv cells is read)
+    kappa_pad(n)    = L_full x n + L_swa x min(n, pad(W + rows per sequence))
+
+so attention is a step function of the longest context: measured on Gemma 3 270M Q4_K_M (1 thread),
+a 256-token prompt took 544 ms and a 257-token one 601 ms; from 200 to 512 tokens the time is
+1.91 ms x P + 0.84 us x P x n_kv within 4 %, where the causal sum missed by up to 9 %. In a run of
+decode steps n_kv is constant between the steps where the longest sequence crosses a multiple of
+kv_pad, so the closed forms below get one flat segment per block (`_padded_decode_aggregates`).
+The sliding-window layers' own cache is approximated by the window plus the pass's rows, padded.
+
+Activation traffic (about 2 x hidden bytes per token per layer) is ignored: it is < 1% of the weight
+bytes for a decode step and prefill is compute-bound.
+
+Runs of decode steps (the simulator's fast-forward): with a fixed batch of n sequences whose contexts
+grow by one per step, compute_i and memory_i are linear in i (on segments between the steps where a
+sequence reaches a sliding window), so sum_{i<k} max(compute_i, memory_i) is a sum of arithmetic
+series split at the crossover index — exact and O(1) per segment (`decode_run_time`), and its
+integer inverse (`decode_steps_within`) comes from the quadratic formula plus an exact correction.
+
+Unified-memory SoCs and CPUs use the same formulas with their own bandwidth and FLOP/s. The seven
+numbers in `CostParams` are the only free parameters: calibration fits them with `predict_times`
+(on one device; the placements below apply on top of the fitted values).
+
+Several devices (`parallel=ParallelConfig(tp, pp, ...)`) or partial offload (`offload=OffloadConfig`)
+turn the single roofline into a `sim.cost.parallel.Placement`: parts (a TP group priced as one device
+of tp x the rates, a pipeline stage, the host's layers) that one micro-batch passes in sequence,
+
+    iteration_s = max(sum_p stage_p + comm_s_per_token x T_b + comm_s_per_pass, m x max_p stage_p) + overheads
+    stage_p     = max(compute_p, memory_p)
+
+on the micro-batch's aggregates (T_b = T / m, m = min(pp, sequences); the second term of the outer
+max — each stage handling all m micro-batches — only exists for pp > 1). Each part's terms are the
+formulas above restricted to its share of the layers (and the LM head where it sits); the all-reduce
+and transfer terms are linear in tokens. A decode run is then a sum over parts of the same
+max-of-two-lines series plus a constant per step (with pp, a convex piecewise-linear function summed
+piece by piece between line crossings), so `decode_run_time` stays an exact closed form and
+`decode_steps_within` its exact inverse (bisection on the closed form). Speculative decoding
+wraps a CostModel: `sim.cost.speculative.SpeculativeCostModel`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from sim.catalog.models import ModelSpec
+from sim.catalog.quant import QuantFormat
+from sim.cost.decode_runs import _largest_within, _sum_max_of_lines, _sum_max_of_two_lines, _sum_pipeline_steps
+from sim.cost.llamacpp import DecodeCorrection, gemm_rows, gemm_start_rows
+from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement
+from sim.cost.params import CostParams
+
+if TYPE_CHECKING:
+    from sim.catalog.engine_config import EngineConfig
+    from sim.catalog.hardware import HardwareProfile
+    from sim.cost.llamacpp import Pass
+
+@dataclass(frozen=True)
+class StepFeatures:
+    """The aggregates of iteration shapes the cost depends on, one array element per iteration.
+
+    - `new_tokens` T: tokens processed (prefill chunk tokens + one per decode sequence).
+    - `sequences` N: sequences in the iteration (prefill chunks + decodes).
+    - `attention_layer_keys`: sum over new tokens and layers of the keys each attends to
+      (kappa(x) per token at position x, see `CostModel.layer_tokens`).
+    - `kv_read_layer_tokens`: sum over sequences of kappa(cached tokens): K/V entries read, per layer.
+    - `decode_layer_keys`: the part of `attention_layer_keys` attended by decode tokens (priced with
+      `CostParams.decode_attention_slowdown`).
+    """
+
+    new_tokens: np.ndarray
+    sequences: np.ndarray
+    attention_layer_keys: np.ndarray
+    kv_read_layer_tokens: np.ndarray
+    decode_layer_keys: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.new_tokens)
+
+    @classmethod
+    def concat(cls, items: Sequence["StepFeatures"]) -> "StepFeatures":
+        return cls(*(np.concatenate([getattr(it, f.name) for it in items]) for f in fields(cls)))
+
+
+def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.ndarray,
+                              pool_fraction: float = 1.0) -> float | np.ndarray:
+    """Expected number of distinct experts a batch of `tokens` tokens routes to in one MoE layer.
+
+    Assumes each token picks its `n_active` experts uniformly at random, independently of the other
+    tokens (real routers are skewed, which touches fewer experts; uniform routing is the upper-bound
+    case load-balancing losses push towards). One expert is missed by one token with probability
+    1 - k/E, by all T tokens with (1 - k/E)^T, so
+
+        E_distinct = E x (1 - (1 - k/E)^T)
+
+    which is k for T = 1 and tends to E as T grows.
+
+    Routing skew (`pool_fraction` = c < 1, `ModelSpec.expert_pool_fraction`): the tokens of a batch
+    pick as if from E_c = max(k, c x E) equally likely experts, E_c x (1 - (1 - k/E_c)^T): the same k
+    for one token, fewer distinct experts as the batch grows. Fitted per model to public batched
+    decode (calibrate/public_fit.py, sim/catalog/data/moe_routing.yaml): 0.65 for gpt-oss-120b on the DGX
+    Spark rows, so a batch of 32 reads 66 of its 128 experts where uniform routing says 82.
+    """
+    if pool_fraction < 1.0:
+        n_experts = max(float(n_active), pool_fraction * n_experts)
+    miss = 1.0 - n_active / n_experts
+    return n_experts * (1.0 - np.power(miss, tokens))
+
+
+class CostModel:
+    """Seconds per engine iteration for one model, quantization, KV dtype and `CostParams`."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        quant: str | QuantFormat,
+        params: CostParams,
+        kv_dtype: str = "fp16",
+        *,
+        parallel: "ParallelConfig | None" = None,
+        offload: "OffloadConfig | None" = None,
+        decode_correction: DecodeCorrection | None = None,
+        kv_pad: int = 0,
+    ):
+        self.model = model
+        # Attention over padded KV views (EngineConfig.attention_kv_padding; 0 = exact causal keys)
+        self.kv_pad = int(kv_pad)
+        self.quant = model.quant(quant)
+        self.params = params
+        self.kv_dtype = kv_dtype
+        lm_head = model.vocab_size * model.hidden_size
+        # FLOPs per new token in every matmul but the LM head; FLOPs of the LM head per sampled sequence.
+        self.flops_per_token = 2.0 * (model.matmul_params_active - lm_head)
+        # MoE: one row through one routed expert's FFN in every layer [FLOP], and the FLOPs per token
+        # outside the routed experts (attention projections, router, shared experts). The routed
+        # experts' GEMMs run per touched expert over that expert's rows only (grouped GEMM, llama.cpp
+        # mul_mat_id), so their start-up (Hockney's n_1/2) is paid once per touched expert
+        # (`_layer_matmul_flops`).
+        self.expert_flops_per_row = 2.0 * model.n_layers * model.ffn_params_per_expert if model.is_moe else 0.0
+        self.non_expert_flops_per_token = self.flops_per_token - model.n_experts_active * self.expert_flops_per_row
+        self.flops_per_sequence = 2.0 * lm_head
+        # Attention FLOPs per (query token, key, layer): 2 (QK^T, PV) x 2 (multiply-add) x heads x head_dim.
+        self.attention_flops_per_layer_key = 4.0 * model.n_heads * model.d_head
+        # K and V bytes of one token in one layer: 2 x kv_heads x head_dim x bytes per element.
+        self.kv_bytes_per_layer_token = model.kv_bytes_per_token(kv_dtype) / model.n_layers
+        self.n_layers = model.n_layers
+        self.n_full_layers = model.n_layers - model.n_sliding_layers
+        self.n_sliding_layers = model.n_sliding_layers
+        self.window = model.sliding_window if model.n_sliding_layers else None
+        # Weights streamed from memory per iteration. The untied input embedding is a gather of T
+        # rows, not a streamed matrix, so its bytes are left out (in proportion to its parameters).
+        total = model.weight_bytes(self.quant)
+        lookup = 0 if model.tie_embeddings else lm_head
+        streamed = total * (model.n_params_total - lookup) / model.n_params_total
+        self.expert_bytes = model.expert_bytes(self.quant)  # one routed expert, all layers [B]
+        self.non_expert_bytes = streamed - model.n_experts * self.expert_bytes
+        self.dense_weight_bytes = streamed
+        # The LM head's share of the streamed bytes (by parameters, as above), for placements that
+        # put it on one device (the last pipeline stage, the GPU under partial offload).
+        self.head_bytes = total * lm_head / model.n_params_total
+        self.parallel = parallel
+        self.offload = offload
+        # How the work is spread over devices (sim.cost.parallel); None = one device holds everything.
+        self.placement = build_placement(model, params, parallel, offload)
+        # Measured decode-step correction of a calibrated model (DecodeCorrection); one device only.
+        self.decode_correction = decode_correction if self.placement is None else None
+        self._factors: dict[int, float] = {}
+        self._decode_consts: dict[int, tuple] = {}  # batch size -> `_decode_constants`
+
+    @classmethod
+    def from_names(
+        cls,
+        model: str | ModelSpec,
+        quant: str | QuantFormat | None = None,
+        hw: "str | HardwareProfile" = "h100-sxm",
+        engine: "str | EngineConfig" = "vllm",
+        params: CostParams | None = None,
+    ) -> "CostModel":
+        """Resolve names (or pass objects): quant defaults to the engine's default, KV dtype is the engine's.
+
+        The engine's `tp`, `pp` and `gpu_layers` (an int, or "auto": the most layers that fit,
+        `sim.cost.memory.auto_gpu_layers`, with the engine's KV buffer) set the placement, the host
+        profile being `engine.offload_host`. `params` replaces the profile-derived parameters
+        (a calibration). Speculative decoding wraps the result: `sim.cost.speculative.make_cost_model`.
+        """
+        from sim.catalog.engine_config import EngineConfig, load_engine
+        from sim.catalog.hardware import HardwareProfile, load_profile
+        from sim.catalog.model_readers import get_model
+
+        spec = model if isinstance(model, ModelSpec) else get_model(model)
+        eng = engine if isinstance(engine, EngineConfig) else load_engine(engine)
+        prof = hw if isinstance(hw, HardwareProfile) else load_profile(hw)
+        q = spec.quant(quant or eng.default_quant)
+        params = params or CostParams.from_profile(prof, q, eng)
+        # an engine family's fitted all-reduce step latency replaces the profile's (Efficiency)
+        latency_us = prof.efficiency_for(eng.name, eng.kernel_family or eng.name).interconnect_latency_us
+        parallel = (ParallelConfig.for_profile(prof, eng.tp, eng.pp, latency_us=latency_us)
+                    if eng.tp * eng.pp > 1 else None)
+        offload = None
+        if eng.gpu_layers is not None:
+            from sim.cost.memory import resolve_gpu_layers
+
+            gpu_layers = resolve_gpu_layers(prof, spec, q, eng)
+            offload = OffloadConfig.for_profiles(prof, load_profile(eng.offload_host), q, gpu_layers, eng)
+        # the calibration's measured decode correction, for the model and engine it measured, when the
+        # parameters are the profile's own (the correction is relative to their predictions)
+        correction = None
+        if parallel is None and offload is None and params == CostParams.from_profile(prof, q, eng):
+            correction = DecodeCorrection.from_profile(prof, spec, q, eng)
+        return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload,
+                   decode_correction=correction, kv_pad=eng.attention_kv_padding)
+
+    # ---- token counts summed over layers ---------------------------------------------------------
+    def layer_tokens(self, context):
+        """kappa(c) = L_full x c + L_swa x min(c, W): tokens of a c-token context that the layers attend
+        to / hold, summed over layers (= L x c without sliding-window layers). Scalars or arrays."""
+        if self.window is None:
+            return self.n_layers * context
+        return self.n_full_layers * context + self.n_sliding_layers * np.minimum(context, self.window)
+
+    def _chunk_layer_keys(self, p: float, c: float) -> float:
+        """sum_{t=1}^{p} kappa(c + t): keys a causal chunk of p tokens after c cached tokens attends to."""
+        full = p * c + p * (p + 1) / 2.0
+        if self.window is None:
+            return self.n_layers * full
+        w = self.window
+        top = min(c + p, w)  # positions c+1..top are below the window, the rest see exactly W keys
+        below = (top * (top + 1) - c * (c + 1)) / 2.0 if top > c else 0.0
+        windowed = below + (c + p - max(top, c)) * w
+        return self.n_full_layers * full + self.n_sliding_layers * windowed
+
+    # ---- the physics, on aggregates (scalars or arrays) ------------------------------------------
+    def weight_bytes_read(self, new_tokens):
+        """Weight bytes streamed in one iteration of `new_tokens` tokens [B].
+
+        Dense: every streamed matrix once. MoE: the non-expert weights (attention, router, shared
+        experts, LM head) once, plus one read per distinct routed expert the batch touches.
+        """
+        if not self.model.is_moe:
+            return self.dense_weight_bytes  # broadcasts against array arguments
+        touched = expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, new_tokens,
+                                            self.model.expert_pool_fraction)
+        return self.non_expert_bytes + touched * self.expert_bytes
+
+    def _layer_matmul_flops(self, tokens, half: float):
+        """FLOP-equivalents of the layers' matmuls over `tokens` rows (all but the LM head), start-up
+        included: flops_per_token x start(T) for a dense model (`gemm_start_rows`). A MoE model's
+        routed experts are E_t separate GEMMs (E_t = expected distinct experts touched by T tokens,
+        `expected_distinct_experts`) of T k / E_t rows each, so they pay E_t start-ups:
+
+            non_expert_flops_per_token x start(T) + expert_flops_per_row x (T k + E_t x n_1/2 x [T k / E_t >= 2])
+
+        which equals flops_per_token x T when n_1/2 = 0. With few rows per expert (a 2048-token prompt
+        over 128 experts, top-4: 64 rows each) the experts run well below the dense layers' rate, which
+        public llama.cpp measurements of MoE prefill show (calibrate/public_fit.py). Scalars or arrays."""
+        if not half or not self.model.is_moe:
+            return self.flops_per_token * gemm_start_rows(tokens, half)
+        t = np.asarray(tokens, dtype=float)
+        k = self.model.n_experts_active
+        touched = np.maximum(expected_distinct_experts(self.model.n_experts, k, t, self.model.expert_pool_fraction),
+                             1e-12)
+        startups = np.where(t * k / touched >= 2, touched * half, 0.0)
+        out = self.non_expert_flops_per_token * gemm_start_rows(t, half) + self.expert_flops_per_row * (t * k + startups)
+        return out if np.ndim(tokens) else float(out)
+
+    def _terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys=0.0):
+        """compute_s, memory_s, overhead_s for aggregates (numpy-broadcast), under parameters p
+        (`CostParams.FIELDS` order; shorter tuples take the trailing defaults). `decode_keys` is the
+        part of `layer_keys` attended by decode tokens, which costs `decode_attention_slowdown` times
+        as much per FLOP."""
+        trailing_defaults = (0.0, 1.0)  # matmul_half_rows, decode_attention_slowdown
+        bw, mm, att, it_s, seq_s, half, slow = (*p, *trailing_defaults[len(p) - 5:])
+        effective_keys = layer_keys + (slow - 1.0) * decode_keys
+        compute_s = (self._layer_matmul_flops(tokens, half)
+                     + self.flops_per_sequence * gemm_rows(seqs, half)) / mm + (
+            self.attention_flops_per_layer_key * effective_keys
+        ) / att
+        kv_bytes = self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens)
+        memory_s = (self.weight_bytes_read(tokens) + kv_bytes) / bw
+        return compute_s, memory_s, it_s + seq_s * seqs
+
+    def predict_times(self, params: CostParams | Sequence[float], features: StepFeatures) -> np.ndarray:
+        """Step seconds for many iteration shapes at once (vectorised; for calibration fits).
+
+        `params` is a CostParams or an array in `CostParams.FIELDS` order (shorter: the trailing defaults).
+        Rows with no new tokens cost 0 (an empty iteration does not run).
+        """
+        p = params.to_array() if isinstance(params, CostParams) else np.asarray(params, dtype=float)
+        t = np.asarray(features.new_tokens, dtype=float)
+        c, m, o = self._terms(
+            p, t, np.asarray(features.sequences, float), np.asarray(features.attention_layer_keys, float),
+            np.asarray(features.kv_read_layer_tokens, float), np.asarray(features.decode_layer_keys, float),
+        )
+        return np.where(t > 0, np.maximum(c, m) + o, 0.0)
+
+    def probe_features(
+        self,
+        *,
+        prefill_tokens: Sequence[float] = (),
+        prefill_context: Sequence[float] | None = None,
+        decode_batch: Sequence[float] = (),
+        decode_context: Sequence[float] | None = None,
+    ) -> StepFeatures:
+        """One row per probe: first the prefill probes (one chunk of P tokens after C cached tokens),
+        then the decode probes (B sequences decoding one token each, all at context C)."""
+        p = np.asarray(prefill_tokens, dtype=float)
+        c = np.zeros_like(p) if prefill_context is None else np.asarray(prefill_context, dtype=float)
+        b = np.asarray(decode_batch, dtype=float)
+        d = np.zeros_like(b) if decode_context is None else np.asarray(decode_context, dtype=float)
+        if p.shape != c.shape or b.shape != d.shape:
+            raise ValueError("prefill_tokens/prefill_context and decode_batch/decode_context must have equal lengths")
+        chunk_keys = np.array([self._chunk_layer_keys(pi, ci) for pi, ci in zip(p, c)], dtype=float)
+        decode_keys = b * self.layer_tokens(d + 1)
+        return StepFeatures(
+            new_tokens=np.concatenate([p, b]),
+            sequences=np.concatenate([np.ones_like(p), b]),
+            attention_layer_keys=np.concatenate([chunk_keys, decode_keys]),
+            kv_read_layer_tokens=np.concatenate([self.layer_tokens(c), b * self.layer_tokens(d)]),
+            decode_layer_keys=np.concatenate([np.zeros_like(p), decode_keys]),
+        )
+
+    # ---- several devices (a sim.cost.parallel.Placement) ---------------------------------------------
+    def _microbatches(self, sequences):
+        """Micro-batches an iteration is split into: min(pp, sequences), at least 1 (sim.cost.parallel)."""
+        return np.minimum(self.placement.microbatches, np.maximum(sequences, 1))
+
+    def _placed_terms(self, tokens, seqs, layer_keys, kv_read_layer_tokens, logits, batch_seqs):
+        """Per part (compute_s, memory_s) of one micro-batch pass with the given aggregates, the
+        pass's communication seconds, and the iteration's overheads (for `batch_seqs` sequences).
+
+        Part p holds a fraction f of the repeating layers (and the LM head when h = 1):
+            compute_p = (f x flops_per_token x T + h x flops_per_sequence x logits) / matmul_p
+                        + f x attention_flops_per_layer_key x layer_keys / attention_p
+            memory_p  = (f x layer weight bytes(T) + h x head bytes
+                         + kv_factor x f x kv_bytes_per_layer_token x (kv_read + L x T)) / bandwidth_p
+        `logits` = positions whose logits are computed (one per sequence; k + 1 in a verify step).
+        """
+        pl = self.placement
+        layer_bytes = self.weight_bytes_read(tokens) - self.head_bytes
+        kv_layer_tokens = kv_read_layer_tokens + self.n_layers * tokens
+        parts = []
+        for p in pl.parts:
+            f, h = p.layer_fraction, float(p.head)
+            matmul_flops = f * self.flops_per_token * tokens + h * self.flops_per_sequence * logits
+            weight_bytes = f * layer_bytes + h * self.head_bytes
+            attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
+            kv_s = p.kv_factor * f * self.kv_bytes_per_layer_token * kv_layer_tokens / p.bandwidth_bytes_per_s
+            c = matmul_flops / p.matmul_flops_per_s + attention_s
+            m = weight_bytes / p.bandwidth_bytes_per_s + kv_s
+            if math.isfinite(p.upload_min_tokens):
+                # op offload (sim.cost.parallel): weights copied over the link, matmuls on the GPU, then the
+                # attention on the host: upload + matmul + max(attention, KV), as a (c, m) pair
+                shipped = (weight_bytes * np.ceil(tokens / p.upload_chunk_tokens) / p.upload_bandwidth_bytes_per_s
+                           + matmul_flops / p.upload_matmul_flops_per_s)
+                big = tokens >= p.upload_min_tokens
+                c, m = np.where(big, shipped + attention_s, c), np.where(big, shipped + kv_s, m)
+            parts.append((c, m))
+        comm = pl.comm_s_per_token * tokens + pl.comm_s_per_pass
+        op = pl.overhead_params or self.params
+        overhead = op.iteration_overhead_s + op.per_sequence_overhead_s * batch_seqs + pl.extra_overhead_s
+        return parts, comm, overhead
+
+    def placed_time(self, tokens, sequences, layer_keys, kv_read_layer_tokens, logits=None):
+        """Seconds of one iteration with these aggregates on the placement (numpy-broadcast):
+
+            iteration_s = max(sum_p stage_p + comm, m x max_p stage_p) + overheads,
+            stage_p     = max(compute_p, memory_p)
+
+        of one micro-batch (the aggregates / m, m = min(pp, sequences)): with m micro-batches in
+        flight the iteration lasts one micro-batch's pass, or, when the stages are unbalanced, the
+        m passes the slowest stage must make (see sim.cost.parallel). `logits` defaults to one per
+        sequence. On one device (no placement) it is the single-roofline step time."""
+        logits = sequences if logits is None else logits
+        if self.placement is None:
+            bw, mm, att, it_s, seq_s, half, _ = self._param_tuple()
+            c, m, o = self._terms((bw, mm, att, it_s, seq_s, half), tokens, sequences, layer_keys, kv_read_layer_tokens)
+            head = gemm_rows(np.asarray(logits, dtype=float), half) - gemm_rows(np.asarray(sequences, dtype=float), half)
+            return np.maximum(c + self.flops_per_sequence * head / mm, m) + o
+        mb = self._microbatches(sequences)
+        parts, comm, overhead = self._placed_terms(
+            tokens / mb, sequences / mb, layer_keys / mb, kv_read_layer_tokens / mb, logits / mb, sequences)
+        stage_s = [np.maximum(c, m) for c, m in parts]
+        period = sum(stage_s) + comm
+        if self.placement.microbatches > 1:  # each stage handles mb micro-batches per iteration
+            period = np.maximum(period, mb * np.maximum.reduce(stage_s))
+        return period + overhead
+
+    def _placed_decode_lines(self, decode_context, limit: float = math.inf):
+        """Decode steps of a fixed batch on the placement: (starts, [per-part lines], constant s per
+        step). Each part's compute and memory are lines in the step index on the segments of
+        `_decode_aggregates`; communication and overheads are the same every step."""
+        d = np.asarray(decode_context, dtype=float)
+        n = len(d)
+        mb = float(self._microbatches(n))
+        starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
+        tb = n / mb
+        parts0, comm, overhead = self._placed_terms(tb, tb, keys0 / mb, read0 / mb, tb, n)
+        attn, kvb = self.attention_flops_per_layer_key, self.kv_bytes_per_layer_token
+        lines = [
+            (c0, p.layer_fraction * attn * keys1 / mb / p.attention_flops_per_s,
+             m0, p.kv_factor * p.layer_fraction * kvb * read1 / mb / p.bandwidth_bytes_per_s)
+            for p, (c0, m0) in zip(self.placement.parts, parts0)
+        ]
+        if not isinstance(starts, float):
+            lines = [tuple(np.broadcast_to(x, np.shape(starts)).astype(float) for x in line) for line in lines]
+        else:
+            lines = [tuple(float(x) for x in line) for line in lines]
+        return starts, lines, float(comm), float(overhead), mb
+
+    def _placed_run_time(self, placed_lines, k: int) -> float:
+        """Seconds of k decode steps on the placement (exact).
+
+        One micro-batch in flight: sum_p of each part's max-of-two-lines series + k x constant.
+        Several (pp): each step is max(sum_p stage_p + comm, m x max_p stage_p), a convex
+        piecewise-linear function of the step index, summed exactly by `_sum_pipeline_steps`."""
+        if k <= 0:
+            return 0.0
+        starts, lines, comm, overhead, mb = placed_lines
+        if mb <= 1:
+            return sum(self._run_time((starts, *line), k) for line in lines) + k * (comm + overhead)
+        if isinstance(starts, float):
+            return _sum_pipeline_steps(lines, comm, mb, k) + k * overhead
+        ends = np.append(starts[1:], np.inf)
+        counts = np.clip(np.minimum(ends, k) - starts, 0, None)
+        return sum(
+            _sum_pipeline_steps([tuple(float(x[i]) for x in line) for line in lines], comm, mb, int(counts[i]))
+            for i in range(len(starts)) if counts[i] > 0
+        ) + k * overhead
+
+    # ---- one iteration ---------------------------------------------------------------------------
+    def _aggregate(self, prefill_tokens, prefill_context, decode_context,
+                   outputs: int | None = None) -> tuple[float, float, float, float, float]:
+        """(new_tokens, sequences, attention_layer_keys, kv_read_layer_tokens, decode_layer_keys) of one
+        iteration. `sequences` drives the LM head's rows and the per-sequence overhead (sampling):
+        one per chunk and decode, or `outputs` when given — the rows whose logits are computed,
+        fewer when a chunk is not its prompt's last (`sim.cost.llamacpp`)."""
+        if len(prefill_tokens) != len(prefill_context):
+            raise ValueError("prefill_tokens and prefill_context must have the same length")
+        if self.kv_pad:
+            return self._padded_aggregate(prefill_tokens, prefill_context, decode_context, outputs)
+        tokens = seqs = keys = kv_read = 0.0
+        for p, c in zip(prefill_tokens, prefill_context):
+            tokens += p
+            seqs += 1
+            keys += self._chunk_layer_keys(p, c)
+            kv_read += self.layer_tokens(c)
+        n_d = len(decode_context)
+        keys_before_decodes = keys
+        if n_d:
+            d = np.asarray(decode_context, dtype=float)
+            tokens += n_d
+            seqs += n_d
+            if self.window is None:
+                s_d = float(d.sum())
+                keys += self.n_layers * (s_d + n_d)
+                kv_read += self.n_layers * s_d
+            else:
+                keys += float(np.sum(self.layer_tokens(d + 1)))
+                kv_read += float(np.sum(self.layer_tokens(d)))
+        return tokens, (seqs if outputs is None else float(outputs)), keys, kv_read, keys - keys_before_decodes
+
+    def padded_kv(self, used):
+        """n_kv: the KV cells a pass's attention spans when the engine pads its KV views
+        (`kv_pad` > 0): the highest cell in use after the pass (`used`: the longest sequence's
+        context plus its new tokens), rounded up to a multiple of kv_pad, at least kv_pad.
+        llama.cpp (src/llama-kv-cache.cpp `get_n_kv`: n_pad_cur = max(n_pad, 256), the maximum
+        over the streams in the ubatch) builds K, V and the mask as views of n_kv cells and
+        computes every masked cell, so a pass's attention costs rows x n_kv, not the causal
+        sum. Measured on Gemma 3 270M Q4_K_M, 1 thread: a 256-token prompt 544 ms, 257 tokens
+        601 ms; over 200-512 tokens time = 1.91 ms x P + 0.84 us x P x n_kv (within 4 %), where
+        the causal sum missed 257 tokens by 9 %. Scalars or arrays."""
+        pad = self.kv_pad
+        return np.maximum(pad, np.ceil(np.asarray(used, dtype=float) / pad) * pad)
+
+    def steps_in_kv_block(self, decode_context) -> int | None:
+        """Decode steps a fixed batch takes before its padded KV view grows to the next block
+        (`padded_kv`; at least 1), None without padding. Within them every step costs the same,
+        which the simulator's fast-forward and its per-step gaps rely on."""
+        if not self.kv_pad or not len(decode_context):
+            return None
+        top = float(np.max(decode_context)) + 1.0  # cells used after the first step
+        return int(self.padded_kv(top) - top) + 1
+
+    def _padded_layer_cells(self, n_kv, rows_per_seq):
+        """Cells summed over layers one row attends to with a padded view of n_kv cells: full
+        layers all n_kv; sliding-window layers at most the window plus the pass's own rows,
+        padded (llama.cpp keeps them in a separate, smaller cache: an approximation there)."""
+        if self.window is None:
+            return self.n_layers * n_kv
+        swa = np.minimum(n_kv, self.padded_kv(self.window + rows_per_seq))
+        return self.n_full_layers * n_kv + self.n_sliding_layers * swa
+
+    def _padded_aggregate(self, prefill_tokens, prefill_context, decode_context, outputs):
+        """`_aggregate` with padded KV views (`padded_kv`): the batch is one pass, every row
+        attends to the n_kv cells of its longest sequence, and every sequence's view of n_kv
+        cells is read."""
+        d = np.asarray(decode_context, dtype=float)
+        used = [c + p for p, c in zip(prefill_tokens, prefill_context)] + list(d + 1)
+        if not used:
+            return 0.0, 0.0 if outputs is None else float(outputs), 0.0, 0.0, 0.0
+        n_kv = float(self.padded_kv(max(used)))
+        chunk_rows = float(sum(prefill_tokens))
+        n_seqs = len(prefill_tokens) + len(d)
+        per_row = float(self._padded_layer_cells(n_kv, max(prefill_tokens, default=1)))
+        decode_keys = len(d) * per_row
+        keys = chunk_rows * per_row + decode_keys
+        seqs = float(n_seqs if outputs is None else outputs)
+        return chunk_rows + len(d), seqs, keys, n_seqs * per_row, decode_keys
+
+    def _param_tuple(self) -> tuple[float, float, float, float, float, float, float]:
+        p = self.params
+        return (p.bandwidth_bytes_per_s, p.matmul_flops_per_s, p.attention_flops_per_s,
+                p.iteration_overhead_s, p.per_sequence_overhead_s, p.matmul_half_rows, p.decode_attention_slowdown)
+
+    def step_time(
+        self,
+        prefill_tokens: Sequence[int] = (),
+        prefill_context: Sequence[int] = (),
+        decode_context: Sequence[int] | np.ndarray = (),
+        outputs: int | None = None,
+    ) -> float:
+        """Seconds of one iteration (see the module docstring for every term). Empty -> 0.0.
+        `outputs`: rows with logits when not one per chunk and decode (`_aggregate`)."""
+        t, n, keys, kv_read, dkeys = self._aggregate(prefill_tokens, prefill_context, decode_context, outputs)
+        if t <= 0:
+            return 0.0
+        if self.placement is not None:
+            rows = len(prefill_tokens) + len(decode_context)
+            return float(self.placed_time(t, rows, keys, kv_read, logits=n))
+        c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
+        # the measured correction is for decode passes as the probes ran them: every row a
+        # sequence's next token with its logits
+        if self.decode_correction is not None and not len(prefill_tokens) and n == len(decode_context):
+            return float(max(c, m) + o) * self.decode_factor(len(decode_context))
+        return float(max(c, m) + o)
+
+    def passes_time(self, passes: "Sequence[Pass]") -> float:
+        """Seconds of an iteration that llama.cpp runs as these passes over the weights
+        (`sim.cost.llamacpp.split_equal`): each priced as an iteration of its own. A pass of one token
+        per sequence is priced as decodes (its attention is matrix-vector, as a decode's, even for
+        a prompt's first token riding along), a longer one as prompt chunks."""
+        return sum(self.step_time(*self._pass_shape(p), outputs=p.outputs) for p in passes)
+
+    @staticmethod
+    def _pass_shape(p: "Pass") -> tuple[tuple, tuple, tuple]:
+        """(prefill_tokens, prefill_context, decode_context) a pass is priced as (`passes_time`)."""
+        if p.tokens_per_seq == 1:
+            return (), (), p.contexts
+        return (p.tokens_per_seq,) * len(p.contexts), p.contexts, ()
+
+    def decode_factor(self, n: int) -> float:
+        """The measured correction of a decode pass of n sequences (1.0 without one; DecodeCorrection)."""
+        if self.decode_correction is None:
+            return 1.0
+        f = self._factors.get(n)
+        if f is None:
+            f = self._factors[n] = self.decode_correction.factor(n)
+        return f
+
+    def features(self, prefill_tokens=(), prefill_context=(), decode_context=(), outputs: int | None = None) -> StepFeatures:
+        """The aggregates of one iteration, as a one-row StepFeatures."""
+        return StepFeatures(*(np.array([v]) for v in self._aggregate(prefill_tokens, prefill_context, decode_context,
+                                                                     outputs)))
+
+    def pass_features(self, p: "Pass") -> StepFeatures:
+        """The aggregates of one pass, as `passes_time` prices it."""
+        return self.features(*self._pass_shape(p), outputs=p.outputs)
+
+    def breakdown(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> dict:
+        """Every term of one iteration, in FLOP, bytes and seconds (for reports and calibration)."""
+        t, n, keys, kv_read, dkeys = self._aggregate(prefill_tokens, prefill_context, decode_context)
+        c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
+        ran = t > 0
+        out = {
+            "new_tokens": t,
+            "sequences": n,
+            "matmul_flops": self.flops_per_token * t + self.flops_per_sequence * n,
+            "attention_flops": self.attention_flops_per_layer_key * keys,
+            "decode_attention_flops": self.attention_flops_per_layer_key * dkeys,
+            "weight_bytes": float(self.weight_bytes_read(t)) if ran else 0.0,
+            "kv_read_bytes": self.kv_bytes_per_layer_token * kv_read,
+            "kv_write_bytes": self.kv_bytes_per_layer_token * self.n_layers * t,
+            "compute_s": float(c) if ran else 0.0,
+            "memory_s": float(m) if ran else 0.0,
+            "overhead_s": float(o) if ran else 0.0,
+            "step_s": float(max(c, m) + o) if ran else 0.0,
+            "bound": "compute" if c > m else "memory",
+        }
+        if self.decode_correction is not None and ran and not len(prefill_tokens):
+            out["decode_correction"] = self.decode_factor(len(decode_context))  # DecodeCorrection
+            out["step_s"] *= out["decode_correction"]
+        if self.model.is_moe:
+            out["experts_touched"] = float(
+                expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, t,
+                                          self.model.expert_pool_fraction)
+            )
+        if self.placement is not None and ran:
+            out.update(self._placed_breakdown(t, n, keys, kv_read))
+        return out
+
+    def _placed_breakdown(self, t, n, keys, kv_read) -> dict:
+        """The placement's view of one iteration: per part (device or stage) compute and memory
+        seconds of one micro-batch, communication, and the pipeline's throughput bound."""
+        mb = self._microbatches(n)
+        parts, comm_s, overhead_s = self._placed_terms(t / mb, n / mb, keys / mb, kv_read / mb, n / mb, n)
+        stage_s = [float(max(c, m)) for c, m in parts]
+        slowest = int(np.argmax(stage_s))
+        c_slow, m_slow = parts[slowest]
+        return {
+            "compute_s": float(sum(c for c, _ in parts)),
+            "memory_s": float(sum(m for _, m in parts)),
+            "overhead_s": float(overhead_s),
+            "comm_s": float(comm_s),
+            "step_s": float(self.placed_time(t, n, keys, kv_read)),
+            "bound": "compute" if c_slow > m_slow else "memory",
+            "microbatches": mb,
+            "parts": [{"name": p.name, "compute_s": float(c), "memory_s": float(m)}
+                      for p, (c, m) in zip(self.placement.parts, parts)],
+            # each stage handles `mb` micro-batches per iteration: the slowest one bounds throughput
+            "pipeline_bottleneck_s": float(mb * max(stage_s)),
+        }
+
+    def single_stream_decode_tok_s(self, context: int) -> float:
+        """Decode tokens/s of one sequence alone at `context` cached tokens: 1 / step_time."""
+        return 1.0 / self.step_time((), (), (context,))
+
+    def prefill_tok_s(self, prompt_tokens: int, context: int = 0) -> float:
+        """Prefill tokens/s of one prompt processed as one chunk after `context` cached tokens."""
+        return prompt_tokens / self.step_time((prompt_tokens,), (context,), ())
+
+    # ---- runs of decode steps with an unchanged batch (closed form) --------------------------------
+    def _decode_segments(self, decode_context, limit: float = math.inf):
+        """Step i of a fixed decode batch as max of two lines on segments of i:
+
+        returns (starts, a_c, b_c, a_m, b_m): on segment k (starts[k] <= i < starts[k+1], the last
+        one unbounded) step_i = max(a_c + b_c u, a_m + b_m u) with u = i - starts[k], overheads
+        included (the token aggregates are `_decode_aggregates`'). A single segment comes back as
+        plain floats (the hot path).
+        """
+        d = np.asarray(decode_context, dtype=float)
+        consts = self._decode_consts.get(len(d))
+        if consts is None or consts[4] is not self.params:
+            consts = self._decode_constants(len(d))
+        compute0, memory0, attn, kvr, _ = consts
+        starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
+        return starts, compute0 + attn * keys0, attn * keys1, memory0 + kvr * read0, kvr * read1
+
+    def _decode_lines_of_sum(self, n: int, s_full: float):
+        """`_decode_segments` of n sequences whose contexts sum to `s_full`, for a model without
+        sliding-window layers or padded KV views (one segment): the replica's hot path, which sums
+        the contexts as integers (exact, as the float sum of integer contexts is)."""
+        consts = self._decode_consts.get(n)
+        if consts is None or consts[4] is not self.params:
+            consts = self._decode_constants(n)
+        compute0, memory0, attn, kvr, _ = consts
+        L = self.n_layers
+        return 0.0, compute0 + attn * (L * (s_full + n)), attn * (L * n), memory0 + kvr * (L * s_full), kvr * (L * n)
+
+    def _decode_constants(self, n: int) -> tuple:
+        """(compute0, memory0, attn, kvr, params) of `_decode_segments` for a batch of n sequences:
+        the terms that do not depend on the contexts, computed once per batch size and params object
+        (the simulator prices the same few batch sizes hundreds of thousands of times; issue 17)."""
+        bw, mm, att, it_s, seq_s, half, slow = self._param_tuple()
+        overhead = it_s + seq_s * n
+        # n tokens and n logits every step: the GEMM start-up (n_1/2) is a constant per step
+        compute0 = (self._layer_matmul_flops(n, half)
+                    + self.flops_per_sequence * gemm_rows(n, half)) / mm + overhead
+        memory0 = (float(self.weight_bytes_read(n)) + self.kv_bytes_per_layer_token * self.n_layers * n) / bw + overhead
+        attn = self.attention_flops_per_layer_key * slow / att  # s per layer-key (all decode keys)
+        kvr = self.kv_bytes_per_layer_token / bw  # s per layer-token read
+        c = self._decode_consts[n] = (compute0, memory0, attn, kvr, self.params)
+        return c
+
+    def _decode_aggregates(self, d: np.ndarray, limit: float = math.inf):
+        """Token aggregates of step i of a fixed decode batch, linear on segments of i:
+
+        returns (starts, keys0, keys1, read0, read1): on segment k, with u = i - starts[k], the
+        layer keys attended are keys0 + keys1 u and the KV layer-tokens read read0 + read1 u. With
+        n sequences at contexts D_j, step i attends to sum_j kappa(D_j + i + 1) and reads
+        sum_j kappa(D_j + i). Without sliding-window layers kappa is linear, so there is one
+        segment. With them, min(D_j + i, W) stops growing when sequence j reaches the window: the
+        segments start where some sequence does (i = W - D_j or W - D_j - 1), and within a segment
+        the sums are linear in i (prefix sums over sorted D). Segments starting at or after
+        `limit` (no step there is asked for) are left out; one segment comes back as plain floats.
+        """
+        n = len(d)
+        if self.kv_pad:
+            return self._padded_decode_aggregates(d, limit)
+        s_full = float(d.sum())
+        if self.window is None:  # one segment, as plain floats (hot path)
+            L = self.n_layers
+            return 0.0, L * (s_full + n), L * n, L * s_full, L * n
+        w = self.window
+        kinks = np.concatenate([w - d, w - d - 1])
+        kinks = kinks[(kinks > 0) & (kinks < limit)]
+        if kinks.size == 0:  # no sequence reaches the window within the steps asked for: one segment
+            starts = np.zeros(1)
+            read_swa, grow_read = np.array([np.minimum(d, w).sum()]), np.array([np.count_nonzero(d < w)])
+            keys_swa, grow_keys = np.array([np.minimum(d + 1, w).sum()]), np.array([np.count_nonzero(d + 1 < w)])
+        else:
+            d = np.sort(d)
+            starts = np.unique(np.concatenate([[0.0], kinks]))
+            prefix = np.concatenate([[0.0], np.cumsum(d)])
+
+            def swa_sum(offset):  # sum_j min(D_j + offset, W) and #{j: D_j + offset < W}, per offset
+                growing = np.searchsorted(d, w - offset, side="left")
+                return prefix[growing] + growing * offset + (n - growing) * w, growing
+
+            read_swa, grow_read = swa_sum(starts)
+            keys_swa, grow_keys = swa_sum(starts + 1)
+        full_read = s_full + n * starts
+        keys0 = self.n_full_layers * (full_read + n) + self.n_sliding_layers * keys_swa
+        keys1 = self.n_full_layers * n + self.n_sliding_layers * grow_keys
+        read0 = self.n_full_layers * full_read + self.n_sliding_layers * read_swa
+        read1 = self.n_full_layers * n + self.n_sliding_layers * grow_read
+        if len(starts) == 1:
+            return 0.0, float(keys0[0]), float(keys1[0]), float(read0[0]), float(read1[0])
+        return starts, keys0, keys1, read0, read1
+
+    def _padded_decode_aggregates(self, d: np.ndarray, limit: float):
+        """`_decode_aggregates` with padded KV views: step i spans n_kv(max D + i + 1) cells for
+        every sequence (keys and reads), constant between the steps where the longest sequence
+        crosses a multiple of kv_pad — one segment each, with zero slope. Without a step limit
+        the segments stop at the model's context."""
+        n = len(d)
+        top = float(d.max()) + 1.0  # cells used after step 0
+        pad = self.kv_pad
+        horizon = limit if math.isfinite(limit) else max(float(self.model.max_context) - top, 1.0)
+        first = self.padded_kv(top)
+        # step i crosses into the next block when top + i = first + j x pad + 1
+        starts = np.concatenate([[0.0], first + pad * np.arange(0, max(0, math.ceil((horizon - (first - top)) / pad)))
+                                 - top + 1.0])
+        starts = starts[(starts == 0) | ((starts > 0) & (starts < horizon))]
+        cells = n * self._padded_layer_cells(self.padded_kv(top + starts), 1)
+        zeros = np.zeros_like(cells)
+        if len(starts) == 1:
+            return 0.0, float(cells[0]), 0.0, float(cells[0]), 0.0
+        return starts, cells, zeros, cells, zeros
+
+    @staticmethod
+    def _run_time(segments, k: int) -> float:
+        starts, a_c, b_c, a_m, b_m = segments
+        if k <= 0:
+            return 0.0
+        if isinstance(starts, float):
+            return _sum_max_of_two_lines(a_c, b_c, a_m, b_m, k)
+        ends = np.append(starts[1:], np.inf)
+        count = np.clip(np.minimum(ends, k) - starts, 0, None)
+        return float(np.sum(_sum_max_of_lines(a_c, b_c, a_m, b_m, count)))
+
+    def decode_run_time(self, decode_context: Sequence[int] | np.ndarray, k: int) -> float:
+        """Seconds of k consecutive decode steps of the same batch, every context growing by 1 per step.
+
+        Exact closed form of sum_{i<k} max(compute_i, memory_i): on each segment where both are
+        linear in i, split at the index where the lines cross and sum the arithmetic series on each
+        side (`_sum_max_of_lines`). One segment for full-attention models: O(1) after one sum.
+        """
+        if len(decode_context) == 0 or k <= 0:
+            return 0.0
+        if self.placement is not None:
+            return self._placed_run_time(self._placed_decode_lines(decode_context, limit=k), k)
+        run_s = self._run_time(self._decode_segments(decode_context, limit=k), k)
+        return run_s if self.decode_correction is None else run_s * self.decode_factor(len(decode_context))
+
+    def decode_steps_within(
+        self, decode_context: Sequence[int] | np.ndarray, budget_s: float, max_steps: int | None = None
+    ) -> int:
+        """The largest k such that decode_run_time(decode_context, k) <= budget_s (capped at max_steps).
+
+        Finds the segment the budget ends in from the segments' cumulative times, solves the
+        piecewise-quadratic cumulative time there with the quadratic formula, then corrects by whole
+        steps against the closed form itself, so the result is its exact integer inverse.
+        """
+        if len(decode_context) == 0:
+            return 0
+        if not math.isfinite(budget_s):
+            if max_steps is None:
+                raise ValueError("an infinite budget needs max_steps")
+            return max_steps
+        if self.placement is not None:
+            lines = self._placed_decode_lines(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
+            return _largest_within(lambda k: self._placed_run_time(lines, k), budget_s, max_steps)
+        if self.decode_correction is not None:  # the corrected run time is searched itself: an exact inverse
+            return _largest_within(lambda k: self.decode_run_time(decode_context, k), budget_s, max_steps)
+        seg = self._decode_segments(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
+        starts, a_c, b_c, a_m, b_m = seg
+        if isinstance(starts, float):
+            k = self._steps_in_lines(a_c, b_c, a_m, b_m, budget_s)
+            return self._fix_up(seg, k, budget_s, max_steps)
+        lengths = np.append(np.diff(starts), np.inf)
+        seg_total = np.where(
+            np.isfinite(lengths), _sum_max_of_lines(a_c, b_c, a_m, b_m, np.where(np.isfinite(lengths), lengths, 0)), np.inf
+        )
+        before = np.concatenate([[0.0], np.cumsum(seg_total)[:-1]])
+        idx = int(np.searchsorted(before + seg_total, budget_s, side="right"))
+        idx = min(idx, len(starts) - 1)
+        k = int(starts[idx]) + self._steps_in_lines(
+            float(a_c[idx]), float(b_c[idx]), float(a_m[idx]), float(b_m[idx]), budget_s - float(before[idx])
+        )
+        return self._fix_up(seg, k, budget_s, max_steps)
+
+    def _fix_up(self, seg, k: int, budget_s: float, max_steps: int | None, times: dict | None = None) -> int:
+        """Move an estimate k to the exact largest k with run time <= budget_s (and <= max_steps).
+        `times`, when given, keeps every run time computed on the way (k -> seconds), for a caller
+        that prices the chosen run next (the replica's fast-forward)."""
+        def run(j: int) -> float:
+            t = self._run_time(seg, j)
+            if times is not None and j > 0:
+                times[j] = t
+            return t
+
+        if max_steps is not None:
+            k = min(k, max_steps)
+        while k > 0 and run(k) > budget_s:
+            k -= 1
+        while (max_steps is None or k < max_steps) and run(k + 1) <= budget_s:
+            k += 1
+        return k
+
+    @staticmethod
+    def _steps_in_lines(a1: float, b1: float, a2: float, b2: float, budget: float) -> int:
+        """Approximately the largest j with sum_{u<j} max(a1 + b1 u, a2 + b2 u) <= budget (quadratic
+        formula on the piece the budget ends in; callers correct the last step on the exact sum)."""
+        if budget <= 0:
+            return 0
+        if b1 == b2:
+            pieces = [((a1, b1) if a1 >= a2 else (a2, b2), math.inf)]
+        else:
+            r = (a2 - a1) / (b1 - b2)
+            first, last = ((a2, b2), (a1, b1)) if b1 > b2 else ((a1, b1), (a2, b2))
+            m = math.ceil(min(max(r, 0.0), 1e18)) if math.isfinite(r) else (0 if r < 0 else math.inf)
+            pieces = [(first, m), (last, math.inf)] if m > 0 else [(last, math.inf)]
+        start = 0
+        for (a, b), stop in pieces:
+            if math.isfinite(stop):  # _series on scalars, in plain floats (the same operations)
+                count = max(stop - start, 0)
+                piece = count * a + b * (start + stop - 1) * count / 2.0
+            else:
+                piece = math.inf
+            if budget < piece:
+                a0 = a + b * start - b / 2.0  # sum over j steps from `start` = a0 j + b j^2 / 2
+                j = 2.0 * budget / (a0 + math.sqrt(a0 * a0 + 2.0 * b * budget))
+                return start + (int(j) if math.isfinite(j) else 0)
+            budget -= piece
+            start = stop
+        return int(start)

@@ -1,0 +1,325 @@
+"""Scheduling policies: what runs in the next engine iteration. They know policy, not physics.
+
+A scheduler's `plan(state)` admits waiting requests (reserving KV through the allocator), preempts
+when the paged cache runs dry, and returns a plain `Batch` — which sequences decode one token and
+which prefill how many prompt tokens. It never computes time (the cost model prices the batch) and
+never advances tokens (the replica applies the batch), the split of vLLM v1's
+`Scheduler.schedule()` -> `SchedulerOutput` (vllm/v1/core/sched/scheduler.py).
+
+Oracle boundary: a scheduler sees prompt lengths, the client's `max_tokens` and what has been
+computed so far; it never sees the trace's true output length (the replica alone knows when a
+sequence emits its end-of-sequence token).
+
+Policies, picked by name from `SCHEDULERS`:
+- `static`: batch up to `max_num_seqs` waiting requests, run them until every one has finished,
+  then form the next batch (Hugging Face `generate()` on a padded batch).
+- `continuous`: iteration-level admission (Orca, OSDI 2022; vLLM v0 and TGI): when waiting requests
+  fit, one iteration prefills their whole prompts; otherwise every running sequence decodes.
+- `chunked`: continuous batching with a per-iteration token budget (`max_num_batched_tokens`):
+  every decode takes one token first, then prefill chunks (unfinished prefills first, then new
+  admissions) fill what is left (Sarathi-Serve, OSDI 2024; vLLM v1's default).
+- `sequential`: one request at a time, first come first served.
+- `slots`: llama-server: `max_num_seqs` slots, each limited to the slot context (`context_size //
+  max_num_seqs` for a split buffer), batched like `chunked` with `n_batch` =
+  `max_num_batched_tokens`. A prompt of at least the slot's context is rejected, and generation
+  stops when the slot is full (see `Slots`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from sim.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sim.engine.state import Pending, ReplicaState
+
+_NO_LANES = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(slots=True)
+class Batch:
+    """What one engine iteration computes.
+
+    `prefill_lanes[i]` computes `prefill_tokens[i]` prompt (or recompute) tokens; every lane in
+    `decode_lanes` computes one token. `stable` says that, as long as no request arrives, finishes
+    or runs out of KV blocks, the scheduler would plan this same decode batch again — which lets
+    the replica fast-forward a run of identical decode iterations in one event.
+    """
+
+    prefill_lanes: list[int]
+    prefill_tokens: list[int]
+    decode_lanes: np.ndarray
+    stable: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.prefill_lanes and not len(self.decode_lanes)
+
+
+class Scheduler:
+    """Base policy: admission checks shared by every scheduler, and the paged-KV growth step."""
+
+    name: ClassVar[str] = ""
+    #: whether a prompt must fit in one iteration's token budget (no chunking)
+    whole_prompt: ClassVar[bool] = True
+
+    def __init__(self, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int,
+                 shared_slots: bool = False) -> None:
+        if max_num_seqs < 1:
+            raise ConfigError(f"must be >= 1, got {max_num_seqs}", field="--max-seqs")
+        self.max_seqs = int(max_num_seqs)
+        self.token_budget = int(max_num_batched_tokens) if max_num_batched_tokens else math.inf
+        self.context_tokens = int(context_tokens)
+
+    # ---- admission ------------------------------------------------------------------------------
+    def admission_error(self, prompt_tokens: int, max_tokens: int, state: "ReplicaState") -> str | None:
+        """Why a request can never be served by this engine (None if it can). Uses the client's
+        `max_tokens`, never the true output length."""
+        need = prompt_tokens + max_tokens
+        if need > self.context_tokens:
+            return (f"prompt + max_tokens = {need} tokens exceeds the context limit of {self.context_tokens} "
+                    "tokens (vLLM: max_model_len)")
+        if not state.kv.fits_ever(self.reservation_budget(prompt_tokens, max_tokens)):
+            return (f"prompt + max_tokens = {need} tokens can never fit in the KV cache "
+                    f"({state.kv.capacity_tokens} tokens)")
+        if self.whole_prompt and prompt_tokens > self.token_budget:
+            return (f"prompt of {prompt_tokens} tokens exceeds max_num_batched_tokens = {self.token_budget} "
+                    f"and the {self.name} scheduler does not chunk prefills")
+        return None
+
+    def reservation_budget(self, prompt_tokens: int, max_tokens: int) -> int:
+        """The most KV tokens a request may ever hold (what a contiguous allocator reserves)."""
+        return prompt_tokens + max_tokens
+
+    def context_limit(self) -> int | None:
+        """Context length at which the engine stops a generation (None: only max_tokens stops it)."""
+        return None
+
+    def arrival_may_change_plan(self, state: "ReplicaState") -> bool:
+        """Whether a request arriving now could be admitted at the next iteration. With requests
+        already waiting it cannot: admission is first come first served, so the head goes first."""
+        return not state.waiting and state.n_running < self.max_seqs
+
+    def waiting_may_be_admitted(self, state: "ReplicaState") -> bool:
+        """Whether the next iteration tries to admit the waiting head (a lane is free). Its
+        outcome then depends on the KV cache: on the free blocks and, with prefix caching, on
+        which of the head's blocks are still cached."""
+        return bool(state.waiting) and state.n_running < self.max_seqs
+
+    def plan(self, state: "ReplicaState") -> Batch:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ---- shared steps ---------------------------------------------------------------------------
+    def _admit(self, state: "ReplicaState", p: "Pending", chunk: int, hit: int = 0) -> int | None:
+        """Admit the waiting head `p` computing `chunk` tokens first after `hit` tokens the prefix
+        cache serves; None if KV does not allow."""
+        reserve = state.kv.admission_tokens(p.prompt_tokens, self.reservation_budget(p.prompt_tokens, p.max_tokens),
+                                            hit + chunk)
+        return state.admit(p, reserve, self.context_limit(), hit)
+
+    def _grow_decodes(self, state: "ReplicaState") -> np.ndarray:
+        """Give every decoding lane room for one more token; when the paged cache has no free
+        block, preempt the newest running sequence (recompute) until the rest fit — vLLM v1
+        `Scheduler.schedule()`: `preempted_req = self.running.pop()`."""
+        lanes = state.decode_lanes()
+        kv = state.kv
+        ctx = state.ctx[lanes]
+        while len(lanes) and not kv.grow_by(lanes, ctx, 1):
+            state.preempt_newest()
+            keep = state.active[lanes]
+            lanes = lanes[keep]
+            ctx = ctx[keep]
+        state.decode_ctx = (lanes, ctx)  # the replica prices this batch from the same gather
+        return lanes
+
+    def _reserve_or_preempt(self, state: "ReplicaState", lane: int, tokens: int) -> bool:
+        """Room for `lane` to hold `tokens`, preempting newer sequences if needed; False if the lane
+        itself had to be preempted."""
+        kv = state.kv
+        while not kv.reserve(lane, tokens):
+            if state.preempt_newest() == lane:
+                return False
+        return True
+
+    def _admit_waiting(self, state: "ReplicaState", lanes: list[int], tokens: list[int], budget: float) -> None:
+        """Admit waiting requests, first come first served, while lanes, KV and the token budget
+        allow, appending each to `lanes`/`tokens`. A whole-prompt scheduler prefills each prompt (or
+        recompute) at once — a lone one may exceed the budget, or a long recompute would never run;
+        a chunking one gives the head whatever budget is left."""
+        kv = state.kv
+        while state.waiting and state.n_running < self.max_seqs:
+            p = state.waiting[0]
+            hit = state.prefix_hit(p)  # prompt tokens whose KV is cached: not computed again
+            goal = p.prefill_goal - hit
+            chunk = goal if self.whole_prompt else int(min(goal, budget))
+            if chunk <= 0 or (lanes and chunk > budget):
+                break
+            if not hit and state.free_lanes:
+                # A saturated server retries its queue head every iteration and mostly fails: without
+                # a prefix hit, `ReplicaState.admit` fails exactly when the head's blocks exceed the
+                # free ones (a free lane holds no block), so that case is decided here, unchanged.
+                reserve = kv.admission_tokens(p.prompt_tokens, self.reservation_budget(p.prompt_tokens, p.max_tokens),
+                                              chunk)
+                if -(-reserve // kv.block_size) > kv.free_blocks:
+                    break
+            lane = self._admit(state, p, chunk, hit)
+            if lane is None:
+                break
+            lanes.append(lane)
+            tokens.append(chunk)
+            budget -= chunk
+
+    def _admit_whole_prompts(self, state: "ReplicaState") -> Batch:
+        lanes: list[int] = []
+        tokens: list[int] = []
+        self._admit_waiting(state, lanes, tokens, self.token_budget)
+        return Batch(lanes, tokens, _NO_LANES)
+
+
+class StaticBatching(Scheduler):
+    """Form a batch, run it until its slowest member finishes, then form the next."""
+
+    name = "static"
+
+    def arrival_may_change_plan(self, state: "ReplicaState") -> bool:
+        return state.n_running == 0
+
+    def waiting_may_be_admitted(self, state: "ReplicaState") -> bool:
+        return False  # nobody joins a running batch
+
+    def plan(self, state: "ReplicaState") -> Batch:
+        if state.n_running:
+            return Batch([], [], self._grow_decodes(state), stable=True)
+        return self._admit_whole_prompts(state)
+
+
+class Sequential(StaticBatching):
+    """One request at a time, first come first served (a static batch of one)."""
+
+    name = "sequential"
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.max_seqs = 1
+
+
+class ContinuousBatching(Scheduler):
+    """Iteration-level admission with separate prefill iterations (prefill first)."""
+
+    name = "continuous"
+
+    def plan(self, state: "ReplicaState") -> Batch:
+        batch = self._admit_whole_prompts(state)
+        if batch.prefill_lanes:
+            return batch
+        return Batch([], [], self._grow_decodes(state), stable=True)
+
+
+class ChunkedPrefill(Scheduler):
+    """Per-iteration token budget: decodes first, then prefill chunks fill the rest."""
+
+    name = "chunked"
+    whole_prompt = False
+
+    def plan(self, state: "ReplicaState") -> Batch:
+        budget = self.token_budget
+        preempted_before = state.preemptions
+        decodes = self._grow_decodes(state)
+        if not state.prefilling and not state.waiting and len(decodes) <= budget:
+            return Batch([], [], decodes, stable=True)  # the common case: nothing but decodes
+        stable = True
+        if len(decodes) > budget:  # more decodes than the budget: serve the oldest ones
+            decodes = np.sort(decodes[np.argsort(state.admit_seq[decodes], kind="stable")[: int(budget)]])
+            stable = False
+        budget -= len(decodes)
+        lanes: list[int] = []
+        tokens: list[int] = []
+        for lane in list(state.prefilling):  # unfinished prefills, oldest first
+            if budget <= 0:
+                break
+            if not state.active[lane]:  # preempted while an older lane was served
+                continue
+            ctx = int(state.ctx[lane])
+            chunk = int(min(state.prefill_goal[lane] - ctx, budget))
+            if self._reserve_or_preempt(state, lane, ctx + chunk):
+                lanes.append(lane)
+                tokens.append(chunk)
+                budget -= chunk
+        if state.preemptions != preempted_before:
+            # Sequences preempted in this plan leave it; like vLLM v1, admit nobody new in an
+            # iteration that had to preempt (so no lane is reused within one plan).
+            decodes = decodes[state.active[decodes]]
+            keep = [i for i, lane in enumerate(lanes) if state.active[lane]]
+            return Batch([lanes[i] for i in keep], [tokens[i] for i in keep], decodes)
+        self._admit_waiting(state, lanes, tokens, budget)
+        return Batch(lanes, tokens, decodes, stable=stable and not lanes)
+
+
+class Slots(ChunkedPrefill):
+    """llama-server's parallel slots (and Ollama's, which runs llama.cpp's server loop).
+
+    Each request may hold at most `context_tokens` tokens — the slot context the engine resolves
+    (`EngineConfig.context_limits`: `-c N --parallel n` gives each slot N // n, llama.cpp
+    tools/server/server-context.cpp `n_ctx_slot`; with `--kv-unified` one request may use the
+    whole buffer). A request whose prompt has at least that many tokens is refused with
+    `exceed_context_size_error` ("the request exceeds the available context size",
+    `if (slot.task->n_tokens() >= slot.n_ctx)`); with context shift off (the default) generation
+    stops with `truncated: true` once `n_tokens + 1 >= n_ctx`. Each iteration (`update_slots`)
+    adds one token per generating slot, then prompt tokens of the slots still reading their prompt
+    up to `n_batch` (= `max_num_batched_tokens`): the `chunked` policy.
+
+    KV: a split buffer gives every slot its fixed share (reserved whole); a unified buffer is
+    shared, so a request reserves what it may use, prompt + max_tokens capped at the slot context.
+    """
+
+    name = "slots"
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.shared = bool(kw.get("shared_slots", False))
+        self.slot_tokens = self.context_tokens
+        if self.slot_tokens < 2:
+            raise ConfigError(
+                f"each of the {self.max_seqs} slots gets {self.slot_tokens} tokens of context; raise context_size",
+                field="context_size",
+            )
+
+    def admission_error(self, prompt_tokens: int, max_tokens: int, state: "ReplicaState") -> str | None:
+        if prompt_tokens >= self.slot_tokens:
+            return (f"prompt of {prompt_tokens} tokens does not fit the slot context of {self.slot_tokens} tokens "
+                    "(llama-server: exceed_context_size_error)")
+        need = self.reservation_budget(prompt_tokens, max_tokens)
+        if not state.kv.fits_ever(need):
+            return f"{need} tokens of slot context do not fit the KV cache ({state.kv.capacity_tokens} tokens)"
+        return None
+
+    def reservation_budget(self, prompt_tokens: int, max_tokens: int) -> int:
+        if self.shared:
+            return min(prompt_tokens + max_tokens, self.slot_tokens)
+        return self.slot_tokens  # a split buffer: the slot's share belongs to it whatever the request asks
+
+    def context_limit(self) -> int | None:
+        # Generation stops when n_tokens + 1 >= n_ctx_slot, i.e. at n_ctx_slot - 1 tokens in KV.
+        return self.slot_tokens - 1
+
+
+SCHEDULERS: dict[str, type[Scheduler]] = {
+    cls.name: cls for cls in (StaticBatching, ContinuousBatching, ChunkedPrefill, Sequential, Slots)
+}
+
+
+def make_scheduler(name: str, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int,
+                   shared_slots: bool = False) -> Scheduler:
+    """A scheduler by registry name. `context_tokens`: the most tokens one request may hold
+    (`EngineConfig.context_limits`); `shared_slots`: slots share one KV buffer (`unified`)."""
+    try:
+        cls = SCHEDULERS[name]
+    except KeyError:
+        raise ConfigError(f"unknown scheduler '{name}'; known: {', '.join(SCHEDULERS)}", field="--scheduler") from None
+    return cls(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, context_tokens=context_tokens,
+               shared_slots=shared_slots)

@@ -1,0 +1,344 @@
+"""What a replica holds between iterations: its queue (`Pending`), the arrival stream
+(`ArrivalSource`) and the running lanes and KV cache (`ReplicaState`) the scheduler reads and admits into.
+
+Running sequences live in *lanes*: parallel numpy arrays indexed by a small integer, so a decode
+batch's contexts are one fancy-indexing away and no per-token or per-sequence Python loop runs on
+the hot path. The loop that drives them is `sim.engine.replica.Replica`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from sim.engine.kv import KVAllocator
+from sim.engine.metrics import STATUS_COMPLETED, RequestLog
+from sim.errors import ConfigError
+from workloads.request import Request
+
+_min = np.minimum.reduce  # ndarray.min() of a 1-D array, minus numpy's Python wrapper (once per event)
+_isum = np.add.reduce  # ndarray.sum(), likewise
+
+
+class Pending:
+    """A request waiting for admission (new, or preempted and waiting to be recomputed)."""
+
+    __slots__ = ("row", "request", "prompt_tokens", "max_tokens", "output_tokens", "generated", "last_token_s",
+                 "keys", "transferred")
+
+    def __init__(self, row: int, request: Request) -> None:
+        self.row = row
+        self.request = request
+        self.prompt_tokens = request.prompt_tokens
+        self.max_tokens = request.max_tokens
+        self.output_tokens = request.output_tokens  # the replica's secret: when EOS comes
+        self.generated = 0  # tokens already streamed to the client (recompute keeps them)
+        self.last_token_s = 0.0
+        self.keys = None  # prefix-cache block keys, computed on first lookup
+        self.transferred = 0  # prompt tokens whose KV another node computed (disaggregated decode)
+
+    @property
+    def prefill_goal(self) -> int:
+        """Tokens to compute before the next token comes out: the prompt, plus (after a
+        preemption by recompute) every token generated so far (vLLM recomputes prompt + output)."""
+        return self.prompt_tokens + self.generated
+
+
+class ArrivalSource:
+    """Streams requests from an iterator, one look-ahead item at a time.
+
+    - Open loop: a request arrives at its `arrival_s`.
+    - Sessions: a request with `think_s` whose session has an earlier request arrives at
+      max(arrival_s, previous response done + think_s) (the `Request.think_s` contract).
+    - Closed loop (`concurrency=N`): N clients each send the trace's next request when their
+      previous one is done (completed or rejected), plus its `think_s` if any; all N start at
+      time 0 and the trace's `arrival_s` values are ignored.
+    """
+
+    def __init__(self, requests: Iterable[Request], concurrency: int | None = None) -> None:
+        if concurrency is not None and concurrency < 1:
+            raise ConfigError(f"must be >= 1, got {concurrency}", field="--concurrency")
+        self._it: Iterator[Request] = iter(requests)
+        self._peek: Request | None = next(self._it, None)
+        self._heap: list[tuple[float, int, Request]] = []
+        self._seq = 0
+        self._closed = concurrency
+        self._last_arrival = 0.0
+        # session id -> [requests sent and not done, parked followers, last done time]
+        self._sessions: dict[str, list] = {}
+        self.next_s = float("inf")  # earliest time another request may arrive (see next_time)
+        if concurrency:
+            for _ in range(concurrency):
+                if not self._client_next(0.0):
+                    break
+        self._refresh()
+
+    def _push(self, t: float, r: Request) -> None:
+        heapq.heappush(self._heap, (t, self._seq, r))
+        self._seq += 1
+        if t < self.next_s:
+            self.next_s = t
+
+    def _refresh(self) -> None:
+        t = self._heap[0][0] if self._heap else float("inf")
+        if self._closed is None and self._peek is not None and self._peek.arrival_s < t:
+            t = self._peek.arrival_s
+        self.next_s = t
+
+    def _pull(self) -> Request | None:
+        r = self._peek
+        if r is not None:
+            self._peek = next(self._it, None)
+            if r.arrival_s < self._last_arrival and self._closed is None:
+                raise ConfigError(
+                    f"{r.arrival_s:g} is before the previous request's {self._last_arrival:g} "
+                    "(arrivals must be non-decreasing)", file=None, line=r.line, field="arrival_s")
+            self._last_arrival = r.arrival_s
+        return r
+
+    def _client_next(self, t: float) -> bool:
+        r = self._pull()
+        if r is None:
+            return False
+        self._push(t + (r.think_s or 0.0), r)
+        return True
+
+    def _route(self, r: Request) -> None:
+        """Open loop: when a request is sent. A request with `think_s` waits until every earlier
+        request of its session is done, then `think_s` more (never before its `arrival_s`)."""
+        sid = r.session_id
+        if sid is None:
+            self._push(r.arrival_s, r)
+            return
+        s = self._sessions.get(sid)
+        if s is None:
+            s = self._sessions[sid] = [0, deque(), None]  # in flight, parked followers, last done time
+        if r.think_s is not None and (s[0] or s[1]):
+            s[1].append(r)
+            return
+        s[0] += 1
+        t = r.arrival_s
+        if r.think_s is not None and s[2] is not None:
+            t = max(t, s[2] + r.think_s)
+        self._push(t, r)
+
+    def next_time(self) -> float | None:
+        """Earliest time another request may arrive (a lower bound), None when none will."""
+        return None if self.next_s == float("inf") else self.next_s
+
+    def due(self, now_s: float) -> list[tuple[float, Request]]:
+        """Requests that have arrived by `now_s`, in arrival order, with their arrival times."""
+        out = []
+        heap = self._heap
+        if self._closed is None:
+            while self._peek is not None and self._peek.arrival_s <= now_s:
+                r = self._pull()
+                if r.session_id is None and not heap:  # plain open loop: in trace order already
+                    out.append((r.arrival_s, r))
+                else:
+                    self._route(r)
+        while heap and heap[0][0] <= now_s:
+            t, _, r = heapq.heappop(heap)
+            out.append((t, r))
+        self._refresh()
+        return out
+
+    def done(self, request: Request, now_s: float) -> None:
+        """A request finished (or was rejected) at `now_s`: release what waited for it."""
+        if self._closed is not None:
+            self._client_next(now_s)
+            return
+        s = self._sessions.get(request.session_id) if request.session_id is not None else None
+        if s is None:
+            return
+        s[0] -= 1
+        s[2] = now_s
+        if not s[0] and s[1]:
+            nxt = s[1].popleft()
+            s[0] = 1
+            self._push(max(nxt.arrival_s, now_s + nxt.think_s), nxt)
+
+    @property
+    def exhausted(self) -> bool:
+        return self._peek is None and not self._heap
+
+    def rejected(self, request: Request, now_s: float) -> None:
+        """A request was refused at `now_s` (same release rules as `done`)."""
+        self.done(request, now_s)
+
+    def idle_wait(self, env, now_s: float):
+        """What an idle replica waits for: the next arrival (None when none will come)."""
+        t_next = self.next_time()
+        return None if t_next is None else env.timeout(max(t_next - now_s, 0.0))
+
+
+class ReplicaState:
+    """Queue, running lanes and KV cache of one replica: what the scheduler reads and admits into."""
+
+    def __init__(self, kv: KVAllocator, log: RequestLog, lanes: int, prefix=None) -> None:
+        self.kv = kv
+        self.log = log
+        # sim.engine.prefix_cache: BlockPrefixCache (also kv.prefix) or SlotPromptCache, None when off
+        self.prefix = prefix
+        self._slot_hit = None  # SlotPromptCache: the cached prompt prefix_hit found for the head
+        self.waiting: deque[Pending] = deque()
+        n = max(1, lanes)
+        kv.ensure_lanes(n)
+        self.ctx = np.zeros(n, dtype=np.int64)  # tokens in this lane's KV
+        self.prefill_goal = np.zeros(n, dtype=np.int64)  # tokens in KV when the next token comes out
+        self.prompt = np.zeros(n, dtype=np.int64)
+        self.stop_ctx = np.zeros(n, dtype=np.int64)  # replica-only: KV length when generation ends
+        self.last_token_s = np.zeros(n, dtype=np.float64)
+        self.active = np.zeros(n, dtype=bool)
+        self.is_decoding = np.zeros(n, dtype=bool)
+        self.admit_seq = np.zeros(n, dtype=np.int64)  # admission order (oldest = smallest)
+        self._admissions = 0
+        self.pending: list[Pending | None] = [None] * n
+        self.free_lanes = list(range(n))  # a heap: the lowest free lane is handed out first
+        self.lane_top = 0  # 1 + the highest lane ever used: lanes above it are all idle
+        self.running: list[int] = []  # admission order, oldest first
+        self.prefilling: list[int] = []  # running lanes still computing their prompt, oldest first
+        self.n_decoding = 0
+        self._decode_array: np.ndarray | None = None
+        self._decode_stop: np.ndarray | None = None  # stop_ctx[_decode_array] (stop_ctx is fixed while a lane decodes)
+        self.decode_ctx: tuple | None = None  # (lanes, ctx[lanes]) the scheduler gathered this iteration
+        self.used_tokens = 0  # sum of ctx over running lanes
+        self.preemptions = 0
+        self.now_s = 0.0
+
+    @property
+    def n_running(self) -> int:
+        return len(self.running)
+
+    def decode_lanes(self) -> np.ndarray:
+        """Lanes past their prefill, in lane order (cached until the set changes)."""
+        if self._decode_array is None:
+            self._decode_array = self.is_decoding[: self.lane_top].nonzero()[0]  # np.flatnonzero, minus a wrapper
+        return self._decode_array
+
+    def start_decoding(self, lane: int) -> None:
+        self.prefilling.remove(lane)
+        self.is_decoding[lane] = True
+        self.n_decoding += 1
+        self._decode_array = self._decode_stop = None
+
+    def _grow_lanes(self) -> None:
+        old = len(self.ctx)
+        new = 2 * old
+        for name in ("ctx", "prefill_goal", "prompt", "stop_ctx", "last_token_s", "active", "is_decoding", "admit_seq"):
+            a = getattr(self, name)
+            b = np.zeros(new, dtype=a.dtype)
+            b[:old] = a
+            setattr(self, name, b)
+        self.pending.extend([None] * old)
+        self.free_lanes.extend(range(old, new))  # all above the free lanes already there: still a heap
+        self.kv.ensure_lanes(new)
+
+    def prefix_hit(self, p: Pending) -> int:
+        """Leading prompt tokens of `p` whose KV the prefix cache holds (0 without a cache); the
+        cache does not change until `admit`."""
+        if p.transferred:
+            return p.transferred
+        cache = self.prefix
+        if cache is None:
+            return 0
+        r = p.request
+        if r.prefix_id is None and r.prefix_blocks is None:
+            return 0
+        if cache.kind == "blocks":
+            if p.keys is None:
+                from sim.engine.prefix_cache import block_keys
+
+                p.keys = block_keys(r, cache.block_size)
+            return cache.lookup(p.keys, p.prompt_tokens) * cache.block_size
+        return cache.peek(r)
+
+    def admit(self, p: Pending, reserve_tokens: int, context_limit: int | None, hit_tokens: int = 0) -> int | None:
+        """Move the waiting head `p` into a lane holding `reserve_tokens` of KV, its first
+        `hit_tokens` (`prefix_hit`) served by the prefix cache; None if the KV cache cannot give
+        that now (nothing changes then)."""
+        if not self.free_lanes:
+            self._grow_lanes()
+        lane = self.free_lanes[0]  # the lowest free lane (llama-server's first idle slot)
+        cache = None if p.transferred else self.prefix  # transferred KV is the lane's own
+        blocks = cache is not None and cache.kind == "blocks"
+        if blocks and hit_tokens:
+            self.kv.acquire_prefix(lane, p.keys[: hit_tokens // cache.block_size])
+        if not self.kv.reserve(lane, reserve_tokens):
+            if blocks and hit_tokens:
+                self.kv.release(lane)
+            return None
+        if cache is not None:
+            if not blocks:
+                hit_tokens = cache.take(p.request, self.n_running)
+            cache.stats.record(p.prompt_tokens, hit_tokens)
+        heapq.heappop(self.free_lanes)
+        if lane >= self.lane_top:
+            self.lane_top = lane + 1
+        self.waiting.popleft()
+        self.ctx[lane] = hit_tokens
+        self.used_tokens += hit_tokens
+        self.prefill_goal[lane] = p.prefill_goal
+        self.prompt[lane] = p.prompt_tokens
+        # EOS after output_tokens tokens, the client's max_tokens, or the engine's context limit
+        stop = p.prompt_tokens + min(p.output_tokens, p.max_tokens) - 1
+        if context_limit is not None:
+            stop = min(stop, context_limit)
+        self.stop_ctx[lane] = max(stop, p.prefill_goal)
+        self.last_token_s[lane] = p.last_token_s
+        self.active[lane] = True
+        self.admit_seq[lane] = self._admissions
+        self._admissions += 1
+        self.pending[lane] = p
+        self.running.append(lane)
+        self.prefilling.append(lane)
+        row = p.row
+        if self.log.scheduled_s[row] != self.log.scheduled_s[row]:  # NaN: first admission
+            self.log.scheduled_s[row] = self.now_s
+        return lane
+
+    def _vacate(self, lane: int) -> None:
+        self.active[lane] = False
+        self.used_tokens -= int(self.ctx[lane])
+        self.kv.release(lane)
+        self.running.remove(lane)
+        if self.is_decoding[lane]:
+            self.is_decoding[lane] = False
+            self.n_decoding -= 1
+            self._decode_array = self._decode_stop = None
+        else:
+            self.prefilling.remove(lane)
+        self.pending[lane] = None
+        heapq.heappush(self.free_lanes, lane)
+
+    def preempt_newest(self) -> int:
+        """Preempt (recompute) the most recently admitted running sequence; it goes back to the
+        front of the queue with the tokens it has already streamed. Returns its lane."""
+        lane = self.running[-1]
+        p = self.pending[lane]
+        if self.ctx[lane] >= self.prefill_goal[lane]:
+            p.generated = int(self.ctx[lane] - self.prompt[lane] + 1)
+        p.last_token_s = float(self.last_token_s[lane])
+        self._vacate(lane)
+        self.waiting.appendleft(p)
+        self.preemptions += 1
+        self.log.preemptions[p.row] += 1
+        return lane
+
+    def finish(self, lane: int, now_s: float) -> Pending:
+        p = self.pending[lane]
+        row = p.row
+        log = self.log
+        log.finish_s[row] = now_s
+        ctx = int(self.ctx[lane])
+        log.output_tokens[row] = ctx - int(self.prompt[lane]) + 1
+        log.status[row] = STATUS_COMPLETED
+        if ctx < p.prompt_tokens + min(p.output_tokens, p.max_tokens) - 1:
+            log.reason[row] = log.reason_code("truncated: the slot's context is full (llama-server stops generation)")
+        self._vacate(lane)
+        if self.prefix is not None and self.prefix.kind == "slots":
+            self.prefix.put(p.request)
+        return p

@@ -1,0 +1,144 @@
+"""The import structure: dependencies point one way and no module imports itself in a circle.
+
+Layers, lowest first (a module may import its own layer and the layers below, never above):
+
+    sim.errors, sim.files                 shared errors and file helpers
+    workloads                             requests, traces, generators (imports only the above)
+    sim.catalog                           hardware profiles, models, formats, engine presets
+    sim.cost                              roofline, placements, speculative decoding, memory
+    sim.engine                            one replica: loop, state, schedulers, KV, metrics
+    sim.cluster                           simulate(): one replica or several, routers, disaggregation
+    sim.api                               names -> objects -> simulate (the Python API)
+    calibrate                             measuring real engines and fitting the cost model
+    sim.plan                              sweeps, SLO search, reports
+    sim.commands, sim.cli                 the command line
+
+Every import counts, also those inside functions (lazy) and under `if TYPE_CHECKING:`: a
+type-only circle is still a circle a reader has to untangle. The walk is plain `ast`, no
+third-party import checker.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("sim", "calibrate", "workloads")
+
+LAYERS = [
+    ("sim", "sim.errors", "sim.files"),
+    ("workloads",),
+    ("sim.catalog",),
+    ("sim.cost",),
+    ("sim.engine",),
+    ("sim.cluster",),
+    ("sim.api",),
+    ("calibrate",),
+    ("sim.plan",),
+    ("sim.commands", "sim.cli"),
+]
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for pkg in PACKAGES:
+        for p in (ROOT / pkg).rglob("*.py"):
+            parts = p.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            mods[name] = p
+    return mods
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Modules of the three packages that `name` imports anywhere in its source."""
+    out = set()
+    is_pkg = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod.split(".")[0] not in PACKAGES:
+                continue
+            for a in node.names:
+                out.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] in PACKAGES}
+    out.discard(name)
+    return out
+
+
+def _layer(module: str) -> int:
+    best, rank = -1, None
+    for i, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best:
+                best, rank = len(p), i
+    assert rank is not None, f"{module} is in no layer: add it to LAYERS"
+    return rank
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    return {m: _imports(m, p, set(mods)) for m, p in mods.items()}
+
+
+def test_every_module_belongs_to_a_layer():
+    for m in _graph():
+        _layer(m)
+
+
+def test_imports_point_down_the_layers():
+    upward = sorted(f"{m} imports {d}" for m, deps in _graph().items() for d in deps if _layer(d) > _layer(m))
+    assert not upward, "imports against the layering:\n" + "\n".join(upward)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index, low, on_stack, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = counter[0]; counter[0] += 1
+        stack.append(root); on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter[0]; counter[0] += 1
+                    stack.append(w); on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop(); on_stack.discard(w); comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_no_import_circles():
+    cycles = _cycles(_graph())
+    assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_checks_catch_what_they_guard_against():
+    # a circle and an upward import, in a graph of our own
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    assert _layer("sim.cost.roofline") > _layer("sim.catalog.hardware")
+    assert _layer("sim.commands.run") > _layer("sim.plan.sweep") > _layer("calibrate.fit")
