@@ -157,3 +157,14 @@ def test_sweep_cli_replays_at_requested_rates_and_lists_its_files(tmp_path):
     assert df.loc[0, "duration_s"] > 11.5 and df.loc[1, "duration_s"] < df.loc[0, "duration_s"]
     for name in ("results.jsonl", "results.csv", "results.parquet", "report.html"):
         assert str(tmp_path / "o" / name) in res.stdout.replace("\n", "")
+
+
+def test_results_table_columns_do_not_depend_on_the_order_workers_finish():
+    # a column only some rows have (a block cache's blocks at the end) must land in one place
+    from sim.plan.results import rows_to_frame
+
+    rows = [{"index": 0, "key": "a", "status": "ok", "cached_blocks": 5, "ttft": 1.0},
+            {"index": 1, "key": "b", "status": "ok", "ttft": 2.0}]
+    in_order, reversed_ = rows_to_frame(rows), rows_to_frame(rows[::-1])
+    assert list(in_order.columns) == list(reversed_.columns)
+    assert in_order.equals(reversed_)

@@ -105,8 +105,11 @@ def _json_default(x: Any) -> Any:
 
 
 def rows_to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One DataFrame, rows in sweep order, identifying columns first."""
-    df = pd.DataFrame(list(rows))
+    """One DataFrame, rows in sweep order, identifying columns first. Rows are ordered before the
+    frame is built: pandas takes the column order from the rows as they come, and parallel workers
+    finish in any order (a column only some rows have, e.g. a block cache's
+    `prefix_cache_cached_blocks_at_end`, moved with them)."""
+    df = pd.DataFrame(sorted(rows, key=lambda r: r.get("index", -1)))
     if df.empty:
         return pd.DataFrame(columns=ID_COLUMNS)
     for col in ID_COLUMNS:
