@@ -69,10 +69,6 @@ class ProbePoint:
     def new_tokens(self) -> int:
         return self.prefill_tokens + self.decode_batch
 
-    @property
-    def tokens_per_s(self) -> float:
-        return self.new_tokens / self.median_s
-
     def label(self) -> str:
         parts = []
         if self.prefill_tokens:

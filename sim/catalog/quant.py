@@ -66,10 +66,6 @@ class QuantFormat:
     lm_head_bits_per_weight: float | None = None  # output projection (tied: the shared tensor)
 
     @property
-    def bytes_per_weight(self) -> float:
-        return self.bits_per_weight / 8.0
-
-    @property
     def embedding_bits(self) -> float:
         return self.bits_per_weight if self.embedding_bits_per_weight is None else self.embedding_bits_per_weight
 

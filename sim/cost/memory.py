@@ -27,7 +27,6 @@ by tensor parallelism gives 4.85 — infersim does not model TP here.) The defau
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 from sim.catalog.hardware import HardwareProfile
@@ -239,10 +238,6 @@ def default_fit_quants(hw: HardwareProfile) -> list[str]:
     if "fp4" in hw.peak_tflops:
         quants.append("nvfp4")
     return quants
-
-
-def bytes_to_gib(n: float) -> float:
-    return n / GiB if math.isfinite(n) else n
 
 
 # ---- several devices and partial offload (sim.cost.parallel) ------------------------------------------

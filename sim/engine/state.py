@@ -183,7 +183,6 @@ class ReplicaState:
         self.log = log
         # sim.engine.prefix_cache: BlockPrefixCache (also kv.prefix) or SlotPromptCache, None when off
         self.prefix = prefix
-        self._slot_hit = None  # SlotPromptCache: the cached prompt prefix_hit found for the head
         self.waiting: deque[Pending] = deque()
         n = max(1, lanes)
         kv.ensure_lanes(n)
