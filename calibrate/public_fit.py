@@ -528,25 +528,61 @@ def _tier(target: str, other: str) -> int:
     """How close two devices are for sharing efficiencies: 0 same generation and memory class,
     1 same vendor and memory class (the same market segment: datacenter HBM parts, GeForce GDDR
     cards, Apple's unified LPDDR — kernels tuned for one segment reach similar shares of its
-    chips, and consumer datasheet peaks are quoted differently), 2 same generation, 3 same memory
-    class, 4 anything."""
+    chips, and consumer datasheet peaks are quoted differently), 2 same vendor (the same kernels:
+    llama.cpp's CUDA MMQ/MMVQ run on every NVIDIA chip, its Metal kernels on every Apple one),
+    3 same generation, 4 same memory class, 5 anything.
+
+    Vendor before generation: a device alone in its segment (the DGX Spark, the only LPDDR NVIDIA
+    part) then takes the mean of every NVIDIA device of the family, not the one same-generation card
+    with rows (an RTX 5090 with 4 rows). Chosen between these two orderings by leave-one-device-out
+    error (achievable-peak transfer, 1,059 rows: median / p80 / p90 20.7% / 45.7% / 74.0% with
+    generation first, 20.8% / 40.2% / 53.7% with vendor first; single-stream decode 11.3% -> 12.5%)."""
     g1, m1, v1 = device_traits(target)
     g2, m2, v2 = device_traits(other)
     if g1 and g1 == g2 and m1 == m2:
         return 0
     if v1 == v2 and m1 == m2:
         return 1
-    if g1 and g1 == g2:
+    if v1 == v2:
         return 2
-    return 3 if m1 == m2 else 4
+    if g1 and g1 == g2:
+        return 3
+    return 4 if m1 == m2 else 5
+
+
+# The peak a kernel family can reach, as a share of the datasheet peak the profile quotes for a weight
+# class's format (sim.quant.kernel_class). Efficiencies are fitted against the datasheet peak (what the
+# simulator multiplies); a transfer compares devices by their share of the *achievable* peak, so a chip
+# whose datasheet quotes a rate the family's kernels cannot use does not pass that gap on:
+# - ggml f16 on GeForce cards: llama.cpp multiplies fp16 weights with cuBLAS in CUBLAS_COMPUTE_16F (fp16
+#   accumulate; ggml-org/llama.cpp@f6d77a1b ggml/src/ggml-cuda/ggml-cuda.cu, ggml_cuda_op_mul_mat_cublas),
+#   which GeForce chips run at twice the fp32-accumulate rate their profiles quote (rtx-3090/4090/5090
+#   provenance `peak_tflops`: 142 vs 71, 330.3 vs 165.2, 419 vs 209.6 dense TFLOPS); datacenter parts
+#   run both at one rate. Share 2.
+# - ggml quantized (MMQ) on Hopper: llama.cpp's quantized matmuls issue Ampere-style mma.sync int8
+#   instructions (ggml/src/ggml-cuda/mma.cuh); Hopper's datasheet int8/fp8 rate is reached only through
+#   its warpgroup wgmma instructions, which the legacy ones reach about half of ("WGMMA has 2x
+#   throughput of WMMA in H100", and "Hopper's Tensor Core ceiling is only reachable through wgmma":
+#   public kernel write-ups, not an NVIDIA figure). Share 1/2, a coarse value; with it the A100 and
+#   H100 PCIe llama.cpp prompts predict each other within 13% / 11% median (31% / 40% without).
+def achievable_share(device: str, family: str, cls: str) -> float:
+    from sim.hardware import load_profile
+
+    hw = load_profile(device)
+    if family == "ggml" and cls == "f16" and "GeForce" in (hw.display_name or ""):
+        return 2.0
+    if family == "ggml" and cls == "gguf" and hw.generation == "hopper":
+        return 0.5
+    return 1.0
 
 
 # How much a fitted device counts in a transfer, per tier of distance (`_tier`): each step away
 # weighs TIER_DECAY times less, and a device counts with the square root of its rows (a 4-row fit is
 # a noisy estimate of its own parameters). Chosen by leave-one-device-out error over the corpus
-# (median / p90 / single-stream decode median): 1e-4 21.3% / 81% / 11.7%, 0.03 21.9% / 90% / 11.7%,
-# 0.1 22.1% / 101% / 13.0%, 0.3 21.4% / 120% / 15.7% — the closest tier should decide, the rest only
-# stands in for what it did not measure (a weight class it never ran).
+# (median / p90 / single-stream decode median, before the achievable-peak shares and vendor tier):
+# 1e-4 21.3% / 81% / 11.7%, 0.03 21.9% / 90% / 11.7%, 0.1 22.1% / 101% / 13.0%, 0.3 21.4% / 120% / 15.7%
+# — the closest tier should decide, the rest only stands in for what it did not measure (a weight
+# class it never ran).
 TIER_DECAY = 1e-4
 
 
@@ -554,7 +590,9 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams])
     """Parameters for `device` under `family` from the other fitted devices of that family: a
     weighted geometric mean (arithmetic for the floor and per-sequence cost), weight =
     TIER_DECAY ** tier x sqrt(rows), per weight class over the devices that measured the class.
-    None when the family was fitted nowhere else."""
+    Matmul efficiencies are averaged as shares of each device's achievable peak (`achievable_share`)
+    and turned back into the target's share of its datasheet peak. None when the family was fitted
+    nowhere else."""
     others = [g for (d, f), g in fits.items() if f == family and d != device]
     if not others:
         return None
@@ -572,7 +610,9 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams])
 
     classes = sorted({c for g in others for c in g.seen_classes})
     bw = {c: wgeo([(weight(g), g.bandwidth[c]) for g in others if c in g.seen_classes]) for c in classes}
-    comp = {c: wgeo([(weight(g), g.compute[c]) for g in others if c in g.seen_classes]) for c in classes}
+    comp = {c: achievable_share(device, family, c)
+            * wgeo([(weight(g), g.compute[c] / achievable_share(g.device, family, c)) for g in others if c in g.seen_classes])
+            for c in classes}
     best = min(_tier(device, g.device) for g in others)
     return GroupParams(
         device, family, bw, comp, wgeo([(weight(g), g.attention) for g in others]),
