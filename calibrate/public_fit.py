@@ -618,10 +618,27 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams])
         device, family, bw, comp, wgeo([(weight(g), g.attention) for g in others]),
         wmean([(weight(g), g.floor_ms) for g in others]), wmean([(weight(g), g.seq_ms) for g in others]),
         wmean([(weight(g), g.half_rows) for g in others]),
-        (wmean([(weight(g), g.lat_us) for g in others if g.lat_us is not None])
-         if any(g.lat_us is not None for g in others) else None),
+        _transfer_latency(device, [(weight(g), g) for g in others if g.lat_us is not None], wgeo, wmean),
         transferred_from=sorted(g.device for g in others if _tier(device, g.device) == best), seen_classes=(),
     )
+
+
+def _transfer_latency(device: str, donors: list, wgeo, wmean) -> float | None:
+    """All-reduce step latency for `device` from fitted donors [(weight, GroupParams)]: the fitted
+    latency as a multiple of each donor's own link latency (profile `interconnect_latency_us`: NVLink
+    5 us, PCIe 10 us), applied to the target's link. What a family's collectives add to a link's
+    latency (launches, synchronisation, the ring's steps) carries over between devices; the link does
+    not: an L40S's PCIe all-reduce held out and priced at the NVLink parts' fitted latency was 67%
+    fast (median) on its tp4/tp8 TensorRT-LLM rows, 53% with the multiple. A plain weighted mean
+    when a link latency is 0 (unified-memory devices)."""
+    from sim.hardware import load_profile
+
+    if not donors:
+        return None
+    link = {d: load_profile(d).interconnect_latency_us for d in {device, *(g.device for _, g in donors)}}
+    if all(v > 0 for v in link.values()):
+        return link[device] * wgeo([(w, g.lat_us / link[g.device]) for w, g in donors])
+    return wmean([(w, g.lat_us) for w, g in donors])
 
 
 # ---- routing skew of MoE models (a model property, fitted across devices) ---------------------------
