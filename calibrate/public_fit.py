@@ -524,25 +524,36 @@ def device_traits(device: str) -> tuple[str, str, str]:
     return hw.generation, _memory_class(hw.memory_type), hw.vendor
 
 
-def _tier(target: str, other: str) -> int:
-    """How close two devices are for sharing efficiencies: 0 same generation and memory class,
-    1 same vendor and memory class (the same market segment: datacenter HBM parts, GeForce GDDR
-    cards, Apple's unified LPDDR — kernels tuned for one segment reach similar shares of its
-    chips, and consumer datasheet peaks are quoted differently), 2 same vendor (the same kernels:
-    llama.cpp's CUDA MMQ/MMVQ run on every NVIDIA chip, its Metal kernels on every Apple one),
-    3 same generation, 4 same memory class, 5 anything.
+def _tier(target: str, other: str, side: str = "compute") -> int:
+    """How close two devices are for sharing efficiencies. Both orderings start with 0 same
+    generation and memory class, 1 same vendor and memory class (the same market segment:
+    datacenter HBM parts, GeForce GDDR cards, Apple's unified LPDDR — kernels tuned for one segment
+    reach similar shares of its chips, and consumer datasheet peaks are quoted differently). Then:
 
-    Vendor before generation: a device alone in its segment (the DGX Spark, the only LPDDR NVIDIA
-    part) then takes the mean of every NVIDIA device of the family, not the one same-generation card
-    with rows (an RTX 5090 with 4 rows). Chosen between these two orderings by leave-one-device-out
-    error (achievable-peak transfer, 1,059 rows: median / p80 / p90 20.7% / 45.7% / 74.0% with
-    generation first, 20.8% / 40.2% / 53.7% with vendor first; single-stream decode 11.3% -> 12.5%)."""
+    - side "compute" (matmul efficiencies, attention, GEMM start-up, all-reduce latency: what the
+      family's kernel code reaches): 2 same vendor (llama.cpp's CUDA MMQ kernels run on every NVIDIA
+      chip, its Metal ones on every Apple one), 3 same generation, 4 same memory class, 5 anything;
+    - side "memory" (bandwidth efficiencies, the per-iteration floor and per-sequence cost: what the
+      memory system and the chip's launch path allow): 2 same generation, 3 same memory class, 4
+      anything.
+
+    So the DGX Spark, the only LPDDR NVIDIA part, takes its matmul efficiency from every NVIDIA device
+    of the family and its bandwidth and launch floor from the same-generation card. The orderings
+    were chosen by leave-one-device-out error over the four combinations (1,059 rows, achievable-peak
+    and link-latency transfer in all; median / p80 / p90 / single-stream decode median): generation
+    first for both (the ordering before) 20.7 / 45.1 / 69.1 / 11.3%, vendor first for both 20.8 /
+    39.5 / 51.3 / 12.5%, vendor for memory and generation for compute 22.2 / 45.5 / 68.7 / 12.5%,
+    this split 19.6 / 37.7 / 50.9 / 11.3%. A hyper-parameter picked on all rows (one of four)."""
     g1, m1, v1 = device_traits(target)
     g2, m2, v2 = device_traits(other)
     if g1 and g1 == g2 and m1 == m2:
         return 0
     if v1 == v2 and m1 == m2:
         return 1
+    if side == "memory":
+        if g1 and g1 == g2:
+            return 2
+        return 3 if m1 == m2 else 4
     if v1 == v2:
         return 2
     if g1 and g1 == g2:
@@ -589,7 +600,9 @@ TIER_DECAY = 1e-4
 def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams]) -> GroupParams | None:
     """Parameters for `device` under `family` from the other fitted devices of that family: a
     weighted geometric mean (arithmetic for the floor and per-sequence cost), weight =
-    TIER_DECAY ** tier x sqrt(rows), per weight class over the devices that measured the class.
+    TIER_DECAY ** tier x sqrt(rows), per weight class over the devices that measured the class;
+    the tier of matmul-side parameters is `_tier(..., "compute")`, of bandwidth, floor and
+    per-sequence cost `_tier(..., "memory")`. `transferred_from` names the nearest devices of both.
     Matmul efficiencies are averaged as shares of each device's achievable peak (`achievable_share`)
     and turned back into the target's share of its datasheet peak. None when the family was fitted
     nowhere else."""
@@ -597,8 +610,8 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams])
     if not others:
         return None
 
-    def weight(g: GroupParams) -> float:
-        return TIER_DECAY ** _tier(device, g.device) * math.sqrt(max(len(g.rows), 1))
+    def weight(g: GroupParams, side: str = "compute") -> float:
+        return TIER_DECAY ** _tier(device, g.device, side) * math.sqrt(max(len(g.rows), 1))
 
     def wgeo(pairs) -> float:
         w = np.array([a for a, _ in pairs])
@@ -609,17 +622,21 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams])
         return float(np.sum(w * np.array([b for _, b in pairs])) / np.sum(w))
 
     classes = sorted({c for g in others for c in g.seen_classes})
-    bw = {c: wgeo([(weight(g), g.bandwidth[c]) for g in others if c in g.seen_classes]) for c in classes}
+    bw = {c: wgeo([(weight(g, "memory"), g.bandwidth[c]) for g in others if c in g.seen_classes]) for c in classes}
     comp = {c: achievable_share(device, family, c)
             * wgeo([(weight(g), g.compute[c] / achievable_share(g.device, family, c)) for g in others if c in g.seen_classes])
             for c in classes}
-    best = min(_tier(device, g.device) for g in others)
+    nearest = set()
+    for side in ("compute", "memory"):
+        best = min(_tier(device, g.device, side) for g in others)
+        nearest |= {g.device for g in others if _tier(device, g.device, side) == best}
     return GroupParams(
         device, family, bw, comp, wgeo([(weight(g), g.attention) for g in others]),
-        wmean([(weight(g), g.floor_ms) for g in others]), wmean([(weight(g), g.seq_ms) for g in others]),
+        wmean([(weight(g, "memory"), g.floor_ms) for g in others]),
+        wmean([(weight(g, "memory"), g.seq_ms) for g in others]),
         wmean([(weight(g), g.half_rows) for g in others]),
         _transfer_latency(device, [(weight(g), g) for g in others if g.lat_us is not None], wgeo, wmean),
-        transferred_from=sorted(g.device for g in others if _tier(device, g.device) == best), seen_classes=(),
+        transferred_from=sorted(nearest), seen_classes=(),
     )
 
 
