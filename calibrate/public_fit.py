@@ -26,8 +26,10 @@ The fit is `scipy.optimize.least_squares` on log(predicted / measured) — a rel
 70B row and a 1B row weigh the same — plus weak log-normal priors that hold a parameter the group's
 rows cannot see (no fp8 rows: no fp8 efficiency to learn) at a generic value; a parameter the rows
 do see moves freely. A device with no rows of a family gets the parameters of its nearest
-architecture (`transfer`): same generation and memory type, then same generation, then same memory
-class, then every device of the family (geometric mean), and says so.
+devices (`transfer`): same generation and memory class, then same vendor and memory class, then —
+for matmul-side parameters — every device of the vendor, for memory-side ones the same generation
+(`_tier`); matmul efficiencies travel as shares of the peak the family's kernels can reach
+(`achievable_share`), all-reduce latency as a multiple of the link's own; and it says so.
 
 Held-out error (`cross_validate`): leave-one-device-out (each device predicted from the others
 only, through `transfer`: the error a user of an unmeasured device should expect) and
