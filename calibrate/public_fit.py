@@ -26,8 +26,10 @@ The fit is `scipy.optimize.least_squares` on log(predicted / measured) — a rel
 70B row and a 1B row weigh the same — plus weak log-normal priors that hold a parameter the group's
 rows cannot see (no fp8 rows: no fp8 efficiency to learn) at a generic value; a parameter the rows
 do see moves freely. A device with no rows of a family gets the parameters of its nearest
-architecture (`transfer`): same generation and memory type, then same generation, then same memory
-class, then every device of the family (geometric mean), and says so.
+devices (`transfer`): same generation and memory class, then same vendor and memory class, then —
+for matmul-side parameters — every device of the vendor, for memory-side ones the same generation
+(`_tier`); matmul efficiencies travel as shares of the peak the family's kernels can reach
+(`achievable_share`), all-reduce latency as a multiple of the link's own; and it says so.
 
 Held-out error (`cross_validate`): leave-one-device-out (each device predicted from the others
 only, through `transfer`: the error a user of an unmeasured device should expect) and
@@ -525,43 +527,94 @@ def device_traits(device: str) -> tuple[str, str, str]:
     return hw.generation, _memory_class(hw.memory_type), hw.vendor
 
 
-def _tier(target: str, other: str) -> int:
-    """How close two devices are for sharing efficiencies: 0 same generation and memory class,
-    1 same vendor and memory class (the same market segment: datacenter HBM parts, GeForce GDDR
-    cards, Apple's unified LPDDR — kernels tuned for one segment reach similar shares of its
-    chips, and consumer datasheet peaks are quoted differently), 2 same generation, 3 same memory
-    class, 4 anything."""
+def _tier(target: str, other: str, side: str = "compute") -> int:
+    """How close two devices are for sharing efficiencies. Both orderings start with 0 same
+    generation and memory class, 1 same vendor and memory class (the same market segment:
+    datacenter HBM parts, GeForce GDDR cards, Apple's unified LPDDR — kernels tuned for one segment
+    reach similar shares of its chips, and consumer datasheet peaks are quoted differently). Then:
+
+    - side "compute" (matmul efficiencies, attention, GEMM start-up, all-reduce latency: what the
+      family's kernel code reaches): 2 same vendor (llama.cpp's CUDA MMQ kernels run on every NVIDIA
+      chip, its Metal ones on every Apple one), 3 same generation, 4 same memory class, 5 anything;
+    - side "memory" (bandwidth efficiencies, the per-iteration floor and per-sequence cost: what the
+      memory system and the chip's launch path allow): 2 same generation, 3 same memory class, 4
+      anything.
+
+    So the DGX Spark, the only LPDDR NVIDIA part, takes its matmul efficiency from every NVIDIA device
+    of the family and its bandwidth and launch floor from the same-generation card. The orderings
+    were chosen by leave-one-device-out error over the four combinations (1,059 rows, achievable-peak
+    and link-latency transfer in all; median / p80 / p90 / single-stream decode median): generation
+    first for both (the ordering before) 20.7 / 45.1 / 69.1 / 11.3%, vendor first for both 20.8 /
+    39.5 / 51.3 / 12.5%, vendor for memory and generation for compute 22.2 / 45.5 / 68.7 / 12.5%,
+    this split 19.6 / 37.7 / 50.9 / 11.3%. A hyper-parameter picked on all rows (one of four)."""
     g1, m1, v1 = device_traits(target)
     g2, m2, v2 = device_traits(other)
     if g1 and g1 == g2 and m1 == m2:
         return 0
     if v1 == v2 and m1 == m2:
         return 1
-    if g1 and g1 == g2:
+    if side == "memory":
+        if g1 and g1 == g2:
+            return 2
+        return 3 if m1 == m2 else 4
+    if v1 == v2:
         return 2
-    return 3 if m1 == m2 else 4
+    if g1 and g1 == g2:
+        return 3
+    return 4 if m1 == m2 else 5
+
+
+# The peak a kernel family can reach, as a share of the datasheet peak the profile quotes for a weight
+# class's format (sim.quant.kernel_class). Efficiencies are fitted against the datasheet peak (what the
+# simulator multiplies); a transfer compares devices by their share of the *achievable* peak, so a chip
+# whose datasheet quotes a rate the family's kernels cannot use does not pass that gap on:
+# - ggml f16 on GeForce cards: llama.cpp multiplies fp16 weights with cuBLAS in CUBLAS_COMPUTE_16F (fp16
+#   accumulate; ggml-org/llama.cpp@f6d77a1b ggml/src/ggml-cuda/ggml-cuda.cu, ggml_cuda_op_mul_mat_cublas),
+#   which GeForce chips run at twice the fp32-accumulate rate their profiles quote (rtx-3090/4090/5090
+#   provenance `peak_tflops`: 142 vs 71, 330.3 vs 165.2, 419 vs 209.6 dense TFLOPS); datacenter parts
+#   run both at one rate. Share 2.
+# - ggml quantized (MMQ) on Hopper: llama.cpp's quantized matmuls issue Ampere-style mma.sync int8
+#   instructions (ggml/src/ggml-cuda/mma.cuh); Hopper's datasheet int8/fp8 rate is reached only through
+#   its warpgroup wgmma instructions, which the legacy ones reach about half of ("WGMMA has 2x
+#   throughput of WMMA in H100", and "Hopper's Tensor Core ceiling is only reachable through wgmma":
+#   public kernel write-ups, not an NVIDIA figure). Share 1/2, a coarse value; with it the A100 and
+#   H100 PCIe llama.cpp prompts predict each other within 13% / 11% median (31% / 40% without).
+def achievable_share(device: str, family: str, cls: str) -> float:
+    from sim.hardware import load_profile
+
+    hw = load_profile(device)
+    if family == "ggml" and cls == "f16" and "GeForce" in (hw.display_name or ""):
+        return 2.0
+    if family == "ggml" and cls == "gguf" and hw.generation == "hopper":
+        return 0.5
+    return 1.0
 
 
 # How much a fitted device counts in a transfer, per tier of distance (`_tier`): each step away
 # weighs TIER_DECAY times less, and a device counts with the square root of its rows (a 4-row fit is
 # a noisy estimate of its own parameters). Chosen by leave-one-device-out error over the corpus
-# (median / p90 / single-stream decode median): 1e-4 21.3% / 81% / 11.7%, 0.03 21.9% / 90% / 11.7%,
-# 0.1 22.1% / 101% / 13.0%, 0.3 21.4% / 120% / 15.7% — the closest tier should decide, the rest only
-# stands in for what it did not measure (a weight class it never ran).
+# (median / p90 / single-stream decode median, before the achievable-peak shares and vendor tier):
+# 1e-4 21.3% / 81% / 11.7%, 0.03 21.9% / 90% / 11.7%, 0.1 22.1% / 101% / 13.0%, 0.3 21.4% / 120% / 15.7%
+# — the closest tier should decide, the rest only stands in for what it did not measure (a weight
+# class it never ran).
 TIER_DECAY = 1e-4
 
 
 def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams]) -> GroupParams | None:
     """Parameters for `device` under `family` from the other fitted devices of that family: a
     weighted geometric mean (arithmetic for the floor and per-sequence cost), weight =
-    TIER_DECAY ** tier x sqrt(rows), per weight class over the devices that measured the class.
-    None when the family was fitted nowhere else."""
+    TIER_DECAY ** tier x sqrt(rows), per weight class over the devices that measured the class;
+    the tier of matmul-side parameters is `_tier(..., "compute")`, of bandwidth, floor and
+    per-sequence cost `_tier(..., "memory")`. `transferred_from` names the nearest devices of both.
+    Matmul efficiencies are averaged as shares of each device's achievable peak (`achievable_share`)
+    and turned back into the target's share of its datasheet peak. None when the family was fitted
+    nowhere else."""
     others = [g for (d, f), g in fits.items() if f == family and d != device]
     if not others:
         return None
 
-    def weight(g: GroupParams) -> float:
-        return TIER_DECAY ** _tier(device, g.device) * math.sqrt(max(len(g.rows), 1))
+    def weight(g: GroupParams, side: str = "compute") -> float:
+        return TIER_DECAY ** _tier(device, g.device, side) * math.sqrt(max(len(g.rows), 1))
 
     def wgeo(pairs) -> float:
         w = np.array([a for a, _ in pairs])
@@ -572,17 +625,40 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams])
         return float(np.sum(w * np.array([b for _, b in pairs])) / np.sum(w))
 
     classes = sorted({c for g in others for c in g.seen_classes})
-    bw = {c: wgeo([(weight(g), g.bandwidth[c]) for g in others if c in g.seen_classes]) for c in classes}
-    comp = {c: wgeo([(weight(g), g.compute[c]) for g in others if c in g.seen_classes]) for c in classes}
-    best = min(_tier(device, g.device) for g in others)
+    bw = {c: wgeo([(weight(g, "memory"), g.bandwidth[c]) for g in others if c in g.seen_classes]) for c in classes}
+    comp = {c: achievable_share(device, family, c)
+            * wgeo([(weight(g), g.compute[c] / achievable_share(g.device, family, c)) for g in others if c in g.seen_classes])
+            for c in classes}
+    nearest = set()
+    for side in ("compute", "memory"):
+        best = min(_tier(device, g.device, side) for g in others)
+        nearest |= {g.device for g in others if _tier(device, g.device, side) == best}
     return GroupParams(
         device, family, bw, comp, wgeo([(weight(g), g.attention) for g in others]),
-        wmean([(weight(g), g.floor_ms) for g in others]), wmean([(weight(g), g.seq_ms) for g in others]),
+        wmean([(weight(g, "memory"), g.floor_ms) for g in others]),
+        wmean([(weight(g, "memory"), g.seq_ms) for g in others]),
         wmean([(weight(g), g.half_rows) for g in others]),
-        (wmean([(weight(g), g.lat_us) for g in others if g.lat_us is not None])
-         if any(g.lat_us is not None for g in others) else None),
-        transferred_from=sorted(g.device for g in others if _tier(device, g.device) == best), seen_classes=(),
+        _transfer_latency(device, [(weight(g), g) for g in others if g.lat_us is not None], wgeo, wmean),
+        transferred_from=sorted(nearest), seen_classes=(),
     )
+
+
+def _transfer_latency(device: str, donors: list, wgeo, wmean) -> float | None:
+    """All-reduce step latency for `device` from fitted donors [(weight, GroupParams)]: the fitted
+    latency as a multiple of each donor's own link latency (profile `interconnect_latency_us`: NVLink
+    5 us, PCIe 10 us), applied to the target's link. What a family's collectives add to a link's
+    latency (launches, synchronisation, the ring's steps) carries over between devices; the link does
+    not: an L40S's PCIe all-reduce held out and priced at the NVLink parts' fitted latency was 67%
+    fast (median) on its tp4/tp8 TensorRT-LLM rows, 53% with the multiple. A plain weighted mean
+    when a link latency is 0 (unified-memory devices)."""
+    from sim.hardware import load_profile
+
+    if not donors:
+        return None
+    link = {d: load_profile(d).interconnect_latency_us for d in {device, *(g.device for _, g in donors)}}
+    if all(v > 0 for v in link.values()):
+        return link[device] * wgeo([(w, g.lat_us / link[g.device]) for w, g in donors])
+    return wmean([(w, g.lat_us) for w, g in donors])
 
 
 # ---- routing skew of MoE models (a model property, fitted across devices) ---------------------------

@@ -163,6 +163,34 @@ def test_an_unmeasured_device_borrows_from_its_nearest_architecture():
     assert transfer("a100-40g", "trtllm", fits) is None
 
 
+def test_a_transfer_compares_devices_by_the_peak_their_kernels_can_reach():
+    """llama.cpp's fp16 GEMMs accumulate in fp16, which a GeForce card runs at twice the fp32-accumulate
+    peak its profile quotes; its MMQ kernels reach about half of Hopper's wgmma-only int8 peak. A
+    transfer carries the share of that achievable peak, not of the datasheet's."""
+    from calibrate.public_fit import achievable_share
+
+    assert achievable_share("rtx-4090", "ggml", "f16") == 2.0
+    assert achievable_share("l40s", "ggml", "f16") == 1.0
+    assert achievable_share("h100-sxm", "ggml", "gguf") == 0.5
+    assert achievable_share("h100-sxm", "trtllm", "fp8") == 1.0
+    fits = {("l40s", "ggml"): GroupParams("l40s", "ggml", {"f16": 0.8}, {"f16": 0.4}, 0.2, 1.0, rows=["r"] * 10,
+                                          seen_classes=("f16",)),
+            ("a100-80g", "ggml"): GroupParams("a100-80g", "ggml", {"gguf": 0.5}, {"gguf": 0.16}, 0.2, 1.0,
+                                              rows=["r"] * 10, seen_classes=("gguf",))}
+    # same generation and memory class: the 4090 borrows the L40S's share of its fp16-accumulate peak
+    assert transfer("rtx-4090", "ggml", fits).compute["f16"] == pytest.approx(0.8)
+    # an H100 borrows the A100's share of the int8 rate MMQ reaches, half of Hopper's datasheet rate
+    assert transfer("h100-sxm", "ggml", fits).compute["gguf"] == pytest.approx(0.08)
+
+
+def test_a_transferred_all_reduce_latency_is_a_multiple_of_the_targets_link():
+    fits = {(d, "trtllm"): GroupParams(d, "trtllm", {"fp8": 0.7}, {"fp8": 0.5}, 0.1, 1.0, lat_us=lat, rows=["r"] * 10,
+                                       seen_classes=("fp8",))
+            for d, lat in (("h100-sxm", 15.0), ("h200", 15.0))}
+    link = load_profile("l40s").interconnect_latency_us / load_profile("h100-sxm").interconnect_latency_us
+    assert transfer("l40s", "trtllm", fits).lat_us == pytest.approx(15.0 * link)
+
+
 def test_moe_experts_pay_their_start_up_per_touched_expert():
     moe, dense = get_model("qwen3-30b-a3b"), get_model("qwen2.5-7b")
     for spec in (moe, dense):
