@@ -565,7 +565,7 @@ def _tier(target: str, other: str, side: str = "compute") -> int:
 
 
 # The peak a kernel family can reach, as a share of the datasheet peak the profile quotes for a weight
-# class's format (sim.quant.kernel_class). Efficiencies are fitted against the datasheet peak (what the
+# class's format (sim.catalog.quant.kernel_class). Efficiencies are fitted against the datasheet peak (what the
 # simulator multiplies); a transfer compares devices by their share of the *achievable* peak, so a chip
 # whose datasheet quotes a rate the family's kernels cannot use does not pass that gap on:
 # - ggml f16 on GeForce cards: llama.cpp multiplies fp16 weights with cuBLAS in CUBLAS_COMPUTE_16F (fp16
@@ -580,7 +580,7 @@ def _tier(target: str, other: str, side: str = "compute") -> int:
 #   public kernel write-ups, not an NVIDIA figure). Share 1/2, a coarse value; with it the A100 and
 #   H100 PCIe llama.cpp prompts predict each other within 13% / 11% median (31% / 40% without).
 def achievable_share(device: str, family: str, cls: str) -> float:
-    from sim.hardware import load_profile
+    from sim.catalog.hardware import load_profile
 
     hw = load_profile(device)
     if family == "ggml" and cls == "f16" and "GeForce" in (hw.display_name or ""):
@@ -651,7 +651,7 @@ def _transfer_latency(device: str, donors: list, wgeo, wmean) -> float | None:
     not: an L40S's PCIe all-reduce held out and priced at the NVLink parts' fitted latency was 67%
     fast (median) on its tp4/tp8 TensorRT-LLM rows, 53% with the multiple. A plain weighted mean
     when a link latency is 0 (unified-memory devices)."""
-    from sim.hardware import load_profile
+    from sim.catalog.hardware import load_profile
 
     if not donors:
         return None
