@@ -113,3 +113,15 @@ def _largest_within(run_time, budget_s: float, max_steps: int | None) -> int:
         else:
             hi = mid
     return lo
+
+
+def _steps_without_search(empty: bool, budget_s: float, max_steps: int | None) -> int | None:
+    """`decode_steps_within`'s answer when no search is needed: 0 steps for an empty batch,
+    `max_steps` for an infinite budget (which must then be given); None otherwise."""
+    if empty:
+        return 0
+    if not math.isfinite(budget_s):
+        if max_steps is None:
+            raise ValueError("an infinite budget needs max_steps")
+        return max_steps
+    return None

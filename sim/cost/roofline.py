@@ -133,7 +133,8 @@ import numpy as np
 
 from sim.catalog.models import ModelSpec
 from sim.catalog.quant import QuantFormat
-from sim.cost.decode_runs import _largest_within, _sum_max_of_lines, _sum_max_of_two_lines, _sum_pipeline_steps
+from sim.cost.decode_runs import (_largest_within, _steps_without_search, _sum_max_of_lines, _sum_max_of_two_lines,
+                                  _sum_pipeline_steps)
 from sim.cost.llamacpp import DecodeCorrection, gemm_rows, gemm_start_rows
 from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement
 from sim.cost.params import CostParams
@@ -859,12 +860,9 @@ class CostModel:
         piecewise-quadratic cumulative time there with the quadratic formula, then corrects by whole
         steps against the closed form itself, so the result is its exact integer inverse.
         """
-        if len(decode_context) == 0:
-            return 0
-        if not math.isfinite(budget_s):
-            if max_steps is None:
-                raise ValueError("an infinite budget needs max_steps")
-            return max_steps
+        trivial = _steps_without_search(len(decode_context) == 0, budget_s, max_steps)
+        if trivial is not None:
+            return trivial
         if self.placement is not None:
             lines = self._placed_decode_lines(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
             return _largest_within(lambda k: self._placed_run_time(lines, k), budget_s, max_steps)

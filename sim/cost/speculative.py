@@ -33,11 +33,11 @@ prices (vectorised over the steps, O(steps), not a closed form).
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from sim.cost.decode_runs import _steps_without_search
 from sim.cost.params import CostParams
 from sim.cost.roofline import CostModel
 from sim.errors import ConfigError
@@ -195,12 +195,9 @@ class SpeculativeCostModel:
     ) -> int:
         """Largest k with decode_run_time(decode_context, k) <= budget_s (capped at max_steps); exact:
         the cumulative per-step times are searched, so it inverts `decode_run_time` step for step."""
-        if len(decode_context) == 0:
-            return 0
-        if not math.isfinite(budget_s):
-            if max_steps is None:
-                raise ValueError("an infinite budget needs max_steps")
-            return max_steps
+        trivial = _steps_without_search(len(decode_context) == 0, budget_s, max_steps)
+        if trivial is not None:
+            return trivial
         horizon = max_steps if max_steps is not None else 64
         while True:
             cum = np.cumsum(self.per_token_times(decode_context, horizon))
