@@ -248,6 +248,16 @@ class PagedAllocator(KVAllocator):
                 self._evict()
         return True
 
+    def add_one_block(self, lanes: list[int]) -> None:
+        """One more block for each of `lanes` (the caller checked that enough are free): what
+        `grow_by` does when each of them needs exactly one and no other lane needs any."""
+        held = self.held
+        for lane in lanes:
+            held[lane] += 1
+        self.free_blocks -= len(lanes)
+        if self.prefix is not None and self.prefix.unreferenced:
+            self._evict()
+
     def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int,
                                keep_free_blocks: int = 0) -> int:
         if not len(lanes) or max_steps <= 0:

@@ -223,6 +223,16 @@ class ReplicaState:
         self._decode_array: np.ndarray | None = None
         self._decode_stop: np.ndarray | None = None  # stop_ctx[_decode_array] (stop_ctx is fixed while a lane decodes)
         self.decode_ctx: tuple | None = None  # (lanes, ctx[lanes]) the scheduler gathered this iteration
+        # Block phases of the decoding lanes (paged KV; see `boundary_lanes`): `decode_clock` counts
+        # the decode steps every decoding lane took together; a decoding lane whose blocks are
+        # exactly those its context needs sits in `phases[(ctx - decode_clock) % block_size]`,
+        # which stays its bucket while it steps with the clock. `phases_ok` is False once a lane
+        # broke that (it skipped a step it had grown for, or joined holding more blocks): the
+        # scheduler then computes every growth from the arrays (`KVAllocator.grow_by`).
+        self.decode_clock = 0
+        self.phases_ok = kv.grows_on_decode
+        self.phases: list[list[int]] = [[] for _ in range(kv.block_size)] if self.phases_ok else []
+        self.phase_of: dict[int, int] = {}
         self.used_tokens = 0  # sum of ctx over running lanes
         self.preemptions = 0
         self.now_s = 0.0
@@ -242,6 +252,43 @@ class ReplicaState:
         self.is_decoding[lane] = True
         self.n_decoding += 1
         self._decode_array = self._decode_stop = None
+        if self.phases_ok:
+            bs = self.kv.block_size
+            c = int(self.ctx[lane])
+            if int(self.kv.held[lane]) != -(-c // bs):
+                self.phases_ok = False
+            else:
+                key = (c - self.decode_clock) % bs
+                self.phases[key].append(lane)
+                self.phase_of[lane] = key
+
+    def boundary_lanes(self) -> list[int]:
+        """With `phases_ok`: the decoding lanes whose context fills their last block (ctx a
+        multiple of the block size), i.e. those that need one more block for their next token
+        (`grow_by(lanes, ctx, 1)` gives each exactly one, the others none); in joining order."""
+        return self.phases[-self.decode_clock % len(self.phases)]
+
+    def stepped(self, n_dec: int, k: int) -> None:
+        """The replica applied k decode steps to `n_dec` decoding lanes (after the scheduler grew
+        every decoding lane for one step): the clock moves when all of them stepped."""
+        if n_dec == self.n_decoding:
+            self.decode_clock += k
+        else:  # some grown lane did not step: its blocks are no longer those its context needs
+            self.phases_ok = False
+
+    def check_phases(self) -> None:
+        """`phases` against the arrays (the replica's `check_invariants`, before each plan)."""
+        if not self.phases_ok:
+            return
+        bs = self.kv.block_size
+        lanes = self.decode_lanes().tolist()
+        if sorted(self.phase_of) != lanes or sum(map(len, self.phases)) != len(lanes):
+            raise AssertionError("block phases out of step with the decoding lanes")
+        for lane in lanes:
+            c = int(self.ctx[lane])
+            if int(self.kv.held[lane]) != -(-c // bs) or self.phase_of[lane] != (c - self.decode_clock) % bs \
+                    or lane not in self.phases[self.phase_of[lane]]:
+                raise AssertionError(f"lane {lane}: block phase out of step")
 
     def _grow_lanes(self) -> None:
         old = len(self.ctx)
@@ -327,6 +374,9 @@ class ReplicaState:
             self.is_decoding[lane] = False
             self.n_decoding -= 1
             self._decode_array = self._decode_stop = None
+            key = self.phase_of.pop(lane, None)
+            if key is not None:
+                self.phases[key].remove(lane)
         else:
             self.prefilling.remove(lane)
         self.pending[lane] = None
@@ -431,6 +481,8 @@ class Replica:
             st.now_s = now
             if source.next_s <= now:  # (checked here too: a call per event is measurable)
                 self._take_arrivals(now)
+            if self.check_invariants:
+                st.check_phases()
             batch = sched.plan(st)
             if self.check_invariants:
                 kv.check()
@@ -525,6 +577,8 @@ class Replica:
                 if first_done <= k:
                     finished = dl[remaining <= k].tolist()
             self.skipped_decodes = n_dec < st.n_decoding
+            if n_dec and st.phases_ok:
+                st.stepped(n_dec, k)
             if pl:
                 self._apply_prefill(batch, end, finished)
             if st.used_tokens > self.peak_used_tokens:
