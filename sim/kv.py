@@ -258,6 +258,16 @@ class PagedAllocator(KVAllocator):
         if self.prefix is not None and self.prefix.unreferenced:
             self._evict()
 
+    def set_held(self, lanes: np.ndarray, context: np.ndarray, added: int) -> None:
+        """`lanes` now hold ceil(context / block_size) blocks each, `added` more than before in all
+        (the caller counted them and checked they are free): `grow_by(lanes, context, 0)` when no
+        lane holds more than its context needs."""
+        self.held[lanes] = (context + (self.block_size - 1)) // self.block_size
+        if added:
+            self.free_blocks -= added
+            if self.prefix is not None and self.prefix.unreferenced:
+                self._evict()
+
     def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int,
                                keep_free_blocks: int = 0) -> int:
         if not len(lanes) or max_steps <= 0:

@@ -276,6 +276,44 @@ class ReplicaState:
         else:  # some grown lane did not step: its blocks are no longer those its context needs
             self.phases_ok = False
 
+    def steps_available(self, max_steps: int, keep_free_blocks: int) -> int:
+        """`KVAllocator.decode_steps_available` for all the decoding lanes, right after the
+        scheduler grew them for one step (with `phases_ok`), from the phases: a lane whose context
+        is r past a block boundary holds s = block_size - r tokens of room, and needs its j-th
+        further block at step s + 1 + (j - 1) x block_size. All s lie within one block, so those
+        steps come in rounds of one block per lane, and the largest k with at most `free` blocks
+        needed is the (free mod n)-th smallest s plus (free // n) blocks' worth of steps."""
+        n = self.n_decoding
+        if not n or max_steps <= 0:
+            return max(0, max_steps)
+        kv = self.kv
+        bs = kv.block_size
+        free = kv.free_blocks - keep_free_blocks
+        if n * (-(-max_steps // bs) + 1) <= free:  # (grow_by's cheap sufficient test, first)
+            return max_steps
+        if free < 0:
+            return 0
+        rounds, j = divmod(free, n)
+        phases, clock = self.phases, self.decode_clock
+        seen = 0
+        for r in range(bs - 1, -1, -1):  # room bs - r, smallest first
+            seen += len(phases[(r - clock) % bs])
+            if seen > j:
+                return min(max_steps, bs - r + rounds * bs)
+        raise AssertionError("block phases out of step with the decoding lanes")  # pragma: no cover
+
+    def blocks_for_steps(self, k: int) -> int:
+        """Blocks all the decoding lanes need for k - 1 more steps after the scheduler grew them
+        for one (with `phases_ok`; the clock not yet moved): a lane r tokens past a block boundary
+        needs (r + k - 1) // block_size, i.e. a + [r >= bs - b] with k - 1 = a x bs + b."""
+        bs = self.kv.block_size
+        a, b = divmod(k - 1, bs)
+        total = a * self.n_decoding
+        phases, clock = self.phases, self.decode_clock
+        for r in range(bs - b, bs):
+            total += len(phases[(r - clock) % bs])
+        return total
+
     def check_phases(self) -> None:
         """`phases` against the arrays (the replica's `check_invariants`, before each plan)."""
         if not self.phases_ok:
@@ -570,8 +608,17 @@ class Replica:
                     self.gaps.add(t_first, 0.0, 1, n_dec)
                 ctx += k
                 st.ctx[dl] = ctx
-                if k > 1 and grows and not kv.grow_by(dl, ctx, 0):  # pragma: no cover - _run_length bounds k
-                    raise AssertionError("fast-forward ran past the KV cache")
+                if k > 1 and grows:
+                    if st.phases_ok and n_dec == st.n_decoding:
+                        # every lane now holds ceil(ctx / bs) blocks; how many that adds, from the phases
+                        total = st.blocks_for_steps(k)
+                        if self.check_invariants and total != kv.grow_blocks_needed(dl, ctx):
+                            raise AssertionError("block phases disagree with the allocator on a run's growth")
+                        if total > kv.free_blocks:  # pragma: no cover - _run_length bounds k
+                            raise AssertionError("fast-forward ran past the KV cache")
+                        kv.set_held(dl, ctx, total)
+                    elif not kv.grow_by(dl, ctx, 0):  # pragma: no cover - _run_length bounds k
+                        raise AssertionError("fast-forward ran past the KV cache")
                 st.used_tokens += k * n_dec
                 st.last_token_s[dl] = end
                 if first_done <= k:
@@ -675,7 +722,13 @@ class Replica:
         # before the first step whose growth would evict a cached block.
         cache = self.kv.prefix
         keep = len(cache.unreferenced) if cache is not None and self.scheduler.waiting_may_be_admitted(st) else 0
-        k = max(1, min(k, self.kv.decode_steps_available(dl, ctx, k, keep)))
+        if st.phases_ok and len(dl) == st.n_decoding:
+            avail = st.steps_available(k, keep)
+            if self.check_invariants and avail != self.kv.decode_steps_available(dl, ctx, k, keep):
+                raise AssertionError("block phases disagree with the allocator on the steps available")
+            k = max(1, min(k, avail))
+        else:
+            k = max(1, min(k, self.kv.decode_steps_available(dl, ctx, k, keep)))
         if k > 1 and getattr(self.cost, "kv_pad", 0):
             # padded KV views (CostModel.padded_kv): stop where a pass's view grows a block, so
             # every step of the run costs the same (the per-step gaps below assume a linear run)
