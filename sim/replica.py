@@ -233,6 +233,13 @@ class ReplicaState:
         self.phases_ok = kv.grows_on_decode
         self.phases: list[list[int]] = [[] for _ in range(kv.block_size)] if self.phases_ok else []
         self.phase_of: dict[int, int] = {}
+        # Stop clocks: while every decoding lane steps with the clock (`lockstep`), a lane's last
+        # token comes at clock stop_ctx - ctx + decode_clock, which does not change while it
+        # decodes; a heap of them (pruned lazily: `_end_of` holds the live ones) gives the batch's
+        # first completion (`first_stop`) and the lanes a run finishes (`stops_within`).
+        self.lockstep = True
+        self._ends: list[tuple[int, int]] = []
+        self._end_of: dict[int, int] = {}
         self.used_tokens = 0  # sum of ctx over running lanes
         self.preemptions = 0
         self.now_s = 0.0
@@ -252,9 +259,13 @@ class ReplicaState:
         self.is_decoding[lane] = True
         self.n_decoding += 1
         self._decode_array = self._decode_stop = None
+        c = int(self.ctx[lane])
+        if self.lockstep:
+            e = int(self.stop_ctx[lane]) - c + self.decode_clock
+            self._end_of[lane] = e
+            heapq.heappush(self._ends, (e, lane))
         if self.phases_ok:
             bs = self.kv.block_size
-            c = int(self.ctx[lane])
             if int(self.kv.held[lane]) != -(-c // bs):
                 self.phases_ok = False
             else:
@@ -274,7 +285,29 @@ class ReplicaState:
         if n_dec == self.n_decoding:
             self.decode_clock += k
         else:  # some grown lane did not step: its blocks are no longer those its context needs
-            self.phases_ok = False
+            self.phases_ok = self.lockstep = False
+
+    def first_stop(self) -> int:
+        """Decode steps to the first completion among the decoding lanes (`lockstep`, some decoding):
+        min(stop_ctx - ctx) over them."""
+        ends, end_of = self._ends, self._end_of
+        while True:
+            e, lane = ends[0]
+            if end_of.get(lane) == e:
+                return e - self.decode_clock
+            heapq.heappop(ends)
+
+    def stops_within(self, k: int) -> list[int]:
+        """The decoding lanes whose last token comes within k more steps (`lockstep`; the clock not
+        yet moved), in lane order: those with stop_ctx - ctx <= k."""
+        ends, end_of = self._ends, self._end_of
+        limit = self.decode_clock + k
+        out = set()
+        while ends and ends[0][0] <= limit:
+            e, lane = heapq.heappop(ends)
+            if end_of.get(lane) == e:
+                out.add(lane)
+        return sorted(out)
 
     def steps_available(self, max_steps: int, keep_free_blocks: int) -> int:
         """`KVAllocator.decode_steps_available` for all the decoding lanes, right after the
@@ -315,11 +348,18 @@ class ReplicaState:
         return total
 
     def check_phases(self) -> None:
-        """`phases` against the arrays (the replica's `check_invariants`, before each plan)."""
+        """The stop clocks and `phases` against the arrays (the replica's `check_invariants`,
+        before each plan)."""
+        lanes = self.decode_lanes().tolist()
+        if self.lockstep:
+            if sorted(self._end_of) != lanes:
+                raise AssertionError("stop clocks out of step with the decoding lanes")
+            for lane in lanes:
+                if self._end_of[lane] != int(self.stop_ctx[lane] - self.ctx[lane]) + self.decode_clock:
+                    raise AssertionError(f"lane {lane}: stop clock out of step")
         if not self.phases_ok:
             return
         bs = self.kv.block_size
-        lanes = self.decode_lanes().tolist()
         if sorted(self.phase_of) != lanes or sum(map(len, self.phases)) != len(lanes):
             raise AssertionError("block phases out of step with the decoding lanes")
         for lane in lanes:
@@ -412,6 +452,7 @@ class ReplicaState:
             self.is_decoding[lane] = False
             self.n_decoding -= 1
             self._decode_array = self._decode_stop = None
+            self._end_of.pop(lane, None)
             key = self.phase_of.pop(lane, None)
             if key is not None:
                 self.phases[key].remove(lane)
@@ -550,14 +591,18 @@ class Replica:
                 # the stop points of the decoding lanes, gathered once per set of lanes
                 sc = st.decode_ctx
                 ctx = sc[1] if sc is not None and sc[0] is dl else st.ctx[dl]
-                if dl is st._decode_array:
-                    stop = st._decode_stop
-                    if stop is None:
-                        stop = st._decode_stop = st.stop_ctx[dl]
+                if st.lockstep and n_dec == st.n_decoding:  # the stop clocks' heap (`first_stop`)
+                    remaining = None
+                    first_done = st.first_stop()
                 else:
-                    stop = st.stop_ctx[dl]
-                remaining = stop - ctx  # decode steps to each lane's last token (>= 1)
-                first_done = int(_min(remaining))
+                    if dl is st._decode_array:
+                        stop = st._decode_stop
+                        if stop is None:
+                            stop = st._decode_stop = st.stop_ctx[dl]
+                    else:
+                        stop = st.stop_ctx[dl]
+                    remaining = stop - ctx  # decode steps to each lane's last token (>= 1)
+                    first_done = int(_min(remaining))
             else:
                 ctx = remaining = dl
                 first_done = 0
@@ -622,9 +667,9 @@ class Replica:
                 st.used_tokens += k * n_dec
                 st.last_token_s[dl] = end
                 if first_done <= k:
-                    finished = dl[remaining <= k].tolist()
+                    finished = st.stops_within(k) if remaining is None else dl[remaining <= k].tolist()
             self.skipped_decodes = n_dec < st.n_decoding
-            if n_dec and st.phases_ok:
+            if n_dec and st.lockstep:
                 st.stepped(n_dec, k)
             if pl:
                 self._apply_prefill(batch, end, finished)
