@@ -248,6 +248,26 @@ class PagedAllocator(KVAllocator):
                 self._evict()
         return True
 
+    def add_one_block(self, lanes: list[int]) -> None:
+        """One more block for each of `lanes` (the caller checked that enough are free): what
+        `grow_by` does when each of them needs exactly one and no other lane needs any."""
+        held = self.held
+        for lane in lanes:
+            held[lane] += 1
+        self.free_blocks -= len(lanes)
+        if self.prefix is not None and self.prefix.unreferenced:
+            self._evict()
+
+    def set_held(self, lanes: np.ndarray, context: np.ndarray, added: int) -> None:
+        """`lanes` now hold ceil(context / block_size) blocks each, `added` more than before in all
+        (the caller counted them and checked they are free): `grow_by(lanes, context, 0)` when no
+        lane holds more than its context needs."""
+        self.held[lanes] = (context + (self.block_size - 1)) // self.block_size
+        if added:
+            self.free_blocks -= added
+            if self.prefix is not None and self.prefix.unreferenced:
+                self._evict()
+
     def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int,
                                keep_free_blocks: int = 0) -> int:
         if not len(lanes) or max_steps <= 0:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from sim.cost.decode_runs import _sum_max_of_two_lines
 from sim.cost.llamacpp import Piece, split_equal
 from sim.engine.kv import KVAllocator
@@ -106,6 +105,8 @@ class Replica:
             st.now_s = now
             if source.next_s <= now:  # (checked here too: a call per event is measurable)
                 self._take_arrivals(now)
+            if self.check_invariants:
+                st.check_phases()
             batch = sched.plan(st)
             if self.check_invariants:
                 kv.check()
@@ -135,14 +136,18 @@ class Replica:
                 # the stop points of the decoding lanes, gathered once per set of lanes
                 sc = st.decode_ctx
                 ctx = sc[1] if sc is not None and sc[0] is dl else st.ctx[dl]
-                if dl is st._decode_array:
-                    stop = st._decode_stop
-                    if stop is None:
-                        stop = st._decode_stop = st.stop_ctx[dl]
+                if st.lockstep and n_dec == st.n_decoding:  # the stop clocks' heap (`first_stop`)
+                    remaining = None
+                    first_done = st.first_stop()
                 else:
-                    stop = st.stop_ctx[dl]
-                remaining = stop - ctx  # decode steps to each lane's last token (>= 1)
-                first_done = int(_min(remaining))
+                    if dl is st._decode_array:
+                        stop = st._decode_stop
+                        if stop is None:
+                            stop = st._decode_stop = st.stop_ctx[dl]
+                    else:
+                        stop = st.stop_ctx[dl]
+                    remaining = stop - ctx  # decode steps to each lane's last token (>= 1)
+                    first_done = int(_min(remaining))
             else:
                 ctx = remaining = dl
                 first_done = 0
@@ -193,13 +198,24 @@ class Replica:
                     self.gaps.add(t_first, 0.0, 1, n_dec)
                 ctx += k
                 st.ctx[dl] = ctx
-                if k > 1 and grows and not kv.grow_by(dl, ctx, 0):  # pragma: no cover - _run_length bounds k
-                    raise AssertionError("fast-forward ran past the KV cache")
+                if k > 1 and grows:
+                    if st.phases_ok and n_dec == st.n_decoding:
+                        # every lane now holds ceil(ctx / bs) blocks; how many that adds, from the phases
+                        total = st.blocks_for_steps(k)
+                        if self.check_invariants and total != kv.grow_blocks_needed(dl, ctx):
+                            raise AssertionError("block phases disagree with the allocator on a run's growth")
+                        if total > kv.free_blocks:  # pragma: no cover - _run_length bounds k
+                            raise AssertionError("fast-forward ran past the KV cache")
+                        kv.set_held(dl, ctx, total)
+                    elif not kv.grow_by(dl, ctx, 0):  # pragma: no cover - _run_length bounds k
+                        raise AssertionError("fast-forward ran past the KV cache")
                 st.used_tokens += k * n_dec
                 st.last_token_s[dl] = end
                 if first_done <= k:
-                    finished = dl[remaining <= k].tolist()
+                    finished = st.stops_within(k) if remaining is None else dl[remaining <= k].tolist()
             self.skipped_decodes = n_dec < st.n_decoding
+            if n_dec and st.lockstep:
+                st.stepped(n_dec, k)
             if pl:
                 self._apply_prefill(batch, end, finished)
             if st.used_tokens > self.peak_used_tokens:
@@ -296,7 +312,13 @@ class Replica:
         # before the first step whose growth would evict a cached block.
         cache = self.kv.prefix
         keep = len(cache.unreferenced) if cache is not None and self.scheduler.waiting_may_be_admitted(st) else 0
-        k = max(1, min(k, self.kv.decode_steps_available(dl, ctx, k, keep)))
+        if st.phases_ok and len(dl) == st.n_decoding:
+            avail = st.steps_available(k, keep)
+            if self.check_invariants and avail != self.kv.decode_steps_available(dl, ctx, k, keep):
+                raise AssertionError("block phases disagree with the allocator on the steps available")
+            k = max(1, min(k, avail))
+        else:
+            k = max(1, min(k, self.kv.decode_steps_available(dl, ctx, k, keep)))
         if k > 1 and getattr(self.cost, "kv_pad", 0):
             # padded KV views (CostModel.padded_kv): stop where a pass's view grows a block, so
             # every step of the run costs the same (the per-step gaps below assume a linear run)

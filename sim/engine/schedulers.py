@@ -129,6 +129,15 @@ class Scheduler:
         lanes = state.decode_lanes()
         kv = state.kv
         ctx = state.ctx[lanes]
+        if state.phases_ok:
+            # the lanes that need a block are those in the clock's phase (`ReplicaState.phases`):
+            # each needs exactly one, so the growth is theirs alone, no array arithmetic
+            need = state.boundary_lanes()
+            if len(need) <= kv.free_blocks:
+                if need:
+                    kv.add_one_block(need)
+                state.decode_ctx = (lanes, ctx)
+                return lanes
         while len(lanes) and not kv.grow_by(lanes, ctx, 1):
             state.preempt_newest()
             keep = state.active[lanes]

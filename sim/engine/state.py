@@ -13,7 +13,6 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 
 import numpy as np
-
 from sim.engine.kv import KVAllocator
 from sim.engine.metrics import STATUS_COMPLETED, RequestLog
 from sim.errors import ConfigError
@@ -204,6 +203,23 @@ class ReplicaState:
         self._decode_array: np.ndarray | None = None
         self._decode_stop: np.ndarray | None = None  # stop_ctx[_decode_array] (stop_ctx is fixed while a lane decodes)
         self.decode_ctx: tuple | None = None  # (lanes, ctx[lanes]) the scheduler gathered this iteration
+        # Block phases of the decoding lanes (paged KV; see `boundary_lanes`): `decode_clock` counts
+        # the decode steps every decoding lane took together; a decoding lane whose blocks are
+        # exactly those its context needs sits in `phases[(ctx - decode_clock) % block_size]`,
+        # which stays its bucket while it steps with the clock. `phases_ok` is False once a lane
+        # broke that (it skipped a step it had grown for, or joined holding more blocks): the
+        # scheduler then computes every growth from the arrays (`KVAllocator.grow_by`).
+        self.decode_clock = 0
+        self.phases_ok = kv.grows_on_decode
+        self.phases: list[list[int]] = [[] for _ in range(kv.block_size)] if self.phases_ok else []
+        self.phase_of: dict[int, int] = {}
+        # Stop clocks: while every decoding lane steps with the clock (`lockstep`), a lane's last
+        # token comes at clock stop_ctx - ctx + decode_clock, which does not change while it
+        # decodes; a heap of them (pruned lazily: `_end_of` holds the live ones) gives the batch's
+        # first completion (`first_stop`) and the lanes a run finishes (`stops_within`).
+        self.lockstep = True
+        self._ends: list[tuple[int, int]] = []
+        self._end_of: dict[int, int] = {}
         self.used_tokens = 0  # sum of ctx over running lanes
         self.preemptions = 0
         self.now_s = 0.0
@@ -223,6 +239,114 @@ class ReplicaState:
         self.is_decoding[lane] = True
         self.n_decoding += 1
         self._decode_array = self._decode_stop = None
+        c = int(self.ctx[lane])
+        if self.lockstep:
+            e = int(self.stop_ctx[lane]) - c + self.decode_clock
+            self._end_of[lane] = e
+            heapq.heappush(self._ends, (e, lane))
+        if self.phases_ok:
+            bs = self.kv.block_size
+            if int(self.kv.held[lane]) != -(-c // bs):
+                self.phases_ok = False
+            else:
+                key = (c - self.decode_clock) % bs
+                self.phases[key].append(lane)
+                self.phase_of[lane] = key
+
+    def boundary_lanes(self) -> list[int]:
+        """With `phases_ok`: the decoding lanes whose context fills their last block (ctx a
+        multiple of the block size), i.e. those that need one more block for their next token
+        (`grow_by(lanes, ctx, 1)` gives each exactly one, the others none); in joining order."""
+        return self.phases[-self.decode_clock % len(self.phases)]
+
+    def stepped(self, n_dec: int, k: int) -> None:
+        """The replica applied k decode steps to `n_dec` decoding lanes (after the scheduler grew
+        every decoding lane for one step): the clock moves when all of them stepped."""
+        if n_dec == self.n_decoding:
+            self.decode_clock += k
+        else:  # some grown lane did not step: its blocks are no longer those its context needs
+            self.phases_ok = self.lockstep = False
+
+    def first_stop(self) -> int:
+        """Decode steps to the first completion among the decoding lanes (`lockstep`, some decoding):
+        min(stop_ctx - ctx) over them."""
+        ends, end_of = self._ends, self._end_of
+        while True:
+            e, lane = ends[0]
+            if end_of.get(lane) == e:
+                return e - self.decode_clock
+            heapq.heappop(ends)
+
+    def stops_within(self, k: int) -> list[int]:
+        """The decoding lanes whose last token comes within k more steps (`lockstep`; the clock not
+        yet moved), in lane order: those with stop_ctx - ctx <= k."""
+        ends, end_of = self._ends, self._end_of
+        limit = self.decode_clock + k
+        out = set()
+        while ends and ends[0][0] <= limit:
+            e, lane = heapq.heappop(ends)
+            if end_of.get(lane) == e:
+                out.add(lane)
+        return sorted(out)
+
+    def steps_available(self, max_steps: int, keep_free_blocks: int) -> int:
+        """`KVAllocator.decode_steps_available` for all the decoding lanes, right after the
+        scheduler grew them for one step (with `phases_ok`), from the phases: a lane whose context
+        is r past a block boundary holds s = block_size - r tokens of room, and needs its j-th
+        further block at step s + 1 + (j - 1) x block_size. All s lie within one block, so those
+        steps come in rounds of one block per lane, and the largest k with at most `free` blocks
+        needed is the (free mod n)-th smallest s plus (free // n) blocks' worth of steps."""
+        n = self.n_decoding
+        if not n or max_steps <= 0:
+            return max(0, max_steps)
+        kv = self.kv
+        bs = kv.block_size
+        free = kv.free_blocks - keep_free_blocks
+        if n * (-(-max_steps // bs) + 1) <= free:  # (grow_by's cheap sufficient test, first)
+            return max_steps
+        if free < 0:
+            return 0
+        rounds, j = divmod(free, n)
+        phases, clock = self.phases, self.decode_clock
+        seen = 0
+        for r in range(bs - 1, -1, -1):  # room bs - r, smallest first
+            seen += len(phases[(r - clock) % bs])
+            if seen > j:
+                return min(max_steps, bs - r + rounds * bs)
+        raise AssertionError("block phases out of step with the decoding lanes")  # pragma: no cover
+
+    def blocks_for_steps(self, k: int) -> int:
+        """Blocks all the decoding lanes need for k - 1 more steps after the scheduler grew them
+        for one (with `phases_ok`; the clock not yet moved): a lane r tokens past a block boundary
+        needs (r + k - 1) // block_size, i.e. a + [r >= bs - b] with k - 1 = a x bs + b."""
+        bs = self.kv.block_size
+        a, b = divmod(k - 1, bs)
+        total = a * self.n_decoding
+        phases, clock = self.phases, self.decode_clock
+        for r in range(bs - b, bs):
+            total += len(phases[(r - clock) % bs])
+        return total
+
+    def check_phases(self) -> None:
+        """The stop clocks and `phases` against the arrays (the replica's `check_invariants`,
+        before each plan)."""
+        lanes = self.decode_lanes().tolist()
+        if self.lockstep:
+            if sorted(self._end_of) != lanes:
+                raise AssertionError("stop clocks out of step with the decoding lanes")
+            for lane in lanes:
+                if self._end_of[lane] != int(self.stop_ctx[lane] - self.ctx[lane]) + self.decode_clock:
+                    raise AssertionError(f"lane {lane}: stop clock out of step")
+        if not self.phases_ok:
+            return
+        bs = self.kv.block_size
+        if sorted(self.phase_of) != lanes or sum(map(len, self.phases)) != len(lanes):
+            raise AssertionError("block phases out of step with the decoding lanes")
+        for lane in lanes:
+            c = int(self.ctx[lane])
+            if int(self.kv.held[lane]) != -(-c // bs) or self.phase_of[lane] != (c - self.decode_clock) % bs \
+                    or lane not in self.phases[self.phase_of[lane]]:
+                raise AssertionError(f"lane {lane}: block phase out of step")
 
     def _grow_lanes(self) -> None:
         old = len(self.ctx)
@@ -308,6 +432,10 @@ class ReplicaState:
             self.is_decoding[lane] = False
             self.n_decoding -= 1
             self._decode_array = self._decode_stop = None
+            self._end_of.pop(lane, None)
+            key = self.phase_of.pop(lane, None)
+            if key is not None:
+                self.phases[key].remove(lane)
         else:
             self.prefilling.remove(lane)
         self.pending[lane] = None
