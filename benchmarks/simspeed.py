@@ -76,7 +76,7 @@ def requests(n: int, seed: int = 0, rate_per_s: float = RATE_PER_S, marks: list 
 def run_one(n: int, profile: bool) -> dict:
     from sim.catalog.engine_config import load_engine
     from sim.catalog.hardware import load_profile
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
     from sim.cluster.simulate import simulate
 
     hw, model = load_profile("h100-sxm"), get_model("llama-3.1-8b")

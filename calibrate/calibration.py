@@ -313,7 +313,7 @@ def extend_calibration(
     `origin` names the profile's file for error messages.
     """
     from calibrate.probes import merge_rounds
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
     from sim.errors import ConfigError
 
     cal = dict(profile.calibration or {})

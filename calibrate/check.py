@@ -141,7 +141,7 @@ def check_profile(
     """
     from calibrate.machine import CpuTimes
     from sim.catalog.engine_config import load_engine
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
     from sim.cost.params import CostParams
     from sim.cost.roofline import CostModel
 

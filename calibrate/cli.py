@@ -193,7 +193,7 @@ def calibrate_command(
     from calibrate.probes import ProbeError
     from sim.catalog.engine_config import load_engine
     from sim.catalog.hardware import load_profile
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
 
     _check_name(name)
     load_engine(engine)  # an unknown engine is a one-line error before minutes of probing
@@ -333,7 +333,7 @@ def extend_command(profile_name: str, model: str | None, rounds: int, out: Path 
     from calibrate.calibration import extend_calibration, extension_plan
     from calibrate.probes import ProbeError, count_probes
     from sim.catalog.hardware import available_profiles, load_profile, shipped_profiles_dir
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
 
     prof = load_profile(profile_name)
     origin = Path(profile_name) if profile_name.endswith((".yaml", ".yml")) or "/" in profile_name \

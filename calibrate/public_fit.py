@@ -187,7 +187,7 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
              pool: float | None = None):
     from sim.catalog.engine_config import load_engine
     from sim.catalog.hardware import load_profile
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
 
     hw = load_profile(device)
     eng = load_engine(engine).for_hardware(hw)  # each engine's rows replay with its own preset
@@ -672,7 +672,7 @@ def fit_routing(prepared: list[Prepared]) -> dict[str, dict]:
     rows refitted, gives those rows the smallest robust error. Leaves POOL_OVERRIDE set to the
     choices. Chosen on all rows (a property of the model, not of a device): the held-out errors
     reported for these models are not independent of this choice."""
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
 
     groups = _groups(prepared)
     multi = [it for it in prepared if it.shape is not None and get_model(it.row.model).is_moe

@@ -6,7 +6,7 @@ import numpy as np
 
 from sim.catalog.engine_config import load_engine
 from sim.catalog.hardware import Efficiency, load_profile
-from sim.catalog.model_readers import get_model
+from sim.catalog.lookup import get_model
 from sim.cluster.simulate import simulate
 from sim.cost.memory import activation_peak_bytes, default_max_batched_tokens
 from workloads.request import Request

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from sim.catalog.engine_config import load_engine
 from sim.catalog.hardware import load_profile
-from sim.catalog.model_readers import get_model
+from sim.catalog.lookup import get_model
 from sim.cli import app
 from sim.cost.params import CostParams
 from sim.cost.roofline import CostModel

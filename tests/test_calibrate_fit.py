@@ -16,7 +16,7 @@ from calibrate.fit import (
     physical_bounds,
     predict_observations,
 )
-from sim.catalog.model_readers import get_model
+from sim.catalog.lookup import get_model
 from sim.cost.params import CostParams
 from sim.cost.roofline import CostModel
 

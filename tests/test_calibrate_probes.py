@@ -164,7 +164,7 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list child processes")
 def test_interrupted_calibration_stops_the_child_and_writes_no_profile(tiny_gguf, tmp_path):
     from calibrate.calibration import calibrate_model
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
 
     spec = get_model(str(tiny_gguf))
     before = set(_children(os.getpid()))

@@ -6,7 +6,7 @@ import pytest
 from tiny_model import requires_llama_cpp
 
 from calibrate.tiny_gguf import write_tiny_gguf
-from sim.catalog.model_readers import get_model
+from sim.catalog.lookup import get_model
 
 
 def test_same_seed_gives_the_same_bytes_and_another_seed_other_weights(tmp_path):

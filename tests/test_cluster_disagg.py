@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from sim.api import make_spec, run_spec
 from sim.catalog.engine_config import load_engine
 from sim.catalog.hardware import load_profile
-from sim.catalog.model_readers import get_model
+from sim.catalog.lookup import get_model
 from sim.cli import app
 from sim.cluster.disagg import parse_disagg, simulate_disagg
 from sim.cost.speculative import make_cost_model

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from sim.catalog.engine_config import load_engine
 from sim.catalog.hardware import Efficiency, HardwareProfile
-from sim.catalog.model_readers import get_model
+from sim.catalog.lookup import get_model
 from sim.catalog.models import ModelSpec
 from sim.cost.params import CostParams
 from sim.cost.roofline import CostModel, expected_distinct_experts

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from calibrate.fit import Observation, fit_cost_params, physical_bounds, predict_observations
 from sim.catalog.hardware import HardwareProfile
-from sim.catalog.model_readers import get_model
+from sim.catalog.lookup import get_model
 from sim.catalog.models import ModelSpec
 from sim.cost.llamacpp import gemm_rows
 from sim.cost.params import CostParams

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from calibrate.profile import build_profile
 from sim.catalog.engine_config import load_engine
-from sim.catalog.model_readers import get_model
+from sim.catalog.lookup import get_model
 from sim.catalog.quant import get_quant
 from sim.cost.llamacpp import DecodeCorrection
 from sim.cost.params import CostParams

@@ -9,7 +9,7 @@ import pytest
 
 from sim.catalog.engine_config import load_engine
 from sim.catalog.hardware import load_profile
-from sim.catalog.model_readers import get_model
+from sim.catalog.lookup import get_model
 from sim.catalog.quant import get_quant
 from sim.cluster.simulate import simulate
 from workloads.request import Request

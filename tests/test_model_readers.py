@@ -11,7 +11,8 @@ import pytest
 from tiny_model import tiny_gguf  # noqa: F401  (session fixture: a real llama.cpp-loadable GGUF)
 from typer.testing import CliRunner
 
-from sim.catalog.model_readers import get_model, read_gguf_header, spec_from_gguf, spec_from_hf_config
+from sim.catalog.lookup import get_model
+from sim.catalog.model_readers import read_gguf_header, spec_from_gguf, spec_from_hf_config
 from sim.catalog.models import load_catalog
 from sim.cli import app
 from sim.errors import ConfigError

@@ -15,7 +15,7 @@ from paths import INFERSIM
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from sim.catalog.model_readers import get_model
+from sim.catalog.lookup import get_model
 from sim.catalog.models import ModelSpec, load_catalog
 from sim.cli import app
 from sim.errors import ConfigError

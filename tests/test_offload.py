@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sim.catalog.engine_config import load_engine
 from sim.catalog.hardware import load_profile
-from sim.catalog.model_readers import get_model
+from sim.catalog.lookup import get_model
 from sim.catalog.models import ModelSpec
 from sim.cost.memory import (
     auto_gpu_layers,

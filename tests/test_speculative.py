@@ -85,7 +85,7 @@ def test_batching_into_the_compute_bound_regime_erases_the_gain():
        k=st.integers(1, 6), a=st.floats(0.0, 1.0), budget_s=st.floats(0.0, 0.1),
        model=st.sampled_from(["toy", "gemma-3-270m"]))
 def test_speculative_run_is_the_sum_of_its_steps_and_inverts_exactly(contexts, steps, k, a, budget_s, model):
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
 
     spec_model = TOY if model == "toy" else get_model("gemma-3-270m")
     target = CostModel(spec_model, "bf16", CostParams(8e11, 5e14, 5e13, 1e-4, 1e-5), kv_dtype="bf16")

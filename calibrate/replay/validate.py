@@ -2,7 +2,7 @@
 
 Order matters for the user: every input that can be wrong (hardware profile, engine preset and
 overrides, model, quantization) is resolved before the replay starts, so a typo costs nothing.
-The model to simulate is read from the GGUF that was served (`sim.catalog.model_readers.get_model(path)`); with
+The model to simulate is read from the GGUF that was served (`sim.catalog.lookup.get_model(path)`); with
 an HTTP endpoint it is `--model`, or the server's model id when that is a GGUF path.
 
 The simulation gets the engine's real limits where the replay knows them: for the in-process
@@ -64,7 +64,7 @@ class ValidationReport:
 
 
 def _resolve_model(model: str | None, local_model: Path | None):
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
 
     name = model or (str(local_model) if local_model is not None else None)
     return None if name is None else get_model(name)

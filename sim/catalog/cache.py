@@ -77,9 +77,9 @@ def engine(name: str | Path) -> EngineConfig:
 
 
 def model(name: str) -> ModelSpec:
-    """`sim.catalog.model_readers.get_model(name)`; a GGUF file or HF config is read once per (path, size, mtime).
+    """`sim.catalog.lookup.get_model(name)`; a GGUF file or HF config is read once per (path, size, mtime).
     Catalog names are already kept by `sim.catalog.models`."""
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
 
     key = None
     if name.endswith((".gguf", ".json")) or os.path.isdir(name):

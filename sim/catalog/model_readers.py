@@ -1,6 +1,4 @@
-"""Find a model: `get_model` takes a catalog name, a GGUF file or a Hugging Face `config.json`.
-
-A `ModelSpec` from a model file: a GGUF header or a Hugging Face `config.json`.
+"""A `ModelSpec` from a model file: a GGUF header or a Hugging Face `config.json`.
 
 `spec_from_gguf` reads the key/value metadata and the tensor table of the GGUF header (with the
 `gguf` package's value types and block sizes) and never touches the weight data, so a 40 GB file
@@ -14,7 +12,6 @@ missing or bad field.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -25,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sim.catalog.models import ModelSpec, load_catalog
+from sim.catalog.models import ModelSpec
 from sim.catalog.quant import QUANT_FORMATS
 from sim.errors import ConfigError, pydantic_error_to_config_error
 
@@ -524,18 +521,3 @@ def spec_from_hf_config(path: str | Path) -> ModelSpec:
         ))
     except ValidationError as e:
         raise pydantic_error_to_config_error(e, file=file) from None
-
-
-def get_model(name_or_path: str) -> ModelSpec:
-    """A catalog model by name, or a spec read from a GGUF file or a Hugging Face config.json."""
-    p = Path(name_or_path)
-    if name_or_path.endswith(".gguf"):
-        return spec_from_gguf(p)
-    if name_or_path.endswith(".json") or (p.is_dir() and (p / "config.json").is_file()):
-        return spec_from_hf_config(p)
-    cat = load_catalog()
-    if name_or_path in cat:
-        return cat[name_or_path]
-    close = difflib.get_close_matches(name_or_path, list(cat), n=4, cutoff=0.4)
-    hint = f"; did you mean: {', '.join(close)}?" if close else f"; known: {', '.join(cat)}"
-    raise ConfigError(f"unknown model '{name_or_path}'{hint}", field="--model")

@@ -80,7 +80,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
 ) -> None:
     """Architecture of one model and what follows from it for a quantization and KV dtype."""
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
     from sim.catalog.quant import get_quant, kv_dtype_bytes
 
     m = get_model(name)
@@ -176,7 +176,7 @@ def fit(
     the largest context at that concurrency and the most sequences at that context.
     """
     from sim.catalog.hardware import load_profile
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
     from sim.catalog.models import load_catalog
     from sim.catalog.quant import get_quant, kv_dtype_bytes
     from sim.cost import memory

@@ -136,7 +136,7 @@ def _check_names(hw: str, engine: str | None, model: str | None, quant: str | No
     """Unknown profiles, engines, models or quantizations fail now, with suggestions, not in a worker."""
     from sim.catalog.engine_config import load_engine
     from sim.catalog.hardware import load_profile
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
     from sim.catalog.quant import get_quant
 
     for h in _split(hw):

@@ -72,7 +72,7 @@ def run(
     Comma-separated --hw, --model, --quant, --engine or --concurrency values simulate every
     combination and print them side by side ("Ollama vs vLLM at 4 users" is one command)."""
     from sim.api import make_spec, resolve, run_spec
-    from sim.catalog.model_readers import get_model
+    from sim.catalog.lookup import get_model
 
     overrides = {
         "scheduler": scheduler, "kv_allocator": kv, "max_num_seqs": max_seqs,

@@ -133,8 +133,13 @@ import numpy as np
 
 from sim.catalog.models import ModelSpec
 from sim.catalog.quant import QuantFormat
-from sim.cost.decode_runs import (_largest_within, _steps_without_search, _sum_max_of_lines, _sum_max_of_two_lines,
-                                  _sum_pipeline_steps)
+from sim.cost.decode_runs import (
+    _largest_within,
+    _steps_without_search,
+    _sum_max_of_lines,
+    _sum_max_of_two_lines,
+    _sum_pipeline_steps,
+)
 from sim.cost.llamacpp import DecodeCorrection, gemm_rows, gemm_start_rows
 from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement
 from sim.cost.params import CostParams
@@ -274,7 +279,7 @@ class CostModel:
         """
         from sim.catalog.engine_config import EngineConfig, load_engine
         from sim.catalog.hardware import HardwareProfile, load_profile
-        from sim.catalog.model_readers import get_model
+        from sim.catalog.lookup import get_model
 
         spec = model if isinstance(model, ModelSpec) else get_model(model)
         eng = engine if isinstance(engine, EngineConfig) else load_engine(engine)

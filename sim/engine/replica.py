@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from sim.cost.decode_runs import _sum_max_of_two_lines
 from sim.cost.llamacpp import Piece, split_equal
 from sim.engine.kv import KVAllocator

@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 
 import numpy as np
+
 from sim.engine.kv import KVAllocator
 from sim.engine.metrics import STATUS_COMPLETED, RequestLog
 from sim.errors import ConfigError
