@@ -174,8 +174,23 @@ def _row_objects(row: PublicRow):
     the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8)."""
     kv = row.settings.get("kv_cache_dtype") or row.settings.get("kv_dtype") or ""
     kv = kv.split()[0].lower() if kv else ""
+    if not kv and _pytorch_trtllm_fp8(row):
+        kv = "fp8"
     return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, kv if kv in ("fp8", "fp16", "bf16") else "",
                     POOL_OVERRIDE.get(row.model))
+
+
+def _pytorch_trtllm_fp8(row: PublicRow) -> bool:
+    """TensorRT-LLM v1.0 perf-overview rows (PyTorch backend, ModelOpt FP8 checkpoints) ran with an FP8
+    KV cache. The source does not print the KV dtype, but its own figures rule a BF16 cache out: Llama
+    3.1 8B (32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 131,072 B of BF16 KV per token) at
+    128/2048 on an H100 SXM makes 22,714 output tok/s; each output token reads the cache of its
+    sequence, on average 128 + 2048/2 = 1,152 tokens = 151 MB in BF16, and 3.35 TB/s / 151 MB = 22,200
+    tok/s is the most HBM can serve for the KV reads alone, before any weight is read. With FP8 KV
+    (75 MB per token) the figure fits. (The v0.13 FP8 rows state FP8 KV: "If you specify FP8
+    quantization, the KV cache will automatically be set to FP8 as well".)"""
+    return (row.engine == "trtllm" and row.quant == "fp8"
+            and "--backend pytorch" in (row.settings.get("bench") or ""))
 
 
 # model -> expert_pool_fraction tried by `fit_routing` (None: the catalog's)
