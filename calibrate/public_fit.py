@@ -174,8 +174,23 @@ def _row_objects(row: PublicRow):
     the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8)."""
     kv = row.settings.get("kv_cache_dtype") or row.settings.get("kv_dtype") or ""
     kv = kv.split()[0].lower() if kv else ""
+    if not kv and _pytorch_trtllm_fp8(row):
+        kv = "fp8"
     return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, kv if kv in ("fp8", "fp16", "bf16") else "",
                     POOL_OVERRIDE.get(row.model))
+
+
+def _pytorch_trtllm_fp8(row: PublicRow) -> bool:
+    """TensorRT-LLM v1.0 perf-overview rows (PyTorch backend, ModelOpt FP8 checkpoints) ran with an FP8
+    KV cache. The source does not print the KV dtype, but its own figures rule a BF16 cache out: Llama
+    3.1 8B (32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 131,072 B of BF16 KV per token) at
+    128/2048 on an H100 SXM makes 22,714 output tok/s; each output token reads the cache of its
+    sequence, on average 128 + 2048/2 = 1,152 tokens = 151 MB in BF16, and 3.35 TB/s / 151 MB = 22,200
+    tok/s is the most HBM can serve for the KV reads alone, before any weight is read. With FP8 KV
+    (75 MB per token) the figure fits. (The v0.13 FP8 rows state FP8 KV: "If you specify FP8
+    quantization, the KV cache will automatically be set to FP8 as well".)"""
+    return (row.engine == "trtllm" and row.quant == "fp8"
+            and "--backend pytorch" in (row.settings.get("bench") or ""))
 
 
 # model -> expert_pool_fraction tried by `fit_routing` (None: the catalog's)
@@ -284,6 +299,56 @@ def _steady_iteration(cm, batch: float, isl: int, osl: int):
     return StepFeatures(*(batch * getattr(dec, f.name) + k * getattr(pre, f.name) for f in fields(StepFeatures)))
 
 
+# ---- trtllm-bench's engine limits ---------------------------------------------------------------------
+
+GIB = 1024**3
+
+
+def trtllm_bench_limits(row: PublicRow, hw, spec) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) that `trtllm-bench` picks for a row's ISL/OSL when the run does
+    not name them: the TensorRT-LLM perf-overview tables build engines with `trtllm-bench build
+    --dataset` (v0.13: NVIDIA/TensorRT-LLM@v0.13.0 docs/source/performance/perf-overview.md,
+    "Commands"), and the PyTorch-backend `trtllm-bench throughput` of v1.0 takes the same settings
+    from `get_settings` (tensorrt_llm/bench/build/build.py: `calc_engine_setting` for FP8 and
+    unquantized models). `calc_engine_setting` (tensorrt_llm/bench/build/tuning.py):
+
+        bytes/elem    = 1 (FP8) or 2; KV bytes/elem = 1 (FP8 KV cache) or 2
+        bytes/token   = 2 x layers x max(tp, kv_heads) x head_size x KV bytes/elem      [GiB]
+        engine size   = params / 1e9 x bytes/elem
+        KV memory     = (GPU memory [GiB, NVML] x GPUs - engine size) x 0.95
+        max requests  = KV memory / bytes/token / (ISL + OSL)
+
+    and `finetune_setting`: raw_bs = min(max requests, 4096); raw_tokens = min(raw_bs x (1 + ISL/OSL),
+    32768); max_batch_size = max(64, 32-multiple ceiling) below 256, 128-multiple below 1024, else a
+    256-multiple; max_num_tokens = max(2048, 256-multiple ceiling) below 4096, 512-multiple below
+    8192, else a 1024-multiple. GPU memory is the profile's (NVML reports a little less: 79.6 GiB
+    for an H100 80GB, 45 GiB for an L40S, which the profiles quote as 80 and 48)."""
+    kv = (row.settings.get("kv_cache_dtype") or "").split()[0].lower() if row.settings.get("kv_cache_dtype") else ""
+    bpe = 1.0 if row.quant == "fp8" else 2.0
+    bkv = 1.0 if kv == "fp8" else 2.0
+    tp = max(row.n_devices, 1)
+    per_token = 2 * spec.n_layers * max(tp, spec.n_kv_heads) * spec.d_head * bkv / GIB
+    engine = spec.n_params_total / 1e9 * bpe
+    free = hw.memory_bytes / GIB * tp - engine
+    isl, osl = row.input_tokens, row.output_tokens
+    requests = max(free * 0.95 / per_token / (isl + osl), 1.0)
+    raw_bs = min(requests, 4096)
+    raw_tok = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tok < 4096:
+        tok = max(2048, 256 * math.ceil(raw_tok / 256))
+    elif raw_tok < 8192:
+        tok = 512 * math.ceil(raw_tok / 512)
+    else:
+        tok = 1024 * math.ceil(raw_tok / 1024)
+    return bs, tok
+
+
 def row_shape(row: PublicRow) -> Shape:
     """The iterations behind one corpus row (raises Excluded with a reason when it cannot be replayed)."""
     tp = row.n_devices
@@ -332,18 +397,25 @@ def row_shape(row: PublicRow) -> Shape:
         if quantity == "itl_ms" and (row.setting_int("--num-scheduler-steps", "num_scheduler_steps") or 1) > 1:
             raise Excluded("ITL of a multi-step scheduler is the gap between bursts of tokens")
         budget = eng.max_num_batched_tokens or 10**9
+        max_seqs = eng.max_num_seqs
+        if row.engine == "trtllm" and metric == "offline" and not row.batch:
+            max_seqs, budget = trtllm_bench_limits(row, hw, spec)
         cap = _kv_capacity(hw, spec, q, eng)
         # a paged engine's sequence holds isl + osl/2 tokens on average over its life (blocks are taken
         # as it grows); a contiguous one (TRT-LLM's GUARANTEED_NO_EVICT) reserves isl + osl at admission,
         # as the simulator's allocators do
         per_seq = isl + osl if eng.kv_allocator == "contiguous" else isl + osl / 2
-        limit = min(row.batch or eng.max_num_seqs, eng.max_num_seqs if metric == "offline" else 10**9)
+        limit = min(row.batch or max_seqs, max_seqs if metric == "offline" else 10**9)
         b_mem = cap / per_seq if per_seq else limit
         b_budget = budget * osl / (isl + osl)
         if row.request_rate and metric == "serving":
             raise Excluded("serving at a request rate is not replayed (its queueing is the simulator's, "
                            "not one steady iteration's)")
-        b = max(1.0, min(limit, b_mem, b_budget))
+        # an offline run of N identical requests never holds more than N at once (trtllm-bench's
+        # num_requests; TensorRT-LLM perf overview: 1,500 requests at 128/4096 against max batch sizes of
+        # up to 4,096)
+        n_req = row.setting_int("num_requests") if metric == "offline" else None
+        b = max(1.0, min(limit, b_mem, b_budget, n_req or 10**9))
         it = _steady_iteration(cm, b, isl, osl)
         if quantity == "output_tps":
             return shape([(it, 1.0)], numerator=b)

@@ -272,13 +272,20 @@ def simulate_row(row) -> float | None:
 
     if row.depth or row.metric == "serving" or not (row.input_tokens or row.metric == "tg"):
         return None
-    _, eng, spec, q, _ = _row_objects(row)
     from sim.catalog.hardware import load_profile
+
+    _, eng, spec, q, _ = _row_objects(row)
 
     hw = load_profile(row.device)  # as written now, not as cached when the rows were prepared
     b = row.batch or 1
     isl, osl = max(row.input_tokens or 1, 1), row.output_tokens or 0
     if row.metric == "offline":
+        if row.engine == "trtllm" and not row.batch:
+            # the engine limits trtllm-bench picks for the row (as the fit replays it)
+            from calibrate.public_fit import trtllm_bench_limits
+
+            bs, tok = trtllm_bench_limits(row, load_profile(row.device), spec)
+            eng = eng.with_overrides(max_num_seqs=bs, max_num_batched_tokens=tok)
         n = int(min(max(3 * min(eng.max_num_seqs, 1024), 64), 3000))
         reqs = [Request(f"r{i}", 0.0, isl, osl, osl) for i in range(n)]
     elif row.metric == "pp":

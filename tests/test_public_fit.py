@@ -324,3 +324,15 @@ def test_a_locally_calibrated_profile_quotes_its_own_held_out_probe_error():
     assert err["figures"]["ttft"]["pct"] == pytest.approx(3.1) and err["figures"]["tpot"]["pct"] == pytest.approx(1.8)
     assert err["figures"]["e2e"]["kind"] == "decode" and err["figures"]["tpot"]["n"] == 7
     assert "calibrated on this machine" in describe(err)
+
+
+def test_trtllm_bench_limits_follow_calc_engine_setting():
+    """trtllm-bench's engine limits (tensorrt_llm/bench/build/tuning.py), worked by hand: Llama 3.1 8B
+    FP8 (FP8 KV) on an 80 GiB H100 at 128/128: 2 x 32 x 8 x 128 x 1 B = 64 KiB per token; (80 - 8.03)
+    x 0.95 GiB / 64 KiB / 256 = 4,375 requests -> capped at 4096 -> batch 4096; 4096 x 2 = 8192 tokens."""
+    from calibrate.public_corpus import load_corpus
+    from calibrate.public_fit import _row_objects, trtllm_bench_limits
+
+    row = next(r for r in load_corpus() if r.row_id == "trtllm-v0.13-h100-sxm-llama-3.1-8b-fp8-tp1-128-128")
+    hw, _, spec, _, _ = _row_objects(row)
+    assert trtllm_bench_limits(row, hw, spec) == (4096, 8192)
