@@ -337,9 +337,20 @@ class Replica:
                 else:
                     # CostModel.decode_steps_within on one segment, from the lines already computed:
                     # its estimate, then `_fix_up`'s exact correction, keeping the run times in `times`
+                    # (`_fix_up` inlined: on one segment with a float start `_run_time(lines, j)` is
+                    # `_sum_max_of_two_lines(..., j)`, 0.0 for j <= 0 as here; same probes, same order)
                     _, a_c, b_c, a_m, b_m = lines
-                    kw = self.cost._fix_up(lines, self.cost._steps_in_lines(a_c, b_c, a_m, b_m, budget), budget, k,
-                                           times)
+                    kw = min(self.cost._steps_in_lines(a_c, b_c, a_m, b_m, budget), k)
+                    while kw > 0:
+                        t = times[kw] = _sum_max_of_two_lines(a_c, b_c, a_m, b_m, kw)
+                        if t <= budget:
+                            break
+                        kw -= 1
+                    while kw < k:
+                        t = times[kw + 1] = _sum_max_of_two_lines(a_c, b_c, a_m, b_m, kw + 1)
+                        if t > budget:
+                            break
+                        kw += 1
                 if kw < k:
                     # Stop at the first step ending after the arrival, where a step-by-step run
                     # admits it. (A step ending exactly at the arrival — a tie of two float sums —
