@@ -167,7 +167,8 @@ class Replica:
                     t = cost.step_time(batch.prefill_tokens, ctx_pl, ctx_f)
                 t_first = t
             elif lines_of is not None:  # one pass, one segment: the batch is priced once (`_decode_lines_fn`)
-                lines = lines_of(n_dec, float(_isum(ctx)))
+                # the contexts' sum, kept by the state when the batch is every decoding lane
+                lines = lines_of(n_dec, float(st.decode_ctx_sum if n_dec == st.n_decoding else _isum(ctx)))
                 times: dict[int, float] = {}  # k -> run time of k steps, as `_run_length` computed them
                 k = self._run_length(batch, ctx, ctx_f, first_done, now, lines, times) \
                     if self.fast_forward and batch.stable else 1
@@ -199,6 +200,7 @@ class Replica:
                     self.gaps.add(t_first, 0.0, 1, n_dec)
                 ctx += k
                 st.ctx[dl] = ctx
+                st.decode_ctx_sum += k * n_dec
                 if k > 1 and grows:
                     if st.phases_ok and n_dec == st.n_decoding:
                         # every lane now holds ceil(ctx / bs) blocks; how many that adds, from the phases
@@ -337,9 +339,20 @@ class Replica:
                 else:
                     # CostModel.decode_steps_within on one segment, from the lines already computed:
                     # its estimate, then `_fix_up`'s exact correction, keeping the run times in `times`
+                    # (`_fix_up` inlined: on one segment with a float start `_run_time(lines, j)` is
+                    # `_sum_max_of_two_lines(..., j)`, 0.0 for j <= 0 as here; same probes, same order)
                     _, a_c, b_c, a_m, b_m = lines
-                    kw = self.cost._fix_up(lines, self.cost._steps_in_lines(a_c, b_c, a_m, b_m, budget), budget, k,
-                                           times)
+                    kw = min(self.cost._steps_in_lines(a_c, b_c, a_m, b_m, budget), k)
+                    while kw > 0:
+                        t = times[kw] = _sum_max_of_two_lines(a_c, b_c, a_m, b_m, kw)
+                        if t <= budget:
+                            break
+                        kw -= 1
+                    while kw < k:
+                        t = times[kw + 1] = _sum_max_of_two_lines(a_c, b_c, a_m, b_m, kw + 1)
+                        if t > budget:
+                            break
+                        kw += 1
                 if kw < k:
                     # Stop at the first step ending after the arrival, where a step-by-step run
                     # admits it. (A step ending exactly at the arrival — a tie of two float sums —

@@ -161,11 +161,14 @@ class Scheduler:
         recompute) at once — a lone one may exceed the budget, or a long recompute would never run;
         a chunking one gives the head whatever budget is left."""
         kv = state.kv
-        while state.waiting and state.n_running < self.max_seqs:
-            p = state.waiting[0]
-            hit = state.prefix_hit(p)  # prompt tokens whose KV is cached: not computed again
-            goal = p.prefill_goal - hit
-            chunk = goal if self.whole_prompt else int(min(goal, budget))
+        waiting, running, max_seqs, whole = state.waiting, state.running, self.max_seqs, self.whole_prompt
+        no_cache = state.prefix is None
+        while waiting and len(running) < max_seqs:
+            p = waiting[0]
+            # prompt tokens whose KV is cached: not computed again (`prefix_hit`, 0 without a cache)
+            hit = 0 if no_cache and not p.transferred else state.prefix_hit(p)
+            goal = p.prompt_tokens + p.generated - hit  # p.prefill_goal - hit
+            chunk = goal if whole else int(min(goal, budget))
             if chunk <= 0 or (lanes and chunk > budget):
                 break
             if not hit and state.free_lanes:

@@ -201,6 +201,7 @@ class ReplicaState:
         self.running: list[int] = []  # admission order, oldest first
         self.prefilling: list[int] = []  # running lanes still computing their prompt, oldest first
         self.n_decoding = 0
+        self.decode_ctx_sum = 0  # sum of ctx over the decoding lanes (the decode batch's lines need only it)
         self._decode_array: np.ndarray | None = None
         self._decode_stop: np.ndarray | None = None  # stop_ctx[_decode_array] (stop_ctx is fixed while a lane decodes)
         self.decode_ctx: tuple | None = None  # (lanes, ctx[lanes]) the scheduler gathered this iteration
@@ -241,6 +242,7 @@ class ReplicaState:
         self.n_decoding += 1
         self._decode_array = self._decode_stop = None
         c = int(self.ctx[lane])
+        self.decode_ctx_sum += c
         if self.lockstep:
             e = int(self.stop_ctx[lane]) - c + self.decode_clock
             self._end_of[lane] = e
@@ -332,6 +334,8 @@ class ReplicaState:
         """The stop clocks and `phases` against the arrays (the replica's `check_invariants`,
         before each plan)."""
         lanes = self.decode_lanes().tolist()
+        if self.decode_ctx_sum != int(self.ctx[lanes].sum()):
+            raise AssertionError("decode_ctx_sum out of step with the decoding lanes' contexts")
         if self.lockstep:
             if sorted(self._end_of) != lanes:
                 raise AssertionError("stop clocks out of step with the decoding lanes")
@@ -426,12 +430,14 @@ class ReplicaState:
 
     def _vacate(self, lane: int) -> None:
         self.active[lane] = False
-        self.used_tokens -= int(self.ctx[lane])
+        c = int(self.ctx[lane])
+        self.used_tokens -= c
         self.kv.release(lane)
         self.running.remove(lane)
         if self.is_decoding[lane]:
             self.is_decoding[lane] = False
             self.n_decoding -= 1
+            self.decode_ctx_sum -= c
             self._decode_array = self._decode_stop = None
             self._end_of.pop(lane, None)
             key = self.phase_of.pop(lane, None)
