@@ -208,6 +208,11 @@ def load_corpus_file(path: str | Path, *, devices: set[str], models: set[str]) -
     return rows
 
 
+def corpus_files(directory: Path) -> list[Path]:
+    """The corpus CSVs of a folder: every `*.csv` but the device micro-benchmark file."""
+    return [f for f in sorted(Path(directory).glob("*.csv")) if f.name != MICROBENCH_FILE]
+
+
 def load_corpus(directory: str | Path | None = None) -> list[PublicRow]:
     """All rows of every `*.csv` in the corpus folder, in file then line order; row ids unique."""
     from sim.catalog.hardware import available_profiles
@@ -220,7 +225,7 @@ def load_corpus(directory: str | Path | None = None) -> list[PublicRow]:
     models = set(load_catalog())
     rows: list[PublicRow] = []
     seen: dict[str, str] = {}
-    for f in sorted(d.glob("*.csv")):
+    for f in corpus_files(d):
         for r in load_corpus_file(f, devices=devices, models=models):
             if r.row_id in seen:
                 raise ConfigError(f"duplicate row_id '{r.row_id}' (first at {seen[r.row_id]})", file=r.file,
@@ -229,4 +234,91 @@ def load_corpus(directory: str | Path | None = None) -> list[PublicRow]:
             rows.append(r)
     if not rows:
         raise ConfigError("no corpus rows (*.csv) found", file=d)
+    return rows
+
+
+# ---- device micro-benchmarks ----------------------------------------------------------------------
+
+# `benchmarks/public/device_microbench.csv`: what a micro-benchmark (BabelStream, a tensor copy, a
+# read kernel) measured on a shipped device: data about the device, not about an engine, so a
+# device's own figure may anchor its predictions even when its engine rows are held out
+# (calibrate/public_fit.py `bandwidth_anchor`). Schema: benchmarks/public/README.md.
+MICROBENCH_FILE = "device_microbench.csv"
+MICROBENCH_COLUMNS = ("device", "benchmark", "kernel", "quantity", "value", "unit", "as_printed", "derivation",
+                      "source", "source_ref", "device_variant", "notes")
+MICROBENCH_UNITS = {"memory_bandwidth": "GB/s", "matmul": "TFLOPS"}
+
+
+@dataclass(frozen=True)
+class MicroRow:
+    """One published micro-benchmark figure of a device: `value` in `unit` (GB/s for
+    memory_bandwidth, dense TFLOPS for matmul), measured by `benchmark`'s `kernel`."""
+
+    device: str
+    benchmark: str
+    kernel: str
+    quantity: str
+    value: float
+    source: str
+    file: str = ""
+    line: int = 0
+
+
+def load_microbench(path: str | Path | None = None) -> list[MicroRow]:
+    """Every row of the micro-benchmark file (absent file: none). A bad field is one ConfigError
+    naming the file, line and column, as for the corpus; (device, benchmark, kernel, quantity) is
+    unique."""
+    from sim.catalog.hardware import available_profiles
+
+    path = Path(path) if path is not None else default_corpus_dir() / MICROBENCH_FILE
+    if not path.is_file():
+        return []
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read: {e}", file=name) from None
+    reader = csv.DictReader(text.splitlines(keepends=True))
+    header = reader.fieldnames or []
+    missing = [c for c in MICROBENCH_COLUMNS if c not in header]
+    if missing:
+        raise ConfigError(f"missing column(s): {', '.join(missing)}", file=name, line=1, field=missing[0])
+    devices = set(available_profiles())
+    rows: list[MicroRow] = []
+    seen: dict[tuple, int] = {}
+    for rec in reader:
+        line = reader.line_num
+        if None in rec:
+            raise ConfigError(f"{len(header) + len(rec[None])} cells, the header has {len(header)}", file=name,
+                              line=line)
+
+        def need(col: str) -> str:
+            v = (rec.get(col) or "").strip()
+            if not v:
+                raise ConfigError("is required", file=name, line=line, field=col)
+            return v
+
+        device = need("device")
+        if device not in devices:
+            raise ConfigError(f"not a shipped hardware profile: '{device}'", file=name, line=line, field="device")
+        benchmark, kernel = need("benchmark"), need("kernel")
+        quantity = need("quantity")
+        if quantity not in MICROBENCH_UNITS:
+            raise ConfigError(f"unknown quantity '{quantity}'; known: {', '.join(MICROBENCH_UNITS)}", file=name,
+                              line=line, field="quantity")
+        unit = need("unit")
+        if unit != MICROBENCH_UNITS[quantity]:
+            raise ConfigError(f"a {quantity} figure is in {MICROBENCH_UNITS[quantity]}, got '{unit}'", file=name,
+                              line=line, field="unit")
+        value = _float(rec.get("value") or "", name="value", file=name, line=line, required=True)
+        need("as_printed")
+        source = need("source")
+        if not (source.startswith("http://") or source.startswith("https://")):
+            raise ConfigError(f"must be a URL a reader can open, got '{source}'", file=name, line=line, field="source")
+        key = (device, benchmark, kernel, quantity)
+        if key in seen:
+            raise ConfigError(f"duplicate {device} {benchmark} {kernel} {quantity} (first at line {seen[key]})",
+                              file=name, line=line, field="kernel")
+        seen[key] = line
+        rows.append(MicroRow(device, benchmark, kernel, quantity, float(value), source, name, line))
     return rows

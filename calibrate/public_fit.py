@@ -662,6 +662,61 @@ def achievable_share(device: str, family: str, cls: str) -> float:
     return 1.0
 
 
+# ---- device micro-benchmarks: the bandwidth anchor of a transfer ---------------------------------------
+
+# The kernel of each micro-benchmark (benchmarks/public/device_microbench.csv) whose figure anchors the
+# transfer: the one stream-copy-like kernel every benchmark in the file has, one read stream and one
+# write stream of the same size (BabelStream Copy, gpu-stream scale A[i] = B[i] * c, torch's
+# Tensor.copy_, and the read probe of the only device that ran one), so two devices are compared by
+# the same access pattern. Not the read-only kernels: BabelStream's Dot is a reduction with a fixed
+# grid, and gpu-stream's read kernel does not saturate an H200 at its occupancy (2,756 GB/s against
+# 3,534 for its triad), so they measure the kernel as much as the memory.
+ANCHOR_KERNEL = {"babelstream": "Copy", "gpu-stream": "scale", "torch-copy": "copy", "read-probe": "read"}
+# False: every transfer keeps the datasheet anchor (what the transfer did before the micro-benchmarks)
+USE_MICROBENCH = True
+_MICRO: dict = {"rows": None, "shares": {}}
+
+
+def set_microbench(rows) -> None:
+    """Use these micro-benchmark rows (calibrate.public_corpus.load_microbench) for the anchors; the
+    default is the shipped file, read on first use."""
+    _MICRO["rows"], _MICRO["shares"] = list(rows), {}
+
+
+def bandwidth_shares(device: str) -> dict[str, float]:
+    """benchmark -> the device's micro-benchmark bandwidth (ANCHOR_KERNEL's kernel) / its profile's
+    datasheet bandwidth: the share of the datasheet figure that kernel reached on it."""
+    if _MICRO["rows"] is None:
+        from calibrate.public_corpus import load_microbench
+
+        set_microbench(load_microbench())
+    if device not in _MICRO["shares"]:
+        from sim.catalog.hardware import load_profile
+
+        peak = load_profile(device).memory_bandwidth_gb_per_s
+        _MICRO["shares"][device] = {
+            r.benchmark: r.value / peak for r in _MICRO["rows"]
+            if r.device == device and r.quantity == "memory_bandwidth" and ANCHOR_KERNEL.get(r.benchmark) == r.kernel}
+    return _MICRO["shares"][device]
+
+
+def bandwidth_anchor(target: str, donor: str) -> float:
+    """How much more of its datasheet bandwidth `target` reaches than `donor`, by the micro-benchmarks
+    both ran: the geometric mean over their common benchmarks of (target's share) / (donor's share).
+    A donor's fitted bandwidth efficiency (engine-achieved / datasheet) times this is the target's, if
+    the engine reaches the same share of what the micro-benchmark reaches on both: the transfer then
+    carries engine-achieved / micro-benchmark, not engine-achieved / datasheet. 1 (the datasheet
+    anchor) when the two share no benchmark, or USE_MICROBENCH is off. Device data only: a held-out
+    device's own micro-benchmark figure is used, none of its engine rows."""
+    if not USE_MICROBENCH or target == donor:
+        return 1.0
+    st, sd = bandwidth_shares(target), bandwidth_shares(donor)
+    common = sorted(set(st) & set(sd))
+    if not common:
+        return 1.0
+    return float(np.exp(np.mean([math.log(st[b] / sd[b]) for b in common])))
+
+
 # How much a fitted device counts in a transfer, per tier of distance (`_tier`): each step away
 # weighs TIER_DECAY times less, and a device counts with the square root of its rows (a 4-row fit is
 # a noisy estimate of its own parameters). Chosen by leave-one-device-out error over the corpus
@@ -697,7 +752,13 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams])
         return float(np.sum(w * np.array([b for _, b in pairs])) / np.sum(w))
 
     classes = sorted({c for g in others for c in g.seen_classes})
-    bw = {c: wgeo([(weight(g, "memory"), g.bandwidth[c]) for g in others if c in g.seen_classes]) for c in classes}
+    # bandwidth efficiencies travel as shares of what a micro-benchmark reached on each device, where
+    # both devices ran the same one (`bandwidth_anchor`; 1 = the datasheet anchor), capped at the
+    # datasheet peak as a fitted value is
+    bw = {c: min(BOUNDS["bandwidth"][1],
+                 wgeo([(weight(g, "memory"), g.bandwidth[c] * bandwidth_anchor(device, g.device))
+                       for g in others if c in g.seen_classes]))
+          for c in classes}
     comp = {c: achievable_share(device, family, c)
             * wgeo([(weight(g), g.compute[c] / achievable_share(g.device, family, c)) for g in others if c in g.seen_classes])
             for c in classes}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrate.public_corpus import default_corpus_dir, load_corpus
+from calibrate.public_corpus import MICROBENCH_FILE, corpus_files, default_corpus_dir, load_corpus, load_microbench
 from calibrate.public_fit import (
     KINDS,
     Validation,
@@ -24,6 +24,7 @@ from calibrate.public_fit import (
     fit_routing,
     prepare,
     profile_entries,
+    set_microbench,
     write_profile_block,
 )
 
@@ -204,6 +205,9 @@ def run_public_fit(corpus: str | Path | None = None, *, write_profiles: bool = T
 
     corpus_dir = Path(corpus) if corpus is not None else default_corpus_dir()
     rows = load_corpus(corpus_dir)
+    # device micro-benchmarks (transfer anchors), checked up front: a bad row stops the fit
+    micro = load_microbench(corpus_dir / MICROBENCH_FILE)
+    set_microbench(micro)
     if console:
         console.print(f"corpus: {len(rows)} rows from {corpus_dir}")
     prepared = prepare(rows)
@@ -223,7 +227,7 @@ def run_public_fit(corpus: str | Path | None = None, *, write_profiles: bool = T
         # after the profiles are written: the simulator runs what ships
         s["simulator_check"] = simulator_check(v) if write_profiles else []
         report = Path(report)
-        files = sorted(p.name for p in corpus_dir.glob("*.csv"))
+        files = [p.name for p in corpus_files(corpus_dir)]
         report.write_text(render_markdown(s, files), encoding="utf-8")
         report.with_suffix(".json").write_text(json.dumps(_json_safe(s), indent=1, sort_keys=True) + "\n",
                                                 encoding="utf-8")

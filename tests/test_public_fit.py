@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from calibrate.public_corpus import COLUMNS, default_corpus_dir, load_corpus
+from calibrate.public_corpus import (
+    COLUMNS,
+    MICROBENCH_COLUMNS,
+    MICROBENCH_FILE,
+    MicroRow,
+    default_corpus_dir,
+    load_corpus,
+    load_microbench,
+)
 from calibrate.public_fit import (
     GroupParams,
     cost_params,
@@ -153,7 +161,17 @@ def test_fit_and_simulator_price_a_fitted_profile_alike():
         assert CostParams.from_profile(hw, q, eng) == cost_params(hw, eng, q, p), (device, engine)
 
 
-def test_an_unmeasured_device_borrows_from_its_nearest_architecture():
+@pytest.fixture
+def microbench():
+    """Set the transfer's micro-benchmark rows for one test; the shipped file again afterwards."""
+    from calibrate.public_fit import set_microbench
+
+    yield set_microbench
+    set_microbench(load_microbench())
+
+
+def test_an_unmeasured_device_borrows_from_its_nearest_architecture(microbench):
+    microbench([])  # the datasheet anchor
     fits = {(d, "ggml"): GroupParams(d, "ggml", {"gguf": bw}, {"gguf": c}, 0.2, 1.0, rows=["r"] * 10,
                                      seen_classes=("gguf",))
             for d, bw, c in (("a100-80g", 0.5, 0.15), ("rtx-4090", 0.7, 0.17), ("apple-m3-max", 0.7, 0.7))}
@@ -181,6 +199,82 @@ def test_a_transfer_compares_devices_by_the_peak_their_kernels_can_reach():
     assert transfer("rtx-4090", "ggml", fits).compute["f16"] == pytest.approx(0.8)
     # an H100 borrows the A100's share of the int8 rate MMQ reaches, half of Hopper's datasheet rate
     assert transfer("h100-sxm", "ggml", fits).compute["gguf"] == pytest.approx(0.08)
+
+
+def test_microbenchmarks_load_and_every_row_cites_a_source():
+    rows = load_microbench()
+    assert len(rows) >= 20
+    for r in rows:
+        assert r.source.startswith(("http://", "https://")) and r.value > 0, (r.file, r.line)
+    from calibrate.public_fit import ANCHOR_KERNEL, bandwidth_shares
+
+    anchored = {r.device for r in rows if ANCHOR_KERNEL.get(r.benchmark) == r.kernel}
+    assert len(anchored) >= 10
+    for d in anchored:  # a stream kernel reaches most of the datasheet bandwidth, never more
+        assert all(0.5 < s <= 1.0 for s in bandwidth_shares(d).values()), (d, bandwidth_shares(d))
+
+
+def _write_microbench(folder: Path, rows: list[dict]) -> Path:
+    path = folder / MICROBENCH_FILE
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=MICROBENCH_COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: r.get(c, "") for c in MICROBENCH_COLUMNS})
+    return path
+
+
+def _micro_row(**kw) -> dict:
+    row = dict(device="rtx-4090", benchmark="torch-copy", kernel="copy", quantity="memory_bandwidth", value="912",
+               unit="GB/s", as_printed="| Nvidia 4090 | 912 |", source="https://example.org/bench")
+    row.update(kw)
+    return row
+
+
+@pytest.mark.parametrize("field,value,problem", [
+    ("device", "rtx-9999", "not a shipped hardware profile"),
+    ("value", "fast", "expected a number"),
+    ("unit", "TB/s", "is in GB/s"),
+    ("quantity", "latency", "unknown quantity"),
+    ("source", "a friend told me", "must be a URL"),
+    ("as_printed", "", "is required"),
+])
+def test_a_bad_microbenchmark_row_is_one_line_naming_file_line_and_field(tmp_path, field, value, problem):
+    folder = tmp_path / "corpus"
+    _write_corpus(folder, [_good_row()])
+    path = _write_microbench(folder, [_micro_row(), _micro_row(kernel="other", **{field: value})])
+    res = runner.invoke(app, ["calibrate", "--public", "--dry-run", "--corpus", str(folder)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.output
+    assert f"{path}:3" in lines[0] and field in lines[0] and problem in lines[0]
+    assert "Traceback" not in res.output
+
+
+def test_the_microbenchmark_file_is_not_read_as_corpus_rows(tmp_path):
+    folder = tmp_path / "corpus"
+    _write_corpus(folder, [_good_row()])
+    _write_microbench(folder, [_micro_row(), _micro_row(device="rtx-3090", value="831")])
+    assert [r.row_id for r in load_corpus(folder)] == ["t-1"]
+    assert [r.device for r in load_microbench(folder / MICROBENCH_FILE)] == ["rtx-4090", "rtx-3090"]
+
+
+def test_a_transfer_carries_the_share_of_a_microbenchmark_both_devices_ran(microbench):
+    """Bandwidth efficiency travels as engine-achieved / micro-benchmark: a donor fitted at 0.5 of its
+    datasheet whose copy kernel reaches 0.8 of it, to a target whose copy reaches 0.9 of its own,
+    gives 0.5 x 0.9 / 0.8. A benchmark only one of them ran anchors nothing (the datasheet share)."""
+    from calibrate.public_fit import bandwidth_anchor
+
+    peak = {d: load_profile(d).memory_bandwidth_gb_per_s for d in ("a100-80g", "a100-40g")}
+    fits = {("a100-80g", "ggml"): GroupParams("a100-80g", "ggml", {"gguf": 0.5}, {"gguf": 0.15}, 0.2, 1.0,
+                                              rows=["r"] * 10, seen_classes=("gguf",))}
+    microbench([MicroRow("a100-80g", "torch-copy", "copy", "memory_bandwidth", 0.8 * peak["a100-80g"], "https://x"),
+                MicroRow("a100-40g", "torch-copy", "copy", "memory_bandwidth", 0.9 * peak["a100-40g"], "https://x"),
+                MicroRow("a100-40g", "babelstream", "Copy", "memory_bandwidth", 0.7 * peak["a100-40g"], "https://x")])
+    assert bandwidth_anchor("a100-40g", "a100-80g") == pytest.approx(0.9 / 0.8)
+    assert transfer("a100-40g", "ggml", fits).bandwidth["gguf"] == pytest.approx(0.5 * 0.9 / 0.8)
+    microbench([MicroRow("a100-40g", "torch-copy", "copy", "memory_bandwidth", 0.9 * peak["a100-40g"], "https://x")])
+    assert transfer("a100-40g", "ggml", fits).bandwidth["gguf"] == pytest.approx(0.5)
 
 
 def test_a_transferred_all_reduce_latency_is_a_multiple_of_the_targets_link():
