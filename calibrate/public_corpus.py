@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -187,7 +188,15 @@ def parse_row(rec: dict[str, str], *, file: str, line: int, devices: set[str], m
 
 def load_corpus_file(path: str | Path, *, devices: set[str], models: set[str]) -> list[PublicRow]:
     """Every row of one corpus CSV (header checked; line numbers are the file's own)."""
-    path = Path(path)
+    name = str(path)
+    return [parse_row(rec, file=name, line=line, devices=devices, models=models)
+            for line, rec in _csv_records(Path(path), COLUMNS)]
+
+
+def _csv_records(path: Path, columns) -> Iterator[tuple[int, dict]]:
+    """(line, record) for each row of a CSV whose header must hold `columns`; an unreadable file, a
+    missing column or a row with more cells than the header is one ConfigError naming the file and
+    line (the physical line the record ends on; quoted newlines are rare here)."""
     name = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -195,17 +204,14 @@ def load_corpus_file(path: str | Path, *, devices: set[str], models: set[str]) -
         raise ConfigError(f"cannot read: {e}", file=name) from None
     reader = csv.DictReader(text.splitlines(keepends=True))
     header = reader.fieldnames or []
-    missing = [c for c in COLUMNS if c not in header]
+    missing = [c for c in columns if c not in header]
     if missing:
         raise ConfigError(f"missing column(s): {', '.join(missing)}", file=name, line=1, field=missing[0])
-    rows = []
     for rec in reader:
-        line = reader.line_num  # the physical line the record ends on (quoted newlines are rare here)
         if None in rec:  # more cells than the header has
             raise ConfigError(f"{len(header) + len(rec[None])} cells, the header has {len(header)}", file=name,
-                              line=line)
-        rows.append(parse_row(rec, file=name, line=line, devices=devices, models=models))
-    return rows
+                              line=reader.line_num)
+        yield reader.line_num, rec
 
 
 def corpus_files(directory: Path) -> list[Path]:
@@ -274,24 +280,10 @@ def load_microbench(path: str | Path | None = None) -> list[MicroRow]:
     if not path.is_file():
         return []
     name = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read: {e}", file=name) from None
-    reader = csv.DictReader(text.splitlines(keepends=True))
-    header = reader.fieldnames or []
-    missing = [c for c in MICROBENCH_COLUMNS if c not in header]
-    if missing:
-        raise ConfigError(f"missing column(s): {', '.join(missing)}", file=name, line=1, field=missing[0])
     devices = set(available_profiles())
     rows: list[MicroRow] = []
     seen: dict[tuple, int] = {}
-    for rec in reader:
-        line = reader.line_num
-        if None in rec:
-            raise ConfigError(f"{len(header) + len(rec[None])} cells, the header has {len(header)}", file=name,
-                              line=line)
-
+    for line, rec in _csv_records(path, MICROBENCH_COLUMNS):
         def need(col: str) -> str:
             v = (rec.get(col) or "").strip()
             if not v:
