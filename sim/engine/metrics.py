@@ -6,7 +6,8 @@ Definitions (vllm/benchmarks/serve.py, `calculate_metrics`):
 - ITL = the gaps between consecutive tokens of a request, pooled over all requests.
 - E2E = finish time - arrival time. Duration = first arrival to last completion.
 - Decode tokens/s per request = (output tokens - 1) / (e2e - TTFT) = 1 / TPOT.
-TTFT, TPOT and E2E percentiles use `numpy.percentile` (linear interpolation), as vLLM does.
+TTFT, TPOT and E2E percentiles are `numpy.percentile`'s (linear interpolation, as vLLM uses), computed bit for bit
+by `_percentiles` (which does not import `numpy.ma`).
 Throughput counts completed requests over the duration. Batch size = sequences (prefill chunks +
 decodes) per engine iteration, averaged over iterations (a fast-forwarded run of k steps counts k
 times), not over time. KV peaks are fractions of the cache's token capacity: used = tokens
