@@ -258,6 +258,13 @@ class PagedAllocator(KVAllocator):
         if self.prefix is not None and self.prefix.unreferenced:
             self._evict()
 
+    def take_blocks(self, n: int) -> None:
+        """`n` free blocks go to decoding lanes whose counts the replica state keeps (its lazy
+        lanes: `ReplicaState.lazy`); `held` is written when the state settles them."""
+        self.free_blocks -= n
+        if self.prefix is not None and self.prefix.unreferenced:
+            self._evict()
+
     def set_held(self, lanes: np.ndarray, context: np.ndarray, added: int) -> None:
         """`lanes` now hold ceil(context / block_size) blocks each, `added` more than before in all
         (the caller counted them and checked they are free): `grow_by(lanes, context, 0)` when no

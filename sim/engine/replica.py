@@ -55,6 +55,8 @@ class Replica:
         self.fast_forward = fast_forward
         self.check_invariants = check_invariants
         self.state = ReplicaState(kv, log, lanes=min(scheduler.max_seqs, 4096), prefix=prefix)
+        self.state.lazy = True  # decoding lanes as a base plus the decode clock (`ReplicaState.lazy`)
+        self.state.shadow = check_invariants  # ... and the arrays written too, to be compared
         self.peak_used_tokens = 0
         self.peak_reserved_tokens = 0
         self.batch_steps = 0
@@ -132,7 +134,20 @@ class Replica:
             dl = batch.decode_lanes
             n_dec = len(dl)
             pl = batch.prefill_lanes
-            if n_dec:
+            lazy = st.lazy
+            if lazy and n_dec != st.n_decoding and (n_dec or st.grown):
+                # some decoding lane does not step (a budget-cut batch): the lockstep ends here
+                st.sync()
+                st.lazy = lazy = False
+            elif not n_dec:
+                st.grown = 0  # (every lane grown in this plan was preempted)
+            if lazy and n_dec:
+                # every decoding lane steps: contexts from the base and the clock, only if read
+                ctx = st.cbase[dl] + st.decode_clock \
+                    if pl or lines_of is None or not grows or self.check_invariants else None
+                remaining = None
+                first_done = st.first_stop()
+            elif n_dec:
                 # the contexts the scheduler gathered to grow the batch's KV (`_grow_decodes`), and
                 # the stop points of the decoding lanes, gathered once per set of lanes
                 sc = st.decode_ctx
@@ -198,6 +213,29 @@ class Replica:
                     self._record_decode_gaps(dl, now, t_first, t, k)
                 else:
                     self.gaps.add(t_first, 0.0, 1, n_dec)
+            if lazy and n_dec:
+                # the clock (`stepped`) moves every lane's context; blocks counted, not written
+                st.decode_ctx_sum += k * n_dec
+                st.grown = 0
+                st.last_step_s = end
+                if self.check_invariants:  # (`shadow`) the arrays as before, for `check_phases`
+                    ctx += k
+                    st.ctx[dl] = ctx
+                    st.last_token_s[dl] = end
+                if k > 1 and grows:
+                    total = st.blocks_for_steps(k)
+                    if self.check_invariants and total != kv.grow_blocks_needed(dl, ctx):
+                        raise AssertionError("block phases disagree with the allocator on a run's growth")
+                    if total > kv.free_blocks:  # pragma: no cover - _run_length bounds k
+                        raise AssertionError("fast-forward ran past the KV cache")
+                    if self.check_invariants:
+                        kv.set_held(dl, ctx, total)
+                    else:
+                        kv.take_blocks(total)
+                st.used_tokens += k * n_dec
+                if first_done <= k:
+                    finished = st.stops_within(k)
+            elif n_dec:
                 ctx += k
                 st.ctx[dl] = ctx
                 st.decode_ctx_sum += k * n_dec
@@ -367,7 +405,7 @@ class Replica:
         n = len(dl)
         delta = (2.0 * total_s / k - 2.0 * t_first) / (k - 1) if k > 1 else 0.0
         if self.skipped_decodes:
-            stall = start_s - st.last_token_s[dl]
+            stall = start_s - (np.maximum(st.t_join[dl], st.last_step_s) if st.lazy else st.last_token_s[dl])
             late = stall > 0
             n_late = int(late.sum())
             if n_late:
@@ -387,6 +425,7 @@ class Replica:
             if st.ctx[lane] < st.prefill_goal[lane]:
                 continue
             # prefill complete: this iteration's logits give the next token
+            st.last_token_s[lane] = end_s  # (before `start_decoding`: its joining time)
             st.start_decoding(lane)
             p = st.pending[lane]
             if p.keys:  # its prompt's full prefix blocks are now reusable by others
@@ -395,6 +434,5 @@ class Replica:
                 log.first_token_s[p.row] = end_s
             else:  # recomputed after a preemption: the client waited since its last token
                 self.gaps.add(end_s - p.last_token_s, 0.0, 1, 1)
-            st.last_token_s[lane] = end_s
             if st.ctx[lane] >= st.stop_ctx[lane]:
                 finished.append(lane)

@@ -128,22 +128,35 @@ class Scheduler:
         `Scheduler.schedule()`: `preempted_req = self.running.pop()`."""
         lanes = state.decode_lanes()
         kv = state.kv
-        ctx = state.ctx[lanes]
+        lazy = state.lazy
         if state.phases_ok:
             # the lanes that need a block are those in the clock's phase (`ReplicaState.phases`):
             # each needs exactly one, so the growth is theirs alone, no array arithmetic
             need = state.boundary_lanes()
             if len(need) <= kv.free_blocks:
+                if lazy:  # the state counts the lanes' blocks (`ReplicaState.lazy`)
+                    state.grown = 1
+                    if not state.shadow:
+                        if need:
+                            kv.take_blocks(len(need))
+                        return lanes
                 if need:
                     kv.add_one_block(need)
-                state.decode_ctx = (lanes, ctx)
+                state.decode_ctx = (lanes, state.ctx[lanes])
                 return lanes
+        elif lazy and not kv.grows_on_decode:
+            return lanes  # (contiguous: `grow_by` gives nothing and never fails)
+        if lazy:
+            state.sync()  # grow_by reads the arrays
+        ctx = state.ctx[lanes]
         while len(lanes) and not kv.grow_by(lanes, ctx, 1):
             state.preempt_newest()
             keep = state.active[lanes]
             lanes = lanes[keep]
             ctx = ctx[keep]
         state.decode_ctx = (lanes, ctx)  # the replica prices this batch from the same gather
+        if lazy:
+            state.grown = 1
         return lanes
 
     def _reserve_or_preempt(self, state: "ReplicaState", lane: int, tokens: int) -> bool:

@@ -222,6 +222,22 @@ class ReplicaState:
         self.lockstep = True
         self._ends: list[tuple[int, int]] = []
         self._end_of: dict[int, int] = {}
+        # Lazy lanes (`lazy`, turned on by the replica): while every decoding lane steps with the
+        # clock, a decoding lane's context is `cbase[lane] + decode_clock` (cbase = its context
+        # minus the clock when it joined), its blocks (paged, with `phases_ok`) ceil((context +
+        # grown) / block_size) (`grown`: the scheduler gave this plan's step its blocks and the
+        # replica has not applied it yet) and its last token's time the later of its joining
+        # (`t_join`) and the last decode step's end (`last_step_s`). So a decode event writes no
+        # array: `ctx`, `kv.held` and `last_token_s` of a decoding lane are written when it is read
+        # (`_settle`: it leaves or is preempted) or when the lockstep or the phases break (`sync`,
+        # then `lazy` stays off for the run). `shadow` (the replica's `check_invariants`) keeps the
+        # arrays written as well, and `check_phases` compares them.
+        self.lazy = False
+        self.shadow = False
+        self.cbase = np.zeros(n, dtype=np.int64)
+        self.t_join = np.zeros(n, dtype=np.float64)
+        self.grown = 0
+        self.last_step_s = float("-inf")
         self.used_tokens = 0  # sum of ctx over running lanes
         self.preemptions = 0
         self.now_s = 0.0
@@ -237,24 +253,52 @@ class ReplicaState:
         return self._decode_array
 
     def start_decoding(self, lane: int) -> None:
+        c = int(self.ctx[lane])
+        bs = self.kv.block_size
+        if self.phases_ok and int(self.kv.held[lane]) != -(-c // bs):
+            if self.lazy:  # the lazy blocks need the phases: write the lanes out, then arrays only
+                self.sync()
+                self.lazy = False
+            self.phases_ok = False
         self.prefilling.remove(lane)
         self.is_decoding[lane] = True
         self.n_decoding += 1
         self._decode_array = self._decode_stop = None
-        c = int(self.ctx[lane])
         self.decode_ctx_sum += c
+        if self.lazy:
+            self.cbase[lane] = c - self.decode_clock
+            self.t_join[lane] = self.last_token_s[lane]
         if self.lockstep:
             e = int(self.stop_ctx[lane]) - c + self.decode_clock
             self._end_of[lane] = e
             heapq.heappush(self._ends, (e, lane))
         if self.phases_ok:
+            key = (c - self.decode_clock) % bs
+            self.phases[key].append(lane)
+            self.phase_of[lane] = key
+
+    def sync(self) -> None:
+        """With `lazy`: write every decoding lane's context, blocks (paged) and last token's time
+        into the arrays (see `lazy` in `__init__`)."""
+        if not self.lazy or not self.n_decoding:
+            return
+        dl = self.decode_lanes()
+        c = self.cbase[dl] + self.decode_clock
+        self.ctx[dl] = c
+        if self.phases_ok:
             bs = self.kv.block_size
-            if int(self.kv.held[lane]) != -(-c // bs):
-                self.phases_ok = False
-            else:
-                key = (c - self.decode_clock) % bs
-                self.phases[key].append(lane)
-                self.phase_of[lane] = key
+            self.kv.held[dl] = (c + (self.grown + bs - 1)) // bs
+        self.last_token_s[dl] = np.maximum(self.t_join[dl], self.last_step_s)
+
+    def _settle(self, lane: int) -> None:
+        """`sync` for one lane (it is about to be read: it leaves or is preempted)."""
+        if self.lazy and self.is_decoding[lane]:
+            c = int(self.cbase[lane]) + self.decode_clock
+            self.ctx[lane] = c
+            if self.phases_ok:
+                self.kv.held[lane] = -(-(c + self.grown) // self.kv.block_size)
+            t = float(self.t_join[lane])
+            self.last_token_s[lane] = t if t >= self.last_step_s else self.last_step_s
 
     def boundary_lanes(self) -> list[int]:
         """With `phases_ok`: the decoding lanes whose context fills their last block (ctx a
@@ -334,6 +378,11 @@ class ReplicaState:
         """The stop clocks and `phases` against the arrays (the replica's `check_invariants`,
         before each plan)."""
         lanes = self.decode_lanes().tolist()
+        if self.lazy:  # (`shadow`: the arrays were written as well)
+            for lane in lanes:
+                t = max(float(self.t_join[lane]), self.last_step_s)
+                if int(self.cbase[lane]) + self.decode_clock != int(self.ctx[lane]) or t != self.last_token_s[lane]:
+                    raise AssertionError(f"lane {lane}: lazy context or last token out of step with the arrays")
         if self.decode_ctx_sum != int(self.ctx[lanes].sum()):
             raise AssertionError("decode_ctx_sum out of step with the decoding lanes' contexts")
         if self.lockstep:
@@ -356,7 +405,8 @@ class ReplicaState:
     def _grow_lanes(self) -> None:
         old = len(self.ctx)
         new = 2 * old
-        for name in ("ctx", "prefill_goal", "prompt", "stop_ctx", "last_token_s", "active", "is_decoding", "admit_seq"):
+        for name in ("ctx", "prefill_goal", "prompt", "stop_ctx", "last_token_s", "active", "is_decoding", "admit_seq",
+                     "cbase", "t_join"):
             a = getattr(self, name)
             b = np.zeros(new, dtype=a.dtype)
             b[:old] = a
@@ -453,6 +503,7 @@ class ReplicaState:
         front of the queue with the tokens it has already streamed. Returns its lane."""
         lane = self.running[-1]
         p = self.pending[lane]
+        self._settle(lane)
         if self.ctx[lane] >= self.prefill_goal[lane]:
             p.generated = int(self.ctx[lane] - self.prompt[lane] + 1)
         p.last_token_s = float(self.last_token_s[lane])
@@ -464,6 +515,7 @@ class ReplicaState:
 
     def finish(self, lane: int, now_s: float) -> Pending:
         p = self.pending[lane]
+        self._settle(lane)
         row = p.row
         log = self.log
         log.finish_s[row] = now_s
