@@ -128,13 +128,18 @@ def _float(text: str, *, name: str, file: str, line: int, required: bool) -> flo
     return _number(text, name=name, file=file, line=line, required=required, whole=False, minimum=0.0)
 
 
+def _need(rec: dict[str, str], col: str, file: str, line: int) -> str:
+    """A CSV record's non-empty, stripped `col`; an empty one is a ConfigError naming file, line, column."""
+    v = (rec.get(col) or "").strip()
+    if not v:
+        raise ConfigError("is required", file=file, line=line, field=col)
+    return v
+
+
 def parse_row(rec: dict[str, str], *, file: str, line: int, devices: set[str], models: set[str]) -> PublicRow:
     """Check one CSV record and type it; the first bad field is a ConfigError (file, line, column)."""
     def need(name: str) -> str:
-        v = (rec.get(name) or "").strip()
-        if not v:
-            raise ConfigError("is required", file=file, line=line, field=name)
-        return v
+        return _need(rec, name, file, line)
 
     row_id = need("row_id")
     source = need("source")
@@ -285,10 +290,7 @@ def load_microbench(path: str | Path | None = None) -> list[MicroRow]:
     seen: dict[tuple, int] = {}
     for line, rec in _csv_records(path, MICROBENCH_COLUMNS):
         def need(col: str) -> str:
-            v = (rec.get(col) or "").strip()
-            if not v:
-                raise ConfigError("is required", file=name, line=line, field=col)
-            return v
+            return _need(rec, col, name, line)
 
         device = need("device")
         if device not in devices:

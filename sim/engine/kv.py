@@ -29,6 +29,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from sim.cost.decode_runs import _largest_within
 from sim.errors import ConfigError
 
 # ndarray.sum() of a 1-D array, minus the Python wrapper numpy puts around it (this runs once or
@@ -289,16 +290,7 @@ class PagedAllocator(KVAllocator):
         def extra(k: int) -> int:
             return int(np.maximum((context + k + (bs - 1)) // bs - held, 0).sum())
 
-        lo, hi = 0, max_steps  # extra(lo) fits; find the largest k that fits
-        if extra(hi) <= free:
-            return hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if extra(mid) <= free:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        return _largest_within(extra, free, max_steps)  # extra(k) grows with k
 
 
 ALLOCATORS: dict[str, type[KVAllocator]] = {cls.name: cls for cls in (ContiguousAllocator, PagedAllocator)}
