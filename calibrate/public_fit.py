@@ -53,6 +53,7 @@ import numpy as np
 from calibrate.public_corpus import PublicRow
 from sim.catalog.hardware import Efficiency
 from sim.catalog.quant import kernel_class
+from sim.cost.memory import GiB
 from sim.cost.params import CostParams
 from sim.cost.roofline import CostModel, StepFeatures
 
@@ -301,8 +302,6 @@ def _steady_iteration(cm, batch: float, isl: int, osl: int):
 
 # ---- trtllm-bench's engine limits ---------------------------------------------------------------------
 
-GIB = 1024**3
-
 
 def trtllm_bench_limits(row: PublicRow, hw, spec) -> tuple[int, int]:
     """(max_batch_size, max_num_tokens) that `trtllm-bench` picks for a row's ISL/OSL when the run does
@@ -327,9 +326,9 @@ def trtllm_bench_limits(row: PublicRow, hw, spec) -> tuple[int, int]:
     bpe = 1.0 if row.quant == "fp8" else 2.0
     bkv = 1.0 if kv == "fp8" else 2.0
     tp = max(row.n_devices, 1)
-    per_token = 2 * spec.n_layers * max(tp, spec.n_kv_heads) * spec.d_head * bkv / GIB
+    per_token = 2 * spec.n_layers * max(tp, spec.n_kv_heads) * spec.d_head * bkv / GiB
     engine = spec.n_params_total / 1e9 * bpe
-    free = hw.memory_bytes / GIB * tp - engine
+    free = hw.memory_bytes / GiB * tp - engine
     isl, osl = row.input_tokens, row.output_tokens
     requests = max(free * 0.95 / per_token / (isl + osl), 1.0)
     raw_bs = min(requests, 4096)

@@ -223,11 +223,7 @@ class Replica:
                     st.ctx[dl] = ctx
                     st.last_token_s[dl] = end
                 if k > 1 and grows:
-                    total = st.blocks_for_steps(k)
-                    if self.check_invariants and total != kv.grow_blocks_needed(dl, ctx):
-                        raise AssertionError("block phases disagree with the allocator on a run's growth")
-                    if total > kv.free_blocks:  # pragma: no cover - _run_length bounds k
-                        raise AssertionError("fast-forward ran past the KV cache")
+                    total = self._run_blocks(dl, ctx, k)
                     if self.check_invariants:
                         kv.set_held(dl, ctx, total)
                     else:
@@ -242,12 +238,7 @@ class Replica:
                 if k > 1 and grows:
                     if st.phases_ok and n_dec == st.n_decoding:
                         # every lane now holds ceil(ctx / bs) blocks; how many that adds, from the phases
-                        total = st.blocks_for_steps(k)
-                        if self.check_invariants and total != kv.grow_blocks_needed(dl, ctx):
-                            raise AssertionError("block phases disagree with the allocator on a run's growth")
-                        if total > kv.free_blocks:  # pragma: no cover - _run_length bounds k
-                            raise AssertionError("fast-forward ran past the KV cache")
-                        kv.set_held(dl, ctx, total)
+                        kv.set_held(dl, ctx, self._run_blocks(dl, ctx, k))
                     elif not kv.grow_by(dl, ctx, 0):  # pragma: no cover - _run_length bounds k
                         raise AssertionError("fast-forward ran past the KV cache")
                 st.used_tokens += k * n_dec
@@ -274,6 +265,17 @@ class Replica:
                 source.done(p.request, end)
             if self.check_invariants:
                 kv.check()
+
+    def _run_blocks(self, dl, ctx, k: int) -> int:
+        """Blocks a fast-forwarded run of k decode steps adds to all the decoding lanes, counted from
+        the block phases (`ReplicaState.blocks_for_steps`; checked against the allocator's own count
+        under `check_invariants`, where `ctx` holds the lanes' contexts after the run)."""
+        total = self.state.blocks_for_steps(k)
+        if self.check_invariants and total != self.kv.grow_blocks_needed(dl, ctx):
+            raise AssertionError("block phases disagree with the allocator on a run's growth")
+        if total > self.kv.free_blocks:  # pragma: no cover - _run_length bounds k
+            raise AssertionError("fast-forward ran past the KV cache")
+        return total
 
     def _decode_lines_fn(self):
         """`CostModel._decode_segments` when a decode batch's step time is one pair of lines over
@@ -377,20 +379,9 @@ class Replica:
                 else:
                     # CostModel.decode_steps_within on one segment, from the lines already computed:
                     # its estimate, then `_fix_up`'s exact correction, keeping the run times in `times`
-                    # (`_fix_up` inlined: on one segment with a float start `_run_time(lines, j)` is
-                    # `_sum_max_of_two_lines(..., j)`, 0.0 for j <= 0 as here; same probes, same order)
                     _, a_c, b_c, a_m, b_m = lines
-                    kw = min(self.cost._steps_in_lines(a_c, b_c, a_m, b_m, budget), k)
-                    while kw > 0:
-                        t = times[kw] = _sum_max_of_two_lines(a_c, b_c, a_m, b_m, kw)
-                        if t <= budget:
-                            break
-                        kw -= 1
-                    while kw < k:
-                        t = times[kw + 1] = _sum_max_of_two_lines(a_c, b_c, a_m, b_m, kw + 1)
-                        if t > budget:
-                            break
-                        kw += 1
+                    kw = self.cost._fix_up(lines, self.cost._steps_in_lines(a_c, b_c, a_m, b_m, budget), budget, k,
+                                           times)
                 if kw < k:
                     # Stop at the first step ending after the arrival, where a step-by-step run
                     # admits it. (A step ending exactly at the arrival — a tie of two float sums —
