@@ -72,6 +72,17 @@ def baseline_errors(v: Validation, rev: str = BASELINE_REV) -> dict[str, float]:
     return out
 
 
+def _repo_relative(where: str) -> str:
+    """`file:line` with the file relative to the repository, so the committed report does not carry
+    the path of whichever checkout generated it."""
+    path, sep, line = where.rpartition(":")
+    try:
+        path = Path(path).resolve().relative_to(Path(__file__).resolve().parent.parent).as_posix()
+    except ValueError:
+        pass
+    return f"{path}{sep}{line}"
+
+
 def summary(v: Validation) -> dict:
     """Every error statistic the report prints, as plain data."""
     rows = [it for it in v.prepared if it.shape is not None]
@@ -80,7 +91,7 @@ def summary(v: Validation) -> dict:
         return _stats([errs[it.row.row_id] for it in rows if pick(it) and it.row.row_id in errs])
 
     out: dict = {"rows": len(v.prepared), "replayed": len(rows),
-                 "excluded": [{"row_id": it.row.row_id, "where": it.row.where, "reason": it.excluded}
+                 "excluded": [{"row_id": it.row.row_id, "where": _repo_relative(it.row.where), "reason": it.excluded}
                               for it in v.prepared if it.shape is None]}
     base = baseline_errors(v)
     for name, errs in (("in_sample", v.in_sample), ("lodo", v.lodo), ("loso", v.loso), ("lomo", v.lomo),
