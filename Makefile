@@ -8,7 +8,11 @@ BIN     = $(VENV)/bin
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# the install compiles sim/_compiled.py's modules (setup.py): an edited one is compiled again here
+# (until then it runs from its source: same results, slower)
+COMPILED_SOURCES = $(wildcard sim/cost/*.py sim/engine/*.py sim/cluster/*.py)
+
+$(VENV)/.installed: pyproject.toml setup.py sim/_compiled.py $(COMPILED_SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[all]'
 	touch $@
@@ -24,3 +28,4 @@ bench: venv
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+	find sim -name '*.so' -delete -o -name '*.c' -delete

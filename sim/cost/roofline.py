@@ -363,7 +363,8 @@ class CostModel:
         part of `layer_keys` attended by decode tokens, which costs `decode_attention_slowdown` times
         as much per FLOP."""
         trailing_defaults = (0.0, 1.0)  # matmul_half_rows, decode_attention_slowdown
-        bw, mm, att, it_s, seq_s, half, slow = (*p, *trailing_defaults[len(p) - 5:])
+        # (tuple concatenation, not a starred display: Cython 3.3 cannot unpack the latter)
+        bw, mm, att, it_s, seq_s, half, slow = tuple(p) + trailing_defaults[len(p) - 5:]
         effective_keys = layer_keys + (slow - 1.0) * decode_keys
         compute_s = (self._layer_matmul_flops(tokens, half)
                      + self.flops_per_sequence * gemm_rows(seqs, half)) / mm + (
