@@ -15,9 +15,11 @@ Two cases must run the source although a compiled file exists, and `install()` (
 that loads them from their `.py` files:
 - `INFERSIM_PURE_PYTHON=1` in the environment (the equality test; pdb, coverage and profilers that
   need Python frames);
-- a source edited after it was compiled (its `.py` newer than its extension file): the compiled
-  file would silently run the old code. That module alone then runs from source; reinstalling
-  (`make test` does when a source changed) compiles it again.
+- in a source checkout (an editable install: `setup.py` beside `sim/`), a source edited after it was
+  compiled (its `.py` newer than its extension file): the compiled file would silently run the old
+  code. That module alone then runs from source; reinstalling (`make test` does when a source
+  changed) compiles it again. An installed wheel is not checked: its files' times are those of the
+  unpacking, in no particular order, and nobody edits them.
 
 Standard library only: `setup.py` reads `COMPILED` from this file before anything is installed.
 """
@@ -65,15 +67,17 @@ def compiled_path(module: str, root: Path = ROOT) -> Path | None:
 
 def sources_to_run(root: Path = ROOT, pure: bool | None = None) -> list[str]:
     """The compiled modules whose source must run instead: all of them with `pure`
-    (default: `INFERSIM_PURE_PYTHON=1`), else those whose `.py` is newer than the extension file."""
+    (default: `INFERSIM_PURE_PYTHON=1`), else, in a source checkout, those whose `.py` is newer than
+    the extension file."""
     if pure is None:
         pure = os.environ.get("INFERSIM_PURE_PYTHON") == "1"
+    checkout = (root / "setup.py").is_file()
     out = []
     for module in COMPILED:
         so = compiled_path(module, root)
         if so is None:
             continue
-        if pure or source_path(module, root).stat().st_mtime > so.stat().st_mtime:
+        if pure or (checkout and source_path(module, root).stat().st_mtime > so.stat().st_mtime):
             out.append(module)
     return out
 

@@ -107,6 +107,9 @@ def test_an_edited_source_runs_instead_of_its_stale_compiled_file(tmp_path):
     a, b, c = _compiled.COMPILED[:3]
     # a: compiled after its last edit; b: edited after it was compiled; c: never compiled
     _fake_tree(tmp_path, compiled={a: now, b: now - 100}, sources={a: now - 100, b: now, c: now})
+    # an installed wheel (no setup.py beside the package): unpacking order decides the times, not edits
+    assert _compiled.sources_to_run(tmp_path, pure=False) == []
+    (tmp_path / "setup.py").write_text("")  # a source checkout: an edit after the build is caught
     assert _compiled.sources_to_run(tmp_path, pure=False) == [b]
     assert _compiled.sources_to_run(tmp_path, pure=True) == [a, b]
 
