@@ -3,7 +3,7 @@
 The simulator's hot loop (the replica's plan -> price -> wait -> apply loop, its state, the
 schedulers, KV allocators, metrics, the roofline and the cluster's arrival process) is compiled by
 `setup.py` with Cython in pure-Python mode: the same `.py` source, translated to C, with Python's
-semantics kept (no C typing, no `cdivision`: every float operation is the same double operation,
+semantics kept (annotations type nothing, no `cdivision`: every float operation is the same double operation,
 so outputs are byte-identical; `tests/test_compiled.py` runs both and compares). A compiled
 module is an extension file beside its source (`replica.cpython-311-x86_64-linux-gnu.so` next to
 `replica.py`), which Python's importer prefers; where no compiler or Cython was available the

@@ -182,6 +182,12 @@ def weighted_ap_quantiles(first, delta, steps, weight, qs) -> list[float]:
     count(lo) < target <= count(hi) until no float lies between lo and hi, so x = hi exactly.
     Records wholly below the bracket are folded into a constant and records wholly above it
     dropped, so each step only touches the few records straddling it.
+
+    With many records the bisection starts from a narrower bracket: the same quantiles, 1 point
+    either side, of every k-th record (about 1,000 of them), each end kept only if the full count
+    confirms it (count(lo) < target <= count(hi)). Any bracket that satisfies that invariant ends on
+    the same float, so the result does not depend on the sample; it saves the first full passes
+    over a million-request run's records.
     """
     a = np.asarray(first, dtype=np.float64)
     d = np.asarray(delta, dtype=np.float64)
@@ -195,29 +201,54 @@ def weighted_ap_quantiles(first, delta, steps, weight, qs) -> list[float]:
     if total <= 0:
         return [math.nan for _ in qs]
     top = a + d * (n - 1)
+    lo0 = float(np.nextafter(a.min(), -np.inf))  # count(lo0) = 0 < target
+    hi0 = float(top.max())  # count(hi0) = total >= target
+    hints = None
+    if len(a) >= BRACKET_SAMPLE_FROM:
+        k = len(a) // BRACKET_SAMPLE_RECORDS
+        around = [x for q in qs for x in (max(q - BRACKET_MARGIN, 0.0), min(q + BRACKET_MARGIN, 1.0))]
+        hints = weighted_ap_quantiles(a[::k], d[::k], n[::k], w[::k], around)
     out = []
-    for q in qs:
+    for i, q in enumerate(qs):
         target = max(q * total, 1e-300)
-        lo = float(np.nextafter(a.min(), -np.inf))  # count(lo) = 0 < target
-        hi = float(top.max())  # count(hi) = total >= target
-        base = 0.0
-        aa, dd, nn, ww, tt = a, d, n, w, top
-        while True:
-            mid = 0.5 * (lo + hi)
-            if mid <= lo or mid >= hi:
-                break
-            if base + float((ww * _count_le(mid, aa, dd, nn)).sum()) >= target:
-                hi = mid
-            else:
-                lo = mid
-            below = tt <= lo
-            if below.any():
-                base += float((ww[below] * nn[below]).sum())
-            keep = ~below & (aa <= hi)
-            if not keep.all():
-                aa, dd, nn, ww, tt = aa[keep], dd[keep], nn[keep], ww[keep], tt[keep]
-        out.append(hi)
+        lo, hi = lo0, hi0
+        if hints is not None:
+            x_lo, x_hi = hints[2 * i], hints[2 * i + 1]
+            if lo0 < x_lo < hi0 and float((w * _count_le(x_lo, a, d, n)).sum()) < target:
+                lo = x_lo
+            if lo < x_hi < hi0 and float((w * _count_le(x_hi, a, d, n)).sum()) >= target:
+                hi = x_hi
+        out.append(_bisect(a, d, n, w, top, target, lo, hi))
     return out
+
+
+# the narrower starting bracket of weighted_ap_quantiles: from this many records on, a sample of
+# about BRACKET_SAMPLE_RECORDS of them, quantiles BRACKET_MARGIN either side (speed only: any
+# confirmed bracket gives the same result)
+BRACKET_SAMPLE_FROM = 16384
+BRACKET_SAMPLE_RECORDS = 1024
+BRACKET_MARGIN = 0.01
+
+
+def _bisect(a, d, n, w, top, target: float, lo: float, hi: float) -> float:
+    """The smallest float x in (lo, hi] with count(x) >= target, given count(lo) < target <= count(hi)."""
+    base = 0.0
+    aa, dd, nn, ww, tt = a, d, n, w, top
+    while True:
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if base + float((ww * _count_le(mid, aa, dd, nn)).sum()) >= target:
+            hi = mid
+        else:
+            lo = mid
+        below = tt <= lo
+        if below.any():
+            base += float((ww[below] * nn[below]).sum())
+        keep = ~below & (aa <= hi)
+        if not keep.all():
+            aa, dd, nn, ww, tt = aa[keep], dd[keep], nn[keep], ww[keep], tt[keep]
+    return hi
 
 
 def weighted_ap_mean(first, delta, steps, weight) -> float:
