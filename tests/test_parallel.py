@@ -225,3 +225,25 @@ def test_deployment_capacity_is_plain_capacity_for_one_device_and_counts_a_draft
     # a 1 GB draft model on the same device takes 1 GB / 131,072 B per token = 7,629 tokens of KV
     with_draft = deployment_kv_capacity_tokens(h100, m, "bf16", vllm, 2e9, extra_weight_bytes=1e9)
     assert plain - with_draft == pytest.approx(1e9 / m.kv_bytes_per_token("fp16"), abs=1)
+
+
+def test_tensor_parallel_group_pays_the_devices_gemm_start_up():
+    """A TP group is one device of N x the rates *with* the device's n_1/2 (`DevicePart.matmul_half_rows`):
+    each device runs its GEMMs on the same T rows and its start-up is its 1/N of the weights. So a
+    compute-bound prompt of 512 tokens at tp = 2 with n_1/2 = 64 rows costs what one device of twice the
+    rates and the same n_1/2 costs, plus the all-reduces: matmuls 2 x 33,554,432 FLOP/token x (512 + 64)
+    + the LM head's 65,536,000 FLOP (one row: a GEMV, no start-up) over 1e15 FLOP/s."""
+    half = 64.0
+    slow = CostParams(1e15, 5e14, 5e14, matmul_half_rows=half)  # ample bandwidth: compute-bound
+    tp2 = CostModel(TOY, "bf16", slow, kv_dtype="bf16", parallel=ParallelConfig(2, 1, LINK_BW, LINK_LAT))
+    one = CostModel(TOY, "bf16", CostParams(2e15, 1e15, 1e15, matmul_half_rows=half), kv_dtype="bf16")
+    assert tp2.placement.parts[0].matmul_half_rows == half
+    comm = tp2.placement.comm_s_per_token * 512 + tp2.placement.comm_s_per_pass
+    assert tp2.step_time((512,), (0,), ()) == pytest.approx(one.step_time((512,), (0,), ()) + comm, rel=1e-9)
+    b = one.breakdown((512,), (0,), ())
+    assert b["compute_s"] == pytest.approx((2 * 33_554_432 * (512 + half) + 65_536_000 + b["attention_flops"]) / 1e15,
+                                           rel=1e-12)
+    # without n_1/2 the group is the plain roofline again
+    plain = CostModel(TOY, "bf16", CostParams(1e15, 5e14, 5e14), kv_dtype="bf16",
+                      parallel=ParallelConfig(2, 1, LINK_BW, LINK_LAT))
+    assert plain.step_time((512,), (0,), ()) < tp2.step_time((512,), (0,), ())

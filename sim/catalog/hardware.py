@@ -145,6 +145,13 @@ class HardwareProfile(BaseModel):
     usable_memory_fraction: float = Field(
         0.9, gt=0, le=1, description="share of memory one serving process may fill with weights + KV cache"
     )
+    memory_reported_gib: float | None = Field(
+        None, gt=0,
+        description=(
+            "total memory the driver reports (nvidia-smi / NVML memory.total), GiB: the capacity less what "
+            "the driver keeps (ECC check bits on GDDR parts, reserved regions); None = the full capacity"
+        ),
+    )
     memory_bandwidth_gb_per_s: float = Field(gt=0, description="datasheet peak, decimal GB/s")
     peak_tflops: dict[NumberFormat, float] = Field(
         description="dense (no 2:4 sparsity) peak throughput per number format, TFLOP/s (TOPS for int)"
@@ -214,6 +221,9 @@ class HardwareProfile(BaseModel):
                 )
             # frozen model: set the derived field once, during validation
             self.__dict__["memory_capacity_gb"] = derived if gb is None else gb
+        if self.memory_reported_gib is not None and self.memory_reported_gib * 2**30 > self.memory_bytes * 1.0005:
+            raise ValueError(f"memory_reported_gib ({self.memory_reported_gib}) exceeds the memory capacity "
+                             f"({self.memory_bytes / 2**30:.2f} GiB)")
         return self
 
     # ---- derived quantities (SI units) -------------------------------------------------------
@@ -221,6 +231,12 @@ class HardwareProfile(BaseModel):
     def memory_bytes(self) -> float:
         """Device memory in bytes."""
         return float(self.memory_capacity_gb) * 1e9
+
+    @property
+    def reported_memory_bytes(self) -> float:
+        """Device memory the driver hands to processes (nvidia-smi / NVML memory.total), bytes:
+        `memory_reported_gib`, or `memory_bytes` when the profile does not give it."""
+        return self.memory_bytes if self.memory_reported_gib is None else self.memory_reported_gib * 2**30
 
     @property
     def usable_memory_bytes(self) -> float:

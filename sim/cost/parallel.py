@@ -243,6 +243,12 @@ class DevicePart:
     matmul_flops_per_s: float
     attention_flops_per_s: float
     kv_factor: float = 1.0
+    # Hockney n_1/2 of the part's matmuls, rows (`CostParams.matmul_half_rows`, sim.cost.roofline): a TP
+    # group or pipeline stage runs the device's own GEMM kernels on the same T rows, and the start-up is
+    # weight-proportional (each device loads its 1/N of the weights once per tile pass), so pricing the
+    # group as one device of N x the rates with the device's n_1/2 is exact. 0 for offload parts (host
+    # and GPU of a partial offload keep the plain roofline, as before).
+    matmul_half_rows: float = 0.0
     # op offload (host parts only): from `upload_min_tokens` tokens the weights' matmuls run on a
     # device of `upload_matmul_flops_per_s` after the weights cross a link of `upload_bandwidth_bytes_per_s`,
     # once per `upload_chunk_tokens` tokens
@@ -291,7 +297,8 @@ def build_placement(
     counts = stage_layer_counts(L, pp)
     parts = tuple(
         DevicePart(f"stage{s}", n / L, s == pp - 1, params.bandwidth_bytes_per_s * tp,
-                   params.matmul_flops_per_s * tp, params.attention_flops_per_s * tp, kv_factor)
+                   params.matmul_flops_per_s * tp, params.attention_flops_per_s * tp, kv_factor,
+                   matmul_half_rows=params.matmul_half_rows)
         for s, n in enumerate(counts)
     )
     bw, lat = parallel.interconnect_bandwidth_bytes_per_s, parallel.interconnect_latency_s

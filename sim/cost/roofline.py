@@ -59,7 +59,9 @@ for the LM head only: the layers' rows pay the start-up alone (`gemm_start_rows`
 measurement that tells them apart is). n_half is fitted by calibration (calibrate/fit.py); GPU
 presets keep 0. For a fixed decode batch n the term is a constant per step, so the closed forms
 below stay exact.
-Placements over several devices (sim.cost.parallel) do not apply it.
+Tensor- and pipeline-parallel placements (sim.cost.parallel) apply the device's n_half to each part
+(`DevicePart.matmul_half_rows`: every device of a TP group runs its GEMMs on the same T rows, its
+start-up is its 1/N of the weights); partial-offload placements do not.
 
 Decode attention (`decode_attention_slowdown` = s, default 1 = the plain model). The attention FLOPs of
 decode tokens are priced s times those of prompt tokens:
@@ -424,7 +426,7 @@ class CostModel:
         pass's communication seconds, and the iteration's overheads (for `batch_seqs` sequences).
 
         Part p holds a fraction f of the repeating layers (and the LM head when h = 1):
-            compute_p = (f x flops_per_token x T + h x flops_per_sequence x logits) / matmul_p
+            compute_p = (f x flops_per_token x start(T) + h x flops_per_sequence x rows(logits)) / matmul_p
                         + f x attention_flops_per_layer_key x layer_keys / attention_p
             memory_p  = (f x layer weight bytes(T) + h x head bytes
                          + kv_factor x f x kv_bytes_per_layer_token x (kv_read + L x T)) / bandwidth_p
@@ -436,7 +438,10 @@ class CostModel:
         parts = []
         for p in pl.parts:
             f, h = p.layer_fraction, float(p.head)
-            matmul_flops = f * self.flops_per_token * tokens + h * self.flops_per_sequence * logits
+            # the part's GEMM start-up (n_1/2 rows, `DevicePart.matmul_half_rows`; 0 = plain roofline),
+            # as `_terms` prices one device: layers from two rows on, the LM head with its leftover tile
+            matmul_flops = (f * self._layer_matmul_flops(tokens, p.matmul_half_rows)
+                            + h * self.flops_per_sequence * gemm_rows(logits, p.matmul_half_rows))
             weight_bytes = f * layer_bytes + h * self.head_bytes
             attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
             kv_s = p.kv_factor * f * self.kv_bytes_per_layer_token * kv_layer_tokens / p.bandwidth_bytes_per_s
