@@ -28,7 +28,7 @@ rows cannot see (no fp8 rows: no fp8 efficiency to learn) at a generic value; a 
 do see moves freely. A device with no rows of a family gets the parameters of its nearest
 devices (`transfer`): same generation and memory class, then same vendor and memory class, then —
 for matmul-side parameters — every device of the vendor, for memory-side ones the same generation
-(`_tier`); matmul efficiencies travel as shares of the peak the family's kernels can reach
+(`_tier`; between Apple chips the memory side goes by package, Max with Max, Ultra with Ultra); matmul efficiencies travel as shares of the peak the family's kernels can reach
 (`achievable_share`), all-reduce latency as a multiple of the link's own; and it says so.
 
 Held-out error (`cross_validate`): leave-one-device-out (each device predicted from the others
@@ -599,6 +599,20 @@ def device_traits(device: str) -> tuple[str, str, str]:
     return hw.generation, _memory_class(hw.memory_type), hw.vendor
 
 
+# Apple packages: a chip generation ships as one die (base, Pro, Max) or two Max dies joined by
+# UltraFusion (Ultra); the product name says which (apple-m2-max, apple-m2-ultra, apple-m4-pro).
+APPLE_PACKAGES = ("pro", "max", "ultra")
+
+
+def device_package(device: str) -> str:
+    """'pro', 'max' or 'ultra' for an Apple profile whose name ends so, else '' (see `_tier`)."""
+    from sim.catalog.hardware import load_profile
+
+    hw = load_profile(device)
+    last = hw.name.rsplit("-", 1)[-1]
+    return last if hw.vendor == "Apple" and last in APPLE_PACKAGES else ""
+
+
 def _tier(target: str, other: str, side: str = "compute") -> int:
     """How close two devices are for sharing efficiencies. Both orderings start with 0 same
     generation and memory class, 1 same vendor and memory class (the same market segment:
@@ -618,9 +632,27 @@ def _tier(target: str, other: str, side: str = "compute") -> int:
     and link-latency transfer in all; median / p80 / p90 / single-stream decode median): generation
     first for both (the ordering before) 20.7 / 45.1 / 69.1 / 11.3%, vendor first for both 20.8 /
     39.5 / 51.3 / 12.5%, vendor for memory and generation for compute 22.2 / 45.5 / 68.7 / 12.5%,
-    this split 19.6 / 37.7 / 50.9 / 11.3%. A hyper-parameter picked on all rows (one of four)."""
+    this split 19.6 / 37.7 / 50.9 / 11.3%. A hyper-parameter picked on all rows (one of four).
+
+    Between two Apple chips the memory side goes by package first (`device_package`): 0 same
+    package (Max with Max, Ultra with Ultra), 1 same generation, 2 any other Apple chip. What a
+    Metal kernel reaches of the datasheet bandwidth follows the memory system more than the GPU
+    generation: an Ultra is two Max dies over UltraFusion and decodes at a lower share of its
+    800 GB/s than one Max die of its 400 (llama.cpp discussion #4167's LLaMA 7B Q4_0 tg128: M2
+    Ultra 94.27 t/s, 0.45 of 800 GB/s; M2 Max 65.95, 0.63 of 400), so an Ultra held out took an
+    M2 Max's share and came out fast (M2 Ultra single-stream decode +18.5% median). The matmul
+    side keeps the generation (the GPU's kernels). On 1,141 rows (median / p80 / p90 /
+    single-stream decode median, leave-one-device-out): generation for both sides 16.3 / 31.4 /
+    45.8 / 10.4%, package for the memory side 15.9 / 31.1 / 45.9 / 8.3%; Apple rows alone 12.9% ->
+    10.7% median. Chosen on all rows, like the orderings above."""
     g1, m1, v1 = device_traits(target)
     g2, m2, v2 = device_traits(other)
+    if side == "memory" and v1 == v2 and m1 == m2:
+        p1, p2 = device_package(target), device_package(other)
+        if p1 and p2:
+            if p1 == p2:
+                return 0
+            return 1 if g1 and g1 == g2 else 2
     if g1 and g1 == g2 and m1 == m2:
         return 0
     if v1 == v2 and m1 == m2:

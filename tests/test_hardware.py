@@ -105,7 +105,8 @@ def test_dense_peaks_are_half_the_sparse_datasheet_headlines():
 
 
 def test_unpublished_peaks_are_labelled_as_estimates():
-    for name in ("dgx-spark", "apple-m2-ultra", "apple-m3-max", "apple-m4-max"):
+    for name in ("dgx-spark", "apple-m1-max", "apple-m1-ultra", "apple-m2-max", "apple-m2-ultra", "apple-m3-max",
+                 "apple-m3-ultra", "apple-m4-pro", "apple-m4-max"):
         p = load_profile(name)
         assert "ESTIMATE" in p.provenance["peak_tflops"], name
 
