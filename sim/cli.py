@@ -98,5 +98,37 @@ def main(argv: list[str] | None = None) -> None:
     app(args=argv)
 
 
+def console_main() -> None:
+    """The `infersim` command (pyproject `[project.scripts]`): `main`, then an exit that skips the
+    interpreter's teardown. Finalization frees every module's objects one by one (numpy, pydantic,
+    the run's arrays and logs): measured 40-60 ms of a command whose 10k-request simulation takes
+    ~0.3 s, with no effect outside the process. Exit handlers still run (`atexit`: ray's shutdown,
+    logging, temporary directories) and the standard streams are flushed before `os._exit`; with a
+    thread still alive the normal exit runs instead, to join it. Tests and the Python API call
+    `main`, which keeps the normal exit."""
+    import atexit
+    import threading
+
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    if threading.active_count() > 1:
+        sys.exit(code)
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message"): printed, status 1, as Python does
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a reader that went away (`| head`): Python's own exit gives 120
+        code = code or 120
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    main()
+    console_main()
