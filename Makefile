@@ -10,7 +10,7 @@ venv: $(VENV)/.installed
 
 # the install compiles sim/_compiled.py's modules (setup.py): an edited one is compiled again here
 # (until then it runs from its source: same results, slower)
-COMPILED_SOURCES = $(wildcard sim/cost/*.py sim/engine/*.py sim/cluster/*.py)
+COMPILED_SOURCES = $(shell $(PYTHON) -c "import runpy; print(' '.join(m.replace('.', '/') + '.py' for m in runpy.run_path('sim/_compiled.py')['COMPILED']))")
 
 $(VENV)/.installed: pyproject.toml setup.py sim/_compiled.py $(COMPILED_SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -333,19 +333,16 @@ def trtllm_bench_limits(row: PublicRow, hw, spec) -> tuple[int, int]:
     requests = max(free * 0.95 / per_token / (isl + osl), 1.0)
     raw_bs = min(requests, 4096)
     raw_tok = min(raw_bs * (1 + isl / osl), 32768)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tok < 4096:
-        tok = max(2048, 256 * math.ceil(raw_tok / 256))
-    elif raw_tok < 8192:
-        tok = 512 * math.ceil(raw_tok / 512)
-    else:
-        tok = 1024 * math.ceil(raw_tok / 1024)
+    bs = _tiered_ceiling(raw_bs, 64, ((256, 32), (1024, 128)), 256)
+    tok = _tiered_ceiling(raw_tok, 2048, ((4096, 256), (8192, 512)), 1024)
     return bs, tok
+
+
+def _tiered_ceiling(x: float, least: int, tiers: tuple[tuple[int, int], ...], last: int) -> int:
+    """`finetune_setting`'s rounding: x rounded up to a multiple of the step of the first tier whose
+    bound it is below (`last` above them all), at least `least` (which only the first tier can undercut)."""
+    step = next((s for bound, s in tiers if x < bound), last)
+    return max(least, step * math.ceil(x / step))
 
 
 def row_shape(row: PublicRow) -> Shape:

@@ -107,7 +107,7 @@ def install() -> list[str]:
 
 
 def running_compiled() -> dict[str, bool]:
-    """Module -> whether its compiled file runs (for `infersim --version`-style diagnostics and tests)."""
+    """Module -> whether its compiled file runs, importing each (benchmarks/simspeed.py prints it; tests)."""
     out = {}
     for module in COMPILED:
         mod = sys.modules.get(module)

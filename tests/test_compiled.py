@@ -9,6 +9,7 @@ static batches, several replicas, disaggregated pools, speculative decoding and 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -61,14 +62,12 @@ def test_compiled_and_source_give_identical_outputs(name, tmp_path):
     for key in compiled:
         assert compiled[key] == source[key], f"{name}: {key} differs between compiled and source runs"
     if name == "prefix-preempt":  # the setup must exercise preemption to test that path
-        import json
         assert json.loads(compiled["stdout"])["kv"]["preemptions"] > 0
 
 
 def _child_running(pure: bool) -> dict:
     code = "import json, sim._compiled as c; print(json.dumps(c.running_compiled()))"
     env = {**os.environ, "INFERSIM_PURE_PYTHON": "1" if pure else "0"}
-    import json
     return json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, cwd=ROOT,
                                      check=True, timeout=120).stdout)
 

@@ -90,11 +90,16 @@ def _good_row(**kw) -> dict:
 ])
 def test_a_bad_corpus_row_is_one_line_naming_file_line_and_field(tmp_path, field, value, problem):
     path = _write_corpus(tmp_path / "corpus", [_good_row(row_id="ok"), _good_row(row_id="bad", **{field: value})])
-    res = runner.invoke(app, ["calibrate", "--public", "--dry-run", "--corpus", str(path.parent)])
+    _assert_one_line_error(path.parent, f"{path}:3", field, problem)
+
+
+def _assert_one_line_error(corpus_dir, where: str, field: str, problem: str) -> None:
+    """`calibrate --public` on `corpus_dir` exits 2 with one line naming `where` (file:line), the field and the problem."""
+    res = runner.invoke(app, ["calibrate", "--public", "--dry-run", "--corpus", str(corpus_dir)])
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1, res.output
-    assert f"{path}:3" in lines[0] and field in lines[0] and problem in lines[0]
+    assert where in lines[0] and field in lines[0] and problem in lines[0]
     assert "Traceback" not in res.output
 
 
@@ -243,12 +248,7 @@ def test_a_bad_microbenchmark_row_is_one_line_naming_file_line_and_field(tmp_pat
     folder = tmp_path / "corpus"
     _write_corpus(folder, [_good_row()])
     path = _write_microbench(folder, [_micro_row(), _micro_row(kernel="other", **{field: value})])
-    res = runner.invoke(app, ["calibrate", "--public", "--dry-run", "--corpus", str(folder)])
-    assert res.exit_code == 2, res.output
-    lines = [ln for ln in res.output.splitlines() if ln.strip()]
-    assert len(lines) == 1, res.output
-    assert f"{path}:3" in lines[0] and field in lines[0] and problem in lines[0]
-    assert "Traceback" not in res.output
+    _assert_one_line_error(folder, f"{path}:3", field, problem)
 
 
 def test_the_microbenchmark_file_is_not_read_as_corpus_rows(tmp_path):

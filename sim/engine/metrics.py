@@ -174,6 +174,14 @@ def _count_le(x: float, a: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarr
     return np.where(under, k + 1, k)
 
 
+# the narrower starting bracket of weighted_ap_quantiles: from this many records on, a sample of
+# about BRACKET_SAMPLE_RECORDS of them, quantiles BRACKET_MARGIN either side (speed only: any
+# confirmed bracket gives the same result)
+BRACKET_SAMPLE_FROM = 16384
+BRACKET_SAMPLE_RECORDS = 1024
+BRACKET_MARGIN = 0.01
+
+
 def weighted_ap_quantiles(first, delta, steps, weight, qs) -> list[float]:
     """Exact quantiles (inverted CDF) of the multiset {first_r + j*delta_r : j < steps_r, weight_r copies}.
 
@@ -220,14 +228,6 @@ def weighted_ap_quantiles(first, delta, steps, weight, qs) -> list[float]:
                 hi = x_hi
         out.append(_bisect(a, d, n, w, top, target, lo, hi))
     return out
-
-
-# the narrower starting bracket of weighted_ap_quantiles: from this many records on, a sample of
-# about BRACKET_SAMPLE_RECORDS of them, quantiles BRACKET_MARGIN either side (speed only: any
-# confirmed bracket gives the same result)
-BRACKET_SAMPLE_FROM = 16384
-BRACKET_SAMPLE_RECORDS = 1024
-BRACKET_MARGIN = 0.01
 
 
 def _bisect(a, d, n, w, top, target: float, lo: float, hi: float) -> float:
