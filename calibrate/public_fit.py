@@ -596,18 +596,11 @@ def device_traits(device: str) -> tuple[str, str, str]:
     return hw.generation, _memory_class(hw.memory_type), hw.vendor
 
 
-# Apple packages: a chip generation ships as one die (base, Pro, Max) or two Max dies joined by
-# UltraFusion (Ultra); the product name says which (apple-m2-max, apple-m2-ultra, apple-m4-pro).
-APPLE_PACKAGES = ("pro", "max", "ultra")
-
-
 def device_package(device: str) -> str:
-    """'pro', 'max' or 'ultra' for an Apple profile whose name ends so, else '' (see `_tier`)."""
+    """The profile's `package` ('pro', 'max', 'ultra' on Apple chips; '' elsewhere), see `_tier`."""
     from sim.catalog.hardware import load_profile
 
-    hw = load_profile(device)
-    last = hw.name.rsplit("-", 1)[-1]
-    return last if hw.vendor == "Apple" and last in APPLE_PACKAGES else ""
+    return load_profile(device).package
 
 
 def _tier(target: str, other: str, side: str = "compute") -> int:

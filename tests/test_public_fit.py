@@ -27,6 +27,8 @@ from calibrate.public_fit import (
     fit_group,
     predict,
     prepare,
+    _tier,
+    device_package,
     row_shape,
     transfer,
 )
@@ -184,6 +186,30 @@ def test_an_unmeasured_device_borrows_from_its_nearest_architecture(microbench):
     assert p.transferred_from == ["a100-80g"]
     assert p.bandwidth["gguf"] == pytest.approx(0.5, rel=0.05)
     assert transfer("a100-40g", "trtllm", fits) is None
+
+
+def test_an_apple_chips_package_is_a_profile_field_not_its_name(tmp_path):
+    """The memory side of a transfer pools Apple chips by package (Max with Max, Ultra with Ultra):
+    what decides it is the profile's `package` field, so a user's profile named anything keeps it."""
+    from sim.catalog.hardware import profile_path
+    from sim.errors import ConfigError
+
+    text = profile_path("apple-m2-ultra").read_text()
+    mine = tmp_path / "studio-192.yaml"
+    mine.write_text(text.replace("name: apple-m2-ultra", "name: studio-192"))
+    assert device_package(str(mine)) == "ultra"
+    assert _tier(str(mine), "apple-m1-ultra", "memory") == 0      # same package, other generation
+    assert _tier(str(mine), "apple-m2-max", "memory") == 1        # same generation, other package
+    unpackaged = tmp_path / "studio-unknown.yaml"
+    unpackaged.write_text("\n".join(line for line in text.replace("name: apple-m2-ultra", "name: studio-unknown")
+                                     .splitlines() if not line.startswith("package:")))
+    assert device_package(str(unpackaged)) == ""
+    assert _tier(str(unpackaged), "apple-m2-max", "memory") == 0  # no package: the generation decides
+    assert {device_package(d) for d in ("h100-sxm", "dgx-spark", "rtx-4090")} == {""}
+    bad = tmp_path / "studio-bad.yaml"
+    bad.write_text(text.replace("package: ultra", "package: huge"))
+    with pytest.raises(ConfigError):
+        device_package(str(bad))
 
 
 def test_a_transfer_compares_devices_by_the_peak_their_kernels_can_reach():

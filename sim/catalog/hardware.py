@@ -136,6 +136,14 @@ class HardwareProfile(BaseModel):
     vendor: str = ""
     generation: str = Field("", description="architecture generation (hopper, ada, apple-m4, ...): what efficiencies transfer across")
     memory_type: str = Field("", description="memory technology (hbm3, gddr6x, lpddr5x, ...)")
+    package: Literal["", "pro", "max", "ultra"] = Field(
+        "",
+        description=(
+            "how the chip is packaged, where that changes what its memory system reaches: Apple's 'pro' / "
+            "'max' (one die) and 'ultra' (two Max dies joined by UltraFusion); '' = nothing to say. The "
+            "public-measurement fit pools bandwidth efficiencies by package first (calibrate/public_fit.py _tier)"
+        ),
+    )
     memory_capacity_gb: float | None = Field(
         None, gt=0, description="device memory in decimal GB (1e9 bytes); derived when memory_capacity_gib is given"
     )
