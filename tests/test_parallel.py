@@ -80,6 +80,27 @@ def test_tensor_parallel_splits_prefill_compute_n_ways_plus_an_allreduce_term_li
     assert four.step_time((p,), (0,)) == pytest.approx(one.step_time((p,), (0,)) / 4 + comm, rel=1e-9)
 
 
+def test_all_reduces_run_at_the_profiles_bus_bandwidth_and_pipeline_sends_at_the_link_rate():
+    """Over PCIe a ring all-reduce reaches what the host's fabric delivers, not the link rate
+    (`allreduce_bus_bandwidth_gb_per_s`); a point-to-point pipeline send keeps the link."""
+    p = 4096
+    # tp = 4 with a 25 GB/s bus bandwidth on a 100 GB/s link: 4 all-reduces of 8,388,608 B,
+    # each 2*3/4 * 8,388,608 / 2.5e10 + 6 * 5e-6
+    slow = CostModel(TOY, "bf16", PARAMS, kv_dtype="bf16",
+                     parallel=ParallelConfig(4, 1, LINK_BW, LINK_LAT, allreduce_bandwidth_bytes_per_s=2.5e10))
+    assert slow.breakdown((p,), (0,))["comm_s"] == pytest.approx(4 * (1.5 * 8_388_608 / 2.5e10 + 6 * 5e-6), rel=1e-9)
+    # pp = 2: the boundary send of 2 tokens is unchanged by the all-reduce figure (1e11 B/s link)
+    staged = CostModel(TOY, "bf16", PARAMS, kv_dtype="bf16",
+                       parallel=ParallelConfig(1, 2, LINK_BW, LINK_LAT, allreduce_bandwidth_bytes_per_s=2.5e10))
+    assert staged.breakdown(decode_context=[1000] * 4)["comm_s"] == pytest.approx(5.04096e-6, rel=1e-9)
+    # the profiles carry it: an L40S pair all-reduces at 14 GB/s, an H100 SXM at its NVLink rate
+    l40s, h100 = ParallelConfig.for_profile(load_profile("l40s"), 2), ParallelConfig.for_profile(load_profile("h100-sxm"), 2)
+    assert (l40s.allreduce_bandwidth_bytes_per_s, l40s.interconnect_bandwidth_bytes_per_s) == (14e9, 32e9)
+    assert h100.allreduce_bandwidth_bytes_per_s is None
+    with pytest.raises(ConfigError, match="all-reduce"):
+        ParallelConfig(2, 1, LINK_BW, LINK_LAT, allreduce_bandwidth_bytes_per_s=0.0)
+
+
 def test_kv_heads_are_replicated_when_tp_exceeds_the_kv_head_count():
     assert kv_heads_per_device(8, 2) == 4
     assert kv_heads_per_device(8, 16) == 1  # 16 ranks, 8 KV heads: each rank keeps one (replicated)

@@ -168,6 +168,14 @@ class HardwareProfile(BaseModel):
         None, gt=0, description="per-device, per-direction device-to-device bandwidth (NVLink, xGMI, PCIe, NIC)"
     )
     interconnect_latency_us: float = Field(5.0, ge=0, description="latency of one collective step between devices")
+    allreduce_bus_bandwidth_gb_per_s: float | None = Field(
+        None, gt=0,
+        description=(
+            "bus bandwidth a ring all-reduce reaches between these devices (NCCL all_reduce_perf busbw, "
+            "large messages), decimal GB/s; None = the link rate `interconnect_bandwidth_gb_per_s`. Over "
+            "PCIe the host's fabric and memory set it, well below the link (sim.cost.parallel)"
+        ),
+    )
     host_bandwidth_gb_per_s: float | None = Field(
         None, gt=0, description="per-direction host<->device link (PCIe) for offload; None for unified memory"
     )

@@ -92,7 +92,9 @@ def show(name: str = typer.Argument(..., help="profile name or path to a YAML fi
                            f"{p.usable_memory_fraction:g} -> {usable_gb:,.1f} GB")
     spec.add_row("bandwidth", f"{p.memory_bandwidth_gb_per_s:,g} GB/s")
     spec.add_row("interconnect", "-" if p.interconnect_bandwidth_gb_per_s is None else
-                 f"{p.interconnect_bandwidth_gb_per_s:,g} GB/s per direction, {p.interconnect_latency_us:g} us")
+                 f"{p.interconnect_bandwidth_gb_per_s:,g} GB/s per direction, {p.interconnect_latency_us:g} us"
+                 + ("" if p.allreduce_bus_bandwidth_gb_per_s is None else
+                    f"; all-reduce bus bandwidth {p.allreduce_bus_bandwidth_gb_per_s:,g} GB/s"))
     spec.add_row("host link", "-" if p.host_bandwidth_gb_per_s is None else
                  f"{p.host_bandwidth_gb_per_s:,g} GB/s per direction")
     spec.add_row("overheads", f"{p.iteration_overhead_ms:g} ms / iteration, "

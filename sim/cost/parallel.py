@@ -23,6 +23,13 @@ Tensor parallel (Megatron-LM style, Shoeybi et al. 2019, arXiv 1909.08053), `tp 
   `interconnect_bandwidth_gb_per_s` is per device and per direction, `interconnect_latency_us` the
   latency of one collective step. The all-reduces sit on the critical path (not overlapped with
   compute), as in Megatron-LM and vLLM's decode.
+  The bandwidth in the all-reduce is the bus bandwidth a ring reaches over that link
+  (`allreduce_bus_bandwidth_gb_per_s`, NCCL all_reduce_perf's busbw), the link rate when the profile
+  gives none. Over PCIe the two differ by 2x: the GPUs' flows cross the host's PCIe switches,
+  root complexes and the link between sockets, and "on PCI systems, the performance you get is
+  usually determined by the bandwidth your CPU and memory can deliver" (NCCL maintainer,
+  NVIDIA/nccl#1639: 8 RTX 5090s on PCIe 5.0 x16, 64 GB/s per direction, reached a busbw of
+  28 GB/s over 8 GPUs and 35 GB/s over 4). A point-to-point pipeline send keeps the link rate.
 
 Pipeline parallel, `pp = N`: the layers are split into N consecutive stages (`stage_layer_counts`,
   as even as possible, the remainder to the first stages), the LM head on the last stage.
@@ -166,6 +173,8 @@ class ParallelConfig:
     pp: int = 1
     interconnect_bandwidth_bytes_per_s: float = math.inf
     interconnect_latency_s: float = 0.0
+    # bus bandwidth of a ring all-reduce over the interconnect; None = the link rate above
+    allreduce_bandwidth_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp"):
@@ -174,6 +183,8 @@ class ParallelConfig:
                 raise ConfigError(f"must be an integer >= 1, got {v}", field=name)
         if not self.interconnect_bandwidth_bytes_per_s > 0 or self.interconnect_latency_s < 0:
             raise ConfigError("interconnect bandwidth must be > 0 and latency >= 0", field="interconnect")
+        if self.allreduce_bandwidth_bytes_per_s is not None and not self.allreduce_bandwidth_bytes_per_s > 0:
+            raise ConfigError("all-reduce bus bandwidth must be > 0", field="interconnect")
 
     @property
     def devices(self) -> int:
@@ -189,9 +200,11 @@ class ParallelConfig:
             raise ConfigError(
                 f"{hw.name} has no interconnect_bandwidth_gb_per_s; tp/pp > 1 needs one", field="tp")
         bw = hw.interconnect_bandwidth_gb_per_s
+        ar = hw.allreduce_bus_bandwidth_gb_per_s
         return cls(tp=tp, pp=pp,
                    interconnect_bandwidth_bytes_per_s=bw * 1e9 if bw is not None else math.inf,
-                   interconnect_latency_s=(hw.interconnect_latency_us if latency_us is None else latency_us) / 1e6)
+                   interconnect_latency_s=(hw.interconnect_latency_us if latency_us is None else latency_us) / 1e6,
+                   allreduce_bandwidth_bytes_per_s=ar * 1e9 if ar is not None else None)
 
 
 @dataclass(frozen=True)
@@ -302,11 +315,13 @@ def build_placement(
         for s, n in enumerate(counts)
     )
     bw, lat = parallel.interconnect_bandwidth_bytes_per_s, parallel.interconnect_latency_s
+    # the all-reduce's bus bandwidth (`allreduce_bus_bandwidth_gb_per_s`), else the link rate
+    ar_bw = parallel.allreduce_bandwidth_bytes_per_s or bw
     act = h * DEVICE_ACTIVATION_BYTES  # bytes per token crossing a link
-    # TP: 2 all-reduces per layer; ring: 2(N-1)/N x bytes / bw + 2(N-1) x latency each.
+    # TP: 2 all-reduces per layer; ring: 2(N-1)/N x bytes / busbw + 2(N-1) x latency each.
     n_ar = ALLREDUCES_PER_LAYER * L if tp > 1 else 0
-    per_token = n_ar * ring_allreduce_s(act, tp, bw, 0.0)
-    per_pass = n_ar * ring_allreduce_s(0.0, tp, bw, lat)
+    per_token = n_ar * ring_allreduce_s(act, tp, ar_bw, 0.0)
+    per_pass = n_ar * ring_allreduce_s(0.0, tp, ar_bw, lat)
     # PP: one point-to-point send per stage boundary.
     per_token += (pp - 1) * act / bw
     per_pass += (pp - 1) * lat
