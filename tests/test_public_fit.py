@@ -212,6 +212,20 @@ def test_an_apple_chips_package_is_a_profile_field_not_its_name(tmp_path):
         device_package(str(bad))
 
 
+def test_a_launch_floor_does_not_cross_vendors(microbench):
+    """The per-iteration floor is the engine's launch path on the vendor's runtime: a device takes it
+    from devices of its own vendor, and with none its profile's own estimate."""
+    microbench([])
+    fits = {(d, "torch"): GroupParams(d, "torch", {"f16": 0.7}, {"f16": 0.4}, 0.3, floor, seq_ms=seq,
+                                      rows=["r"] * 10, seen_classes=("f16",))
+            for d, floor, seq in (("h100-sxm", 2.0, 0.01), ("a100-80g", 4.0, 0.02), ("mi300x", 0.0, 0.08))}
+    amd = transfer("mi300x", "torch", {k: v for k, v in fits.items() if k[0] != "mi300x"})
+    mi300x = load_profile("mi300x")
+    assert (amd.floor_ms, amd.seq_ms) == (mi300x.iteration_overhead_ms, mi300x.per_sequence_overhead_ms)
+    nvidia = transfer("h200", "torch", fits)
+    assert 2.0 <= nvidia.floor_ms <= 4.0 and 0.01 <= nvidia.seq_ms <= 0.02  # the MI300X's 0 / 0.08 left out
+
+
 def test_a_transfer_compares_devices_by_the_peak_their_kernels_can_reach():
     """llama.cpp's fp16 GEMMs accumulate in fp16, which a GeForce card runs at twice the fp32-accumulate
     peak its profile quotes; its MMQ kernels reach about half of Hopper's wgmma-only int8 peak. A
