@@ -173,12 +173,18 @@ class Excluded(Exception):
 def _row_objects(row: PublicRow):
     """(profile, engine preset for that device, model, quant format, CostModel) a row is replayed with;
     the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8)."""
+    return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, _row_kv_dtype(row),
+                    POOL_OVERRIDE.get(row.model))
+
+
+def _row_kv_dtype(row: PublicRow) -> str:
+    """The KV dtype a row ran with: its settings' (kv_cache_dtype=fp8), FP8 for the v1.0 PyTorch-backend
+    TensorRT-LLM FP8 rows (`_pytorch_trtllm_fp8`), else "" (the engine preset's)."""
     kv = row.settings.get("kv_cache_dtype") or row.settings.get("kv_dtype") or ""
     kv = kv.split()[0].lower() if kv else ""
     if not kv and _pytorch_trtllm_fp8(row):
         kv = "fp8"
-    return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, kv if kv in ("fp8", "fp16", "bf16") else "",
-                    POOL_OVERRIDE.get(row.model))
+    return kv if kv in ("fp8", "fp16", "bf16") else ""
 
 
 def _pytorch_trtllm_fp8(row: PublicRow) -> bool:
@@ -190,8 +196,12 @@ def _pytorch_trtllm_fp8(row: PublicRow) -> bool:
     tok/s is the most HBM can serve for the KV reads alone, before any weight is read. With FP8 KV
     (75 MB per token) the figure fits. (The v0.13 FP8 rows state FP8 KV: "If you specify FP8
     quantization, the KV cache will automatically be set to FP8 as well".)"""
-    return (row.engine == "trtllm" and row.quant == "fp8"
-            and "--backend pytorch" in (row.settings.get("bench") or ""))
+    return row.quant == "fp8" and _pytorch_flow(row)
+
+
+def _pytorch_flow(row: PublicRow) -> bool:
+    """A TensorRT-LLM row of `trtllm-bench throughput --backend pytorch` (the v1.0 perf-overview rows)."""
+    return row.engine == "trtllm" and "--backend pytorch" in (row.settings.get("bench") or "")
 
 
 # model -> expert_pool_fraction tried by `fit_routing` (None: the catalog's)
@@ -320,11 +330,13 @@ def trtllm_bench_limits(row: PublicRow, hw, spec) -> tuple[int, int]:
     and `finetune_setting`: raw_bs = min(max requests, 4096); raw_tokens = min(raw_bs x (1 + ISL/OSL),
     32768); max_batch_size = max(64, 32-multiple ceiling) below 256, 128-multiple below 1024, else a
     256-multiple; max_num_tokens = max(2048, 256-multiple ceiling) below 4096, 512-multiple below
-    8192, else a 1024-multiple. GPU memory is the profile's (NVML reports a little less: 79.6 GiB
+    8192, else a 1024-multiple. The KV bytes/elem are those of the KV cache the row ran with
+    (`_row_kv_dtype`): the PyTorch flow takes them from the checkpoint (get_settings ->
+    validate_and_set_kv_cache_quant with kv_cache_dtype "auto": a ModelOpt FP8 checkpoint's
+    kv_cache_quant_algo is FP8), as the replay's KV pool does. GPU memory is the profile's (NVML reports a little less: 79.6 GiB
     for an H100 80GB, 45 GiB for an L40S, which the profiles quote as 80 and 48)."""
-    kv = (row.settings.get("kv_cache_dtype") or "").split()[0].lower() if row.settings.get("kv_cache_dtype") else ""
     bpe = 1.0 if row.quant == "fp8" else 2.0
-    bkv = 1.0 if kv == "fp8" else 2.0
+    bkv = 1.0 if _row_kv_dtype(row) == "fp8" else 2.0
     tp = max(row.n_devices, 1)
     per_token = 2 * spec.n_layers * max(tp, spec.n_kv_heads) * spec.d_head * bkv / GiB
     engine = spec.n_params_total / 1e9 * bpe
@@ -335,6 +347,10 @@ def trtllm_bench_limits(row: PublicRow, hw, spec) -> tuple[int, int]:
     raw_tok = min(raw_bs * (1 + isl / osl), 32768)
     bs = _tiered_ceiling(raw_bs, 64, ((256, 32), (1024, 128)), 256)
     tok = _tiered_ceiling(raw_tok, 2048, ((4096, 256), (8192, 512)), 1024)
+    if _pytorch_flow(row):
+        # the PyTorch flow's get_settings runs without chunked prefill (enable_chunked_prefill defaults to
+        # False) and then raises max_num_tokens to at least the longest prompt + max_batch_size
+        tok = max(tok, isl + bs)
     return bs, tok
 
 

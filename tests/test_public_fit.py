@@ -470,3 +470,23 @@ def test_trtllm_bench_limits_follow_calc_engine_setting():
     row = next(r for r in load_corpus() if r.row_id == "trtllm-v0.13-h100-sxm-llama-3.1-8b-fp8-tp1-128-128")
     hw, _, spec, _, _ = _row_objects(row)
     assert trtllm_bench_limits(row, hw, spec) == (4096, 8192)
+
+
+def test_trtllm_bench_limits_of_the_pytorch_flow_count_the_checkpoints_fp8_kv_cache():
+    """The v1.0 rows (PyTorch backend, ModelOpt FP8 checkpoints) run with the checkpoint's FP8 KV cache
+    (`_pytorch_trtllm_fp8`), and trtllm-bench's `get_settings` sizes the engine with it too
+    (validate_and_set_kv_cache_quant, then calc_engine_setting's byte_per_kv_elem = 1): Llama 3.1 8B on
+    an H100 at 128/4096: (80 - 8.03) x 0.95 GiB / 64 KiB / 4224 = 265 requests -> batch 384 (a BF16
+    KV cache would give 133 -> 160). Chunked prefill is off in that flow, so max_num_tokens is at
+    least the prompt plus the batch: 20000/2000 -> 20000 + 64."""
+    from calibrate.public_corpus import load_corpus
+    from calibrate.public_fit import _row_objects, trtllm_bench_limits
+
+    rows = {r.row_id: r for r in load_corpus()}
+    row = rows["trtllm-v1.0-h100-sxm-llama-3.1-8b-fp8-tp1-128-4096"]
+    hw, eng, spec, _, _ = _row_objects(row)
+    assert eng.kv_dtype == "fp8"
+    assert trtllm_bench_limits(row, hw, spec) == (384, 2048)
+    row = rows["trtllm-v1.0-h100-sxm-llama-3.1-8b-fp8-tp1-20000-2000"]
+    hw, _, spec, _, _ = _row_objects(row)
+    assert trtllm_bench_limits(row, hw, spec) == (64, 20064)
