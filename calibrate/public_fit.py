@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -466,13 +466,9 @@ def predict_with(row: PublicRow, shape: Shape, cp: CostParams, lat_us: float | N
     profile's)."""
     hw, eng, spec, q, cm = _row_objects(row)
     if shape.tp > 1:
-        # as sim.cost.parallel prices a TP group: one device of tp x the rates with the device's GEMM
-        # start-up n_1/2 (`DevicePart.matmul_half_rows`: each device runs its GEMMs on the same rows), without
-        # the decode-attention slowdown (placements do not apply it; sim.cost.roofline module docstring)
-        cp = replace(cp, bandwidth_bytes_per_s=cp.bandwidth_bytes_per_s * shape.tp,
-                     matmul_flops_per_s=cp.matmul_flops_per_s * shape.tp,
-                     attention_flops_per_s=cp.attention_flops_per_s * shape.tp,
-                     decode_attention_slowdown=1.0)
+        from sim.cost.parallel import tp_group_params
+
+        cp = tp_group_params(cp, shape.tp)  # as sim.cost.parallel prices a TP group
     lat_s = (lat_us if lat_us is not None else hw.interconnect_latency_us) * 1e-6
     f = shape.features
     t = cm.predict_times(cp, f) + shape.comm_per_token_s * f.new_tokens + shape.comm_steps * lat_s

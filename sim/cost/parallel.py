@@ -83,7 +83,7 @@ Partial offload (llama.cpp `--n-gpu-layers`), `gpu_layers = g`: llama.cpp counts
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sim.errors import ConfigError
@@ -290,6 +290,16 @@ class Placement:
     overhead_params: "CostParams | None" = None  # whose iteration/per-sequence overheads apply (None: the GPU's)
 
 
+def tp_group_params(params: "CostParams", tp: int) -> "CostParams":
+    """A tensor-parallel group of `tp` devices as one device: tp x the bandwidth, matmul and attention
+    rates, the device's own GEMM start-up n_1/2 (`DevicePart.matmul_half_rows`), and no decode-attention
+    slowdown (placements do not apply it: sim.cost.roofline module docstring). What `build_placement`
+    gives each part, and what the public fit's replay prices a TP row with (calibrate/public_fit.py)."""
+    return replace(params, bandwidth_bytes_per_s=params.bandwidth_bytes_per_s * tp,
+                   matmul_flops_per_s=params.matmul_flops_per_s * tp,
+                   attention_flops_per_s=params.attention_flops_per_s * tp, decode_attention_slowdown=1.0)
+
+
 def build_placement(
     model: "ModelSpec",
     params: "CostParams",
@@ -308,10 +318,11 @@ def build_placement(
     L, h = model.n_layers, model.hidden_size
     kv_factor = tp * kv_heads_per_device(model.n_kv_heads, tp) / model.n_kv_heads
     counts = stage_layer_counts(L, pp)
+    group = tp_group_params(params, tp)
     parts = tuple(
-        DevicePart(f"stage{s}", n / L, s == pp - 1, params.bandwidth_bytes_per_s * tp,
-                   params.matmul_flops_per_s * tp, params.attention_flops_per_s * tp, kv_factor,
-                   matmul_half_rows=params.matmul_half_rows)
+        DevicePart(f"stage{s}", n / L, s == pp - 1, group.bandwidth_bytes_per_s,
+                   group.matmul_flops_per_s, group.attention_flops_per_s, kv_factor,
+                   matmul_half_rows=group.matmul_half_rows)
         for s, n in enumerate(counts)
     )
     bw, lat = parallel.interconnect_bandwidth_bytes_per_s, parallel.interconnect_latency_s
