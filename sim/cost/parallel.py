@@ -275,7 +275,10 @@ class DevicePart:
 class Placement:
     """How one micro-batch's forward pass is spread: parts run in sequence, then
 
-    pass_s = sum_p max(compute_p, memory_p) + comm_s_per_token x T_b + comm_s_per_pass
+    pass_s = sum_p stage_p + comm_s_per_token x T_b + comm_s_per_pass
+    stage_p = gemm_p + max(attention FLOPs_p, K/V_p),  gemm_p = max(matmul FLOPs_p, weight bytes_p)
+
+(each part's kernel groups at their own roofline, one after the other: sim.cost.roofline)
 
     with up to `microbatches` micro-batches in flight (pp; the iteration is then the larger of the
     pass and m x the slowest part), and `extra_overhead_s` per iteration

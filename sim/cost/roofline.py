@@ -2,11 +2,16 @@
 
 One iteration (one forward pass of the engine) processes some prefill chunks (P_i new prompt tokens
 of a sequence that already has C_i tokens in its KV cache) and some decode sequences (one new token
-each, sequence j having D_j tokens in its KV cache). Its time is a roofline plus overheads:
+each, sequence j having D_j tokens in its KV cache). Its time is a roofline per kernel group plus
+overheads:
 
-    compute_s  = matmul_flops / matmul_flops_per_s + attention_flops / attention_flops_per_s
-    memory_s   = (weight_bytes + kv_read_bytes + kv_write_bytes) / bandwidth_bytes_per_s
-    step_s     = max(compute_s, memory_s) + iteration_overhead_s + per_sequence_overhead_s x sequences
+    gemm_s      = max(matmul_flops / matmul_flops_per_s, weight_bytes / bandwidth_bytes_per_s)
+    attention_s = max(attention_flops / attention_flops_per_s,
+                      (kv_read_bytes + kv_write_bytes) / bandwidth_bytes_per_s)
+    step_s      = gemm_s + attention_s + iteration_overhead_s + per_sequence_overhead_s x sequences
+
+(written as max(compute_s, memory_s) + overheads with compute_s = gemm_s + attention FLOP time and
+memory_s = gemm_s + K/V time: `CostModel._terms`)
 
 with (T = new tokens = sum P_i + number of decodes; N = sequences = number of chunks + decodes;
 kappa(c) = L_full x c + L_swa x min(c, W) = tokens of a c-token context summed over layers, which is
@@ -33,13 +38,21 @@ L x c for a model without sliding-window layers):
 
 kv_bytes_per_layer_token = 2 (K and V) x kv_heads x head_dim x bytes per element (ModelSpec).
 
-Why max and not sum: the GPU (or CPU) streams weights and KV from memory while its matmul units work
-on what already arrived — the two resources overlap, and the one that needs longer sets the pace
-(the roofline model, Williams et al., CACM 2009). A sum would count the overlapped time twice:
-a bandwidth-bound decode step would be charged its (small) FLOP time on top. The max of the iteration
-totals is slightly optimistic when some kernels of the step are compute-bound and others memory-bound;
-that residue, and everything else the roofline leaves out (activation traffic, norms, all-reduces,
-kernel launch gaps), is absorbed by the measured efficiencies and overheads that `CostParams` holds.
+Why max within a kernel and a sum across: inside one kernel the GPU (or CPU) streams its operands
+from memory while its matmul units work on what already arrived — the two resources overlap, and the
+one that needs longer sets the pace (the roofline model, Williams et al., CACM 2009); a sum there
+would charge a bandwidth-bound decode step its (small) FLOP time on top. But the kernels of a step run
+one after the other (a CUDA stream, a CUDA graph, llama.cpp's graph of ops with a barrier between
+ops), so a compute-bound kernel cannot hide a memory-bound one. The two groups that matter are the
+weight GEMMs (weights against matmul FLOPs) and the attention kernels (K/V against attention FLOPs):
+a long prompt's attention is compute-bound after GEMMs that are too, and batched decode at deep
+context streams K/V after weight-bound GEMMs. One max over the iteration's totals (this model until
+the public fit showed otherwise) priced a prefill-heavy step as if its attention could hide under
+the weight stream; per group, the TensorRT-LLM rows of the public corpus fit 9.4 -> 6.7 % (H100)
+and 8.1 -> 6.8 % (H200) median in sample, and held out by device all rows 12.4 -> 11.5 %
+(docs/public-calibration.md, round 12). What the two groups leave out (activation traffic, norms,
+all-reduces, kernel launch gaps) is absorbed by the measured efficiencies and overheads that
+`CostParams` holds.
 
 Matrix-kernel efficiency vs rows (`matmul_half_rows` = n_half, default 0 = the plain roofline).
 A matmul over n activation rows (n = T for the layers, N for the LM head) runs at Hockney's
@@ -99,7 +112,8 @@ Activation traffic (about 2 x hidden bytes per token per layer) is ignored: it i
 bytes for a decode step and prefill is compute-bound.
 
 Runs of decode steps (the simulator's fast-forward): with a fixed batch of n sequences whose contexts
-grow by one per step, compute_i and memory_i are linear in i (on segments between the steps where a
+grow by one per step, gemm_s is the same every step (n rows, n logits) and sits in both lines'
+intercepts, and compute_i and memory_i are linear in i (on segments between the steps where a
 sequence reaches a sliding window), so sum_{i<k} max(compute_i, memory_i) is a sum of arithmetic
 series split at the crossover index — exact and O(1) per segment (`decode_run_time`), and its
 integer inverse (`decode_steps_within`) comes from the quadratic formula plus an exact correction.
@@ -113,7 +127,7 @@ turn the single roofline into a `sim.cost.parallel.Placement`: parts (a TP group
 of tp x the rates, a pipeline stage, the host's layers) that one micro-batch passes in sequence,
 
     iteration_s = max(sum_p stage_p + comm_s_per_token x T_b + comm_s_per_pass, m x max_p stage_p) + overheads
-    stage_p     = max(compute_p, memory_p)
+    stage_p     = gemm_p + max(attention FLOPs_p, K/V_p)   (as one device, on the part's rates)
 
 on the micro-batch's aggregates (T_b = T / m, m = min(pp, sequences); the second term of the outer
 max — each stage handling all m micro-batches — only exists for pp > 1). Each part's terms are the
@@ -359,22 +373,41 @@ class CostModel:
         out = self.non_expert_flops_per_token * gemm_start_rows(t, half) + self.expert_flops_per_row * (t * k + startups)
         return out if np.ndim(tokens) else float(out)
 
-    def _terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys=0.0):
-        """compute_s, memory_s, overhead_s for aggregates (numpy-broadcast), under parameters p
-        (`CostParams.FIELDS` order; shorter tuples take the trailing defaults). `decode_keys` is the
-        part of `layer_keys` attended by decode tokens, which costs `decode_attention_slowdown` times
-        as much per FLOP."""
+    def _kernel_terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys=0.0,
+                      logits=None):
+        """(matmul_s, weights_s, attention_s, kv_s, overhead_s) for aggregates (numpy-broadcast),
+        under parameters p (`CostParams.FIELDS` order; shorter tuples take the trailing defaults):
+        the weight GEMMs' FLOP time and weight-streaming time, the attention kernels' FLOP time and
+        K/V read + write time, and the overheads. `decode_keys` is the part of `layer_keys`
+        attended by decode tokens, which costs `decode_attention_slowdown` times as much per FLOP.
+        `logits`: rows through the LM head when not one per sequence (a speculative verify step)."""
         trailing_defaults = (0.0, 1.0)  # matmul_half_rows, decode_attention_slowdown
         # (tuple concatenation, not a starred display: Cython 3.3 cannot unpack the latter)
         bw, mm, att, it_s, seq_s, half, slow = tuple(p) + trailing_defaults[len(p) - 5:]
         effective_keys = layer_keys + (slow - 1.0) * decode_keys
-        compute_s = (self._layer_matmul_flops(tokens, half)
-                     + self.flops_per_sequence * gemm_rows(seqs, half)) / mm + (
-            self.attention_flops_per_layer_key * effective_keys
-        ) / att
-        kv_bytes = self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens)
-        memory_s = (self.weight_bytes_read(tokens) + kv_bytes) / bw
-        return compute_s, memory_s, it_s + seq_s * seqs
+        matmul_s = (self._layer_matmul_flops(tokens, half)
+                    + self.flops_per_sequence * gemm_rows(seqs if logits is None else logits, half)) / mm
+        weights_s = self.weight_bytes_read(tokens) / bw
+        attention_s = self.attention_flops_per_layer_key * effective_keys / att
+        kv_s = self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens) / bw
+        return matmul_s, weights_s, attention_s, kv_s, it_s + seq_s * seqs
+
+    def _terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys=0.0,
+               logits=None):
+        """compute_s, memory_s, overhead_s such that the step takes max(compute_s, memory_s) + overhead_s
+        (`_kernel_terms`' arguments):
+
+            compute_s = gemm_s + attention_s,   memory_s = gemm_s + kv_s,
+            gemm_s    = max(matmul_s, weights_s)
+
+        so the step is gemm_s + max(attention_s, kv_s) + overheads: the weight GEMMs and the
+        attention kernels each at their own roofline, one after the other (the module docstring).
+        Two lines sharing gemm_s keep every caller's max(compute, memory) and the decode runs'
+        max-of-two-lines closed forms."""
+        matmul_s, weights_s, attention_s, kv_s, overhead_s = self._kernel_terms(
+            p, tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys, logits)
+        gemm_s = np.maximum(matmul_s, weights_s)
+        return gemm_s + attention_s, gemm_s + kv_s, overhead_s
 
     def predict_times(self, params: CostParams | Sequence[float], features: StepFeatures) -> np.ndarray:
         """Step seconds for many iteration shapes at once (vectorised; for calibration fits).
@@ -445,8 +478,9 @@ class CostModel:
             weight_bytes = f * layer_bytes + h * self.head_bytes
             attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
             kv_s = p.kv_factor * f * self.kv_bytes_per_layer_token * kv_layer_tokens / p.bandwidth_bytes_per_s
-            c = matmul_flops / p.matmul_flops_per_s + attention_s
-            m = weight_bytes / p.bandwidth_bytes_per_s + kv_s
+            # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`)
+            gemm_s = np.maximum(matmul_flops / p.matmul_flops_per_s, weight_bytes / p.bandwidth_bytes_per_s)
+            c, m = gemm_s + attention_s, gemm_s + kv_s
             if math.isfinite(p.upload_min_tokens):
                 # op offload (sim.cost.parallel): weights copied over the link, matmuls on the GPU, then the
                 # attention on the host: upload + matmul + max(attention, KV), as a (c, m) pair
@@ -464,7 +498,7 @@ class CostModel:
         """Seconds of one iteration with these aggregates on the placement (numpy-broadcast):
 
             iteration_s = max(sum_p stage_p + comm, m x max_p stage_p) + overheads,
-            stage_p     = max(compute_p, memory_p)
+            stage_p     = max(compute_p, memory_p) = gemm_p + max(attention_p, K/V_p)  (`_placed_terms`)
 
         of one micro-batch (the aggregates / m, m = min(pp, sequences)): with m micro-batches in
         flight the iteration lasts one micro-batch's pass, or, when the stages are unbalanced, the
@@ -473,9 +507,9 @@ class CostModel:
         logits = sequences if logits is None else logits
         if self.placement is None:
             bw, mm, att, it_s, seq_s, half, _ = self._param_tuple()
-            c, m, o = self._terms((bw, mm, att, it_s, seq_s, half), tokens, sequences, layer_keys, kv_read_layer_tokens)
-            head = gemm_rows(np.asarray(logits, dtype=float), half) - gemm_rows(np.asarray(sequences, dtype=float), half)
-            return np.maximum(c + self.flops_per_sequence * head / mm, m) + o
+            c, m, o = self._terms((bw, mm, att, it_s, seq_s, half), tokens, sequences, layer_keys, kv_read_layer_tokens,
+                                  logits=np.asarray(logits, dtype=float))
+            return np.maximum(c, m) + o
         mb = self._microbatches(sequences)
         parts, comm, overhead = self._placed_terms(
             tokens / mb, sequences / mb, layer_keys / mb, kv_read_layer_tokens / mb, logits / mb, sequences)
@@ -669,7 +703,8 @@ class CostModel:
     def breakdown(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> dict:
         """Every term of one iteration, in FLOP, bytes and seconds (for reports and calibration)."""
         t, n, keys, kv_read, dkeys = self._aggregate(prefill_tokens, prefill_context, decode_context)
-        c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
+        mm_s, w_s, att_s, kv_s, o = self._kernel_terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
+        gemm_s, attention_s = max(mm_s, w_s), max(att_s, kv_s)
         ran = t > 0
         out = {
             "new_tokens": t,
@@ -680,12 +715,19 @@ class CostModel:
             "weight_bytes": float(self.weight_bytes_read(t)) if ran else 0.0,
             "kv_read_bytes": self.kv_bytes_per_layer_token * kv_read,
             "kv_write_bytes": self.kv_bytes_per_layer_token * self.n_layers * t,
-            "compute_s": float(c) if ran else 0.0,
-            "memory_s": float(m) if ran else 0.0,
+            # every FLOP at its rate, every byte at the bandwidth
+            "compute_s": float(mm_s + att_s) if ran else 0.0,
+            "memory_s": float(w_s + kv_s) if ran else 0.0,
+            # the two kernel groups, each at its roofline (`_terms`); the step is their sum + overheads
+            "gemm_s": float(gemm_s) if ran else 0.0,
+            "gemm_bound": "compute" if mm_s > w_s else "memory",
+            "attention_s": float(attention_s) if ran else 0.0,
+            "attention_bound": "compute" if att_s > kv_s else "memory",
             "overhead_s": float(o) if ran else 0.0,
-            "step_s": float(max(c, m) + o) if ran else 0.0,
-            "bound": "compute" if c > m else "memory",
+            "step_s": float(gemm_s + attention_s + o) if ran else 0.0,
         }
+        # what bounds the step: the bound of the kernel group that takes longer
+        out["bound"] = out["gemm_bound"] if gemm_s >= attention_s else out["attention_bound"]
         if self.decode_correction is not None and ran and not len(prefill_tokens):
             out["decode_correction"] = self.decode_factor(len(decode_context))  # DecodeCorrection
             out["step_s"] *= out["decode_correction"]
@@ -699,8 +741,10 @@ class CostModel:
         return out
 
     def _placed_breakdown(self, t, n, keys, kv_read) -> dict:
-        """The placement's view of one iteration: per part (device or stage) compute and memory
-        seconds of one micro-batch, communication, and the pipeline's throughput bound."""
+        """The placement's view of one iteration: per part (device or stage) the compute and memory
+        lines of one micro-batch (`_placed_terms`: each holds the part's GEMM time, max(FLOPs,
+        weights), plus its attention FLOP or K/V time; the stage takes the larger), communication,
+        and the pipeline's throughput bound."""
         mb = self._microbatches(n)
         parts, comm_s, overhead_s = self._placed_terms(t / mb, n / mb, keys / mb, kv_read / mb, n / mb, n)
         stage_s = [float(max(c, m)) for c, m in parts]
@@ -762,10 +806,12 @@ class CostModel:
         (the simulator prices the same few batch sizes hundreds of thousands of times; issue 17)."""
         bw, mm, att, it_s, seq_s, half, slow = self._param_tuple()
         overhead = it_s + seq_s * n
-        # n tokens and n logits every step: the GEMM start-up (n_1/2) is a constant per step
-        compute0 = (self._layer_matmul_flops(n, half)
-                    + self.flops_per_sequence * gemm_rows(n, half)) / mm + overhead
-        memory0 = (float(self.weight_bytes_read(n)) + self.kv_bytes_per_layer_token * self.n_layers * n) / bw + overhead
+        # n tokens and n logits every step: the weight GEMMs (their start-up, n_1/2, included) cost the
+        # same every step, max(FLOPs, weight bytes) (`_terms`), and sit in both lines' intercepts
+        gemm = max((self._layer_matmul_flops(n, half) + self.flops_per_sequence * gemm_rows(n, half)) / mm,
+                   float(self.weight_bytes_read(n)) / bw)
+        compute0 = gemm + overhead
+        memory0 = gemm + self.kv_bytes_per_layer_token * self.n_layers * n / bw + overhead
         attn = self.attention_flops_per_layer_key * slow / att  # s per layer-key (all decode keys)
         kvr = self.kv_bytes_per_layer_token / bw  # s per layer-token read
         c = self._decode_consts[n] = (compute0, memory0, attn, kvr, self.params)
