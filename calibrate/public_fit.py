@@ -291,9 +291,8 @@ def _ubatch(row: PublicRow, eng) -> int:
     u = row.setting_int("n_ubatch", "ubatch", "ub")
     if u:
         return u
-    if row.engine in ("llama.cpp", "ollama", "lmstudio"):
-        return 512 if row.engine != "ollama" else 512  # llama.cpp -ub default 512; Ollama num_batch 512
-    return eng.max_num_batched_tokens or 8192
+    # the preset's physical batch (llama.cpp -ub 512, Ollama num_batch 512), else its token budget
+    return eng.forward_tokens or 8192
 
 
 def _pack(items) -> tuple[StepFeatures, np.ndarray]:

@@ -312,6 +312,9 @@ def simulate_row(row) -> float | None:
         reqs = [Request(f"r{i}", 0.0, isl, out, out) for i in range(b)]
     if b > eng.max_num_seqs:
         eng = eng.with_overrides(max_num_seqs=b)
+    ub = row.setting_int("n_ubatch", "ubatch", "ub")
+    if ub:  # the row's physical batch (llama-bench -ub), as the fit replays it (public_fit._ubatch)
+        eng = eng.with_overrides(ubatch_tokens=ub)
     batch_decode = row.metric == "batched" and row.quantity in ("decode_tps", "decode_tps_per_user")
     res = simulate(reqs, hw=hw, model=spec, quant=q.name, engine=eng, record_iterations=batch_decode)
     s = res.summary

@@ -19,7 +19,7 @@ def engine_with_kv_capacity(preset: str, capacity_tokens: int, hw=H100, model=MO
     """A real preset whose memory fraction is chosen so the KV cache holds about `capacity_tokens`:
     fraction = (weights + activation peak + capacity x KV bytes per token) / device memory."""
     eng = load_engine(preset).for_hardware(hw).with_overrides(activation_reserve_fraction=0.0, **overrides)
-    tokens = eng.max_num_batched_tokens or default_max_batched_tokens(hw)
+    tokens = eng.forward_tokens or default_max_batched_tokens(hw)
     need = (model.weight_bytes(eng.default_quant) + activation_peak_bytes(model, tokens)
             + (capacity_tokens + 0.5) * model.kv_bytes_per_token(eng.kv_dtype))
     return eng.with_overrides(memory_fraction=need / hw.memory_bytes)

@@ -189,6 +189,50 @@ def test_per_sequence_kv_streams_price_a_mixed_iteration_as_llama_cpp_passes():
     assert ttft["s"] - ttft["f"] == pytest.approx(t_split - t_fused, rel=1e-9)
 
 
+def test_a_prompt_longer_than_the_ubatch_runs_as_one_pass_per_ubatch():
+    # llama-server's defaults: -b 2048, -ub 512, one KV stream. A 1,500-token prompt is one
+    # iteration of three passes over the weights (split_simple): 512 + 512 + 476 tokens, logits on
+    # the last; each pass streams the weights and pays the GEMM start-up again.
+    from sim.cost.roofline import CostModel
+
+    eng = _no_overheads("llama.cpp", max_num_seqs=1, prefix_caching=False)
+    assert eng.ubatch_tokens == 512 and eng.max_num_batched_tokens == 2048 and not eng.per_sequence_kv_streams
+    trace = [Request("0", 0.0, 1500, 3, 3)]
+    cost = CostModel.from_names(MODEL, eng.default_quant, hw=H100, engine=eng)
+    passes = (cost.step_time((512,), (0,), (), outputs=0) + cost.step_time((512,), (512,), (), outputs=0)
+              + cost.step_time((476,), (1024,), (), outputs=1))
+    one_pass = cost.step_time((1500,), (0,), ())
+    assert passes > one_pass
+    split = run(trace, eng)
+    fused = run(trace, eng.with_overrides(ubatch_tokens=2048))  # -ub 2048: the batch is one pass
+    assert split.summary["config"]["ubatch_tokens"] == 512
+    ttft = {k: float(r.requests["ttft_s"].iloc[0]) for k, r in (("split", split), ("fused", fused))}
+    assert ttft["split"] == pytest.approx(passes, rel=1e-12)
+    assert ttft["fused"] == pytest.approx(one_pass, rel=1e-12)
+
+
+def test_more_decodes_than_the_ubatch_take_one_pass_per_ubatch():
+    # 7 sequences decoding with -ub 3 (one KV stream): every decode step is three passes of 3, 3 and 1
+    # sequences, each streaming the weights: in slot order, as split_simple cuts the batch.
+    from sim.cost.roofline import CostModel
+
+    eng = _no_overheads("llama.cpp", max_num_seqs=7, prefix_caching=False, ubatch_tokens=3,
+                        max_num_batched_tokens=2048)
+    trace = [Request(str(i), 0.0, 64, 40, 40) for i in range(7)]
+    cost = CostModel.from_names(MODEL, eng.default_quant, hw=H100, engine=eng)
+    for fast in (False, True):
+        res = run(trace, eng, fast_forward=fast)
+        its = res.iterations
+        decode_only = its[(its["prefill_tokens"] == 0) & (its["decode_seqs"] == 7)]
+        assert len(decode_only) >= 1
+        row = decode_only.iloc[0]
+        c = (row["kv_used_tokens"] - 7) / 7  # each context before the step (same prompt, admitted together)
+        steps = int(row["steps"]) if "steps" in its else 1
+        three = cost.decode_run_time([c] * 3, steps) * 2 + cost.decode_run_time([c], steps)
+        assert row["duration_s"] == pytest.approx(three, rel=1e-9)
+        assert row["duration_s"] > cost.decode_run_time([c] * 7, steps)
+
+
 def test_per_sequence_kv_streams_price_one_pass_per_run_of_consecutive_slots():
     # Three requests fill slots 0, 1, 2; the one in slot 1 finishes first, leaving slots 0 and 2
     # decoding: llama.cpp runs them as two passes (split_equal packs consecutive seq_ids only).

@@ -1,6 +1,7 @@
-"""`sim.cost.llamacpp.split_equal` against hand-worked batches, its invariants, and llama.cpp itself.
+"""`sim.cost.llamacpp.split_equal` and `split_simple` against hand-worked batches, their invariants, and
+llama.cpp itself.
 
-The last test runs real llama.cpp on the tiny GGUF with LLAMA_BATCH_DEBUG=1, which makes
+The last two tests run real llama.cpp on the tiny GGUF with LLAMA_BATCH_DEBUG=1, which makes
 `llama_batch_allocr` log every ubatch it cuts (its seq ids and tokens per sequence), and checks
 that the simulator predicts exactly those passes for random batches of decodes and prompt chunks.
 """
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiny_model import requires_llama_cpp, tiny_gguf  # noqa: F401 - fixture
 
-from sim.cost.llamacpp import Pass, Piece, split_equal
+from sim.cost.llamacpp import Pass, Piece, split_equal, split_simple
 
 
 def shape(passes: list[Pass]) -> list[tuple[int, int, int]]:
@@ -63,6 +64,32 @@ def test_n_ubatch_caps_tokens_per_pass():
     assert shape(split_equal([Piece(0, 300, 0), Piece(1, 300, 0)], n_ubatch=512)) == [(2, 256, 0), (2, 44, 2)]
 
 
+def test_one_kv_stream_cuts_the_batch_in_order_n_ubatch_tokens_at_a_time():
+    # two decodes, then a 150-token prompt, 64 tokens per pass: the decodes ride with the prompt's start
+    passes = split_simple([Piece(0, 1, 10), Piece(1, 1, 20), Piece(2, 150, 0)], 64)
+    assert [[(p.seq, p.tokens, p.context, p.output) for p in ps] for ps in passes] == [
+        [(0, 1, 10, True), (1, 1, 20, True), (2, 62, 0, False)],
+        [(2, 64, 62, False)],
+        [(2, 24, 126, True)],
+    ]
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.lists(st.tuples(st.integers(1, 300), st.integers(0, 500), st.booleans()), min_size=1, max_size=8),
+       st.integers(1, 256))
+def test_simple_passes_keep_every_token_once_in_order(items, n_ubatch):
+    pieces = [Piece(s, n, c, o) for s, (n, c, o) in enumerate(items)]
+    passes = split_simple(pieces, n_ubatch)
+    assert all(sum(p.tokens for p in ps) == n_ubatch for ps in passes[:-1])
+    assert 0 < sum(p.tokens for p in passes[-1]) <= n_ubatch
+    flat = [p for ps in passes for p in ps]
+    for s, pc in enumerate(pieces):
+        mine = [p for p in flat if p.seq == s]
+        assert sum(p.tokens for p in mine) == pc.tokens
+        assert [p.context for p in mine] == [pc.context + sum(q.tokens for q in mine[:i]) for i in range(len(mine))]
+        assert [p.output for p in mine] == [False] * (len(mine) - 1) + [pc.output]
+
+
 def test_bad_pieces_are_refused():
     with pytest.raises(ValueError):
         split_equal([Piece(0, 1, 0), Piece(0, 1, 0)])
@@ -106,7 +133,7 @@ mp = L.llama_model_default_params()
 model = L.llama_model_load_from_file(plan["model"].encode(), mp)
 cp = L.llama_context_default_params()
 cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = plan["n_ctx"], plan["n_batch"], plan["n_ubatch"], plan["n_seq"]
-cp.kv_unified = False
+cp.kv_unified = plan.get("unified", False)
 cp.n_threads = cp.n_threads_batch = 1
 ctx = L.llama_init_from_model(model, cp)
 mem = L.llama_get_memory(ctx)
@@ -137,6 +164,8 @@ for pieces in plan["batches"]:
             ubatches.append(cur)
         elif cur is not None and "n_seq_tokens" in line:
             cur["k"] = int(line.split("=")[1])
+        elif cur is not None and "n_tokens" in line:
+            cur["tokens"] = int(line.split("=")[1])
         elif cur is not None and "seq_id_unq" in line:
             cur["seqs"] = [int(x) for x in line.split("[")[1].split("]")[0].split()]
     out.append(ubatches)
@@ -170,3 +199,34 @@ def test_llama_cpp_cuts_batches_into_the_predicted_passes(tiny_gguf):
         assert real, "llama.cpp logged no ubatch: LLAMA_BATCH_DEBUG not honoured"
         predicted = split_equal([Piece(s, n, c, o) for s, n, c, o in pieces], n_batch)
         assert [(list(p.seqs), p.tokens_per_seq) for p in predicted] == [(r["seqs"], r["k"]) for r in real], pieces
+
+
+@requires_llama_cpp
+def test_llama_cpp_cuts_a_unified_batch_into_the_predicted_simple_passes(tiny_gguf):
+    """One KV stream (llama-server's default --kv-unified) and n_ubatch below n_batch: llama.cpp's
+    ubatches are `split_simple`'s passes (tokens, and the sequences in each)."""
+    rng = np.random.default_rng(1)
+    n_seq, n_batch, n_ubatch = 6, 256, 48
+    batches = []
+    for _ in range(20):
+        seqs = rng.permutation(n_seq)[: rng.integers(1, n_seq + 1)]
+        n_prompts = int(rng.integers(0, min(2, len(seqs)) + 1))
+        decodes = sorted(int(s) for s in seqs[n_prompts:])
+        pieces = [(s, 1, int(rng.integers(1, 60)), True) for s in decodes]
+        budget = n_batch - len(pieces)
+        for s in seqs[:n_prompts]:
+            n = int(rng.integers(1, max(2, budget // n_prompts)))
+            pieces.append((int(s), n, int(rng.integers(0, 30)), True))
+            budget -= n
+        batches.append(pieces)
+    plan = {"model": str(tiny_gguf), "n_ctx": n_seq * 256, "n_batch": n_batch, "n_ubatch": n_ubatch,
+            "n_seq": n_seq, "unified": True, "batches": batches}
+    proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(plan), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    measured = json.loads(proc.stdout.strip().splitlines()[-1])
+    for pieces, real in zip(batches, measured):
+        assert real, "llama.cpp logged no ubatch: LLAMA_BATCH_DEBUG not honoured"
+        predicted = split_simple([Piece(s, n, c, o) for s, n, c, o in pieces], n_ubatch)
+        assert [(sum(p.tokens for p in ps), sorted({p.seq for p in ps})) for ps in predicted] == \
+            [(r["tokens"], sorted(r["seqs"])) for r in real], pieces

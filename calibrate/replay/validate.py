@@ -128,6 +128,7 @@ def run_validation(
     if measured.config.get("target") == "local":  # the simulated engine gets the driver's real limits
         engine_limits = {"max_num_seqs": measured.config["n_seq_max"],
                          "max_num_batched_tokens": measured.config["n_batch"],
+                         "ubatch_tokens": measured.config["n_batch"],  # the driver sets n_ubatch = n_batch
                          "context_size": measured.config["n_ctx"],
                          "context_mode": "split",  # one KV stream per sequence: n_ctx / n_seq_max each
                          # ... so llama.cpp cuts a mixed batch into several passes (sim.cost.llamacpp)

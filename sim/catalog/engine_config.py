@@ -161,6 +161,17 @@ class EngineConfig(BaseModel):
     max_num_batched_tokens: int | None = Field(
         None, gt=0, description="tokens (prefill + decode) one iteration may process; None = no cap"
     )
+    ubatch_tokens: int | None = Field(
+        None, gt=0,
+        description=(
+            "physical batch: tokens one forward pass over the weights takes (llama.cpp -ub / n_ubatch, "
+            "default 512). An iteration with more tokens runs as several passes, each streaming the weights "
+            "and paying the GEMM start-up again: with one KV stream the batch's tokens in order, "
+            "ubatch_tokens at a time (llama_batch_allocr::split_simple), with per_sequence_kv_streams "
+            "split_equal's passes of at most this many. None = the whole iteration is one pass "
+            "(the paged engines, whose token budget is the pass)"
+        ),
+    )
     block_size: int = Field(16, gt=0, description="tokens per KV block (paged allocator)")
     memory_fraction: float = Field(
         0.9, gt=0, le=1, description="share of device memory the engine uses for weights + activations + KV"
@@ -324,6 +335,14 @@ class EngineConfig(BaseModel):
                     mem_gib = hw.memory_bytes / GIB
                     changes["memory_fraction"] = round(max(0.05, 1.0 - rule.memory_reserved_gib / mem_gib), 3)
         return self.with_overrides(**changes) if changes else self
+
+    @property
+    def forward_tokens(self) -> int | None:
+        """Tokens of one forward pass, what activation buffers are sized for: the physical batch
+        (`ubatch_tokens`: llama.cpp sizes its compute buffers for n_ubatch) when smaller than the
+        token budget per iteration; None = neither set (the device's default budget applies)."""
+        sizes = [n for n in (self.ubatch_tokens, self.max_num_batched_tokens) if n]
+        return min(sizes) if sizes else None
 
     def with_overrides(self, **fields: Any) -> "EngineConfig":
         """A copy with some fields replaced; `None` values mean "keep the preset's value".

@@ -192,7 +192,7 @@ def fit(
         # TensorRT-LLM's fraction is of the memory each model leaves free: it is worked out per row
         per_row_fraction = memory_fraction is None and eng.memory_fraction_of == "free"
         memory_fraction = eng.memory_fraction if memory_fraction is None else memory_fraction
-        max_batched_tokens = eng.max_num_batched_tokens if max_batched_tokens is None else max_batched_tokens
+        max_batched_tokens = eng.forward_tokens if max_batched_tokens is None else max_batched_tokens
         kv_dtype = kv_dtype or eng.kv_dtype
         reserve_fraction = 0.0 if per_row_fraction else eng.activation_reserve_fraction
     kv_dtype = kv_dtype or "fp16"

@@ -37,6 +37,8 @@ def run(
     max_seqs: Optional[int] = typer.Option(
         None, "--max-seqs", help="concurrency limit (vLLM max_num_seqs, llama-server slots, OLLAMA_NUM_PARALLEL)"),
     max_batched_tokens: Optional[int] = typer.Option(None, "--max-batched-tokens", help="tokens per iteration"),
+    ubatch: Optional[int] = typer.Option(None, "--ubatch", help="tokens per pass over the weights (llama.cpp -ub); "
+                                         "an iteration with more runs as several passes"),
     block_size: Optional[int] = typer.Option(None, "--block-size", help="tokens per KV block (paged)"),
     mem_fraction: Optional[float] = typer.Option(None, "--mem-fraction", help="share of device memory the engine takes"),
     kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache element type: fp16|bf16|fp8|q8_0|q4_0"),
@@ -76,7 +78,7 @@ def run(
 
     overrides = {
         "scheduler": scheduler, "kv_allocator": kv, "max_num_seqs": max_seqs,
-        "max_num_batched_tokens": max_batched_tokens, "block_size": block_size,
+        "max_num_batched_tokens": max_batched_tokens, "ubatch_tokens": ubatch, "block_size": block_size,
         "memory_fraction": mem_fraction, "kv_dtype": kv_dtype, "tp": tp, "pp": pp, "gpu_layers": gpu_layers,
         "speculative": _speculative(spec_method, spec_k, spec_acceptance, spec_draft_model, spec_draft_fraction),
         "prefix_caching": prefix_caching,
@@ -238,6 +240,8 @@ def _config_line(spec, eng, prof, model_name: str) -> str:
     hw_name = prof.name
     quant = spec.quant or eng.default_quant
     limits = f"max_num_seqs={eng.max_num_seqs} max_num_batched_tokens={eng.max_num_batched_tokens}"
+    if eng.ubatch_tokens:
+        limits += f" ubatch={eng.ubatch_tokens}"
     if eng.kv_allocator == "paged":
         limits += f" block_size={eng.block_size}"
     if eng.scheduler == "slots":

@@ -3,7 +3,8 @@
 - `gemm_rows` / `gemm_start_rows`: the CPU matmul paths' start-up and leftover-tile passes
   (`matmul_half_rows`, fitted by calibration; GPU presets keep 0);
 - `DecodeCorrection`: a llama.cpp-calibrated profile's measured/fitted decode factor per batch size;
-- `split_equal` / `Pass`: how llama.cpp cuts one batch into passes over the weights.
+- `split_equal` / `Pass`: how llama.cpp cuts one batch into passes over the weights with one KV
+  stream per sequence; `split_simple` with one (unified) stream.
 
 How llama.cpp cuts one batch into passes over the weights when every sequence has its own KV stream.
 
@@ -106,6 +107,33 @@ def split_equal(pieces: Sequence[Piece], n_ubatch: int | None = None) -> list[Pa
         for i in chosen:
             remaining[i] -= k
             done[i] += k
+
+
+def split_simple(pieces: Sequence[Piece], n_ubatch: int) -> list[list[Piece]]:
+    """The passes llama.cpp runs for a batch holding `pieces` in this order when the KV cache is one
+    stream (`kv_unified`, llama-server's default with auto parallel): `llama_batch_allocr::split_simple`
+    (src/llama-batch.cpp) takes the batch's next n_ubatch tokens in order, whichever sequences
+    they belong to, so a 2,048-token prompt is four passes of 512 and a pass may hold the decodes and
+    the start of a prompt. Each pass is a list of pieces: a piece's tokens and context are its part of
+    the sequence's tokens; it keeps `output` only when it holds the sequence's last token."""
+    if n_ubatch < 1:
+        raise ValueError("n_ubatch must be at least 1")
+    passes: list[list[Piece]] = []
+    current: list[Piece] = []
+    room = n_ubatch
+    for p in pieces:
+        done = 0
+        while done < p.tokens:
+            take = min(room, int(p.tokens) - done)
+            current.append(Piece(p.seq, take, p.context + done, p.output and done + take == p.tokens))
+            done += take
+            room -= take
+            if room == 0:
+                passes.append(current)
+                current, room = [], n_ubatch
+    if current:
+        passes.append(current)
+    return passes
 
 
 # Activation rows (tokens) one tile of the multi-row matmul kernel covers: llamafile_sgemm's tinyBLAS

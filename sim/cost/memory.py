@@ -433,7 +433,7 @@ def resolve_gpu_layers(hw: HardwareProfile, model: ModelSpec, quant: str | Quant
         return model.n_layers + 1
     if engine.gpu_layers != "auto":
         return int(engine.gpu_layers)
-    reserve = activation_reserve_bytes(hw, model, engine.max_num_batched_tokens, engine.activation_reserve_fraction,
+    reserve = activation_reserve_bytes(hw, model, engine.forward_tokens, engine.activation_reserve_fraction,
                                        engine.memory_fraction)
     return auto_gpu_layers(hw, model, quant, engine.kv_dtype, offload_kv_tokens(model, engine),
                            engine.memory_fraction, reserve)

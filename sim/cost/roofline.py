@@ -163,7 +163,7 @@ from sim.cost.params import CostParams
 if TYPE_CHECKING:
     from sim.catalog.engine_config import EngineConfig
     from sim.catalog.hardware import HardwareProfile
-    from sim.cost.llamacpp import Pass
+    from sim.cost.llamacpp import Pass, Piece
 
 @dataclass(frozen=True)
 class StepFeatures:
@@ -674,6 +674,18 @@ class CostModel:
         per sequence is priced as decodes (its attention is matrix-vector, as a decode's, even for
         a prompt's first token riding along), a longer one as prompt chunks."""
         return sum(self.step_time(*self._pass_shape(p), outputs=p.outputs) for p in passes)
+
+    def simple_passes_time(self, passes: "Sequence[Sequence[Piece]]") -> float:
+        """Seconds of an iteration that llama.cpp runs as these passes of consecutive tokens
+        (`sim.cost.llamacpp.split_simple`): each priced as an iteration of its own. A one-token
+        piece with logits is a decode; the others are prompt chunks (logits only on a prompt's last)."""
+        total = 0.0
+        for ps in passes:
+            decodes = [p.context for p in ps if p.tokens == 1 and p.output]
+            chunks = [p for p in ps if not (p.tokens == 1 and p.output)]
+            total += self.step_time([p.tokens for p in chunks], [p.context for p in chunks], decodes,
+                                    outputs=sum(1 for p in ps if p.output))
+        return total
 
     @staticmethod
     def _pass_shape(p: "Pass") -> tuple[tuple, tuple, tuple]:

@@ -93,7 +93,8 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
 
     The activation reserve is the larger of the engine's stated share of its memory
     (`activation_reserve_fraction`: workspace, CUDA graphs, allocator slack) and the peak
-    activation of one forward of `max_num_batched_tokens` tokens (`sim.cost.memory.activation_peak_bytes`,
+    activation of one forward pass (`EngineConfig.forward_tokens`: `max_num_batched_tokens`, or
+    `ubatch_tokens` when smaller; `sim.cost.memory.activation_peak_bytes`,
     what vLLM's profiling run measures). llama-server and Ollama (`slots`) allocate their context
     buffer (`EngineConfig.context_limits`) at start-up, so their capacity is that, provided it fits.
 
@@ -103,7 +104,7 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
     whose weights do not fit fails with `check_parallel_fit`'s message naming the device.
     """
     weights = model.weight_bytes(quant)
-    tokens = engine.max_num_batched_tokens or default_max_batched_tokens(hw)
+    tokens = engine.forward_tokens or default_max_batched_tokens(hw)
     if engine.memory_fraction_of == "free":
         # TensorRT-LLM: the fraction is of the memory left free; its activations are in that rule
         engine = engine.with_overrides(memory_fraction=engine_memory_fraction(hw, model, quant, engine),
@@ -236,6 +237,7 @@ class ReplicaParts:
             "context_tokens": self.context_tokens,
             "context_mode": engine.context_mode if engine.scheduler == "slots" else None,
             "per_sequence_kv_streams": engine.per_sequence_kv_streams,
+            "ubatch_tokens": engine.ubatch_tokens,
             "concurrency": concurrency,
             "seed": seed,
             "weight_bytes": self.kvp.weight_bytes,
@@ -274,7 +276,9 @@ def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, sourc
     return Replica(env, cost=parts.cost, scheduler=parts.make_scheduler(), kv=kv, source=source, log=RequestLog(),
                    gaps=GapLog(), iterations=IterationLog(enabled=record_iterations), fast_forward=fast_forward,
                    check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv),
-                   per_sequence_kv_streams=engine.per_sequence_kv_streams)
+                   per_sequence_kv_streams=engine.per_sequence_kv_streams,
+                   # llama.cpp's passes per ubatch; a speculative model prices its rounds itself
+                   ubatch_tokens=engine.ubatch_tokens if hasattr(parts.cost, "simple_passes_time") else None)
 
 
 def check_drained(replica: Replica) -> None:

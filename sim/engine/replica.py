@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from sim.cost.decode_runs import _sum_max_of_two_lines
-from sim.cost.llamacpp import Piece, split_equal
+from sim.cost.llamacpp import Piece, split_equal, split_simple
 from sim.engine.kv import KVAllocator
 from sim.engine.metrics import GapLog, IterationLog, RequestLog
 from sim.engine.schedulers import Batch, Scheduler
@@ -42,9 +42,13 @@ class Replica:
 
     def __init__(self, env, *, cost, scheduler: Scheduler, kv: KVAllocator, source: ArrivalSource,
                  log: RequestLog, gaps: GapLog, iterations: IterationLog, fast_forward: bool = True,
-                 check_invariants: bool = False, prefix=None, per_sequence_kv_streams: bool = False) -> None:
+                 check_invariants: bool = False, prefix=None, per_sequence_kv_streams: bool = False,
+                 ubatch_tokens: int | None = None) -> None:
         self.env = env
         self.per_sequence_kv_streams = per_sequence_kv_streams
+        # llama.cpp's physical batch (EngineConfig.ubatch_tokens): an iteration with more tokens runs
+        # as several passes over the weights (`run`'s prefill branch, `_stream_groups`); None = one pass
+        self.ubatch_tokens = ubatch_tokens
         self.cost = cost
         self.scheduler = scheduler
         self.kv = kv
@@ -174,10 +178,15 @@ class Replica:
                 k = 1
                 ctx_p = st.ctx[pl[0]] if len(pl) == 1 else st.ctx[pl]
                 ctx_pl = [int(ctx_p)] if len(pl) == 1 else ctx_p.tolist()
-                if self.per_sequence_kv_streams and (n_dec or len(pl) > 1):
+                ub = self.ubatch_tokens
+                over = ub is not None and sum(batch.prefill_tokens) + n_dec > ub
+                if self.per_sequence_kv_streams and (n_dec or len(pl) > 1 or over):
                     # one pass over the weights per ubatch llama.cpp cuts the batch into
                     # (EngineConfig.per_sequence_kv_streams; sim.cost.llamacpp.split_equal)
-                    t = cost.passes_time(split_equal(self._pieces(batch, dl, ctx, ctx_pl)))
+                    t = cost.passes_time(split_equal(self._pieces(batch, dl, ctx, ctx_pl), ub))
+                elif over:
+                    # one KV stream: the batch's tokens in order, ubatch_tokens per pass (split_simple)
+                    t = cost.simple_passes_time(split_simple(self._pieces(batch, dl, ctx, ctx_pl), ub))
                 else:
                     t = cost.step_time(batch.prefill_tokens, ctx_pl, ctx_f)
                 t_first = t
@@ -287,7 +296,8 @@ class Replica:
 
         c = self.cost
         if (type(c) is not CostModel or self.per_sequence_kv_streams or c.window is not None or c.kv_pad
-                or c.placement is not None or c.decode_correction is not None):
+                or c.placement is not None or c.decode_correction is not None
+                or (self.ubatch_tokens is not None and self.scheduler.max_seqs > self.ubatch_tokens)):
             return None
         return c._decode_lines_of_sum
 
@@ -302,16 +312,23 @@ class Replica:
         return pieces
 
     def _stream_groups(self, dl: np.ndarray) -> list[np.ndarray] | None:
-        """With one KV stream per sequence, the decodes' positions in `dl` split into runs of
-        consecutive lanes (slot ids): llama.cpp runs each run as its own pass over the weights
-        (`split_equal` only packs consecutive seq_ids). None when the decodes are one pass."""
-        if not self.per_sequence_kv_streams or len(dl) < 2:
+        """The decodes' positions in `dl` by the pass over the weights llama.cpp runs them in. With
+        one KV stream per sequence, runs of consecutive lanes (slot ids): each run is its own pass
+        (`split_equal` only packs consecutive seq_ids). More decodes than `ubatch_tokens` (in a run,
+        or in all with one stream) take one pass per ubatch_tokens of them, in slot order. None when
+        the decodes are one pass."""
+        ub = self.ubatch_tokens
+        over = ub is not None and len(dl) > ub
+        if not over and (not self.per_sequence_kv_streams or len(dl) < 2):
             return None
         order = np.argsort(dl, kind="stable")
-        breaks = np.flatnonzero(np.diff(dl[order]) != 1) + 1
-        if not len(breaks):
-            return None
-        return np.split(order, breaks)
+        groups = [order]
+        if self.per_sequence_kv_streams:
+            breaks = np.flatnonzero(np.diff(dl[order]) != 1) + 1
+            groups = np.split(order, breaks) if len(breaks) else groups
+        if over:
+            groups = [g[i:i + ub] for g in groups for i in range(0, len(g), ub)]
+        return groups if len(groups) > 1 else None
 
     def _decode_time(self, dl: np.ndarray, ctx_f: np.ndarray, k: int) -> float:
         """Seconds of k decode steps of the batch: one closed-form run per pass (`_stream_groups`)."""
