@@ -80,6 +80,16 @@ def test_overrides_reach_the_simulation():
     assert json.loads(res.stdout)["batch_size"]["max"] <= 3
 
 
+def test_ubatch_option_reaches_the_simulation_and_the_config_line():
+    res = _invoke(CHAT, "--engine", "llama.cpp", "--ubatch", "128")
+    assert res.exit_code == 0, res.stderr
+    assert "ubatch=128" in res.stdout
+    js = _invoke(CHAT, "--engine", "llama.cpp", "--ubatch", "128", "--json")
+    assert json.loads(js.stdout)["config"]["ubatch_tokens"] == 128
+    bad = _invoke(CHAT, "--engine", "llama.cpp", "--ubatch", "0")
+    assert bad.exit_code == 2 and "ubatch" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_engine_file_overrides_fields_and_a_bad_field_names_file_and_line(tmp_path):
     good = tmp_path / "eng.yaml"
     good.write_text("max_num_seqs: 5\nblock_size: 32\n")

@@ -240,8 +240,8 @@ def _config_line(spec, eng, prof, model_name: str) -> str:
     hw_name = prof.name
     quant = spec.quant or eng.default_quant
     limits = f"max_num_seqs={eng.max_num_seqs} max_num_batched_tokens={eng.max_num_batched_tokens}"
-    if eng.ubatch_tokens:
-        limits += f" ubatch={eng.ubatch_tokens}"
+    if eng.ubatch_tokens and eng.ubatch_tokens < (eng.max_num_batched_tokens or float("inf")):
+        limits += f" ubatch={eng.ubatch_tokens}"  # only where it splits an iteration
     if eng.kv_allocator == "paged":
         limits += f" block_size={eng.block_size}"
     if eng.scheduler == "slots":
