@@ -1,14 +1,16 @@
 """Fit the cost model's seven free parameters to measured iteration times.
 
-The cost model (`sim.cost.roofline.CostModel`) prices one iteration as
+The cost model (`sim.cost.roofline.CostModel`) prices one iteration as its weight GEMMs and then
+its attention kernels, each group at its own roofline:
 
-    step_s = max(compute_s, memory_s) + iteration_overhead_s + per_sequence_overhead_s x sequences
+    step_s = max(matmul_s, weights_s) + max(attention_s, kv_s)
+             + iteration_overhead_s + per_sequence_overhead_s x sequences
 
 (a probe is priced as llama.cpp runs it, one such iteration per pass over the weights: a "mixed"
 probe — a prompt chunk decoded together with B sequences, each sequence in its own KV stream — is
 the B decodes with the chunk's first token, then the rest of the chunk; see `sim.cost.llamacpp`)
 
-with compute_s and memory_s driven by the effective matmul FLOP/s, attention FLOP/s and memory
+with those four times driven by the effective matmul FLOP/s, attention FLOP/s and memory
 bandwidth (`sim.cost.params.CostParams`). Given probe points (iteration shapes with their measured
 median seconds) this module finds the `CostParams` that reproduce them, with
 `scipy.optimize.least_squares`:
@@ -21,7 +23,7 @@ median seconds) this module finds the `CostParams` that reproduce them, with
   milliseconds, >= 0;
 - a seeded fifth of the points per kind (prefill / decode / mixed) is held out of the fit, and
   the error on them is reported together with R² of log time;
-- the max() makes the objective piecewise smooth, so the fit starts from several initial points
+- the max()es make the objective piecewise smooth, so the fit starts from several initial points
   and keeps the best.
 
 Physical bounds (from the raw machine probes, `calibrate.machine`):
