@@ -130,6 +130,14 @@ def test_profile_found_by_name_and_by_path(tmp_path):
     assert load_profile(str(own)).name == "tiny"
 
 
+def test_a_profile_is_parsed_once_per_version_of_its_file(tmp_path):
+    path = write_profile(tmp_path / "mine.yaml", MINIMAL)
+    first = load_profile_file(path)
+    assert load_profile_file(path) is first  # the same version: not parsed again
+    write_profile(path, {**MINIMAL, "memory_bandwidth_gb_per_s": 250})  # the file rewritten
+    assert load_profile_file(path).memory_bandwidth_gb_per_s == 250
+
+
 def test_shipped_profiles_are_package_data():
     import importlib.resources
 
