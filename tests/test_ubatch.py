@@ -90,6 +90,11 @@ def test_simple_passes_keep_every_token_once_in_order(items, n_ubatch):
         assert [p.output for p in mine] == [False] * (len(mine) - 1) + [pc.output]
 
 
+def test_more_sequences_than_n_ubatch_take_n_ubatch_plus_one_per_pass():
+    # llama_batch_allocr::split_equal stops adding sequences once it holds more than n_ubatch
+    assert shape(split_equal([Piece(s, 1, 10) for s in range(10)], 4)) == [(5, 1, 5), (5, 1, 5)]
+
+
 def test_bad_pieces_are_refused():
     with pytest.raises(ValueError):
         split_equal([Piece(0, 1, 0), Piece(0, 1, 0)])
@@ -230,3 +235,19 @@ def test_llama_cpp_cuts_a_unified_batch_into_the_predicted_simple_passes(tiny_gg
         predicted = split_simple([Piece(s, n, c, o) for s, n, c, o in pieces], n_ubatch)
         assert [(sum(p.tokens for p in ps), sorted({p.seq for p in ps})) for ps in predicted] == \
             [(r["tokens"], sorted(r["seqs"])) for r in real], pieces
+
+
+@requires_llama_cpp
+def test_llama_cpp_caps_a_pass_at_n_ubatch_plus_one_sequences(tiny_gguf):
+    """Eight decodes in consecutive slots with n_ubatch 4, one KV stream per sequence: llama.cpp's
+    ubatches hold 5 and 3 sequences, as `split_equal` predicts."""
+    pieces = [(s, 1, 5 + s, True) for s in range(8)]
+    plan = {"model": str(tiny_gguf), "n_ctx": 8 * 256, "n_batch": 64, "n_ubatch": 4, "n_seq": 8,
+            "batches": [pieces]}
+    proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(plan), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    real = json.loads(proc.stdout.strip().splitlines()[-1])[0]
+    predicted = split_equal([Piece(s, n, c, o) for s, n, c, o in pieces], 4)
+    assert [(list(p.seqs), p.tokens_per_seq) for p in predicted] == [(r["seqs"], r["k"]) for r in real]
+    assert [len(p.seqs) for p in predicted] == [5, 3]

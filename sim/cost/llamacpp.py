@@ -16,7 +16,8 @@ a `llama_batch` with `llama_batch_allocr::split_equal(n_ubatch, sequential=true)
 1. walk the batch in order and take the next unfinished sequence if it is the first taken or its
    seq_id is the last taken id + 1 (only *consecutive* seq_ids share a ubatch);
 2. take the same number k of tokens from each: as many as the sequence with the fewest left
-   still has, and no more than n_ubatch / (sequences taken), at least 1;
+   still has, and no more than n_ubatch / (sequences taken), at least 1 (sequences are taken
+   until more than n_ubatch are held: at most n_ubatch + 1 per pass);
 3. repeat until every token is used.
 
 So a batch of decodes in slots 0, 1 and 2 plus a prompt in slot 3 is *not* "a decode pass and a
@@ -93,6 +94,10 @@ def split_equal(pieces: Sequence[Piece], n_ubatch: int | None = None) -> list[Pa
             if remaining[i] and (not chosen or p.seq == last + 1):
                 chosen.append(i)
                 last = p.seq
+                if n_ubatch and len(chosen) > n_ubatch:
+                    # llama.cpp stops taking sequences once it holds more than n_ubatch (it keeps
+                    # that last one: n_ubatch + 1 sequences of one token each)
+                    break
         if not chosen:
             return passes
         k = min(remaining[i] for i in chosen)

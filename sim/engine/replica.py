@@ -314,11 +314,13 @@ class Replica:
     def _stream_groups(self, dl: np.ndarray) -> list[np.ndarray] | None:
         """The decodes' positions in `dl` by the pass over the weights llama.cpp runs them in. With
         one KV stream per sequence, runs of consecutive lanes (slot ids): each run is its own pass
-        (`split_equal` only packs consecutive seq_ids). More decodes than `ubatch_tokens` (in a run,
-        or in all with one stream) take one pass per ubatch_tokens of them, in slot order. None when
-        the decodes are one pass."""
+        (`split_equal` only packs consecutive seq_ids). More decodes than a pass holds take one pass
+        per pass-full, in slot order: `ubatch_tokens` of them with one stream, `ubatch_tokens` + 1
+        in a run with one stream per sequence (`split_equal`). None when the decodes are one pass."""
         ub = self.ubatch_tokens
-        over = ub is not None and len(dl) > ub
+        # sequences per pass: split_simple's n_ubatch tokens, or split_equal's n_ubatch + 1 sequences
+        per_pass = None if ub is None else ub + 1 if self.per_sequence_kv_streams else ub
+        over = per_pass is not None and len(dl) > per_pass
         if not over and (not self.per_sequence_kv_streams or len(dl) < 2):
             return None
         order = np.argsort(dl, kind="stable")
@@ -327,7 +329,7 @@ class Replica:
             breaks = np.flatnonzero(np.diff(dl[order]) != 1) + 1
             groups = np.split(order, breaks) if len(breaks) else groups
         if over:
-            groups = [g[i:i + ub] for g in groups for i in range(0, len(g), ub)]
+            groups = [g[i:i + per_pass] for g in groups for i in range(0, len(g), per_pass)]
         return groups if len(groups) > 1 else None
 
     def _decode_time(self, dl: np.ndarray, ctx_f: np.ndarray, k: int) -> float:
