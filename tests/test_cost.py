@@ -91,6 +91,28 @@ def test_large_prefill_of_an_8b_model_runs_near_flops_over_two_params():
     assert cm.breakdown((2048,), (0,))["bound"] == "compute"
 
 
+def test_weight_gemms_and_attention_each_take_their_own_roofline_in_sequence():
+    # One decode at a deep context with slow attention: the GEMMs are weight-bound and the attention
+    # compute-bound, so the step is weights/bw + attention FLOPs/rate (kernels run one after the
+    # other), not the larger of the iteration's totals. Hand-worked on the toy model, bf16:
+    bw, mm, att = 1e12, 1e15, 1e10
+    cm = CostModel(TOY, "bf16", CostParams(bw, mm, att, 0.0, 0.0), kv_dtype="bf16")
+    ctx = 4000
+    weights_s = TOY_WEIGHT_BYTES / bw  # tied embedding: the LM head streams the shared table once
+    matmul_s = 2 * TOY_MATMUL_PARAMS / mm
+    attention_s = 4 * 8 * 128 * 2 * (ctx + 1) / att  # 2 layers x (ctx + 1) keys
+    kv_s = TOY_KV_BYTES_PER_TOKEN * (ctx + 1) / bw  # the cache read and the new token written
+    assert matmul_s < weights_s and kv_s < attention_s  # one kernel group of each kind
+    b = cm.breakdown(decode_context=[ctx])
+    assert b["step_s"] == pytest.approx(weights_s + attention_s, rel=1e-9)
+    assert cm.step_time((), (), (ctx,)) == pytest.approx(weights_s + attention_s, rel=1e-9)
+    assert b["step_s"] > max(b["compute_s"], b["memory_s"])  # what one max over the totals gave
+    assert (b["gemm_bound"], b["attention_bound"]) == ("memory", "compute")
+    # and a run of decode steps sums the same per-step figure exactly (the closed form)
+    steps = [cm.step_time((), (), (ctx + i,)) for i in range(50)]
+    assert cm.decode_run_time([ctx], 50) == pytest.approx(sum(steps), rel=1e-12)
+
+
 def test_prefill_chunk_attends_to_cached_context_and_its_causal_prefix():
     cm = toy_cost()
     b = cm.breakdown((100,), (400,))
