@@ -91,6 +91,18 @@ grid:
         for k in ("paged", "contiguous") for m in (4, 8)]
 
 
+def test_ubatch_is_a_grid_dimension_under_its_flag_name(tmp_path):
+    _trace(tmp_path / "t.jsonl")
+    sweep = load_sweep(_write(tmp_path, """\
+trace: t.jsonl
+hw: rtx-4090
+engine: llama.cpp
+grid:
+  ubatch: [128, 512]
+"""))
+    assert [c.overrides for c in sweep.combinations] == [{"ubatch_tokens": 128}, {"ubatch_tokens": 512}]
+
+
 def test_a_runs_entry_adds_its_overrides_to_the_fixed_ones(tmp_path):
     _trace(tmp_path / "t.jsonl")
     sweep = load_sweep(_write(tmp_path, """\

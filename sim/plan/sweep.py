@@ -62,6 +62,7 @@ OVERRIDE_ALIASES = {
     "kv": "kv_allocator",
     "max_seqs": "max_num_seqs",
     "max_batched_tokens": "max_num_batched_tokens",
+    "ubatch": "ubatch_tokens",
     "mem_fraction": "memory_fraction",
 }
 
