@@ -458,11 +458,13 @@ class CostModel:
         """Per part (compute_s, memory_s) of one micro-batch pass with the given aggregates, the
         pass's communication seconds, and the iteration's overheads (for `batch_seqs` sequences).
 
-        Part p holds a fraction f of the repeating layers (and the LM head when h = 1):
-            compute_p = (f x flops_per_token x start(T) + h x flops_per_sequence x rows(logits)) / matmul_p
-                        + f x attention_flops_per_layer_key x layer_keys / attention_p
-            memory_p  = (f x layer weight bytes(T) + h x head bytes
-                         + kv_factor x f x kv_bytes_per_layer_token x (kv_read + L x T)) / bandwidth_p
+        Part p holds a fraction f of the repeating layers (and the LM head when h = 1); its weight
+        GEMMs and its attention kernels each take their own roofline (`_terms`):
+            gemm_p    = max((f x flops_per_token x start(T) + h x flops_per_sequence x rows(logits)) / matmul_p,
+                            (f x layer weight bytes(T) + h x head bytes) / bandwidth_p)
+            compute_p = gemm_p + f x attention_flops_per_layer_key x layer_keys / attention_p
+            memory_p  = gemm_p + kv_factor x f x kv_bytes_per_layer_token x (kv_read + L x T) / bandwidth_p
+        so the part's stage time max(compute_p, memory_p) is gemm_p + max(attention, K/V).
         `logits` = positions whose logits are computed (one per sequence; k + 1 in a verify step).
         """
         pl = self.placement
