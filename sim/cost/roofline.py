@@ -818,14 +818,16 @@ class CostModel:
         """(compute0, memory0, attn, kvr, params) of `_decode_segments` for a batch of n sequences:
         the terms that do not depend on the contexts, computed once per batch size and params object
         (the simulator prices the same few batch sizes hundreds of thousands of times; issue 17)."""
-        bw, mm, att, it_s, seq_s, half, slow = self._param_tuple()
-        overhead = it_s + seq_s * n
+        p = self._param_tuple()
+        bw, att, slow = p[0], p[2], p[6]
         # n tokens and n logits every step: the weight GEMMs (their start-up, n_1/2, included) cost the
-        # same every step, max(FLOPs, weight bytes) (`_terms`), and sit in both lines' intercepts
-        gemm = max((self._layer_matmul_flops(n, half) + self.flops_per_sequence * gemm_rows(n, half)) / mm,
-                   float(self.weight_bytes_read(n)) / bw)
+        # same every step, max(FLOPs, weight bytes), and sit in both lines' intercepts with the
+        # overheads; the memory line also writes the n new tokens' K/V (`_kernel_terms` with no keys
+        # and nothing cached: what stays of a step when the contexts are left out)
+        matmul_s, weights_s, _, kv_write_s, overhead = self._kernel_terms(p, n, n, 0.0, 0.0)
+        gemm = max(matmul_s, float(weights_s))
         compute0 = gemm + overhead
-        memory0 = gemm + self.kv_bytes_per_layer_token * self.n_layers * n / bw + overhead
+        memory0 = gemm + kv_write_s + overhead
         attn = self.attention_flops_per_layer_key * slow / att  # s per layer-key (all decode keys)
         kvr = self.kv_bytes_per_layer_token / bw  # s per layer-token read
         c = self._decode_consts[n] = (compute0, memory0, attn, kvr, self.params)
