@@ -178,30 +178,45 @@ print(json.dumps(out))
 """
 
 
-@requires_llama_cpp
-def test_llama_cpp_cuts_batches_into_the_predicted_passes(tiny_gguf):
-    rng = np.random.default_rng(0)
-    n_seq, n_batch = 8, 256
+def _random_batches(rng, n_seq: int, n_batch: int, count: int, max_prompts: int, max_prompt_context: int,
+                    random_outputs: bool) -> list[list[tuple]]:
+    """`count` batches of (seq, tokens, context, output): decodes of a random subset of the slots in
+    slot order, then up to `max_prompts` prompt chunks in random slots, at most `n_batch` tokens in
+    all. A chunk's logits are random when `random_outputs`, else on."""
     batches = []
-    for _ in range(30):
+    for _ in range(count):
         seqs = rng.permutation(n_seq)[: rng.integers(1, n_seq + 1)]
-        n_prompts = int(rng.integers(0, min(3, len(seqs)) + 1))
+        n_prompts = int(rng.integers(0, min(max_prompts, len(seqs)) + 1))
         decodes = sorted(int(s) for s in seqs[n_prompts:])  # decodes in slot order, prompts after
         pieces = [(s, 1, int(rng.integers(1, 60)), True) for s in decodes]
         budget = n_batch - len(pieces)
         for s in seqs[:n_prompts]:
             n = int(rng.integers(1, max(2, budget // n_prompts)))
-            pieces.append((int(s), n, int(rng.integers(0, 40)), bool(rng.integers(0, 2))))
+            context = int(rng.integers(0, max_prompt_context))
+            pieces.append((int(s), n, context, bool(rng.integers(0, 2)) if random_outputs else True))
             budget -= n
         batches.append(pieces)
-    plan = {"model": str(tiny_gguf), "n_ctx": n_seq * 256, "n_batch": n_batch, "n_ubatch": n_batch,
-            "n_seq": n_seq, "batches": batches}
+    return batches
+
+
+def _llama_cpp_ubatches(plan: dict) -> list[list[dict]]:
+    """The ubatches real llama.cpp cuts each of the plan's batches into (`_CHILD`, in a child process)."""
     proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(plan), capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     measured = json.loads(proc.stdout.strip().splitlines()[-1])
-    for pieces, real in zip(batches, measured):
-        assert real, "llama.cpp logged no ubatch: LLAMA_BATCH_DEBUG not honoured"
+    assert all(measured), "llama.cpp logged no ubatch: LLAMA_BATCH_DEBUG not honoured"
+    return measured
+
+
+@requires_llama_cpp
+def test_llama_cpp_cuts_batches_into_the_predicted_passes(tiny_gguf):
+    n_seq, n_batch = 8, 256
+    batches = _random_batches(np.random.default_rng(0), n_seq, n_batch, 30, max_prompts=3, max_prompt_context=40,
+                              random_outputs=True)
+    plan = {"model": str(tiny_gguf), "n_ctx": n_seq * 256, "n_batch": n_batch, "n_ubatch": n_batch,
+            "n_seq": n_seq, "batches": batches}
+    for pieces, real in zip(batches, _llama_cpp_ubatches(plan)):
         predicted = split_equal([Piece(s, n, c, o) for s, n, c, o in pieces], n_batch)
         assert [(list(p.seqs), p.tokens_per_seq) for p in predicted] == [(r["seqs"], r["k"]) for r in real], pieces
 
@@ -210,28 +225,12 @@ def test_llama_cpp_cuts_batches_into_the_predicted_passes(tiny_gguf):
 def test_llama_cpp_cuts_a_unified_batch_into_the_predicted_simple_passes(tiny_gguf):
     """One KV stream (llama-server's default --kv-unified) and n_ubatch below n_batch: llama.cpp's
     ubatches are `split_simple`'s passes (tokens, and the sequences in each)."""
-    rng = np.random.default_rng(1)
     n_seq, n_batch, n_ubatch = 6, 256, 48
-    batches = []
-    for _ in range(20):
-        seqs = rng.permutation(n_seq)[: rng.integers(1, n_seq + 1)]
-        n_prompts = int(rng.integers(0, min(2, len(seqs)) + 1))
-        decodes = sorted(int(s) for s in seqs[n_prompts:])
-        pieces = [(s, 1, int(rng.integers(1, 60)), True) for s in decodes]
-        budget = n_batch - len(pieces)
-        for s in seqs[:n_prompts]:
-            n = int(rng.integers(1, max(2, budget // n_prompts)))
-            pieces.append((int(s), n, int(rng.integers(0, 30)), True))
-            budget -= n
-        batches.append(pieces)
+    batches = _random_batches(np.random.default_rng(1), n_seq, n_batch, 20, max_prompts=2, max_prompt_context=30,
+                              random_outputs=False)
     plan = {"model": str(tiny_gguf), "n_ctx": n_seq * 256, "n_batch": n_batch, "n_ubatch": n_ubatch,
             "n_seq": n_seq, "unified": True, "batches": batches}
-    proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(plan), capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    measured = json.loads(proc.stdout.strip().splitlines()[-1])
-    for pieces, real in zip(batches, measured):
-        assert real, "llama.cpp logged no ubatch: LLAMA_BATCH_DEBUG not honoured"
+    for pieces, real in zip(batches, _llama_cpp_ubatches(plan)):
         predicted = split_simple([Piece(s, n, c, o) for s, n, c, o in pieces], n_ubatch)
         assert [(sum(p.tokens for p in ps), sorted({p.seq for p in ps})) for ps in predicted] == \
             [(r["tokens"], sorted(r["seqs"])) for r in real], pieces
@@ -244,10 +243,7 @@ def test_llama_cpp_caps_a_pass_at_n_ubatch_plus_one_sequences(tiny_gguf):
     pieces = [(s, 1, 5 + s, True) for s in range(8)]
     plan = {"model": str(tiny_gguf), "n_ctx": 8 * 256, "n_batch": 64, "n_ubatch": 4, "n_seq": 8,
             "batches": [pieces]}
-    proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(plan), capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    real = json.loads(proc.stdout.strip().splitlines()[-1])[0]
+    real = _llama_cpp_ubatches(plan)[0]
     predicted = split_equal([Piece(s, n, c, o) for s, n, c, o in pieces], 4)
     assert [(list(p.seqs), p.tokens_per_seq) for p in predicted] == [(r["seqs"], r["k"]) for r in real]
     assert [len(p.seqs) for p in predicted] == [5, 3]
