@@ -136,6 +136,24 @@ def _need(rec: dict[str, str], col: str, file: str, line: int) -> str:
     return v
 
 
+REPO_SOURCE = "repo:"  # a raw log committed in this repository, e.g. repo:benchmarks/gpu/<run>/x.log
+
+
+def _check_source(source: str, file: str, line: int) -> None:
+    """A row's source is a URL a reader can open, or (for figures measured with this repository's own
+    scripts on a lent machine) `repo:<path>` to the committed raw log, which must exist."""
+    if source.startswith(("http://", "https://")):
+        return
+    if source.startswith(REPO_SOURCE):
+        rel = source[len(REPO_SOURCE):]
+        if rel and (Path(__file__).resolve().parent.parent / rel).is_file():
+            return
+        raise ConfigError(f"names a repository file that does not exist: '{rel}'", file=file, line=line,
+                          field="source")
+    raise ConfigError(f"must be a URL a reader can open or repo:<path> of a committed log, got '{source}'",
+                      file=file, line=line, field="source")
+
+
 def parse_row(rec: dict[str, str], *, file: str, line: int, devices: set[str], models: set[str]) -> PublicRow:
     """Check one CSV record and type it; the first bad field is a ConfigError (file, line, column)."""
     def need(name: str) -> str:
@@ -143,8 +161,7 @@ def parse_row(rec: dict[str, str], *, file: str, line: int, devices: set[str], m
 
     row_id = need("row_id")
     source = need("source")
-    if not (source.startswith("http://") or source.startswith("https://")):
-        raise ConfigError(f"must be a URL a reader can open, got '{source}'", file=file, line=line, field="source")
+    _check_source(source, file, line)
     need("as_printed")
     engine = need("engine")
     if engine not in ENGINES:

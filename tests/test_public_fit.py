@@ -88,11 +88,19 @@ def _good_row(**kw) -> dict:
     ("batch", "two", "expected a whole number"),
     ("quantity", "ttft_ms", "cannot report"),
     ("source", "a friend told me", "must be a URL"),
+    ("source", "repo:benchmarks/gpu/no-such-run/missing.log", "does not exist"),
     ("model", "llama-9-1t", "not in the model catalog"),
 ])
 def test_a_bad_corpus_row_is_one_line_naming_file_line_and_field(tmp_path, field, value, problem):
     path = _write_corpus(tmp_path / "corpus", [_good_row(row_id="ok"), _good_row(row_id="bad", **{field: value})])
     _assert_one_line_error(path.parent, f"{path}:3", field, problem)
+
+
+def test_a_row_measured_here_cites_its_committed_log(tmp_path):
+    """Rows timed with this repository's scripts on a lent machine cite the raw log by `repo:<path>`."""
+    log = "repo:benchmarks/gpu/h200-2026-12-04/h200_llamacpp.log"
+    path = _write_corpus(tmp_path / "corpus", [_good_row(row_id="here", source=log)])
+    assert [r.source for r in load_corpus(path.parent)] == [log]
 
 
 def _assert_one_line_error(corpus_dir, where: str, field: str, problem: str) -> None:
