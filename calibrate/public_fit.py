@@ -121,6 +121,7 @@ class GroupParams:
     sources: list[str] = field(default_factory=list)
     transferred_from: list[str] = field(default_factory=list)  # "device/family" when not fitted here
     seen_classes: tuple[str, ...] = ()  # weight classes the group's rows measured
+    current_share: float | None = None  # share of its rows run on current software (`row_is_current`)
 
     def compute_for(self, cls: str) -> float:
         """Matmul efficiency of a weight class; an unmeasured class takes the geometric mean of the others."""
@@ -586,6 +587,7 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     p.rows = [it.row.row_id for it in items]
     p.sources = sorted({it.row.source for it in items})
     p.seen_classes = classes
+    p.current_share = current_share([it.row for it in items])
     return p
 
 
@@ -612,6 +614,64 @@ def device_package(device: str) -> str:
     from sim.catalog.hardware import load_profile
 
     return load_profile(device).package
+
+
+# ---- software era: which llama.cpp a row ran ------------------------------------------------------------
+
+# llama.cpp's CUDA decode got much faster between the 2023-24 builds most published tables used and
+# the 2025-26 ones (CUDA graphs, fused kernels, flash attention by default): Llama 2 7B Q4_0 tg128 on
+# an A100 was 136 t/s at build 1680 (XiongjieDai's table, Dec 2023) and 191 / 201 t/s (fa off / on)
+# on the 2025 CUDA scoreboard (discussion #15013); this repository's H200 run (2026, build 0c1e5709)
+# decodes Llama 3.1 8B Q4_K_M at 273 t/s where a same-generation H100 PCIe at build 2843 did 146.
+# So a donor fitted on the other era's software is a worse donor than its hardware tier says.
+CURRENT_BUILD = 5000    # llama.cpp build numbers: the corpus has 1619-2843 (2023-24) and 6918 (2025-11)
+CURRENT_PR = 10000      # PR numbers: #2917-#6017 (2023-24) and #15616-#22298 (2025-26)
+CURRENT_YEAR = 2025
+# Tiers (`_tier`) a memory-side donor of the other era is moved away: the bandwidth efficiencies, the
+# per-iteration floor and per-sequence cost are where the builds differ (launch path, GEMV kernels).
+# Chosen by leave-one-device-out error on the 1,216 rows with this repository's 58 H200 rows (median /
+# p90 / single-stream decode median): no era 12.3 / 47.9 / 12.4%; 1 tier on both sides 12.4 / 51.3 /
+# 10.2% (the DGX Spark's matmul donors narrowed to the H200: its batched rows 18 -> 29%); on the memory
+# side only, 1 tier 11.8 / 43.0 / 10.2%, 2 tiers 11.7 / 43.0 / 9.0%, 4 tiers 11.3 / 41.4 / 8.1%, 6 tiers
+# 11.6 / 41.7 / 9.0%. With 4, a device's own generation on the other era (tier 4) ties with any
+# NVIDIA part of its era (tier 4 is "anything" on the memory side), so both count. A hyper-parameter
+# picked on all rows, like `_tier`'s orderings.
+ERA_TIERS = 4
+_CURRENT_SOURCES = ("discussions/15013",)  # the CUDA scoreboard, opened 2025-08
+
+
+def row_is_current(row: PublicRow) -> bool | None:
+    """Whether a llama.cpp-family row ran a 2025-or-later build, read from what the row prints: a date
+    (YYYY-MM), a build number, a PR number, or the source (the 2025 CUDA scoreboard). Rows whose
+    build is not printed (the scrape of discussion #4167's summary table, 2023-24 submissions) count
+    as earlier builds. None for other families (their versions are not compared)."""
+    import re
+
+    if engine_family(row.engine, row.settings) != "ggml":
+        return None
+    text = row.engine_version
+    if m := re.search(r"\b(20\d\d)-\d\d", text):
+        return int(m.group(1)) >= CURRENT_YEAR
+    if m := re.search(r"build(?::\s*[0-9a-f]+)?\s*(?:=\s*)?\(?(\d{3,5})\)?", text):
+        return int(m.group(1)) >= CURRENT_BUILD
+    if m := re.search(r"PR #(\d+)", text):
+        return int(m.group(1)) >= CURRENT_PR
+    return any(s in row.source for s in _CURRENT_SOURCES)
+
+
+def current_share(rows: list[PublicRow]) -> float | None:
+    """Share of `rows` run on current llama.cpp builds; None when no row is of the llama.cpp family."""
+    flags = [f for f in (row_is_current(r) for r in rows) if f is not None]
+    return sum(flags) / len(flags) if flags else None
+
+
+def _era_step(target_share: float | None, donor: "GroupParams") -> int:
+    """1 between a prediction for one software era and a donor fitted mostly on the other (shares of
+    current-build rows differing by more than a half), else 0; 0 when either is unknown. `transfer`
+    moves such a donor ERA_TIERS tiers away on the memory side."""
+    if target_share is None or donor.current_share is None:
+        return 0
+    return int(abs(target_share - donor.current_share) > 0.5)
 
 
 def _tier(target: str, other: str, side: str = "compute") -> int:
@@ -760,7 +820,8 @@ def bandwidth_anchor(target: str, donor: str) -> float:
 TIER_DECAY = 1e-4
 
 
-def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams]) -> GroupParams | None:
+def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
+             era: float | None = None) -> GroupParams | None:
     """Parameters for `device` under `family` from the other fitted devices of that family: a
     weighted geometric mean (arithmetic for the floor and per-sequence cost), weight =
     TIER_DECAY ** tier x sqrt(rows), per weight class over the devices that measured the class;
@@ -768,14 +829,19 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams])
     per-sequence cost `_tier(..., "memory")`. `transferred_from` names the nearest devices of both.
     Matmul efficiencies are averaged as shares of each device's achievable peak (`achievable_share`)
     and turned back into the target's share of its datasheet peak. The per-iteration floor and
-    per-sequence cost come from devices of the same vendor only (`_launch_costs`). None when the
-    family was fitted nowhere else."""
+    per-sequence cost come from devices of the same vendor only (`_launch_costs`). `era` is the share
+    of current-build rows the prediction is for (1 for a shipped profile: users run today's llama.cpp;
+    a held-out group's own share when cross-validating); on the memory side a donor of the other era
+    is ERA_TIERS tiers further (`_era_step`). None when the family was fitted nowhere else."""
     others = [g for (d, f), g in fits.items() if f == family and d != device]
     if not others:
         return None
 
+    def tier(g: GroupParams, side: str) -> int:
+        return _tier(device, g.device, side) + (ERA_TIERS * _era_step(era, g) if side == "memory" else 0)
+
     def weight(g: GroupParams, side: str = "compute") -> float:
-        return TIER_DECAY ** _tier(device, g.device, side) * math.sqrt(max(len(g.rows), 1))
+        return TIER_DECAY ** tier(g, side) * math.sqrt(max(len(g.rows), 1))
 
     def wgeo(pairs) -> float:
         w = np.array([a for a, _ in pairs])
@@ -798,15 +864,15 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams])
             for c in classes}
     nearest = set()
     for side in ("compute", "memory"):
-        best = min(_tier(device, g.device, side) for g in others)
-        nearest |= {g.device for g in others if _tier(device, g.device, side) == best}
+        best = min(tier(g, side) for g in others)
+        nearest |= {g.device for g in others if tier(g, side) == best}
     floor_ms, seq_ms = _launch_costs(device, [(weight(g, "memory"), g) for g in others], wmean)
     return GroupParams(
         device, family, bw, comp, wgeo([(weight(g), g.attention) for g in others]),
         floor_ms, seq_ms,
         wmean([(weight(g), g.half_rows) for g in others]),
         _transfer_latency(device, [(weight(g), g) for g in others if g.lat_us is not None], wgeo, wmean),
-        transferred_from=sorted(nearest), seen_classes=(),
+        transferred_from=sorted(nearest), seen_classes=(), current_share=era,
     )
 
 
@@ -945,7 +1011,7 @@ def cross_validate(prepared: list[Prepared], fits: dict | None = None) -> Valida
         for (dd, f), items in groups.items():
             if dd != d:
                 continue
-            p = transfer(d, f, rest)
+            p = transfer(d, f, rest, era=current_share([it.row for it in items]))
             for it in items:
                 lodo[it.row.row_id] = _err(it.row, it.shape, p)
                 lodo_from[it.row.row_id] = p.transferred_from if p else []
@@ -961,7 +1027,8 @@ def cross_validate(prepared: list[Prepared], fits: dict | None = None) -> Valida
             if left:
                 p = fit_group(left, *k)
             else:
-                p = transfer(k[0], k[1], {kk: v for kk, v in fits.items() if kk != k})
+                p = transfer(k[0], k[1], {kk: v for kk, v in fits.items() if kk != k},
+                             era=current_share([it.row for it in groups[k]]))
             for kk, it in members:
                 if kk == k:
                     loso[it.row.row_id] = _err(it.row, it.shape, p)
@@ -1049,7 +1116,7 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
     out: dict = {}
     for device in available_profiles():
         for family in families_for(device):
-            p = v.fits.get((device, family)) or transfer(device, family, v.fits)
+            p = v.fits.get((device, family)) or transfer(device, family, v.fits, era=1.0)
             if p is None:
                 continue
             bw = {c: round(x, 4) for c, x in sorted(p.bandwidth.items())}
@@ -1058,7 +1125,11 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
                 src = (f"no public rows of {family} kernels on {device}: transferred from "
                        f"{', '.join(p.transferred_from)} (nearest architecture, calibrate/public_fit.py transfer)")
             else:
-                src = (f"fitted by calibrate/public_fit.py to {len(p.rows)} public measurements from "
+                here = sum(x.startswith("repo:") for x in p.sources)
+                kind = ("public measurements" if not here else
+                        "measurements timed with this repository's benchmarks/gpu scripts" if here == len(p.sources)
+                        else "public measurements and ones timed with this repository's benchmarks/gpu scripts")
+                src = (f"fitted by calibrate/public_fit.py to {len(p.rows)} {kind} from "
                        f"{len(p.sources)} source(s): " + "; ".join(p.sources))
             entry = {
                 "compute": round(p.efficiency.compute, 4),

@@ -356,7 +356,7 @@ def simulator_check(v: Validation, per_group: int = 3) -> list[dict]:
     out = []
     for key in sorted(picked):
         for it in picked[key]:
-            p = v.fits.get((it.row.device, it.family)) or transfer(it.row.device, it.family, v.fits)
+            p = v.fits.get((it.row.device, it.family)) or transfer(it.row.device, it.family, v.fits, era=1.0)
             fit_pred = predict(it.row, it.shape, p) if p else None
             try:
                 sim_pred = simulate_row(it.row)

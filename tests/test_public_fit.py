@@ -21,6 +21,7 @@ from calibrate.public_corpus import (
     load_corpus,
     load_microbench,
 )
+from calibrate import public_fit as pf
 from calibrate.public_fit import (
     GroupParams,
     cost_params,
@@ -53,7 +54,9 @@ def corpus():
 def test_corpus_loads_and_every_row_cites_a_source(corpus):
     assert len(corpus) >= 150
     for r in corpus:
-        assert r.source.startswith(("http://", "https://")), r.row_id
+        assert r.source.startswith(("http://", "https://", "repo:")), r.row_id
+        if r.source.startswith("repo:"):  # timed here: the committed raw log holds the printed figure
+            assert r.extra["as_printed"].strip() in (ROOT / r.source[len("repo:"):]).read_text(), r.row_id
         assert r.extra["as_printed"].strip(), r.row_id
         assert r.value > 0
     assert len({r.device for r in corpus}) >= 12
@@ -498,3 +501,29 @@ def test_trtllm_bench_limits_of_the_pytorch_flow_count_the_checkpoints_fp8_kv_ca
     row = rows["trtllm-v1.0-h100-sxm-llama-3.1-8b-fp8-tp1-20000-2000"]
     hw, _, spec, _, _ = _row_objects(row)
     assert trtllm_bench_limits(row, hw, spec) == (64, 20064)
+
+
+def test_row_era_is_read_from_what_the_row_prints(corpus):
+    """llama.cpp rows are current (2025+) or earlier builds by their printed date, build or PR number."""
+    by_id = {r.row_id: r for r in corpus}
+    assert pf.row_is_current(by_id["lcpp-cuda-spark-q25-7b-q8_0-bb-pp512-tg32-b1-stg"]) is True   # build 6918
+    assert pf.row_is_current(by_id["lcpp-cuda-h100pcie-xdai-l3-8b-q4_k_m-tg512"]) is False      # build 2843
+    assert pf.row_is_current(by_id["lcpp-cuda-h200-here-l2-7b-q4_0-tg128-ub512-fa1"]) is True   # dated 2026-10
+    assert pf.row_is_current(by_id["lcpp-cuda-5090-d15013-l2-7b-q4_0-nofa-tg128"]) is True      # 2025 scoreboard
+    trt = next(r for r in corpus if r.engine == "trtllm")
+    assert pf.row_is_current(trt) is None
+
+
+def test_a_donor_of_the_other_software_era_is_further_on_the_memory_side():
+    """transfer(): with two equally near donors on one side, the one of the prediction's era decides."""
+    def donor(device, bw, share):
+        return pf.GroupParams(device, "ggml", {"gguf": bw}, {"gguf": 0.1}, 0.1, 1.0, rows=["r"] * 4,
+                              seen_classes=("gguf",), current_share=share)
+    fits = {("a100-80g", "ggml"): donor("a100-80g", 0.4, 0.0), ("h100-pcie", "ggml"): donor("h100-pcie", 0.8, 1.0)}
+    old = pf.transfer("h100-sxm", "ggml", fits, era=0.0)
+    new = pf.transfer("h100-sxm", "ggml", fits, era=1.0)
+    # h100-pcie is h100-sxm's own generation (tier 0), a100-80g the same vendor and memory (tier 1);
+    # for an earlier-era prediction the current-era h100-pcie moves ERA_TIERS further and a100 decides
+    assert new.bandwidth["gguf"] == pytest.approx(0.8 * pf.bandwidth_anchor("h100-sxm", "h100-pcie"), rel=1e-3)
+    assert old.bandwidth["gguf"] == pytest.approx(0.4 * pf.bandwidth_anchor("h100-sxm", "a100-80g"), rel=1e-3)
+    assert new.transferred_from == ["h100-pcie"] and "a100-80g" in old.transferred_from

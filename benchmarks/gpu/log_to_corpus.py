@@ -22,7 +22,7 @@ _MODELS = {
     "llama-3.1-8b-f16.gguf": ("llama-3.1-8b", "fp16", "l31-8b-f16"),
     "qwen2.5-7b-q8_0.gguf": ("qwen2.5-7b", "q8_0", "q25-7b-q8_0"),
 }
-_ENGINE_VERSION = ("llama.cpp 0c1e5709 (vendored in llama-cpp-python 0.3.36); CUDA 13.0, sm_90. llama-bench "
+_ENGINE_VERSION = ("llama.cpp 0c1e5709 (2026-10-01; vendored in llama-cpp-python 0.3.36); CUDA 13.0, sm_90. llama-bench "
                    "prints 'build: bce3693 (359)': that is this repository's commit, which the build picked up")
 _VARIANT = "NVIDIA H200 (nvidia-smi name), 141 GB HBM3e, 700 W limit, driver 580.159.04"
 _NOTE = ("Measured with this repository's benchmarks/gpu/run_h200.sh on a lent single-GPU H200 machine. "
