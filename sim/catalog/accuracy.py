@@ -69,7 +69,9 @@ def expected_error(hw: "HardwareProfile", engine: "EngineConfig | None") -> dict
         basis = (f"no public data for {family} kernels on {hw.name}: transferred from "
                  f"{', '.join(eff.transferred_from)}; bands are that transfer's held-out error on other devices")
     else:
-        basis = (f"fitted to {len(eff.corpus_rows)} public measurements of {family} kernels on {hw.name}; "
+        what = ("measurements (timed with this repository's benchmarks/gpu scripts)"
+                if "this repository" in (eff.source or "") else "public measurements")
+        basis = (f"fitted to {len(eff.corpus_rows)} {what} of {family} kernels on {hw.name}; "
                  f"80% of held-out measurements fell within these bands")
     return {"family": family, "transferred_from": list(eff.transferred_from), "figures": figures, "basis": basis}
 
