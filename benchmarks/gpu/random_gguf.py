@@ -12,12 +12,14 @@ every block's scale fields set to a small finite half so no kernel sees inf/NaN:
     Q4_0  {half d; u8 qs[16]}                                   18 bytes / 32 weights
     Q8_0  {half d; i8 qs[32]}                                   34 bytes / 32 weights
     Q4_K  {half d; half dmin; u8 scales[12]; u8 qs[128]}       144 bytes / 256 weights
+    Q5_K  {half d; half dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}  176 bytes / 256 weights
     Q6_K  {u8 ql[128]; u8 qh[64]; i8 scales[16]; half d}       210 bytes / 256 weights
     F16   halves with exponent field 9 (|w| in [2^-6, 2^-5))      2 bytes / weight
 
 Q4_0 stores the output matrix as Q6_K, and Q4_K_M mixes types as `llama_tensor_get_type` (src/llama-quant.cpp) does for a dense
-non-70B model: output Q6_K; attn_v and ffn_down Q6_K where `use_more_bits(i, n)`
-(i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2); everything else Q4_K. Norms and biases stay F32.
+model: output Q6_K; attn_v and ffn_down Q6_K where `use_more_bits(i, n)` (i < n/8, i >= 7n/8, or
+(i - n/8) % 3 == 2); a 70B model's other attn_v Q5_K (llama.cpp's LLM_TYPE_70B rule: its 8x smaller
+GQA value matrix gets more bits); everything else Q4_K. Norms and biases stay F32.
 
 Shapes are the models' published configs (their Hugging Face config.json). Run:
     python benchmarks/gpu/random_gguf.py OUT_DIR llama-2-7b:q4_0 qwen2.5-7b:q8_0 ...
@@ -58,6 +60,8 @@ ARCHS = {
     "llama-2-7b": Arch("llama", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0, 1e-5),
     # meta-llama/Llama-3.1-8B config.json (rope scaling factors omitted: no effect on speed)
     "llama-3.1-8b": Arch("llama", 4096, 32, 32, 8, 14336, 128256, 131072, 500000.0, 1e-5),
+    # meta-llama/Llama-3.1-70B config.json
+    "llama-3.1-70b": Arch("llama", 8192, 80, 64, 8, 28672, 128256, 131072, 500000.0, 1e-5),
     # Qwen/Qwen2.5-7B config.json (q/k/v projections carry biases)
     "qwen2.5-7b": Arch("qwen2", 3584, 28, 28, 4, 18944, 152064, 32768, 1000000.0, 1e-6, qkv_bias=True),
 }
@@ -67,6 +71,7 @@ _BLOCKS = {
     "q4_0": (32, 18, (0,)),
     "q8_0": (32, 34, (0,)),
     "q4_k": (256, 144, (0, 2)),
+    "q5_k": (256, 176, (0, 2)),
     "q6_k": (256, 210, (208,)),
 }
 _SCALE = np.array([1.0 / 512], dtype=np.float16).view(np.uint8)  # small finite d / dmin: activations stay bounded
@@ -101,7 +106,7 @@ def _use_more_bits(i: int, n: int) -> bool:
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def _tensor_kind(quant: str, name: str, layer: int, n_layer: int) -> str:
+def _tensor_kind(quant: str, name: str, layer: int, n_layer: int, is_70b: bool = False) -> str:
     if quant == "q4_0" and name == "output":
         return "q6_k"  # llama_tensor_get_type: the output matrix of any k-quantizable type is Q6_K
     if quant in ("f16", "q4_0", "q8_0"):
@@ -111,6 +116,8 @@ def _tensor_kind(quant: str, name: str, layer: int, n_layer: int) -> str:
         return "q6_k"
     if name in ("attn_v", "ffn_down") and _use_more_bits(layer, n_layer):
         return "q6_k"
+    if name == "attn_v" and is_70b:
+        return "q5_k"
     return "q4_k"
 
 
@@ -143,7 +150,7 @@ def write_model(path: Path, model: str, quant: str, pool: _Pool) -> Path:
     w.add_eos_token_id(2)
 
     def matrix(name: str, tensor: str, layer: int, rows: int, cols: int) -> None:
-        kind = _tensor_kind(quant, tensor, layer, a.n_layer)
+        kind = _tensor_kind(quant, tensor, layer, a.n_layer, is_70b=a.gguf_arch == "llama" and a.n_layer == 80 and a.n_head != a.n_head_kv)
         buf = pool.typed(kind)
         if kind == "f16":
             data = buf[: rows * cols * 2].view(np.float16).reshape(rows, cols)

@@ -9,7 +9,9 @@
 #     depths 0..16384, n_batch = n_ubatch = 2048, fa on: ggml-org's benches/dgx-spark.md commands;
 #   - Llama 3.1 8B Q4_K_M llama-batched-bench 512 x 128 x B=1..64: batched quantized decode.
 # Everything is logged to $OUT/h200_llamacpp.log as it happens, so a run cut short still reports.
-# Usage (on the device machine, from the repo root): bash benchmarks/gpu/run_h200.sh
+#   - second run (SET=b): Llama 3.1 70B Q4_K_M pp512 / tg128 (XiongjieDai's 70B rows), at depth 8192,
+#     and llama-batched-bench 512 x 64 x B=1..16; Llama 2 7B Q8_0 pp512 / tg128, fa off and on.
+# Usage (on the device machine, from the repo root): [SET=b] bash benchmarks/gpu/run_h200.sh
 set -u
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
@@ -54,7 +56,10 @@ BUILD_PID=$!
 
 # --- models (foreground, while the build runs) -----------------------------------------------------
 stamp "writing random-weight models"
-SPECS=${SPECS:-llama-2-7b:q4_0 llama-3.1-8b:q4_k_m qwen2.5-7b:q8_0 llama-3.1-8b:f16}
+SET=${SET:-a}   # a: the 7-8B models (first run); b: Llama 3.1 70B Q4_K_M and Llama 2 7B Q8_0 (second run)
+if [ "$SET" = b ]; then DEFAULT_SPECS="llama-3.1-70b:q4_k_m llama-2-7b:q8_0"
+else DEFAULT_SPECS="llama-2-7b:q4_0 llama-3.1-8b:q4_k_m qwen2.5-7b:q8_0 llama-3.1-8b:f16"; fi
+SPECS=${SPECS:-$DEFAULT_SPECS}
 PYTHONPATH=$SRC/gguf-py python3 benchmarks/gpu/random_gguf.py $MODELS $SPECS || echo "model writing failed"
 stamp "models written; waiting for the build"
 wait $BUILD_PID
@@ -73,6 +78,12 @@ run() {  # run CMD... with what is left of the budget, minus a margin
 }
 
 M=$MODELS
+if [ "$SET" = b ]; then
+run $B/llama-bench -m $M/llama-3.1-70b-q4_k_m.gguf -p 512 -n 128 -r 3
+run $B/llama-batched-bench -m $M/llama-3.1-70b-q4_k_m.gguf -c 10240 -b 2048 -ub 512 -npp 512 -ntg 64 -npl 1,2,4,8,16 -fa on -ngl 99
+run $B/llama-bench -m $M/llama-2-7b-q8_0.gguf -p 512 -n 128 -fa 0,1 -r 3
+run $B/llama-bench -m $M/llama-3.1-70b-q4_k_m.gguf -p 512 -n 128 -fa 1 -d 8192 -r 2
+else
 run $B/llama-bench -m $M/llama-2-7b-q4_0.gguf -p 512 -n 128 -fa 0,1 -r 5
 run $B/llama-bench -m $M/llama-3.1-8b-q4_k_m.gguf -p 512,4096 -n 128 -r 5
 run $B/llama-batched-bench -m $M/llama-3.1-8b-q4_k_m.gguf -c 41984 -b 2048 -ub 512 -npp 512 -ntg 128 -npl 1,2,4,8,16,32,64 -fa on -ngl 99
@@ -80,6 +91,7 @@ run $B/llama-batched-bench -m $M/qwen2.5-7b-q8_0.gguf -c 135168 -b 2048 -ub 2048
 run $B/llama-bench -m $M/qwen2.5-7b-q8_0.gguf -fa 1 -b 2048 -ub 2048 -p 2048 -n 32 -d 0,4096,8192,16384 -r 3
 run $B/llama-bench -m $M/llama-3.1-8b-f16.gguf -p 512,4096 -n 128 -r 5
 run $B/llama-bench -m $M/llama-2-7b-q4_0.gguf -p 512 -n 128 -fa 1 -ub 2048 -b 2048 -d 0,4096 -r 3
+fi
 stamp "done"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
 ls -la $MODELS
