@@ -5,7 +5,8 @@ log's command lines say which settings each table ran with; llama-bench's defaul
 (n_batch 2048, n_ubatch 512, all layers offloaded, flash attention `auto`, which on this CUDA build
 runs flash attention). Run from the repository root:
 
-    python benchmarks/gpu/log_to_corpus.py benchmarks/gpu/h200-2026-12-04 > benchmarks/public/measured_h200.csv
+    python benchmarks/gpu/log_to_corpus.py benchmarks/gpu/h200-2026-12-04 benchmarks/gpu/h200-2026-12-04b \
+        > benchmarks/public/measured_here.csv
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ _MODELS = {
     "llama-3.1-8b-q4_k_m.gguf": ("llama-3.1-8b", "q4_k_m", "l31-8b-q4_k_m"),
     "llama-3.1-8b-f16.gguf": ("llama-3.1-8b", "fp16", "l31-8b-f16"),
     "qwen2.5-7b-q8_0.gguf": ("qwen2.5-7b", "q8_0", "q25-7b-q8_0"),
+    "llama-3.1-70b-q4_k_m.gguf": ("llama-3.1-70b", "q4_k_m", "l31-70b-q4_k_m"),
+    "llama-2-7b-q8_0.gguf": ("llama-2-7b", "q8_0", "l2-7b-q8_0"),
 }
 _ENGINE_VERSION = ("llama.cpp 0c1e5709 (2026-10-01; vendored in llama-cpp-python 0.3.36); CUDA 13.0, sm_90. llama-bench "
                    "prints 'build: bce3693 (359)': that is this repository's commit, which the build picked up")
@@ -101,13 +104,13 @@ def rows_from_log(log: Path, source: str) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
-    run = Path(argv[0])
-    log = run / "h200_llamacpp.log"
-    rows = rows_from_log(log, f"repo:{log.as_posix()}")
     w = csv.DictWriter(sys.stdout, fieldnames=COLUMNS, lineterminator="\n")
     w.writeheader()
-    w.writerows(rows)
-    print(f"{len(rows)} rows from {log}", file=sys.stderr)
+    for run in argv:
+        log = Path(run) / "h200_llamacpp.log"
+        rows = rows_from_log(log, f"repo:{log.as_posix()}")
+        w.writerows(rows)
+        print(f"{len(rows)} rows from {log}", file=sys.stderr)
     return 0
 
 
