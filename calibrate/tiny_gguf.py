@@ -69,6 +69,34 @@ def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
     return tokens, scores, types
 
 
+def add_decoder_metadata(w, *, n_ctx: int, n_embd: int, n_layers: int, n_ff: int, n_head: int, n_head_kv: int,
+                         n_vocab: int, rms_eps: float = 1e-5, rope_base: float | None = None) -> None:
+    """The hyper-parameter keys of a RoPE / RMSNorm / GQA decoder (under the writer's architecture
+    prefix, e.g. `llama.` or `qwen2.`) and the SentencePiece-style vocabulary of `_vocab`, on a
+    `gguf.GGUFWriter`. Shared by this tiny model and benchmarks/gpu/random_gguf.py's full-size ones."""
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layers)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_rope_dimension_count(n_embd // n_head)
+    if rope_base is not None:
+        w.add_rope_freq_base(rope_base)
+    w.add_layer_norm_rms_eps(rms_eps)
+    w.add_vocab_size(n_vocab)
+
+    tokens, scores, types = _vocab(n_vocab)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+
+
 def write_tiny_gguf(
     path: str | Path,
     *,
@@ -116,25 +144,8 @@ def write_tiny_gguf(
     file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
                  "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[dtype]
     w.add_file_type(int(file_type))
-    w.add_context_length(n_ctx)
-    w.add_embedding_length(n_embd)
-    w.add_block_count(n_layers)
-    w.add_feed_forward_length(n_ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_head_kv)
-    w.add_rope_dimension_count(head_dim)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_vocab_size(n_vocab)
-
-    tokens, scores, types = _vocab(n_vocab)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_unk_token_id(0)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(True)
+    add_decoder_metadata(w, n_ctx=n_ctx, n_embd=n_embd, n_layers=n_layers, n_ff=n_ff, n_head=n_head,
+                         n_head_kv=n_head_kv, n_vocab=n_vocab)
 
     def add_matrix(name: str, data: np.ndarray) -> None:
         if dtype == "f32":

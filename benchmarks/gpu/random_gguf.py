@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from calibrate.tiny_gguf import _vocab  # noqa: E402  (the SPM vocabulary llama.cpp accepts)
+from calibrate.tiny_gguf import add_decoder_metadata  # noqa: E402  (hyper-parameters, SPM vocabulary)
 
 
 @dataclass(frozen=True)
@@ -130,24 +130,8 @@ def write_model(path: Path, model: str, quant: str, pool: _Pool) -> Path:
     w = gguf.GGUFWriter(str(path), a.gguf_arch)
     w.add_name(f"random-{model}-{quant}")
     w.add_file_type(_FILE_TYPE[quant])
-    w.add_context_length(a.n_ctx)
-    w.add_embedding_length(a.n_embd)
-    w.add_block_count(a.n_layer)
-    w.add_feed_forward_length(a.n_ff)
-    w.add_head_count(a.n_head)
-    w.add_head_count_kv(a.n_head_kv)
-    w.add_rope_dimension_count(head_dim)
-    w.add_rope_freq_base(a.rope_base)
-    w.add_layer_norm_rms_eps(a.rms_eps)
-    w.add_vocab_size(a.n_vocab)
-    tokens, scores, types = _vocab(a.n_vocab)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_unk_token_id(0)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
+    add_decoder_metadata(w, n_ctx=a.n_ctx, n_embd=a.n_embd, n_layers=a.n_layer, n_ff=a.n_ff, n_head=a.n_head,
+                         n_head_kv=a.n_head_kv, n_vocab=a.n_vocab, rms_eps=a.rms_eps, rope_base=a.rope_base)
 
     def matrix(name: str, tensor: str, layer: int, rows: int, cols: int) -> None:
         kind = _tensor_kind(quant, tensor, layer, a.n_layer, is_70b=a.gguf_arch == "llama" and a.n_layer == 80 and a.n_head != a.n_head_kv)
