@@ -633,7 +633,9 @@ CURRENT_YEAR = 2025
 # p90 / single-stream decode median): no era 12.3 / 47.9 / 12.4%; 1 tier on both sides 12.4 / 51.3 /
 # 10.2% (the DGX Spark's matmul donors narrowed to the H200: its batched rows 18 -> 29%); on the memory
 # side only, 1 tier 11.8 / 43.0 / 10.2%, 2 tiers 11.7 / 43.0 / 9.0%, 4 tiers 11.3 / 41.4 / 8.1%, 6 tiers
-# 11.6 / 41.7 / 9.0%. With 4, a device's own generation on the other era (tier 4) ties with any
+# 11.6 / 41.7 / 9.0%. Again on the final 1,232 rows (the second H200 run added): none 12.1 / 46.2 /
+# 11.3%, 2 or 3 tiers 11.7 / 43.0 / 9.0%, 4 tiers 11.3 / 41.4 / 8.1%, 5 or 6 tiers 11.7 / 42.4 / 9.0%.
+# With 4, a device's own generation on the other era (tier 4) ties with any
 # NVIDIA part of its era (tier 4 is "anything" on the memory side), so both count. A hyper-parameter
 # picked on all rows, like `_tier`'s orderings.
 ERA_TIERS = 4
