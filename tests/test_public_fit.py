@@ -527,3 +527,13 @@ def test_a_donor_of_the_other_software_era_is_further_on_the_memory_side():
     assert new.bandwidth["gguf"] == pytest.approx(0.8 * pf.bandwidth_anchor("h100-sxm", "h100-pcie"), rel=1e-3)
     assert old.bandwidth["gguf"] == pytest.approx(0.4 * pf.bandwidth_anchor("h100-sxm", "a100-80g"), rel=1e-3)
     assert new.transferred_from == ["h100-pcie"] and "a100-80g" in old.transferred_from
+
+
+def test_shipped_transfers_take_current_llama_cpp_builds_as_donors():
+    """A device without llama.cpp rows is predicted for today's builds: the H100 SXM's llama.cpp values
+    come from its own generation on either era (the 2024-build H100 PCIe and the 2026-build H200)."""
+    from sim.catalog.hardware import load_profile
+
+    eff = load_profile("h100-sxm").engine_efficiency["ggml"]
+    assert not eff.corpus_rows
+    assert "h200" in eff.transferred_from
