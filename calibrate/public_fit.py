@@ -1148,6 +1148,8 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
                 "transferred_from": list(p.transferred_from),
                 "error": error_bands(v, device, family),
             }
+            if p.current_share is not None and not p.transferred_from:
+                entry["current_build_share"] = round(p.current_share, 2)
             out.setdefault(device, {})[family] = entry
     return out
 

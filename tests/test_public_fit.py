@@ -379,6 +379,16 @@ def test_run_json_carries_the_expected_error_band():
     assert "rtx-4090" in err["basis"]
 
 
+@pytest.mark.parametrize("hw,old_builds", [("a100-80g", True), ("h200", False)])
+def test_the_band_says_when_a_fit_describes_older_llama_cpp_builds(hw, old_builds):
+    """A device fitted mostly on 2023-24 llama.cpp builds says so beside its band (today's decode faster)."""
+    res = runner.invoke(app, ["run", str(CHAT), "--hw", hw, "--engine", "llama.cpp", "--model", "llama-3.1-8b",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    err = json.loads(res.stdout[res.stdout.index("{"):])["config"]["expected_error"]
+    assert ("builds of 2023-24" in err["basis"]) is old_builds
+
+
 def test_run_prints_the_band_and_says_when_a_device_has_no_data():
     res = runner.invoke(app, ["run", str(CHAT), "--hw", "l4", "--engine", "vllm", "--model", "llama-3.1-8b"])
     assert res.exit_code == 0, res.output

@@ -73,6 +73,9 @@ def expected_error(hw: "HardwareProfile", engine: "EngineConfig | None") -> dict
                 if "this repository" in (eff.source or "") else "public measurements")
         basis = (f"fitted to {len(eff.corpus_rows)} {what} of {family} kernels on {hw.name}; "
                  f"80% of held-out measurements fell within these bands")
+        if eff.current_build_share is not None and eff.current_build_share < 0.5:
+            basis += (f"; {round(100 * (1 - eff.current_build_share))}% of them ran llama.cpp builds of 2023-24, "
+                      f"which decode slower than 2025-26 builds (docs/public-calibration.md, round 13)")
     return {"family": family, "transferred_from": list(eff.transferred_from), "figures": figures, "basis": basis}
 
 

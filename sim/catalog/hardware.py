@@ -76,7 +76,10 @@ class Efficiency(BaseModel):
       public rows ran tensor parallel (vLLM's custom all-reduce and TRT-LLM's are one-shot kernels,
       far below NCCL's ring latency), which replaces the profile's for tp/pp > 1;
     - `corpus_rows`, `transferred_from`, `error`: the corpus rows (benchmarks/public) it was fitted to, the devices it was
-      borrowed from when this one has none, and the held-out error per kind of figure.
+      borrowed from when this one has none, and the held-out error per kind of figure;
+    - `current_build_share` (llama.cpp family, fitted entries): the share of those rows run on 2025-or-later
+      llama.cpp builds (calibrate/public_fit.py `row_is_current`); below a half the entry describes
+      2023-24 builds, which decode slower than today's, and the printed error basis says so.
     """
 
     model_config = _FROZEN
@@ -94,6 +97,7 @@ class Efficiency(BaseModel):
     corpus_rows: list[str] = Field(default_factory=list)
     transferred_from: list[str] = Field(default_factory=list)
     error: dict[str, ErrorBand] = Field(default_factory=dict)
+    current_build_share: float | None = Field(None, ge=0, le=1)
 
     @field_validator("compute_by_class", "bandwidth_by_class")
     @classmethod
