@@ -81,6 +81,11 @@ class PublicRow:
             out[k.strip().lower()] = v.strip()
         return out
 
+    @property
+    def ubatch(self) -> int | None:
+        """The physical batch the row's run printed (llama-bench / llama-batched-bench `n_ubatch`, `-ub`)."""
+        return self.setting_int("n_ubatch", "ubatch", "ub")
+
     def setting_int(self, *keys: str) -> int | None:
         """The first of `keys` in the settings that holds an integer (e.g. n_ubatch=2048)."""
         for k in keys:

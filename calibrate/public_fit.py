@@ -44,6 +44,7 @@ serving run without lengths), is reported as excluded with its reason, never sil
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from functools import cached_property, lru_cache
@@ -289,9 +290,8 @@ def _prefill_passes(cm, prompts: int, tokens: int, depth: int, ubatch: int):
 
 
 def _ubatch(row: PublicRow, eng) -> int:
-    u = row.setting_int("n_ubatch", "ubatch", "ub")
-    if u:
-        return u
+    if row.ubatch:
+        return row.ubatch
     # the preset's physical batch (llama.cpp -ub 512, Ollama num_batch 512), else its token budget
     return eng.forward_tokens or 8192
 
@@ -647,8 +647,6 @@ def row_is_current(row: PublicRow) -> bool | None:
     (YYYY-MM), a build number, a PR number, or the source (the 2025 CUDA scoreboard). Rows whose
     build is not printed (the scrape of discussion #4167's summary table, 2023-24 submissions) count
     as earlier builds. None for other families (their versions are not compared)."""
-    import re
-
     if engine_family(row.engine, row.settings) != "ggml":
         return None
     text = row.engine_version
@@ -1097,6 +1095,13 @@ BLOCK_START = "# ---- fitted to public measurements"
 BLOCK_END = "# ---- end of fitted block"
 # which kernel families run on which kind of device (mlx only on Apple Silicon; TensorRT-LLM only on
 # NVIDIA; vLLM/SGLang/TGI on CUDA and ROCm GPUs)
+def params_for(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
+               era: float | None = 1.0) -> GroupParams | None:
+    """What a profile ships for (device, family): its own fit where it has rows, else a transfer for
+    `era` (1 = today's llama.cpp builds, what users run; `transfer`)."""
+    return fits.get((device, family)) or transfer(device, family, fits, era=era)
+
+
 def families_for(device: str) -> tuple[str, ...]:
     from sim.catalog.hardware import load_profile
 
@@ -1118,7 +1123,7 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
     out: dict = {}
     for device in available_profiles():
         for family in families_for(device):
-            p = v.fits.get((device, family)) or transfer(device, family, v.fits, era=1.0)
+            p = params_for(device, family, v.fits)
             if p is None:
                 continue
             bw = {c: round(x, 4) for c, x in sorted(p.bandwidth.items())}

@@ -312,7 +312,7 @@ def simulate_row(row) -> float | None:
         reqs = [Request(f"r{i}", 0.0, isl, out, out) for i in range(b)]
     if b > eng.max_num_seqs:
         eng = eng.with_overrides(max_num_seqs=b)
-    ub = row.setting_int("n_ubatch", "ubatch", "ub")
+    ub = row.ubatch
     if ub:  # the row's physical batch (llama-bench -ub), as the fit replays it (public_fit._ubatch)
         eng = eng.with_overrides(ubatch_tokens=ub)
     batch_decode = row.metric == "batched" and row.quantity in ("decode_tps", "decode_tps_per_user")
@@ -346,7 +346,7 @@ def simulate_row(row) -> float | None:
 def simulator_check(v: Validation, per_group: int = 3) -> list[dict]:
     """For a sample of rows (the first `per_group` of every engine and metric, by row id): measured,
     the fit's prediction (the iteration shapes public_fit replays) and the simulator's."""
-    from calibrate.public_fit import predict, transfer
+    from calibrate.public_fit import params_for, predict
 
     picked: dict = defaultdict(list)
     for it in sorted((it for it in v.prepared if it.shape is not None), key=lambda it: it.row.row_id):
@@ -356,7 +356,7 @@ def simulator_check(v: Validation, per_group: int = 3) -> list[dict]:
     out = []
     for key in sorted(picked):
         for it in picked[key]:
-            p = v.fits.get((it.row.device, it.family)) or transfer(it.row.device, it.family, v.fits, era=1.0)
+            p = params_for(it.row.device, it.family, v.fits)
             fit_pred = predict(it.row, it.shape, p) if p else None
             try:
                 sim_pred = simulate_row(it.row)

@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
         if it.shape is None:
             print(f"{r.row_id:64s} not replayed: {it.excluded}")
             continue
-        p = fits.get((r.device, it.family)) or pf.transfer(r.device, it.family, fits, era=pf.current_share([r]))
+        p = pf.params_for(r.device, it.family, fits, era=pf.current_share([r]))
         e = pf._err(r, it.shape, p)
         how = "fitted on this device" if (r.device, it.family) in fits else \
             "transferred from " + ", ".join(p.transferred_from if p else [])

@@ -16,6 +16,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from calibrate.public_corpus import COLUMNS  # noqa: E402  (the corpus schema)
+
 # The random-weight files random_gguf.py writes -> (catalog model, corpus quant, short id)
 _MODELS = {
     "llama-2-7b-q4_0.gguf": ("llama-2-7b", "q4_0", "l2-7b-q4_0"),
@@ -31,9 +34,6 @@ _VARIANT = "NVIDIA H200 (nvidia-smi name), 141 GB HBM3e, 700 W limit, driver 580
 _NOTE = ("Measured with this repository's benchmarks/gpu/run_h200.sh on a lent single-GPU H200 machine. "
          "Weights are random (benchmarks/gpu/random_gguf.py) in the real architecture's tensor shapes and "
          "storage types, so llama.cpp runs the same kernels on the same bytes as for the real model.")
-COLUMNS = ("row_id", "source", "source_ref", "engine", "engine_version", "backend", "device", "device_variant",
-           "n_devices", "model", "quant", "metric", "batch", "request_rate", "input_tokens", "output_tokens",
-           "depth", "quantity", "value", "as_printed", "derivation", "settings", "notes")
 
 
 def _option(cmd: list[str], flag: str, default: str) -> str:
