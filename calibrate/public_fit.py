@@ -51,7 +51,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from calibrate.public_corpus import PublicRow
+from calibrate.public_corpus import REPO_SOURCE, PublicRow
 from sim.catalog.hardware import Efficiency
 from sim.catalog.quant import kernel_class
 from sim.cost.memory import GiB
@@ -123,6 +123,7 @@ class GroupParams:
     transferred_from: list[str] = field(default_factory=list)  # "device/family" when not fitted here
     seen_classes: tuple[str, ...] = ()  # weight classes the group's rows measured
     current_share: float | None = None  # share of its rows run on current software (`row_is_current`)
+    rows_here: int = 0  # of `rows`, those timed with this repository's scripts (source `repo:<path>`)
 
     def compute_for(self, cls: str) -> float:
         """Matmul efficiency of a weight class; an unmeasured class takes the geometric mean of the others."""
@@ -586,6 +587,7 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     p = _unpack(sol.x, classes, device, family)
     p.rows = [it.row.row_id for it in items]
     p.sources = sorted({it.row.source for it in items})
+    p.rows_here = sum(it.row.source.startswith(REPO_SOURCE) for it in items)
     p.seen_classes = classes
     p.current_share = current_share([it.row for it in items])
     return p
@@ -1132,9 +1134,8 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
                 src = (f"no public rows of {family} kernels on {device}: transferred from "
                        f"{', '.join(p.transferred_from)} (nearest architecture, calibrate/public_fit.py transfer)")
             else:
-                here = sum(x.startswith("repo:") for x in p.sources)
-                kind = ("public measurements" if not here else
-                        "measurements timed with this repository's benchmarks/gpu scripts" if here == len(p.sources)
+                kind = ("public measurements" if not p.rows_here else
+                        "measurements timed with this repository's benchmarks/gpu scripts" if p.rows_here == len(p.rows)
                         else "public measurements and ones timed with this repository's benchmarks/gpu scripts")
                 src = (f"fitted by calibrate/public_fit.py to {len(p.rows)} {kind} from "
                        f"{len(p.sources)} source(s): " + "; ".join(p.sources))
@@ -1155,6 +1156,8 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
             }
             if p.current_share is not None and not p.transferred_from:
                 entry["current_build_share"] = round(p.current_share, 2)
+            if p.rows_here and not p.transferred_from:
+                entry["rows_timed_here"] = p.rows_here
             out.setdefault(device, {})[family] = entry
     return out
 

@@ -69,8 +69,10 @@ def expected_error(hw: "HardwareProfile", engine: "EngineConfig | None") -> dict
         basis = (f"no public data for {family} kernels on {hw.name}: transferred from "
                  f"{', '.join(eff.transferred_from)}; bands are that transfer's held-out error on other devices")
     else:
-        what = ("measurements (timed with this repository's benchmarks/gpu scripts)"
-                if "this repository" in (eff.source or "") else "public measurements")
+        here = eff.rows_timed_here
+        what = ("public measurements" if not here else
+                "measurements (timed with this repository's benchmarks/gpu scripts)" if here >= len(eff.corpus_rows)
+                else f"measurements ({here} timed with this repository's benchmarks/gpu scripts, the rest public)")
         basis = (f"fitted to {len(eff.corpus_rows)} {what} of {family} kernels on {hw.name}; "
                  f"80% of held-out measurements fell within these bands")
         if eff.current_build_share is not None and eff.current_build_share < 0.5:

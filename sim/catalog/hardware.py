@@ -79,7 +79,10 @@ class Efficiency(BaseModel):
       borrowed from when this one has none, and the held-out error per kind of figure;
     - `current_build_share` (llama.cpp family, fitted entries): the share of those rows run on 2025-or-later
       llama.cpp builds (calibrate/public_fit.py `row_is_current`); below a half the entry describes
-      2023-24 builds, which decode slower than today's, and the printed error basis says so.
+      2023-24 builds, which decode slower than today's, and the printed error basis says so;
+    - `rows_timed_here`: how many of `corpus_rows` were timed with this repository's benchmarks/gpu
+      scripts (corpus sources `repo:<path>`) rather than published by others, so the printed basis
+      names them without reading `source`'s wording.
     """
 
     model_config = _FROZEN
@@ -98,6 +101,7 @@ class Efficiency(BaseModel):
     transferred_from: list[str] = Field(default_factory=list)
     error: dict[str, ErrorBand] = Field(default_factory=dict)
     current_build_share: float | None = Field(None, ge=0, le=1)
+    rows_timed_here: int = Field(0, ge=0)
 
     @field_validator("compute_by_class", "bandwidth_by_class")
     @classmethod
