@@ -820,13 +820,25 @@ def bandwidth_anchor(target: str, donor: str) -> float:
 # — the closest tier should decide, the rest only stands in for what it did not measure (a weight
 # class it never ran).
 TIER_DECAY = 1e-4
+# A weight class a donor did not measure counts this many tiers further than one it did
+# (`transfer`). Held out by device, the H100 SXM's fp16 TensorRT-LLM rows took the A100's fp16
+# values (the only fp16 donor) instead of the H200's fp8 ones (the same GH100 chip, fp8 rows only), and
+# its 92 fp16 rows read 12.6% off (median; +11.7% signed: fast). The Hopper efficiencies are a property
+# of the chip's GEMM and memory pipeline more than of the number format (the H100's own fit: fp16 0.55,
+# fp8 0.50 of the format's peak). With 1 the A100 and the H200 weigh alike: those 92 rows 12.6 -> 6.3%
+# (signed +0.9%), all 216 H100 SXM TRT-LLM rows 10.2 -> 7.2%, all rows held out by device
+# 11.3 -> 10.9% (p90 41.4% unchanged, nothing else moved); with 0 (any
+# donor's other classes as good as a measurement) 11.0 / 41.6%; with 2 nothing changes. Chosen after
+# seeing these rows, like `_tier`'s orderings (docs/public-calibration.md, round 14).
+CROSS_CLASS_TIERS = 1
 
 
 def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
              era: float | None = None) -> GroupParams | None:
     """Parameters for `device` under `family` from the other fitted devices of that family: a
     weighted geometric mean (arithmetic for the floor and per-sequence cost), weight =
-    TIER_DECAY ** tier x sqrt(rows), per weight class over the devices that measured the class;
+    TIER_DECAY ** tier x sqrt(rows), per weight class (a donor that did not measure the class offers
+    its other classes' geometric mean, CROSS_CLASS_TIERS tiers further);
     the tier of matmul-side parameters is `_tier(..., "compute")`, of bandwidth, floor and
     per-sequence cost `_tier(..., "memory")`. `transferred_from` names the nearest devices of both.
     Matmul efficiencies are averaged as shares of each device's achievable peak (`achievable_share`)
@@ -857,12 +869,18 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     # bandwidth efficiencies travel as shares of what a micro-benchmark reached on each device, where
     # both devices ran the same one (`bandwidth_anchor`; 1 = the datasheet anchor), capped at the
     # datasheet peak as a fitted value is
+    def measured(g: GroupParams, c: str) -> float:
+        # a donor that did not measure class c offers its value for c (the geometric mean of its measured
+        # classes, `GroupParams.compute_for`), CROSS_CLASS_TIERS tiers further than one that measured it
+        return 1.0 if c in g.seen_classes else TIER_DECAY ** CROSS_CLASS_TIERS
+
     bw = {c: min(BOUNDS["bandwidth"][1],
-                 wgeo([(weight(g, "memory"), g.bandwidth[c] * bandwidth_anchor(device, g.device))
-                       for g in others if c in g.seen_classes]))
+                 wgeo([(weight(g, "memory") * measured(g, c), g.bandwidth_for(c) * bandwidth_anchor(device, g.device))
+                       for g in others]))
           for c in classes}
     comp = {c: achievable_share(device, family, c)
-            * wgeo([(weight(g), g.compute[c] / achievable_share(g.device, family, c)) for g in others if c in g.seen_classes])
+            * wgeo([(weight(g) * measured(g, c), g.compute_for(c) / achievable_share(g.device, family, c))
+                    for g in others])
             for c in classes}
     nearest = set()
     for side in ("compute", "memory"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -542,6 +543,21 @@ def test_a_donor_of_the_other_software_era_is_further_on_the_memory_side():
     assert new.bandwidth["gguf"] == pytest.approx(0.8 * pf.bandwidth_anchor("h100-sxm", "h100-pcie"), rel=1e-3)
     assert old.bandwidth["gguf"] == pytest.approx(0.4 * pf.bandwidth_anchor("h100-sxm", "a100-80g"), rel=1e-3)
     assert new.transferred_from == ["h100-pcie"] and "a100-80g" in old.transferred_from
+
+
+def test_a_class_the_nearest_donor_did_not_measure_weighs_one_tier_further():
+    """transfer(): the H100 SXM's fp16 values mix the A100's fp16 (tier 1, measured) and the H200's fp8
+    (tier 0, the same chip, but another class: CROSS_CLASS_TIERS further) alike, instead of the A100's alone."""
+    def donor(device, cls, comp):
+        return pf.GroupParams(device, "trtllm", {cls: 0.8}, {cls: comp}, 0.3, 0.0, rows=["r"] * 9,
+                              seen_classes=(cls,))
+    fits = {("a100-80g", "trtllm"): donor("a100-80g", "f16", 0.64), ("h200", "trtllm"): donor("h200", "fp8", 0.49)}
+    h100 = pf.transfer("h100-sxm", "trtllm", fits)
+    assert pf.CROSS_CLASS_TIERS == 1
+    assert h100.compute["f16"] == pytest.approx(math.sqrt(0.64 * 0.49), rel=1e-6)  # equal weights, geometric mean
+    assert h100.compute["fp8"] == pytest.approx(0.49, rel=1e-3)  # measured on tier 0: the A100's f16 is tier 2
+    # a class no donor measured at all is not invented: only measured classes are transferred
+    assert set(h100.compute) == {"f16", "fp8"}
 
 
 def test_shipped_transfers_take_current_llama_cpp_builds_as_donors():
