@@ -491,13 +491,22 @@ class Prepared:
 
 # A corpus row whose `notes` contain this (e.g. "treat as a low outlier") is not fitted.
 OUTLIER_MARK = "outlier"
+# A row whose `notes` contain "Set aside: <why>." is kept in the corpus and listed in the report with
+# that reason, but not fitted: a measurement the cost model cannot yet follow without distorting the
+# fits users' predictions come from (docs/public-calibration.md, rounds 10 and 14).
+SET_ASIDE_MARK = "set aside:"
 
 
 def prepare(rows: list[PublicRow]) -> list[Prepared]:
     out = []
     for r in rows:
         fam = engine_family(r.engine, r.settings)
-        if OUTLIER_MARK in r.extra.get("notes", "").lower():
+        notes = r.extra.get("notes", "")
+        if SET_ASIDE_MARK in notes.lower():
+            why = notes[notes.lower().index(SET_ASIDE_MARK) + len(SET_ASIDE_MARK):].strip().split(". ")[0].rstrip(".")
+            out.append(Prepared(r, fam, None, f"set aside: {why}"))
+            continue
+        if OUTLIER_MARK in notes.lower():
             # kept in the corpus (someone measured it) but not fitted: its collector judged the setup
             # unrepresentative (a misconfigured run reported as a bug, say) and said so in `notes`
             out.append(Prepared(r, fam, None, "its notes mark it as an outlier (not a representative setup)"))

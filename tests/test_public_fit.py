@@ -86,6 +86,18 @@ def _good_row(**kw) -> dict:
     return row
 
 
+def test_a_row_set_aside_is_kept_listed_with_its_reason_and_not_fitted(tmp_path):
+    """A row whose notes say "Set aside: <why>." loads, is not fitted, and the report gives its reason;
+    the shipped corpus's set-aside rows (llama.cpp PR tables of 2025-26 builds, round 14) all say why."""
+    folder = tmp_path / "corpus"
+    _write_corpus(folder, [_good_row(), _good_row(row_id="t-2", notes="Set aside: a regime the fit cannot follow. More.")])
+    prepared = pf.prepare(load_corpus(folder))
+    assert [p.shape is not None for p in prepared] == [True, False]
+    assert prepared[1].excluded == "set aside: a regime the fit cannot follow"
+    shipped = [p for p in pf.prepare(load_corpus(default_corpus_dir())) if p.excluded.startswith("set aside:")]
+    assert len(shipped) >= 84 and all(len(p.excluded) > len("set aside: ") + 20 for p in shipped)
+
+
 @pytest.mark.parametrize("field,value,problem", [
     ("device", "rtx-9999", "not a shipped hardware profile"),
     ("value", "fast", "expected a number"),
