@@ -124,6 +124,15 @@ class GroupParams:
     seen_classes: tuple[str, ...] = ()  # weight classes the group's rows measured
     current_share: float | None = None  # share of its rows run on current software (`row_is_current`)
     rows_here: int = 0  # of `rows`, those timed with this repository's scripts (source `repo:<path>`)
+    # efficiencies the rows pinned down (`fit_group`, PIN_INFO): "attention", "bandwidth:<class>",
+    # "compute:<class>"; None (a hand-made group): every efficiency of a measured class counts as pinned
+    pinned: frozenset | None = None
+
+    def pins(self, what: str, cls: str = "") -> bool:
+        """Whether the group's rows pinned efficiency `what` ("attention", "bandwidth", "compute") of `cls`."""
+        if self.pinned is None:
+            return what == "attention" or cls in self.seen_classes
+        return (f"{what}:{cls}" if cls else what) in self.pinned
 
     def compute_for(self, cls: str) -> float:
         """Matmul efficiency of a weight class; an unmeasured class takes the geometric mean of the others."""
@@ -594,6 +603,11 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, method="trf", loss="soft_l1", f_scale=ROBUST_SCALE,
                         max_nfev=400, ftol=1e-10, xtol=1e-10, gtol=1e-10)
     p = _unpack(sol.x, classes, device, family)
+    # which efficiencies the rows pinned: the rows' Fisher information on each log-efficiency (the sum
+    # of squared Jacobian entries of the row residuals, whose unit is ROW_SIGMA) at least PIN_INFO
+    info = np.sum(sol.jac[:len(items)] ** 2, axis=0)
+    names = ["attention", "", "", ""] + [f"bandwidth:{c}" for c in classes] + [f"compute:{c}" for c in classes]
+    p.pinned = frozenset(nm for nm, i in zip(names, info) if nm and i >= PIN_INFO)
     p.rows = [it.row.row_id for it in items]
     p.sources = sorted({it.row.source for it in items})
     p.rows_here = sum(it.row.source.startswith(REPO_SOURCE) for it in items)
@@ -829,25 +843,38 @@ def bandwidth_anchor(target: str, donor: str) -> float:
 # — the closest tier should decide, the rest only stands in for what it did not measure (a weight
 # class it never ran).
 TIER_DECAY = 1e-4
-# A weight class a donor did not measure counts this many tiers further than one it did
-# (`transfer`). Held out by device, the H100 SXM's fp16 TensorRT-LLM rows took the A100's fp16
-# values (the only fp16 donor) instead of the H200's fp8 ones (the same GH100 chip, fp8 rows only), and
-# its 92 fp16 rows read 12.6% off (median; +11.7% signed: fast). The Hopper efficiencies are a property
-# of the chip's GEMM and memory pipeline more than of the number format (the H100's own fit: fp16 0.55,
-# fp8 0.50 of the format's peak). With 1 the A100 and the H200 weigh alike: those 92 rows 12.6 -> 6.3%
-# (signed +0.9%), all 216 H100 SXM TRT-LLM rows 10.2 -> 7.2%, all rows held out by device
-# 11.3 -> 10.9% (p90 41.4% unchanged, nothing else moved); with 0 (any
-# donor's other classes as good as a measurement) 11.0 / 41.6%; with 2 nothing changes. Chosen after
-# seeing these rows, like `_tier`'s orderings (docs/public-calibration.md, round 14).
-CROSS_CLASS_TIERS = 1
+# An efficiency a donor's rows did not pin down counts this many tiers further than one they did
+# (`transfer`, `GroupParams.pins`). Two cases, both measured after seeing these rows, like `_tier`'s
+# orderings (docs/public-calibration.md, round 14):
+# - a weight class the donor did not measure (its value is the geometric mean of its other classes).
+#   Held out by device, the H100 SXM's fp16 TensorRT-LLM rows took the A100's fp16 values (the only
+#   fp16 donor) instead of the H200's fp8 ones (the same GH100 chip, fp8 rows only): its 92 fp16 rows
+#   read 12.6% off (median; +11.7% signed: fast). The Hopper efficiencies are a property of the chip's
+#   GEMM and memory pipeline more than of the number format (the H100's own fit: fp16 0.55, fp8 0.50 of
+#   the format's peak). With 1 the A100 and the H200 weigh alike: those rows 12.6 -> 6.3% (signed
+#   +0.9%), all 216 H100 SXM TRT-LLM rows 10.2 -> 7.2%, all rows held out by device 11.3 -> 10.9% (p90
+#   41.4% unchanged, nothing else moved); with 0 (another class as good as a measurement) 11.0 /
+#   41.6%; with 2 nothing changes.
+# - an efficiency of a measured class that the rows left near its prior (PIN_INFO): the M4 Pro's one
+#   MLX row is a decode, so its MLX matmul efficiency is the prior's 0.40, and it was a donor of the M3
+#   Max's MLX prompts, read 17.8% slow held out (21 rows) -> 4.9%; all rows held out by device
+#   10.9 / 25.7 / 41.4% -> 10.2 / 26.0 / 40.2% (median / p80 / p90), by source 12.6 / 37.4% ->
+#   12.1 / 36.8%, single-stream decode 8.1% unchanged; worse: the A100's llama.cpp prompts 11.7 ->
+#   19.1% (25 rows).
+UNPINNED_TIERS = 1
+# Fisher information the rows must carry on a log-efficiency for it to count as pinned: 16 = the rows
+# alone fix it to +-25% (one standard deviation; ROW_SIGMA is the rows' unit). Of three tried, held
+# out by device (median / p90, single-stream decode): 1 -> 10.5 / 43.4%, 8.1%; 16 -> 10.2 / 40.2%,
+# 8.1%; 100 -> 11.1 / 43.2%, 9.0%.
+PIN_INFO = 16.0
 
 
 def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
              era: float | None = None) -> GroupParams | None:
     """Parameters for `device` under `family` from the other fitted devices of that family: a
     weighted geometric mean (arithmetic for the floor and per-sequence cost), weight =
-    TIER_DECAY ** tier x sqrt(rows), per weight class (a donor that did not measure the class offers
-    its other classes' geometric mean, CROSS_CLASS_TIERS tiers further);
+    TIER_DECAY ** tier x sqrt(rows), per weight class (a donor whose rows did not pin an efficiency
+    down, e.g. of a class it did not measure, counts UNPINNED_TIERS tiers further);
     the tier of matmul-side parameters is `_tier(..., "compute")`, of bandwidth, floor and
     per-sequence cost `_tier(..., "memory")`. `transferred_from` names the nearest devices of both.
     Matmul efficiencies are averaged as shares of each device's achievable peak (`achievable_share`)
@@ -878,17 +905,18 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     # bandwidth efficiencies travel as shares of what a micro-benchmark reached on each device, where
     # both devices ran the same one (`bandwidth_anchor`; 1 = the datasheet anchor), capped at the
     # datasheet peak as a fitted value is
-    def measured(g: GroupParams, c: str) -> float:
-        # a donor that did not measure class c offers its value for c (the geometric mean of its measured
-        # classes, `GroupParams.compute_for`), CROSS_CLASS_TIERS tiers further than one that measured it
-        return 1.0 if c in g.seen_classes else TIER_DECAY ** CROSS_CLASS_TIERS
+    def measured(g: GroupParams, what: str, c: str = "") -> float:
+        # a donor offers an efficiency its rows did not pin down (a class it did not measure: the geometric
+        # mean of its measured classes, `GroupParams.compute_for`; or one left at the prior) UNPINNED_TIERS
+        # tiers further than a donor whose rows pinned it
+        return 1.0 if g.pins(what, c) else TIER_DECAY ** UNPINNED_TIERS
 
     bw = {c: min(BOUNDS["bandwidth"][1],
-                 wgeo([(weight(g, "memory") * measured(g, c), g.bandwidth_for(c) * bandwidth_anchor(device, g.device))
-                       for g in others]))
+                 wgeo([(weight(g, "memory") * measured(g, "bandwidth", c),
+                        g.bandwidth_for(c) * bandwidth_anchor(device, g.device)) for g in others]))
           for c in classes}
     comp = {c: achievable_share(device, family, c)
-            * wgeo([(weight(g) * measured(g, c), g.compute_for(c) / achievable_share(g.device, family, c))
+            * wgeo([(weight(g) * measured(g, "compute", c), g.compute_for(c) / achievable_share(g.device, family, c))
                     for g in others])
             for c in classes}
     nearest = set()
@@ -897,7 +925,7 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
         nearest |= {g.device for g in others if tier(g, side) == best}
     floor_ms, seq_ms = _launch_costs(device, [(weight(g, "memory"), g) for g in others], wmean)
     return GroupParams(
-        device, family, bw, comp, wgeo([(weight(g), g.attention) for g in others]),
+        device, family, bw, comp, wgeo([(weight(g) * measured(g, "attention"), g.attention) for g in others]),
         floor_ms, seq_ms,
         wmean([(weight(g), g.half_rows) for g in others]),
         _transfer_latency(device, [(weight(g), g) for g in others if g.lat_us is not None], wgeo, wmean),

@@ -178,6 +178,29 @@ def test_the_fit_recovers_known_parameters_from_synthetic_rows():
     assert max(abs(e) for e in errs) < 0.02
 
 
+def test_the_fit_says_which_efficiencies_its_rows_pinned_and_a_transfer_prefers_those():
+    """Decode rows alone pin the bandwidth, not the matmul efficiency (left at the prior): such a donor's
+    matmul efficiency counts UNPINNED_TIERS further in a transfer than one that prompts pinned."""
+    truth = GroupParams("rtx-4090", "ggml", bandwidth={"gguf": 0.62, "f16": 0.81}, compute={"gguf": 0.18, "f16": 0.7},
+                        attention=0.2, floor_ms=0.9, seq_ms=0.0, half_rows=0.0)
+    items = _synthetic_rows(truth)
+    full = fit_group(items, "rtx-4090", "ggml")
+    assert {"bandwidth:gguf", "compute:gguf", "bandwidth:f16", "compute:f16"} <= full.pinned
+    decode = fit_group([it for it in items if it.row.metric == "tg"], "rtx-4090", "ggml")
+    assert "bandwidth:gguf" in decode.pinned and "compute:gguf" not in decode.pinned
+    # the L40S (tier 0 for an RTX 4090) measured decode only; the RTX 3090 (tier 1) also prompts
+    fits = {("l40s", "ggml"): replace(decode, device="l40s", compute={"gguf": 0.05, "f16": 0.05}),
+            ("rtx-3090", "ggml"): replace(full, device="rtx-3090")}
+    got = pf.transfer("rtx-4090", "ggml", fits)
+    # both now one tier away for the matmul side: a sqrt(rows)-weighted geometric mean of 0.05 and 0.18
+    w_l, w_3 = math.sqrt(len(decode.rows)), math.sqrt(len(full.rows))
+    assert got.compute["gguf"] == pytest.approx(math.exp((w_l * math.log(0.05) + w_3 * math.log(0.18)) / (w_l + w_3)),
+                                                rel=1e-3)
+    # the bandwidth both pinned: the L40S, tier 0, decides
+    assert got.bandwidth["gguf"] == pytest.approx(decode.bandwidth["gguf"] * pf.bandwidth_anchor("rtx-4090", "l40s"),
+                                                  rel=1e-3)
+
+
 def test_fit_and_simulator_price_a_fitted_profile_alike():
     """What the fit optimised (public_fit.cost_params) is what the simulator runs (CostParams.from_profile)."""
     for device, engine, quant in (("rtx-4090", "llama.cpp", "q4_k_m"), ("h100-sxm", "trtllm", "fp8"),
@@ -559,13 +582,13 @@ def test_a_donor_of_the_other_software_era_is_further_on_the_memory_side():
 
 def test_a_class_the_nearest_donor_did_not_measure_weighs_one_tier_further():
     """transfer(): the H100 SXM's fp16 values mix the A100's fp16 (tier 1, measured) and the H200's fp8
-    (tier 0, the same chip, but another class: CROSS_CLASS_TIERS further) alike, instead of the A100's alone."""
+    (tier 0, the same chip, but another class: UNPINNED_TIERS further) alike, instead of the A100's alone."""
     def donor(device, cls, comp):
         return pf.GroupParams(device, "trtllm", {cls: 0.8}, {cls: comp}, 0.3, 0.0, rows=["r"] * 9,
                               seen_classes=(cls,))
     fits = {("a100-80g", "trtllm"): donor("a100-80g", "f16", 0.64), ("h200", "trtllm"): donor("h200", "fp8", 0.49)}
     h100 = pf.transfer("h100-sxm", "trtllm", fits)
-    assert pf.CROSS_CLASS_TIERS == 1
+    assert pf.UNPINNED_TIERS == 1
     assert h100.compute["f16"] == pytest.approx(math.sqrt(0.64 * 0.49), rel=1e-6)  # equal weights, geometric mean
     assert h100.compute["fp8"] == pytest.approx(0.49, rel=1e-3)  # measured on tier 0: the A100's f16 is tier 2
     # a class no donor measured at all is not invented: only measured classes are transferred
