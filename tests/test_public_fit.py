@@ -595,6 +595,23 @@ def test_a_class_the_nearest_donor_did_not_measure_weighs_one_tier_further():
     assert set(h100.compute) == {"f16", "fp8"}
 
 
+def test_a_gemm_micro_benchmark_anchors_the_matmul_side_of_library_kernel_families(microbench):
+    """The Azure cuBLASLt GEMMs (m = n = k = 16384) reach 0.822 of the A100's fp16 peak and 0.696 of
+    the H100 SXM's fp8 peak: a TensorRT-LLM transfer between them carries that ratio; llama.cpp's own
+    kernels (ggml) do not take it."""
+    microbench(load_microbench())  # the shipped file, whatever an earlier test left
+    assert pf.matmul_shares("a100-80g")["cublaslt-gemm"] == pytest.approx(256.5 / 312, rel=1e-6)
+    assert pf.matmul_shares("h100-sxm")["cublaslt-gemm"] == pytest.approx(1377.3 / 1978.9, rel=1e-3)
+    ratio = pf.compute_anchor("a100-80g", "h100-sxm")
+    assert ratio == pytest.approx((256.5 / 312) / (1377.3 / 1978.9), rel=1e-3) and ratio > 1.15
+    assert pf.compute_anchor("a100-80g", "l40s") == 1.0  # no common benchmark: the datasheet anchor
+    for fam, expect in (("trtllm", 0.5 * ratio), ("ggml", 0.5)):
+        donor = pf.GroupParams("h100-sxm", fam, {"f16": 0.8}, {"f16": 0.5}, 0.3, 0.0, rows=["r"] * 9,
+                               seen_classes=("f16",))
+        got = pf.transfer("a100-80g", fam, {("h100-sxm", fam): donor})
+        assert got.compute["f16"] == pytest.approx(expect, rel=1e-6), fam
+
+
 def test_shipped_transfers_take_current_llama_cpp_builds_as_donors():
     """A device without llama.cpp rows is predicted for today's builds: the H100 SXM's llama.cpp values
     come from its own generation on either era (the 2024-build H100 PCIe and the 2026-build H200)."""
