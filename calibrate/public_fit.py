@@ -826,9 +826,15 @@ def bandwidth_anchor(target: str, donor: str) -> float:
     carries engine-achieved / micro-benchmark, not engine-achieved / datasheet. 1 (the datasheet
     anchor) when the two share no benchmark, or USE_MICROBENCH is off. Device data only: a held-out
     device's own micro-benchmark figure is used, none of its engine rows."""
+    return _share_ratio(target, donor, bandwidth_shares)
+
+
+def _share_ratio(target: str, donor: str, shares) -> float:
+    """Geometric mean over the micro-benchmarks both devices ran of target's / donor's `shares`
+    (benchmark -> share of the datasheet figure); 1 when they share none or USE_MICROBENCH is off."""
     if not USE_MICROBENCH or target == donor:
         return 1.0
-    st, sd = bandwidth_shares(target), bandwidth_shares(donor)
+    st, sd = shares(target), shares(donor)
     common = sorted(set(st) & set(sd))
     if not common:
         return 1.0
@@ -864,13 +870,7 @@ def compute_anchor(target: str, donor: str) -> float:
     rows borrowed the H100's fp16 share (0.55 of peak against the A100's own 0.64) and read 9.3% slow
     (signed median, 94 rows); with the anchor 7.5% (|median|, from 10.3%), all rows held out by device
     10.2 -> 9.7% median (p90 40.2% unchanged), nothing else moved (docs/public-calibration.md, round 14)."""
-    if not USE_MICROBENCH or target == donor:
-        return 1.0
-    st, sd = matmul_shares(target), matmul_shares(donor)
-    common = sorted(set(st) & set(sd))
-    if not common:
-        return 1.0
-    return float(np.exp(np.mean([math.log(st[b] / sd[b]) for b in common])))
+    return _share_ratio(target, donor, matmul_shares)
 
 
 # How much a fitted device counts in a transfer, per tier of distance (`_tier`): each step away
