@@ -606,6 +606,8 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     # which efficiencies the rows pinned: the rows' Fisher information on each log-efficiency (the sum
     # of squared Jacobian entries of the row residuals, whose unit is ROW_SIGMA) at least PIN_INFO
     info = np.sum(sol.jac[:len(items)] ** 2, axis=0)
+    # x's layout (`_unpack`): log attention, floor, per-sequence cost, half rows, log bandwidths, log
+    # compute efficiencies[, all-reduce latency]; only the log-efficiencies are named
     names = ["attention", "", "", ""] + [f"bandwidth:{c}" for c in classes] + [f"compute:{c}" for c in classes]
     p.pinned = frozenset(nm for nm, i in zip(names, info) if nm and i >= PIN_INFO)
     p.rows = [it.row.row_id for it in items]
@@ -940,22 +942,23 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
         return float(np.sum(w * np.array([b for _, b in pairs])) / np.sum(w))
 
     classes = sorted({c for g in others for c in g.seen_classes})
-    # bandwidth efficiencies travel as shares of what a micro-benchmark reached on each device, where
-    # both devices ran the same one (`bandwidth_anchor`; 1 = the datasheet anchor), capped at the
-    # datasheet peak as a fitted value is
     def measured(g: GroupParams, what: str, c: str = "") -> float:
         # a donor offers an efficiency its rows did not pin down (a class it did not measure: the geometric
         # mean of its measured classes, `GroupParams.compute_for`; or one left at the prior) UNPINNED_TIERS
         # tiers further than a donor whose rows pinned it
         return 1.0 if g.pins(what, c) else TIER_DECAY ** UNPINNED_TIERS
 
+    def anchor(g: GroupParams) -> float:
+        # library GEMMs travel as shares of a GEMM micro-benchmark both devices ran (`compute_anchor`)
+        return compute_anchor(device, g.device) if family in COMPUTE_ANCHOR_FAMILIES else 1.0
+
+    # bandwidth efficiencies travel as shares of what a micro-benchmark reached on each device, where
+    # both devices ran the same one (`bandwidth_anchor`; 1 = the datasheet anchor), capped at the
+    # datasheet peak as a fitted value is
     bw = {c: min(BOUNDS["bandwidth"][1],
                  wgeo([(weight(g, "memory") * measured(g, "bandwidth", c),
                         g.bandwidth_for(c) * bandwidth_anchor(device, g.device)) for g in others]))
           for c in classes}
-    def anchor(g: GroupParams) -> float:
-        return compute_anchor(device, g.device) if family in COMPUTE_ANCHOR_FAMILIES else 1.0
-
     comp = {c: min(BOUNDS["compute"][1], achievable_share(device, family, c)
                    * wgeo([(weight(g) * measured(g, "compute", c),
                             g.compute_for(c) * anchor(g) / achievable_share(g.device, family, c)) for g in others]))
