@@ -609,7 +609,10 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     # x's layout (`_unpack`): log attention, floor, per-sequence cost, half rows, log bandwidths, log
     # compute efficiencies[, all-reduce latency]; only the log-efficiencies are named
     names = ["attention", "", "", ""] + [f"bandwidth:{c}" for c in classes] + [f"compute:{c}" for c in classes]
-    p.pinned = frozenset(nm for nm, i in zip(names, info) if nm and i >= PIN_INFO)
+    # a value at its bound was set by the bound, not the rows (the M4 Max's MLX bandwidth, 1.0: rows
+    # faster than its datasheet allows with the model's per-step costs): not pinned either
+    at_bound = np.isclose(sol.x, lo, atol=1e-6) | np.isclose(sol.x, hi, atol=1e-6)
+    p.pinned = frozenset(nm for nm, i, b in zip(names, info, at_bound) if nm and i >= PIN_INFO and not b)
     p.rows = [it.row.row_id for it in items]
     p.sources = sorted({it.row.source for it in items})
     p.rows_here = sum(it.row.source.startswith(REPO_SOURCE) for it in items)
@@ -900,7 +903,9 @@ TIER_DECAY = 1e-4
 #   Max's MLX prompts, read 17.8% slow held out (21 rows) -> 4.9%; all rows held out by device
 #   10.9 / 25.7 / 41.4% -> 10.2 / 26.0 / 40.2% (median / p80 / p90), by source 12.6 / 37.4% ->
 #   12.1 / 36.8%, single-stream decode 8.1% unchanged; worse: the A100's llama.cpp prompts 11.7 ->
-#   19.1% (25 rows).
+#   19.1% (25 rows). A fitted value at its bound counts as not pinned as well (the M4 Max's MLX
+#   bandwidth at 1.0, lent to the M4 Pro and M2 Ultra MLX decodes: 20.8 -> 11.4%, 10.5 -> 4.5%; all
+#   rows 9.7 -> 9.6% median, single-stream decode 8.1 -> 7.9%).
 UNPINNED_TIERS = 1
 # Fisher information the rows must carry on a log-efficiency for it to count as pinned: 16 = the rows
 # alone fix it to +-25% (one standard deviation; ROW_SIGMA is the rows' unit). Of three tried, held

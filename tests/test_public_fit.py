@@ -188,6 +188,11 @@ def test_the_fit_says_which_efficiencies_its_rows_pinned_and_a_transfer_prefers_
     assert {"bandwidth:gguf", "compute:gguf", "bandwidth:f16", "compute:f16"} <= full.pinned
     decode = fit_group([it for it in items if it.row.metric == "tg"], "rtx-4090", "ggml")
     assert "bandwidth:gguf" in decode.pinned and "compute:gguf" not in decode.pinned
+    # decodes 3x faster than the datasheet bandwidth allows: the fit stops at its bound, 1.0, which
+    # the bound set, not the rows
+    fast = fit_group([replace(it, row=replace(it.row, value=3.0 * it.row.value)) for it in items
+                      if it.row.metric == "tg" and it.row.quant == "q4_k_m"], "rtx-4090", "ggml")
+    assert fast.bandwidth["gguf"] == pytest.approx(1.0, abs=1e-5) and "bandwidth:gguf" not in fast.pinned
     # the L40S (tier 0 for an RTX 4090) measured decode only; the RTX 3090 (tier 1) also prompts
     fits = {("l40s", "ggml"): replace(decode, device="l40s", compute={"gguf": 0.05, "f16": 0.05}),
             ("rtx-3090", "ggml"): replace(full, device="rtx-3090")}
