@@ -300,10 +300,9 @@ def _prefill_passes(cm, prompts: int, tokens: int, depth: int, ubatch: int):
 
 
 def _ubatch(row: PublicRow, eng) -> int:
-    if row.ubatch:
-        return row.ubatch
-    # the preset's physical batch (llama.cpp -ub 512, Ollama num_batch 512), else its token budget
-    return eng.forward_tokens or 8192
+    # the row's own, else the preset's physical batch (llama.cpp -ub 512, Ollama num_batch 512), else its
+    # token budget
+    return row.ubatch or eng.forward_tokens or 8192
 
 
 def _pack(items) -> tuple[StepFeatures, np.ndarray]:
@@ -806,19 +805,25 @@ def set_microbench(rows) -> None:
     _MICRO["rows"], _MICRO["shares"], _MICRO["matmul"] = list(rows), {}, {}
 
 
-def bandwidth_shares(device: str) -> dict[str, float]:
-    """benchmark -> the device's micro-benchmark bandwidth (ANCHOR_KERNEL's kernel) / its profile's
-    datasheet bandwidth: the share of the datasheet figure that kernel reached on it."""
+def _micro_rows() -> list:
+    """The micro-benchmark rows in use: those `set_microbench` gave, else the shipped file's."""
     if _MICRO["rows"] is None:
         from calibrate.public_corpus import load_microbench
 
         set_microbench(load_microbench())
+    return _MICRO["rows"]
+
+
+def bandwidth_shares(device: str) -> dict[str, float]:
+    """benchmark -> the device's micro-benchmark bandwidth (ANCHOR_KERNEL's kernel) / its profile's
+    datasheet bandwidth: the share of the datasheet figure that kernel reached on it."""
+    rows = _micro_rows()
     if device not in _MICRO["shares"]:
         from sim.catalog.hardware import load_profile
 
         peak = load_profile(device).memory_bandwidth_gb_per_s
         _MICRO["shares"][device] = {
-            r.benchmark: r.value / peak for r in _MICRO["rows"]
+            r.benchmark: r.value / peak for r in rows
             if r.device == device and r.quantity == "memory_bandwidth" and ANCHOR_KERNEL.get(r.benchmark) == r.kernel}
     return _MICRO["shares"][device]
 
@@ -849,13 +854,13 @@ def _share_ratio(target: str, donor: str, shares) -> float:
 def matmul_shares(device: str) -> dict[str, float]:
     """benchmark -> the device's micro-benchmark GEMM rate (quantity `matmul`; the kernel names the
     number format first, e.g. "fp8 16384x16384x16384") / its profile's datasheet peak of that format."""
-    bandwidth_shares(device)  # loads the rows
+    rows = _micro_rows()
     if device not in _MICRO["matmul"]:
         from sim.catalog.hardware import load_profile
 
         hw = load_profile(device)
         _MICRO["matmul"][device] = {r.benchmark: r.value * 1e12 / hw.peak_flops(r.kernel.split()[0])
-                                    for r in _MICRO["rows"] if r.device == device and r.quantity == "matmul"}
+                                    for r in rows if r.device == device and r.quantity == "matmul"}
     return _MICRO["matmul"][device]
 
 
@@ -1199,8 +1204,8 @@ def error_bands(v: Validation, device: str, family: str) -> dict[str, dict]:
 
 BLOCK_START = "# ---- fitted to public measurements"
 BLOCK_END = "# ---- end of fitted block"
-# which kernel families run on which kind of device (mlx only on Apple Silicon; TensorRT-LLM only on
-# NVIDIA; vLLM/SGLang/TGI on CUDA and ROCm GPUs)
+
+
 def params_for(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
                era: float | None = 1.0) -> GroupParams | None:
     """What a profile ships for (device, family): its own fit where it has rows, else a transfer for
@@ -1208,6 +1213,8 @@ def params_for(device: str, family: str, fits: dict[tuple[str, str], GroupParams
     return fits.get((device, family)) or transfer(device, family, fits, era=era)
 
 
+# which kernel families run on which kind of device (mlx only on Apple Silicon; TensorRT-LLM only on
+# NVIDIA; vLLM/SGLang/TGI on CUDA and ROCm GPUs)
 def families_for(device: str) -> tuple[str, ...]:
     from sim.catalog.hardware import load_profile
 

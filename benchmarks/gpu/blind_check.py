@@ -12,39 +12,32 @@ rows before committing them (benchmarks/gpu/README.md quotes its figures for the
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from calibrate import public_fit as pf  # noqa: E402
 from calibrate.public_corpus import (  # noqa: E402
-    MICROBENCH_FILE, default_corpus_dir, load_corpus, load_microbench,
+    MICROBENCH_FILE, default_corpus_dir, load_corpus, load_corpus_file, load_microbench,
 )
+from sim.catalog.hardware import available_profiles  # noqa: E402
+from sim.catalog.models import load_catalog  # noqa: E402
 
 
 def _summary(label: str, errs: list[float]) -> str:
-    if not errs:
+    st = pf._stats(errs)  # |error| median / p80 / p90, as the fidelity report computes them
+    if not st["n"]:
         return f"{label}: no rows"
-    a = 100 * np.abs(errs)
-    return f"{label}: {len(a)} rows, median {np.median(a):.1f}%, p80 {np.percentile(a, 80):.1f}%, " \
-           f"p90 {np.percentile(a, 90):.1f}%"
+    return f"{label}: {st['n']} rows, median {100 * st['median']:.1f}%, p80 {100 * st['p80']:.1f}%, " \
+           f"p90 {100 * st['p90']:.1f}%"
 
 
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    tmp = Path(tempfile.mkdtemp())
-    try:
-        for i, f in enumerate(argv):
-            shutil.copy(f, tmp / f"new{i}.csv")
-        new = load_corpus(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    devices, models = set(available_profiles()), set(load_catalog())
+    new = [r for f in argv for r in load_corpus_file(f, devices=devices, models=models)]
     new_ids = {r.row_id for r in new}
     corpus_dir = default_corpus_dir()
     rows = [r for r in load_corpus(corpus_dir) if r.row_id not in new_ids]
