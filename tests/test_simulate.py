@@ -198,15 +198,16 @@ def test_a_prompt_longer_than_the_ubatch_runs_as_one_pass_per_ubatch():
     eng = _no_overheads("llama.cpp", max_num_seqs=1, prefix_caching=False)
     assert eng.ubatch_tokens == 512 and eng.max_num_batched_tokens == 2048 and not eng.per_sequence_kv_streams
     trace = [Request("0", 0.0, 1500, 3, 3)]
-    cost = CostModel.from_names(MODEL, eng.default_quant, hw=H100, engine=eng)
+    # a memory-bound H100 (compute free): what the shipped profile's fitted attention efficiency does to
+    # the one pass's 1,536 padded KV cells per row does not enter the comparison
+    hw = bandwidth_bound_h100()
+    cost = CostModel.from_names(MODEL, eng.default_quant, hw=hw, engine=eng)
     passes = (cost.step_time((512,), (0,), (), outputs=0) + cost.step_time((512,), (512,), (), outputs=0)
               + cost.step_time((476,), (1024,), (), outputs=1))
     one_pass = cost.step_time((1500,), (0,), ())
-    # the passes stream the weights three times, the one pass spans 1,536 padded KV cells on every row:
-    # which costs more depends on the profile's efficiencies; that they differ is what the test needs
-    assert passes != pytest.approx(one_pass, rel=1e-3)
-    split = run(trace, eng)
-    fused = run(trace, eng.with_overrides(ubatch_tokens=2048))  # -ub 2048: the batch is one pass
+    assert passes > one_pass
+    split = run(trace, eng, hw=hw)
+    fused = run(trace, eng.with_overrides(ubatch_tokens=2048), hw=hw)  # -ub 2048: the batch is one pass
     assert split.summary["config"]["ubatch_tokens"] == 512
     ttft = {k: float(r.requests["ttft_s"].iloc[0]) for k, r in (("split", split), ("fused", fused))}
     assert ttft["split"] == pytest.approx(passes, rel=1e-12)
