@@ -212,6 +212,28 @@ def test_moe_decode_reads_more_expert_weights_as_the_batch_grows():
     )
 
 
+def test_a_wide_embedding_table_among_narrow_weights_leaves_its_own_bytes_out_of_the_stream():
+    # gpt-oss-20b in ggml-org's MXFP4 GGUF (12.10 GB): 4.25-bit experts, 16-bit vocabulary tensors in
+    # the format's table. The input table is a gather, not streamed; what is left out is its own
+    # bytes (V x h x 16 bits, scaled to the file like every class), not its share of the parameters
+    # (2.8%), which would leave ~0.8 GB of it in every decode step.
+    cm = CostModel.from_names("gpt-oss-20b", "mxfp4", PROFILE, "llama.cpp")
+    spec, q = cm.model, cm.quant
+    total = spec.weight_bytes(q)
+    scale = total / spec.nominal_weight_bytes(q)
+    assert cm.dense_weight_bytes == pytest.approx(total - spec.vocab_size * spec.hidden_size * 2 * scale)
+    # one token reads attention + LM head + 4 of 32 experts in 24 layers. Counted from the tensors
+    # (attention 24 x 26.5M and LM head 201,088 x 2,880 at Q8_0's 8.5 bits: 1.29 GB; 96 experts of
+    # 3 x 2,880^2 at 4.25 bits: 1.27 GB) that is 2.56 GB; the parameter-share split read 3.37 GB
+    one = cm.breakdown(decode_context=[1])["weight_bytes"]
+    assert 2.4e9 < one < 2.75e9
+    # a format with one width for every tensor splits exactly by parameters, as before
+    cm8 = CostModel.from_names("qwen3-30b-a3b", "q8_0", PROFILE, "llama.cpp")
+    m8 = cm8.model
+    assert cm8.dense_weight_bytes == pytest.approx(
+        m8.weight_bytes("q8_0") * (m8.n_params_total - m8.vocab_size * m8.hidden_size) / m8.n_params_total)
+
+
 def test_predict_times_vectorised_matches_step_time():
     cm = toy_cost(iteration_overhead_s=1e-3, per_sequence_overhead_s=2e-5)
     feats = cm.probe_features(

@@ -212,6 +212,19 @@ class ModelSpec(BaseModel):
             return float(self.file_weight_bytes[q.name])
         return self.nominal_weight_bytes(q)
 
+    def vocab_bytes(self, quant: str | QuantFormat | None = None) -> tuple[float, float]:
+        """(input embedding bytes, LM head bytes): V*h x the format's bits for each
+        (`QuantFormat.embedding_bits`, `lm_head_bits`), scaled by (real bytes / nominal bytes) as
+        every tensor class is (`expert_bytes`). A tied table is one tensor at the head's rate, so both
+        are that tensor. Splitting by bytes rather than by parameters matters where the vocabulary
+        tensors are wider than the rest: MXFP4's 16-bit tables among 4.25-bit experts are 5.5% of
+        gpt-oss-20b's parameters but 18% of its nominal bytes."""
+        q = self.quant(quant)
+        scale = self.weight_bytes(q) / self.nominal_weight_bytes(q)
+        vh = self.vocab_size * self.hidden_size
+        head = vh * q.lm_head_bits / 8.0 * scale
+        return (head if self.tie_embeddings else vh * q.embedding_bits / 8.0 * scale), head
+
     def expert_bytes(self, quant: str | QuantFormat | None = None) -> float:
         """Bytes of one routed expert across all layers: L * (3 or 2)*h*F * bpw/8.
 

@@ -285,17 +285,17 @@ def default_fit_quants(hw: HardwareProfile) -> list[str]:
 
 
 # ---- several devices and partial offload (sim.cost.parallel) ------------------------------------------
-# Weights are split in proportion to parameters (the input embedding and the LM head are V x h each;
-# a tied matrix is one tensor on one device, and is duplicated when the head sits on another device,
-# as vLLM's pipeline stages and llama.cpp's offloaded output layer do).
+# The input embedding and the LM head (V x h each) are placed whole and sized by their own bytes
+# (`ModelSpec.vocab_bytes`); the repeating layers are the rest, split in proportion to layers. A tied
+# matrix is one tensor on one device, and is duplicated when the head sits on another device, as
+# vLLM's pipeline stages and llama.cpp's offloaded output layer do.
 
 
-def _weight_shares(model: ModelSpec, quant: str | QuantFormat | None) -> tuple[float, float, bool]:
-    """(bytes of the repeating layers, bytes of one V x h vocabulary matrix, tied embeddings)."""
-    total = model.weight_bytes(quant)
-    vocab = total * model.token_embedding_params / model.n_params_total
-    matrices = 1 if model.tie_embeddings else 2
-    return total - matrices * vocab, vocab, model.tie_embeddings
+def _weight_shares(model: ModelSpec, quant: str | QuantFormat | None) -> tuple[float, float, float, bool]:
+    """(bytes of the repeating layers, of the input embedding, of the LM head, tied embeddings)."""
+    embedding, head = model.vocab_bytes(quant)
+    layers = model.weight_bytes(quant) - (head if model.tie_embeddings else embedding + head)
+    return layers, embedding, head, model.tie_embeddings
 
 
 def device_memory_bytes(
@@ -312,14 +312,14 @@ def device_memory_bytes(
     """
     from sim.cost.parallel import kv_heads_per_device, stage_layer_counts
 
-    layers, vocab, tied = _weight_shares(model, quant)
+    layers, embedding, head, tied = _weight_shares(model, quant)
     kv_share = kv_heads_per_device(model.n_kv_heads, tp) / model.n_kv_heads
     counts = stage_layer_counts(model.n_layers, pp)
     out = []
     for s, n in enumerate(counts):
         first, last = s == 0, s == pp - 1
-        vocab_mats = int(first) + int(last and (not tied or not first))
-        weights = (layers * n / model.n_layers + vocab_mats * vocab) / tp
+        vocab = embedding * first + head * (last and (not tied or not first))
+        weights = (layers * n / model.n_layers + vocab) / tp
         kv = kv_tokens * model.kv_bytes_per_token(kv_dtype) * n / model.n_layers * kv_share
         out.append((weights, kv))
     return out
@@ -386,12 +386,12 @@ def offload_memory_bytes(
     the host, the output layer on the GPU from gpu_layers >= 1 (a tied one duplicated there)."""
     from sim.cost.parallel import offload_split
 
-    layers, vocab, tied = _weight_shares(model, quant)
+    layers, embedding, head, tied = _weight_shares(model, quant)
     on_gpu, head_on_gpu = offload_split(model.n_layers, gpu_layers)
     frac = on_gpu / model.n_layers
     kv = kv_tokens * model.kv_bytes_per_token(kv_dtype)
-    gpu = layers * frac + kv * frac + (vocab if head_on_gpu else 0.0)
-    host = layers * (1 - frac) + kv * (1 - frac) + vocab + (vocab if not head_on_gpu and not tied else 0.0)
+    gpu = layers * frac + kv * frac + (head if head_on_gpu else 0.0)
+    host = layers * (1 - frac) + kv * (1 - frac) + embedding + (head if not head_on_gpu and not tied else 0.0)
     return gpu, host
 
 
