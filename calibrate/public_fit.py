@@ -127,6 +127,9 @@ class GroupParams:
     # efficiencies the rows pinned down (`fit_group`, PIN_INFO): "attention", "bandwidth:<class>",
     # "compute:<class>"; None (a hand-made group): every efficiency of a measured class counts as pinned
     pinned: frozenset | None = None
+    # how closely the fitted values follow the group's rows: median |log(predicted / measured)| over
+    # them (`fit_group`); None for a hand-made or transferred group. `transfer` weighs a donor by it.
+    spread: float | None = None
 
     def pins(self, what: str, cls: str = "") -> bool:
         """Whether the group's rows pinned efficiency `what` ("attention", "bandwidth", "compute") of `cls`."""
@@ -612,6 +615,7 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     # faster than its datasheet allows with the model's per-step costs): not pinned either
     at_bound = np.isclose(sol.x, lo, atol=1e-6) | np.isclose(sol.x, hi, atol=1e-6)
     p.pinned = frozenset(nm for nm, i, b in zip(names, info, at_bound) if nm and i >= PIN_INFO and not b)
+    p.spread = float(np.median(np.abs(np.log(np.array([predict(it.row, it.shape, p) for it in items]) / meas))))
     p.rows = [it.row.row_id for it in items]
     p.sources = sorted({it.row.source for it in items})
     p.rows_here = sum(it.row.source.startswith(REPO_SOURCE) for it in items)
@@ -917,13 +921,36 @@ UNPINNED_TIERS = 1
 # out by device (median / p90, single-stream decode): 1 -> 10.5 / 43.4%, 8.1%; 16 -> 10.2 / 40.2%,
 # 8.1%; 100 -> 11.1 / 43.2%, 9.0%.
 PIN_INFO = 16.0
+# A donor counts in inverse proportion to how poorly the model follows its own rows: weight x
+# (ROW_SIGMA / max(spread, SPREAD_FLOOR)) ** SPREAD_POWER, `GroupParams.spread` being the median
+# |log(predicted / measured)| of its fit. Two sources on one device that disagree (the M1 Max's
+# llama.cpp decodes: XiongjieDai's Llama 3 8B Q4_K_M table at 0.44 of the datasheet bandwidth,
+# discussion #4167's Llama 2 7B Q4_0 at 0.58) leave a compromise the model cannot follow (spread
+# 0.077, against 0.004-0.005 for the M2 and M4 Max), and that compromise was a nearest bandwidth
+# donor of the M3 Max (its 20 decodes 10.8% slow held out, 4.7% with this rule). Inverse-variance weighting
+# (power 2) is the textbook estimator for combining estimates of unequal precision; power 3 leans
+# further. Held out by device, on the 1,232 rows with `ModelSpec.vocab_bytes` (median / p90 /
+# single-stream decode median): without 9.7 / 40.1 / 7.9%; power 2 9.4 / 41.4 / 7.1%; power 3
+# 9.3 / 41.9 / 6.7%; power 4 9.6 / 43.0 / 7.1%; power 3 with floor 0.02 9.8 / 43.3 / 7.1%, 0.05
+# 9.5 / 41.2 / 7.4%; power 2 with floor 0.05 9.6 / 40.7 / 7.5%. Spreads of the decode or prompt rows
+# alone for the memory and matmul sides: power 2 9.7 / 42.3 / 7.5%, power 3 10.1 / 42.9 / 7.2%;
+# the spread corrected for the fit's degrees of freedom (x sqrt(rows / max(rows - parameters, 1)),
+# which stops a 6-row group that its 8 parameters follow exactly from counting as precise): 9.7 /
+# 42.7 / 7.3%.
+# Chosen on all rows after seeing them, like `_tier`'s orderings, and narrowly: the figures on either
+# side of (3, 0.03) are 0.4-0.8 points worse on decode. The floor keeps a device whose rows it
+# follows within 3% from outweighing all others of its tier. Within a tier only: TIER_DECAY (1e-4
+# a tier) still decides between tiers.
+SPREAD_POWER = 3.0
+SPREAD_FLOOR = 0.03
 
 
 def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
              era: float | None = None) -> GroupParams | None:
     """Parameters for `device` under `family` from the other fitted devices of that family: a
     weighted geometric mean (arithmetic for the floor and per-sequence cost), weight =
-    TIER_DECAY ** tier x sqrt(rows), per weight class (a donor whose rows did not pin an efficiency
+    TIER_DECAY ** tier x sqrt(rows) x (ROW_SIGMA / spread) ** SPREAD_POWER, per weight class (a
+    donor whose rows did not pin an efficiency
     down, e.g. of a class it did not measure, counts UNPINNED_TIERS tiers further);
     the tier of matmul-side parameters is `_tier(..., "compute")`, of bandwidth, floor and
     per-sequence cost `_tier(..., "memory")`. `transferred_from` names the nearest devices of both.
@@ -941,7 +968,8 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
         return _tier(device, g.device, side) + (ERA_TIERS * _era_step(era, g) if side == "memory" else 0)
 
     def weight(g: GroupParams, side: str = "compute") -> float:
-        return TIER_DECAY ** tier(g, side) * math.sqrt(max(len(g.rows), 1))
+        trust = 1.0 if g.spread is None else (ROW_SIGMA / max(g.spread, SPREAD_FLOOR)) ** SPREAD_POWER
+        return TIER_DECAY ** tier(g, side) * math.sqrt(max(len(g.rows), 1)) * trust
 
     def wgeo(pairs) -> float:
         w = np.array([a for a, _ in pairs])

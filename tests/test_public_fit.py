@@ -206,6 +206,34 @@ def test_the_fit_says_which_efficiencies_its_rows_pinned_and_a_transfer_prefers_
                                                   rel=1e-3)
 
 
+def test_a_donor_whose_rows_the_model_follows_poorly_counts_less_in_a_transfer():
+    """`GroupParams.spread` is the median |log(predicted / measured)| of a fit; a transfer weighs each
+    donor by (ROW_SIGMA / max(spread, SPREAD_FLOOR)) ** SPREAD_POWER on top of sqrt(rows)."""
+    truth = GroupParams("rtx-4090", "ggml", bandwidth={"gguf": 0.62, "f16": 0.81}, compute={"gguf": 0.18, "f16": 0.7},
+                        attention=0.2, floor_ms=0.9, seq_ms=0.0, half_rows=0.0)
+    items = _synthetic_rows(truth)
+    clean = fit_group(items, "rtx-4090", "ggml")
+    # the same rows, alternately 15% fast and slow: no parameters follow them
+    noisy = fit_group([replace(it, row=replace(it.row, value=it.row.value * (1.15 if i % 2 else 1 / 1.15)))
+                       for i, it in enumerate(items)], "rtx-4090", "ggml")
+    assert clean.spread < 0.01 and noisy.spread > 0.1
+    assert "bandwidth:gguf" in noisy.pinned
+    # an RTX 5090 held out: the L40S and the RTX 4090 are both one tier away (NVIDIA, GDDR)
+    assert pf._tier("rtx-5090", "l40s", "memory") == pf._tier("rtx-5090", "rtx-4090", "memory")
+    fits = {("l40s", "ggml"): replace(clean, device="l40s", bandwidth={"gguf": 0.5, "f16": 0.8}),
+            ("rtx-4090", "ggml"): replace(noisy, device="rtx-4090", bandwidth={"gguf": 0.8, "f16": 0.8})}
+    got = pf.transfer("rtx-5090", "ggml", fits)
+
+    def w(g):
+        return math.sqrt(len(g.rows)) * (pf.ROW_SIGMA / max(g.spread, pf.SPREAD_FLOOR)) ** pf.SPREAD_POWER
+
+    logs = [(w(g), math.log(g.bandwidth["gguf"] * pf.bandwidth_anchor("rtx-5090", g.device))) for g in fits.values()]
+    assert got.bandwidth["gguf"] == pytest.approx(math.exp(sum(a * b for a, b in logs) / sum(a for a, _ in logs)),
+                                                  rel=1e-6)
+    # the clean donor's 0.5 decides: with equal trust the two would meet near sqrt(0.5 x 0.8) = 0.63
+    assert got.bandwidth["gguf"] < 0.52
+
+
 def test_fit_and_simulator_price_a_fitted_profile_alike():
     """What the fit optimised (public_fit.cost_params) is what the simulator runs (CostParams.from_profile)."""
     for device, engine, quant in (("rtx-4090", "llama.cpp", "q4_k_m"), ("h100-sxm", "trtllm", "fp8"),
