@@ -213,20 +213,27 @@ def test_moe_decode_reads_more_expert_weights_as_the_batch_grows():
 
 
 def test_a_wide_embedding_table_among_narrow_weights_leaves_its_own_bytes_out_of_the_stream():
-    # gpt-oss-20b in ggml-org's MXFP4 GGUF (12.10 GB): 4.25-bit experts, 16-bit vocabulary tensors in
-    # the format's table. The input table is a gather, not streamed; what is left out is its own
-    # bytes (V x h x 16 bits, scaled to the file like every class), not its share of the parameters
+    # gpt-oss-20b as ggml-org's MXFP4 GGUF (12.10 GB): the experts in MXFP4 (4.25 bits, exact), the
+    # attention and vocabulary tensors at about Q8_0 (the file's remainder). The input table is a
+    # gather, not streamed: what is left out is its own bytes, not its share of the parameters
     # (2.8%), which would leave ~0.8 GB of it in every decode step.
     cm = CostModel.from_names("gpt-oss-20b", "mxfp4", PROFILE, "llama.cpp")
     spec, q = cm.model, cm.quant
     total = spec.weight_bytes(q)
-    scale = total / spec.nominal_weight_bytes(q)
-    assert cm.dense_weight_bytes == pytest.approx(total - spec.vocab_size * spec.hidden_size * 2 * scale)
+    experts = spec.routed_expert_params * 4.25 / 8
+    assert cm.expert_bytes * spec.n_experts == pytest.approx(experts)
+    table = spec.vocab_size * spec.hidden_size * 2 * (total - experts) / (spec.nominal_weight_bytes(q) - experts)
+    assert cm.dense_weight_bytes == pytest.approx(total - table)
     # one token reads attention + LM head + 4 of 32 experts in 24 layers. Counted from the tensors
     # (attention 24 x 26.5M and LM head 201,088 x 2,880 at Q8_0's 8.5 bits: 1.29 GB; 96 experts of
     # 3 x 2,880^2 at 4.25 bits: 1.27 GB) that is 2.56 GB; the parameter-share split read 3.37 GB
     one = cm.breakdown(decode_context=[1])["weight_bytes"]
     assert 2.4e9 < one < 2.75e9
+    # vLLM loads the released checkpoint (attention, router, vocabulary in bf16; 13.75 GB), not the
+    # GGUF: the same token reads 1.27 GB of bf16 attention + 1.16 GB of bf16 LM head + the experts
+    vllm = CostModel.from_names("gpt-oss-20b", "mxfp4", PROFILE, "vllm")
+    assert vllm.model.weight_bytes("mxfp4") == pytest.approx(spec.nominal_weight_bytes(q))
+    assert vllm.breakdown(decode_context=[1])["weight_bytes"] == pytest.approx(3.70e9, rel=0.01)
     # a format with one width for every tensor splits exactly by parameters, as before
     cm8 = CostModel.from_names("qwen3-30b-a3b", "q8_0", PROFILE, "llama.cpp")
     m8 = cm8.model

@@ -63,7 +63,8 @@ class ModelSpec(BaseModel):
     quant_override: str | None = Field(None, description="quantization the override bytes are in")
     file_weight_bytes: dict[str, int] = Field(
         default_factory=dict,
-        description="measured tensor bytes of real files of this model, by quantization (beats the table)",
+        description="measured tensor bytes of this model's GGUF files, by quantization (beats the table for "
+        "llama.cpp-family engines; the others load the released checkpoint: sim.cost.roofline CostModel.from_names)",
     )
     sources: list[str] = Field(default_factory=list)
     notes: str = ""
@@ -184,11 +185,18 @@ class ModelSpec(BaseModel):
             return quant
         return get_quant(quant or self.default_quant)
 
+    @property
+    def routed_expert_params(self) -> int:
+        """Parameters of the routed experts in all layers: L * E * (3 or 2)*h*F (0 for a dense model)."""
+        return self.n_layers * self.n_experts * self.ffn_params_per_expert if self.is_moe else 0
+
     def nominal_weight_bytes(self, quant: str | QuantFormat | None = None) -> float:
         """Weight bytes from the format table (ignores a GGUF file's real size).
 
-        block_params * bpw/8 + V*h * (embedding bits)/8 + V*h * (lm_head bits)/8, where a tied
-        embedding is one tensor stored at the lm_head rate (llama.cpp quantizes it as the output).
+        routed-expert params * bpw/8 + other block params * (non-expert bits)/8 + V*h * (embedding
+        bits)/8 + V*h * (lm_head bits)/8, where a tied embedding is one tensor stored at the lm_head
+        rate (llama.cpp quantizes it as the output) and the non-expert bits differ from bpw only in a
+        format that quantizes the experts alone (`QuantFormat.non_expert_bits`: MXFP4 checkpoints).
         """
         q = self.quant(quant)
         vh = self.vocab_size * self.hidden_size
@@ -196,7 +204,25 @@ class ModelSpec(BaseModel):
             vocab_bits = vh * q.lm_head_bits
         else:
             vocab_bits = vh * q.embedding_bits + vh * q.lm_head_bits
-        return (self.block_params * q.bits_per_weight + vocab_bits) / 8.0
+        experts = self.routed_expert_params
+        return (experts * q.bits_per_weight + (self.block_params - experts) * q.non_expert_bits + vocab_bits) / 8.0
+
+    def _byte_scales(self, q: QuantFormat) -> tuple[float, float]:
+        """(scale of the routed experts' bytes, scale of every other tensor's): real / nominal bytes.
+
+        One scale for all tensors, except in a format that fixes the experts' width and leaves the
+        rest to the file (`QuantFormat.non_expert_bits_per_weight` set): there the experts keep their
+        exact bytes and the file's difference from the table falls on the other tensors. ggml-org's
+        gpt-oss-20b MXFP4 GGUF (12.10 GB) stores the experts as MXFP4 (10.15 GB) and the attention
+        and vocabulary tensors at about Q8_0 where the released checkpoint has them in bf16 (3.59 GB):
+        scale 1 and 0.54, where one scale (0.88) would read 0.7 GB more in every decode step.
+        """
+        total, nominal = self.weight_bytes(q), self.nominal_weight_bytes(q)
+        uniform = total / nominal
+        experts = self.routed_expert_params * q.bits_per_weight / 8.0
+        if q.non_expert_bits_per_weight is None or not experts or total <= experts:
+            return uniform, uniform
+        return 1.0, (total - experts) / (nominal - experts)
 
     def weight_bytes(self, quant: str | QuantFormat | None = None) -> float:
         """Bytes of weights resident in memory (see `nominal_weight_bytes` for the formula).
@@ -214,13 +240,13 @@ class ModelSpec(BaseModel):
 
     def vocab_bytes(self, quant: str | QuantFormat | None = None) -> tuple[float, float]:
         """(input embedding bytes, LM head bytes): V*h x the format's bits for each
-        (`QuantFormat.embedding_bits`, `lm_head_bits`), scaled by (real bytes / nominal bytes) as
-        every tensor class is (`expert_bytes`). A tied table is one tensor at the head's rate, so both
+        (`QuantFormat.embedding_bits`, `lm_head_bits`), scaled by real bytes / nominal bytes
+        (`_byte_scales`). A tied table is one tensor at the head's rate, so both
         are that tensor. Splitting by bytes rather than by parameters matters where the vocabulary
         tensors are wider than the rest: MXFP4's 16-bit tables among 4.25-bit experts are 5.5% of
         gpt-oss-20b's parameters but 18% of its nominal bytes."""
         q = self.quant(quant)
-        scale = self.weight_bytes(q) / self.nominal_weight_bytes(q)
+        scale = self._byte_scales(q)[1]
         vh = self.vocab_size * self.hidden_size
         head = vh * q.lm_head_bits / 8.0 * scale
         return (head if self.tie_embeddings else vh * q.embedding_bits / 8.0 * scale), head
@@ -229,12 +255,13 @@ class ModelSpec(BaseModel):
         """Bytes of one routed expert across all layers: L * (3 or 2)*h*F * bpw/8.
 
         What a MoE decode step reads per distinct expert it touches. For a GGUF spec the figure is
-        scaled by (real file bytes / nominal bytes), so it tracks the file's actual mix.
+        scaled by (real file bytes / nominal bytes), so it tracks the file's actual mix
+        (`_byte_scales`).
         """
         if not self.is_moe:
             return 0.0
         q = self.quant(quant)
-        scale = self.weight_bytes(q) / self.nominal_weight_bytes(q)
+        scale = self._byte_scales(q)[0]
         return self.n_layers * self.ffn_params_per_expert * q.bits_per_weight / 8.0 * scale
 
     def kv_bytes_per_token(self, kv_dtype: str = "fp16") -> float:

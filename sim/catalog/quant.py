@@ -64,6 +64,13 @@ class QuantFormat:
     description: str = ""
     embedding_bits_per_weight: float | None = None  # token embedding table; None = bits_per_weight
     lm_head_bits_per_weight: float | None = None  # output projection (tied: the shared tensor)
+    # a MoE model's block weights outside the routed experts (attention, router, shared experts) when a
+    # format quantizes the experts only; None = bits_per_weight
+    non_expert_bits_per_weight: float | None = None
+
+    @property
+    def non_expert_bits(self) -> float:
+        return self.bits_per_weight if self.non_expert_bits_per_weight is None else self.non_expert_bits_per_weight
 
     @property
     def embedding_bits(self) -> float:
@@ -95,8 +102,12 @@ QUANT_FORMATS: dict[str, QuantFormat] = {
                     BF16_BITS, BF16_BITS),
         QuantFormat("nvfp4", 4.5, "fp4", "microscaling", "NVFP4: E2M1 + FP8 scale per 16; embeddings/lm_head bf16",
                     BF16_BITS, BF16_BITS),
-        QuantFormat("mxfp4", 4.25, "fp4", "microscaling", "MXFP4: E2M1 + E8M0 scale per 32; embeddings/lm_head bf16",
-                    BF16_BITS, BF16_BITS),
+        # gpt-oss's released checkpoints quantize the MoE experts only; attention, router and the
+        # vocabulary tensors stay bf16 (openai/gpt-oss-20b config.json quantization_config
+        # modules_to_not_convert: self_attn, router, embedding, unembedding)
+        QuantFormat("mxfp4", 4.25, "fp4", "microscaling",
+                    "MXFP4: E2M1 + E8M0 scale per 32 on the MoE experts; attention, router, embeddings bf16",
+                    BF16_BITS, BF16_BITS, BF16_BITS),
         QuantFormat("awq", INT4_G128_BPW, "fp16", "int4-weight-only", "AWQ int4, group 128, fp16 compute",
                     16.0, 16.0),
         QuantFormat("gptq", INT4_G128_BPW, "fp16", "int4-weight-only", "GPTQ int4, group 128, fp16 compute",
