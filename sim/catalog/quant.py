@@ -9,7 +9,9 @@ toolchain treats the vocabulary tensors differently from the transformer blocks:
 - `lm_head_bits_per_weight` — the output projection (also the one shared tensor when the
   embeddings are tied: llama.cpp then quantizes `token_embd` with the output-tensor rule).
 
-weight bytes = block params x bits_per_weight / 8 + V*h x embedding bits / 8 + V*h x lm_head bits / 8.
+weight bytes = block params x bits_per_weight / 8 + V*h x embedding bits / 8 + V*h x lm_head bits / 8;
+a format that quantizes only a MoE model's routed experts (MXFP4 as gpt-oss is released) prices the
+other block weights at `non_expert_bits_per_weight` (sim.catalog.models ModelSpec.nominal_weight_bytes).
 `compute_format` is the number format the matmuls run in; it picks the peak FLOP/s of the
 hardware profile. Weight-only formats (GGUF, AWQ/GPTQ, MLX) dequantize to fp16 inside the
 kernel, so they compute at the fp16 peak; what they save is memory traffic.
