@@ -241,10 +241,10 @@ class ModelSpec(BaseModel):
     def vocab_bytes(self, quant: str | QuantFormat | None = None) -> tuple[float, float]:
         """(input embedding bytes, LM head bytes): V*h x the format's bits for each
         (`QuantFormat.embedding_bits`, `lm_head_bits`), scaled by real bytes / nominal bytes
-        (`_byte_scales`). A tied table is one tensor at the head's rate, so both
-        are that tensor. Splitting by bytes rather than by parameters matters where the vocabulary
-        tensors are wider than the rest: MXFP4's 16-bit tables among 4.25-bit experts are 5.5% of
-        gpt-oss-20b's parameters but 18% of its nominal bytes."""
+        (`_byte_scales`). A tied table is one tensor at the head's rate, so both are that tensor.
+        Splitting by bytes rather than by parameters matters where the vocabulary tensors are wider
+        than the rest: MXFP4's 16-bit tables among 4.25-bit experts are 5.5% of gpt-oss-20b's
+        parameters but 17% of its released checkpoint's bytes."""
         q = self.quant(quant)
         scale = self._byte_scales(q)[1]
         vh = self.vocab_size * self.hidden_size

@@ -105,8 +105,9 @@ QUANT_FORMATS: dict[str, QuantFormat] = {
         QuantFormat("nvfp4", 4.5, "fp4", "microscaling", "NVFP4: E2M1 + FP8 scale per 16; embeddings/lm_head bf16",
                     BF16_BITS, BF16_BITS),
         # gpt-oss's released checkpoints quantize the MoE experts only; attention, router and the
-        # vocabulary tensors stay bf16 (openai/gpt-oss-20b config.json quantization_config
-        # modules_to_not_convert: self_attn, router, embedding, unembedding)
+        # vocabulary tensors stay bf16 (huggingface.co/openai/gpt-oss-120b config.json,
+        # quantization_config.modules_to_not_convert: model.layers.*.self_attn,
+        # model.layers.*.mlp.router, model.embed_tokens, lm_head)
         QuantFormat("mxfp4", 4.25, "fp4", "microscaling",
                     "MXFP4: E2M1 + E8M0 scale per 32 on the MoE experts; attention, router, embeddings bf16",
                     BF16_BITS, BF16_BITS, BF16_BITS),
