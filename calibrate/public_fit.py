@@ -189,7 +189,7 @@ def _row_objects(row: PublicRow):
     """(profile, engine preset for that device, model, quant format, CostModel) a row is replayed with;
     the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8)."""
     return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, _row_kv_dtype(row),
-                    POOL_OVERRIDE.get(row.model))
+                    POOL_OVERRIDE.get(row.model), row.settings.get("mxfp4_layers", ""))
 
 
 def _row_kv_dtype(row: PublicRow) -> str:
@@ -225,7 +225,7 @@ POOL_OVERRIDE: dict[str, float] = {}
 
 @lru_cache(maxsize=None)
 def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype: str = "",
-             pool: float | None = None):
+             pool: float | None = None, mxfp4_layers: str = ""):
     from sim.catalog.engine_config import load_engine
     from sim.catalog.hardware import load_profile
     from sim.catalog.lookup import get_model
@@ -236,12 +236,29 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
         eng = eng.with_overrides(tp=tp)
     if kv_dtype:
         eng = eng.with_overrides(kv_dtype=kv_dtype)
-    spec = get_model(model)
+    spec = get_model(model).as_loaded_by(eng.kernel_family)  # as the simulator holds it
     if pool is not None:
         spec = spec.model_copy(update={"expert_pool_fraction": pool})
-    q = spec.quant(quant)
+    q = _with_mxfp4_layers(spec.quant(quant), mxfp4_layers)
     cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.attention_kv_padding)
     return hw, eng, spec, q, cm
+
+
+def _with_mxfp4_layers(q, layers: str):
+    """The format a row's `mxfp4_layers` setting names: an MXFP4 checkpoint whose attention
+    projections ("qkv", "o") and LM head ("lm_head") were quantized to MXFP4 as well as the experts
+    (kubis.ai's vllm-node-mxfp4 image: mxfp4_layers=moe,qkv,o,lm_head), where the released one keeps
+    them in bf16 (`QuantFormat.non_expert_bits_per_weight`)."""
+    parts = {x.strip() for x in layers.split(",") if x.strip()}
+    if q.name != "mxfp4" or not parts:
+        return q
+    from dataclasses import replace as _replace
+
+    if {"qkv", "o"} <= parts:
+        q = _replace(q, non_expert_bits_per_weight=q.bits_per_weight)
+    if "lm_head" in parts:
+        q = _replace(q, lm_head_bits_per_weight=q.bits_per_weight)
+    return q
 
 
 def _kv_capacity(hw, spec, q, eng) -> int:

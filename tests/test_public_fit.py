@@ -248,6 +248,21 @@ def test_fit_and_simulator_price_a_fitted_profile_alike():
         assert CostParams.from_profile(hw, q, eng) == cost_params(hw, eng, q, p), (device, engine)
 
 
+def test_fit_and_simulator_hold_a_model_alike():
+    """The fit's replay (`_objects`) holds a model's weights as the simulator's engine loads them: the
+    catalog's GGUF sizes for llama.cpp, the released checkpoint's bytes for vLLM (gpt-oss-120b MXFP4:
+    63.4 GB as GGUF, 65.2 GB as released)."""
+    from sim.cost.roofline import CostModel
+
+    for engine in ("llama.cpp", "vllm"):
+        fit_cm = pf._objects("dgx-spark", engine, "gpt-oss-120b", "mxfp4", 1)[4]
+        sim_cm = CostModel.from_names("gpt-oss-120b", "mxfp4", "dgx-spark", engine)
+        assert fit_cm.weight_bytes_read(1) == pytest.approx(sim_cm.weight_bytes_read(1)), engine
+    gguf = pf._objects("dgx-spark", "llama.cpp", "gpt-oss-120b", "mxfp4", 1)[2].weight_bytes("mxfp4")
+    released = pf._objects("dgx-spark", "vllm", "gpt-oss-120b", "mxfp4", 1)[2].weight_bytes("mxfp4")
+    assert gguf == pytest.approx(63.37e9, rel=1e-3) and released == pytest.approx(65.2e9, rel=2e-3)
+
+
 @pytest.fixture
 def microbench():
     """Set the transfer's micro-benchmark rows for one test; the shipped file again afterwards."""

@@ -64,7 +64,7 @@ class ModelSpec(BaseModel):
     file_weight_bytes: dict[str, int] = Field(
         default_factory=dict,
         description="measured tensor bytes of this model's GGUF files, by quantization (beats the table for "
-        "llama.cpp-family engines; the others load the released checkpoint: sim.cost.roofline CostModel.from_names)",
+        "llama.cpp-family engines; the others load the released checkpoint: as_loaded_by)",
     )
     sources: list[str] = Field(default_factory=list)
     notes: str = ""
@@ -189,6 +189,16 @@ class ModelSpec(BaseModel):
     def routed_expert_params(self) -> int:
         """Parameters of the routed experts in all layers: L * E * (3 or 2)*h*F (0 for a dense model)."""
         return self.n_layers * self.n_experts * self.ffn_params_per_expert if self.is_moe else 0
+
+    def as_loaded_by(self, kernel_family: str | None) -> "ModelSpec":
+        """The spec as an engine of `kernel_family` holds it in memory: the catalog's measured sizes
+        (`file_weight_bytes`) are its GGUF files', which only the llama.cpp family ("ggml") loads; the
+        others load the released checkpoint, whose bytes the format table gives (gpt-oss-120b MXFP4:
+        63.4 GB as GGUF, with its attention and vocabulary tensors at about Q8_0; 65.2 GB as released,
+        with them in bf16). The simulator (`CostModel.from_names`) and the public fit both use it."""
+        if not self.file_weight_bytes or kernel_family == "ggml":
+            return self
+        return self.model_copy(update={"file_weight_bytes": {}})
 
     def nominal_weight_bytes(self, quant: str | QuantFormat | None = None) -> float:
         """Weight bytes from the format table (ignores a GGUF file's real size).

@@ -301,11 +301,7 @@ class CostModel:
 
         spec = model if isinstance(model, ModelSpec) else get_model(model)
         eng = engine if isinstance(engine, EngineConfig) else load_engine(engine)
-        if spec.file_weight_bytes and eng.kernel_family != "ggml":
-            # a catalog entry's measured sizes are its GGUF files'; the other engines load the released
-            # checkpoint, whose bytes the format table gives (gpt-oss-120b MXFP4: 63.4 GB as GGUF, its
-            # attention and vocabulary tensors at Q8_0; 65.2 GB as released, with them in bf16)
-            spec = spec.model_copy(update={"file_weight_bytes": {}})
+        spec = spec.as_loaded_by(eng.kernel_family)  # GGUF file sizes for llama.cpp's family only
         prof = hw if isinstance(hw, HardwareProfile) else load_profile(hw)
         q = spec.quant(quant or eng.default_quant)
         params = params or CostParams.from_profile(prof, q, eng)
