@@ -130,6 +130,9 @@ class GroupParams:
     # how closely the fitted values follow the group's rows: median |log(predicted / measured)| over
     # them (`fit_group`); None for a hand-made or transferred group. `transfer` weighs a donor by it.
     spread: float | None = None
+    # every row ran without CUDA graphs (settings enforce_eager): its per-step floor and all-reduce
+    # latency are eager mode's, which the presets (graphs on) do not pay; `transfer` lends neither
+    eager: bool = False
 
     def pins(self, what: str, cls: str = "") -> bool:
         """Whether the group's rows pinned efficiency `what` ("attention", "bandwidth", "compute") of `cls`."""
@@ -633,6 +636,7 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     at_bound = np.isclose(sol.x, lo, atol=1e-6) | np.isclose(sol.x, hi, atol=1e-6)
     p.pinned = frozenset(nm for nm, i, b in zip(names, info, at_bound) if nm and i >= PIN_INFO and not b)
     p.spread = float(np.median(np.abs(np.log(np.array([predict(it.row, it.shape, p) for it in items]) / meas))))
+    p.eager = all(str(it.row.settings.get("enforce_eager", "")).lower() in ("1", "true", "yes") for it in items)
     p.rows = [it.row.row_id for it in items]
     p.sources = sorted({it.row.source for it in items})
     p.rows_here = sum(it.row.source.startswith(REPO_SOURCE) for it in items)
@@ -973,7 +977,8 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     per-sequence cost `_tier(..., "memory")`. `transferred_from` names the nearest devices of both.
     Matmul efficiencies are averaged as shares of each device's achievable peak (`achievable_share`)
     and turned back into the target's share of its datasheet peak. The per-iteration floor and
-    per-sequence cost come from devices of the same vendor only (`_launch_costs`). `era` is the share
+    per-sequence cost come from devices of the same vendor only (`_launch_costs`), and they and the
+    all-reduce latency only from donors whose rows ran with CUDA graphs (`GroupParams.eager`). `era` is the share
     of current-build rows the prediction is for (1 for a shipped profile: users run today's llama.cpp;
     a held-out group's own share when cross-validating); on the memory side a donor of the other era
     is ERA_TIERS tiers further (`_era_step`). None when the family was fitted nowhere else."""
@@ -1022,12 +1027,14 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     for side in ("compute", "memory"):
         best = min(tier(g, side) for g in others)
         nearest |= {g.device for g in others if tier(g, side) == best}
-    floor_ms, seq_ms = _launch_costs(device, [(weight(g, "memory"), g) for g in others], wmean)
+    # the floor and the all-reduce latency are the launch path's: eager-mode donors do not lend them
+    graphs = [g for g in others if not g.eager]
+    floor_ms, seq_ms = _launch_costs(device, [(weight(g, "memory"), g) for g in graphs], wmean)
     return GroupParams(
         device, family, bw, comp, wgeo([(weight(g) * measured(g, "attention"), g.attention) for g in others]),
         floor_ms, seq_ms,
         wmean([(weight(g), g.half_rows) for g in others]),
-        _transfer_latency(device, [(weight(g), g) for g in others if g.lat_us is not None], wgeo, wmean),
+        _transfer_latency(device, [(weight(g), g) for g in graphs if g.lat_us is not None], wgeo, wmean),
         transferred_from=sorted(nearest), seen_classes=(), current_share=era,
     )
 

@@ -420,6 +420,33 @@ def test_a_transferred_all_reduce_latency_is_a_multiple_of_the_targets_link():
     assert transfer("l40s", "trtllm", fits).lat_us == pytest.approx(15.0 * link)
 
 
+def test_eager_mode_donors_lend_no_floor_and_no_all_reduce_latency():
+    """A donor whose rows all ran without CUDA graphs (enforce_eager) measured eager mode's launch path:
+    a transfer takes the floor and the all-reduce latency from graph-mode donors, or else the profile's."""
+    def donor(device, floor, lat, eager):
+        return GroupParams(device, "torch", {"fp8": 0.7}, {"fp8": 0.5}, 0.3, floor, lat_us=lat, rows=["r"] * 10,
+                           seen_classes=("fp8",), eager=eager)
+
+    h100 = load_profile("h100-sxm")
+    only_eager = transfer("h100-sxm", "torch", {("dgx-spark", "torch"): donor("dgx-spark", 4.8, 12.0, True)})
+    assert only_eager.floor_ms == h100.iteration_overhead_ms and only_eager.lat_us is None
+    both = transfer("h100-sxm", "torch", {("dgx-spark", "torch"): donor("dgx-spark", 4.8, 12.0, True),
+                                          ("h200", "torch"): donor("h200", 0.4, 6.0, False)})
+    assert both.floor_ms == pytest.approx(0.4) and both.lat_us == pytest.approx(6.0)
+    # the efficiencies still come from every donor
+    assert only_eager.bandwidth["fp8"] == pytest.approx(0.7 * pf.bandwidth_anchor("h100-sxm", "dgx-spark"))
+
+
+def test_a_rows_mxfp4_layers_setting_replays_the_checkpoint_it_names():
+    """kubis.ai's vLLM image quantized gpt-oss-120b's attention and LM head to MXFP4 too
+    (mxfp4_layers=moe,qkv,o,lm_head): a decode token reads ~2.7 GB, not the released 5.0 GB."""
+    released = pf._objects("dgx-spark", "vllm", "gpt-oss-120b", "mxfp4", 1)[4]
+    all_mx = pf._objects("dgx-spark", "vllm", "gpt-oss-120b", "mxfp4", 1, "", None, "moe,qkv,o,lm_head")[4]
+    assert released.weight_bytes_read(1) == pytest.approx(5.0e9, rel=0.01)
+    # attention 36 x 26.5M + LM head 201,088 x 2,880 at 4.25 bits (0.82 GB) + 4 experts x 36 layers (1.90 GB)
+    assert all_mx.weight_bytes_read(1) == pytest.approx(2.72e9, rel=0.02)
+
+
 def test_moe_experts_pay_their_start_up_per_touched_expert():
     moe, dense = get_model("qwen3-30b-a3b"), get_model("qwen2.5-7b")
     for spec in (moe, dense):
