@@ -335,8 +335,14 @@ def test_a_transfer_compares_devices_by_the_peak_their_kernels_can_reach():
                                           seen_classes=("f16",)),
             ("a100-80g", "ggml"): GroupParams("a100-80g", "ggml", {"gguf": 0.5}, {"gguf": 0.16}, 0.2, 1.0,
                                               rows=["r"] * 10, seen_classes=("gguf",))}
-    # same generation and memory class: the 4090 borrows the L40S's share of its fp16-accumulate peak
-    assert transfer("rtx-4090", "ggml", fits).compute["f16"] == pytest.approx(0.8)
+    # same generation and memory class: the 4090 borrows the L40S's share of its fp16-accumulate peak,
+    # for the weight GEMMs and for attention (ggml's fp16 attention kernels alike)
+    to_4090 = transfer("rtx-4090", "ggml", fits)
+    assert to_4090.compute["f16"] == pytest.approx(0.8)
+    assert to_4090.attention == pytest.approx(2 * 0.2)
+    # and back: the L40S reads a 4090's attention as half its datasheet share
+    back = transfer("l40s", "ggml", {("rtx-4090", "ggml"): replace(fits[("l40s", "ggml")], device="rtx-4090")})
+    assert back.attention == pytest.approx(0.2 / 2)
     # an H100 borrows the A100's share of the int8 rate MMQ reaches, half of Hopper's datasheet rate
     assert transfer("h100-sxm", "ggml", fits).compute["gguf"] == pytest.approx(0.08)
 
