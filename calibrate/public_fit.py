@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -255,12 +255,10 @@ def _with_mxfp4_layers(q, layers: str):
     parts = {x.strip() for x in layers.split(",") if x.strip()}
     if q.name != "mxfp4" or not parts:
         return q
-    from dataclasses import replace as _replace
-
     if {"qkv", "o"} <= parts:
-        q = _replace(q, non_expert_bits_per_weight=q.bits_per_weight)
+        q = replace(q, non_expert_bits_per_weight=q.bits_per_weight)
     if "lm_head" in parts:
-        q = _replace(q, lm_head_bits_per_weight=q.bits_per_weight)
+        q = replace(q, lm_head_bits_per_weight=q.bits_per_weight)
     return q
 
 
@@ -975,18 +973,18 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
              era: float | None = None) -> GroupParams | None:
     """Parameters for `device` under `family` from the other fitted devices of that family: a
     weighted geometric mean (arithmetic for the floor and per-sequence cost), weight =
-    TIER_DECAY ** tier x sqrt(rows) x (ROW_SIGMA / spread) ** SPREAD_POWER, per weight class (a
-    donor whose rows did not pin an efficiency
-    down, e.g. of a class it did not measure, counts UNPINNED_TIERS tiers further);
-    the tier of matmul-side parameters is `_tier(..., "compute")`, of bandwidth, floor and
-    per-sequence cost `_tier(..., "memory")`. `transferred_from` names the nearest devices of both.
-    Matmul efficiencies are averaged as shares of each device's achievable peak (`achievable_share`)
-    and turned back into the target's share of its datasheet peak. The per-iteration floor and
-    per-sequence cost come from devices of the same vendor only (`_launch_costs`), and they and the
-    all-reduce latency only from donors whose rows ran with CUDA graphs (`GroupParams.eager`). `era` is the share
-    of current-build rows the prediction is for (1 for a shipped profile: users run today's llama.cpp;
-    a held-out group's own share when cross-validating); on the memory side a donor of the other era
-    is ERA_TIERS tiers further (`_era_step`). None when the family was fitted nowhere else."""
+    TIER_DECAY ** tier x sqrt(rows) x (ROW_SIGMA / spread) ** SPREAD_POWER, per weight class (a donor
+    whose rows did not pin an efficiency down, e.g. of a class it did not measure, counts
+    UNPINNED_TIERS tiers further); the tier of matmul-side parameters is `_tier(..., "compute")`, of
+    bandwidth, floor and per-sequence cost `_tier(..., "memory")`. `transferred_from` names the
+    nearest devices of both. Matmul and attention efficiencies are averaged as shares of each device's
+    achievable peak (`achievable_share`; attention on the fp16 one) and turned back into the target's
+    share of its datasheet peak. The per-iteration floor and per-sequence cost come from devices of
+    the same vendor only (`_launch_costs`), and they and the all-reduce latency only from donors whose
+    rows ran with CUDA graphs (`GroupParams.eager`). `era` is the share of current-build rows the
+    prediction is for (1 for a shipped profile: users run today's llama.cpp; a held-out group's own
+    share when cross-validating); on the memory side a donor of the other era is ERA_TIERS tiers
+    further (`_era_step`). None when the family was fitted nowhere else."""
     others = [g for (d, f), g in fits.items() if f == family and d != device]
     if not others:
         return None
@@ -1024,9 +1022,15 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
                  wgeo([(weight(g, "memory") * measured(g, "bandwidth", c),
                         g.bandwidth_for(c) * bandwidth_anchor(device, g.device)) for g in others]))
           for c in classes}
-    comp = {c: min(BOUNDS["compute"][1], achievable_share(device, family, c)
-                   * wgeo([(weight(g) * measured(g, "compute", c),
-                            g.compute_for(c) * anchor(g) / achievable_share(g.device, family, c)) for g in others]))
+    def achievable(what: str, cls: str, donors) -> float:
+        # a weighted geometric mean of [(weight, donor, value)] taken as shares of each device's
+        # achievable peak (`achievable_share`) and turned back into the target's datasheet share, capped
+        # at the bound a fitted value has
+        return min(BOUNDS[what][1], achievable_share(device, family, cls)
+                   * wgeo([(w, v / achievable_share(g.device, family, cls)) for w, g, v in donors]))
+
+    comp = {c: achievable("compute", c, [(weight(g) * measured(g, "compute", c), g, g.compute_for(c) * anchor(g))
+                                         for g in others])
             for c in classes}
     nearest = set()
     for side in ("compute", "memory"):
@@ -1037,9 +1041,7 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     floor_ms, seq_ms = _launch_costs(device, [(weight(g, "memory"), g) for g in graphs], wmean)
     return GroupParams(
         device, family, bw, comp,
-        min(BOUNDS["attention"][1], achievable_share(device, family, "f16")
-            * wgeo([(weight(g) * measured(g, "attention"), g.attention / achievable_share(g.device, family, "f16"))
-                    for g in others])),
+        achievable("attention", "f16", [(weight(g) * measured(g, "attention"), g, g.attention) for g in others]),
         floor_ms, seq_ms,
         wmean([(weight(g), g.half_rows) for g in others]),
         _transfer_latency(device, [(weight(g), g) for g in graphs if g.lat_us is not None], wgeo, wmean),
