@@ -75,3 +75,15 @@ def test_reported_memory_above_capacity_is_rejected():
     with pytest.raises(ValueError, match="memory_reported_gib"):
         HardwareProfile(name="x", kind="gpu", memory_capacity_gib=48, memory_reported_gib=49,
                         memory_bandwidth_gb_per_s=100, peak_tflops={"bf16": 10.0})
+
+
+def test_an_engine_plans_memory_for_the_weights_it_loads():
+    """The catalog's measured sizes are GGUF files': llama.cpp's memory plan holds gpt-oss-120b's GGUF
+    (63.4 GB, attention and vocabulary at about Q8_0), vLLM's the released checkpoint (65.2 GB, bf16)."""
+    from sim.engine.build import replica_parts
+
+    hw = load_profile("h100-sxm")
+    held = {e: replica_parts(hw, get_model("gpt-oss-120b"), "mxfp4", load_engine(e).for_hardware(hw)).kvp.weight_bytes
+            for e in ("llama.cpp", "vllm")}
+    assert held["llama.cpp"] == pytest.approx(63.37e9, rel=1e-3)
+    assert held["vllm"] == pytest.approx(65.17e9, rel=1e-3)

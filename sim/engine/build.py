@@ -257,7 +257,10 @@ class ReplicaParts:
 
 def replica_parts(hw: HardwareProfile, model: ModelSpec, quant: str | None, engine: EngineConfig,
                   cost_params: CostParams | None = None) -> ReplicaParts:
-    """Resolve and validate one engine deployment (cost model, KV plan, context limit)."""
+    """Resolve and validate one engine deployment (cost model, KV plan, context limit). The model's
+    weights are the ones the engine loads (`ModelSpec.as_loaded_by`: GGUF file sizes for the llama.cpp
+    family, the released checkpoint's bytes for the others), for its memory plan as for its timing."""
+    model = model.as_loaded_by(engine.kernel_family)
     q = model.quant(quant or engine.default_quant)
     params = cost_params or CostParams.from_profile(hw, q, engine)
     cost = make_cost_model(hw, model, q, engine, params=params)
