@@ -164,11 +164,20 @@ def _synthetic_rows(truth: GroupParams):
     return out
 
 
-def test_the_fit_recovers_known_parameters_from_synthetic_rows():
-    truth = GroupParams("rtx-4090", "ggml", bandwidth={"gguf": 0.62, "f16": 0.81}, compute={"gguf": 0.18, "f16": 0.7},
-                        attention=0.2, floor_ms=0.9, seq_ms=0.0, half_rows=0.0)
-    items = _synthetic_rows(truth)
-    got = fit_group(items, "rtx-4090", "ggml")
+# the parameters synthetic rows are generated from (`_synthetic_rows`), and their fit, shared by the tests
+TRUTH_4090 = GroupParams("rtx-4090", "ggml", bandwidth={"gguf": 0.62, "f16": 0.81}, compute={"gguf": 0.18, "f16": 0.7},
+                         attention=0.2, floor_ms=0.9, seq_ms=0.0, half_rows=0.0)
+
+
+@pytest.fixture(scope="module")
+def synthetic_fit():
+    """(rows generated from TRUTH_4090, their fit)."""
+    items = _synthetic_rows(TRUTH_4090)
+    return items, fit_group(items, "rtx-4090", "ggml")
+
+
+def test_the_fit_recovers_known_parameters_from_synthetic_rows(synthetic_fit):
+    items, got = synthetic_fit
     assert got.bandwidth["gguf"] == pytest.approx(0.62, rel=0.03)
     assert got.bandwidth["f16"] == pytest.approx(0.81, rel=0.03)
     assert got.compute["gguf"] == pytest.approx(0.18, rel=0.05)
@@ -178,13 +187,10 @@ def test_the_fit_recovers_known_parameters_from_synthetic_rows():
     assert max(abs(e) for e in errs) < 0.02
 
 
-def test_the_fit_says_which_efficiencies_its_rows_pinned_and_a_transfer_prefers_those():
+def test_the_fit_says_which_efficiencies_its_rows_pinned_and_a_transfer_prefers_those(synthetic_fit):
     """Decode rows alone pin the bandwidth, not the matmul efficiency (left at the prior): such a donor's
     matmul efficiency counts UNPINNED_TIERS further in a transfer than one that prompts pinned."""
-    truth = GroupParams("rtx-4090", "ggml", bandwidth={"gguf": 0.62, "f16": 0.81}, compute={"gguf": 0.18, "f16": 0.7},
-                        attention=0.2, floor_ms=0.9, seq_ms=0.0, half_rows=0.0)
-    items = _synthetic_rows(truth)
-    full = fit_group(items, "rtx-4090", "ggml")
+    items, full = synthetic_fit
     assert {"bandwidth:gguf", "compute:gguf", "bandwidth:f16", "compute:f16"} <= full.pinned
     decode = fit_group([it for it in items if it.row.metric == "tg"], "rtx-4090", "ggml")
     assert "bandwidth:gguf" in decode.pinned and "compute:gguf" not in decode.pinned
@@ -206,13 +212,10 @@ def test_the_fit_says_which_efficiencies_its_rows_pinned_and_a_transfer_prefers_
                                                   rel=1e-3)
 
 
-def test_a_donor_whose_rows_the_model_follows_poorly_counts_less_in_a_transfer():
+def test_a_donor_whose_rows_the_model_follows_poorly_counts_less_in_a_transfer(synthetic_fit):
     """`GroupParams.spread` is the median |log(predicted / measured)| of a fit; a transfer weighs each
     donor by (ROW_SIGMA / max(spread, SPREAD_FLOOR)) ** SPREAD_POWER on top of sqrt(rows)."""
-    truth = GroupParams("rtx-4090", "ggml", bandwidth={"gguf": 0.62, "f16": 0.81}, compute={"gguf": 0.18, "f16": 0.7},
-                        attention=0.2, floor_ms=0.9, seq_ms=0.0, half_rows=0.0)
-    items = _synthetic_rows(truth)
-    clean = fit_group(items, "rtx-4090", "ggml")
+    items, clean = synthetic_fit
     # the same rows, alternately 15% fast and slow: no parameters follow them
     noisy = fit_group([replace(it, row=replace(it.row, value=it.row.value * (1.15 if i % 2 else 1 / 1.15)))
                        for i, it in enumerate(items)], "rtx-4090", "ggml")
