@@ -98,6 +98,10 @@ class PublicRow:
                     continue
         return None
 
+    def setting_flag(self, key: str) -> bool:
+        """Whether the settings switch `key` on (enforce_eager=1, =true, =yes)."""
+        return self.settings.get(key, "").lower() in ("1", "true", "yes", "on")
+
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}"

@@ -633,8 +633,10 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     # faster than its datasheet allows with the model's per-step costs): not pinned either
     at_bound = np.isclose(sol.x, lo, atol=1e-6) | np.isclose(sol.x, hi, atol=1e-6)
     p.pinned = frozenset(nm for nm, i, b in zip(names, info, at_bound) if nm and i >= PIN_INFO and not b)
-    p.spread = float(np.median(np.abs(np.log(np.array([predict(it.row, it.shape, p) for it in items]) / meas))))
-    p.eager = all(str(it.row.settings.get("enforce_eager", "")).lower() in ("1", "true", "yes") for it in items)
+    # the rows' residuals at the solution, unweighted: sol.fun's first len(items) are w x log(pred / meas)
+    # / ROW_SIGMA (`resid`)
+    p.spread = float(np.median(np.abs(sol.fun[:len(items)]) * ROW_SIGMA / w))
+    p.eager = all(it.row.setting_flag("enforce_eager") for it in items)
     p.rows = [it.row.row_id for it in items]
     p.sources = sorted({it.row.source for it in items})
     p.rows_here = sum(it.row.source.startswith(REPO_SOURCE) for it in items)

@@ -429,7 +429,7 @@ def test_a_transferred_all_reduce_latency_is_a_multiple_of_the_targets_link():
     assert transfer("l40s", "trtllm", fits).lat_us == pytest.approx(15.0 * link)
 
 
-def test_eager_mode_donors_lend_no_floor_and_no_all_reduce_latency():
+def test_eager_mode_donors_lend_no_floor_and_no_all_reduce_latency(corpus):
     """A donor whose rows all ran without CUDA graphs (enforce_eager) measured eager mode's launch path:
     a transfer takes the floor and the all-reduce latency from graph-mode donors, or else the profile's."""
     def donor(device, floor, lat, eager):
@@ -444,6 +444,9 @@ def test_eager_mode_donors_lend_no_floor_and_no_all_reduce_latency():
     assert both.floor_ms == pytest.approx(0.4) and both.lat_us == pytest.approx(6.0)
     # the efficiencies still come from every donor
     assert only_eager.bandwidth["fp8"] == pytest.approx(0.7 * pf.bandwidth_anchor("h100-sxm", "dgx-spark"))
+    # the shipped eager rows (kubis.ai's DGX Spark vLLM runs) say so in their settings, and only they do
+    eager = [r for r in corpus if r.setting_flag("enforce_eager")]
+    assert eager and {r.device for r in eager} == {"dgx-spark"} and all("kubis" in r.row_id for r in eager)
 
 
 def test_a_rows_mxfp4_layers_setting_replays_the_checkpoint_it_names():
