@@ -209,11 +209,8 @@ class ModelSpec(BaseModel):
         format that quantizes the experts alone (`QuantFormat.non_expert_bits`: MXFP4 checkpoints).
         """
         q = self.quant(quant)
-        vh = self.vocab_size * self.hidden_size
-        if self.tie_embeddings:
-            vocab_bits = vh * q.lm_head_bits
-        else:
-            vocab_bits = vh * q.embedding_bits + vh * q.lm_head_bits
+        embedding, head = self._vocab_bits(q)
+        vocab_bits = head if self.tie_embeddings else embedding + head
         experts = self.routed_expert_params
         return (experts * q.bits_per_weight + (self.block_params - experts) * q.non_expert_bits + vocab_bits) / 8.0
 
@@ -257,9 +254,16 @@ class ModelSpec(BaseModel):
         parameters but 17% of its released checkpoint's bytes."""
         q = self.quant(quant)
         scale = self._byte_scales(q)[1]
+        embedding, head = self._vocab_bits(q)
+        return embedding / 8.0 * scale, head / 8.0 * scale
+
+    def _vocab_bits(self, q: QuantFormat) -> tuple[float, float]:
+        """(input embedding bits, LM head bits) by the format table: V*h x each tensor's width; a tied
+        table is one tensor stored at the LM head's width (llama.cpp quantizes it as the output), so
+        both are that tensor."""
         vh = self.vocab_size * self.hidden_size
-        head = vh * q.lm_head_bits / 8.0 * scale
-        return (head if self.tie_embeddings else vh * q.embedding_bits / 8.0 * scale), head
+        head = vh * q.lm_head_bits
+        return (head if self.tie_embeddings else vh * q.embedding_bits), head
 
     def expert_bytes(self, quant: str | QuantFormat | None = None) -> float:
         """Bytes of one routed expert across all layers: L * (3 or 2)*h*F * bpw/8.
