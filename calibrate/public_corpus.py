@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -283,13 +284,21 @@ def load_corpus(directory: str | Path | None = None) -> list[PublicRow]:
 MICROBENCH_FILE = "device_microbench.csv"
 MICROBENCH_COLUMNS = ("device", "benchmark", "kernel", "quantity", "value", "unit", "as_printed", "derivation",
                       "source", "source_ref", "device_variant", "notes")
-MICROBENCH_UNITS = {"memory_bandwidth": "GB/s", "matmul": "TFLOPS"}
+MICROBENCH_UNITS = {"memory_bandwidth": "GB/s", "matmul": "TFLOPS", "allreduce_time": "us"}
+
+
+def allreduce_devices(kernel: str) -> int:
+    """The device count an all-reduce micro-benchmark row ran over, from its kernel ('all_reduce 8 GPUs
+    1K' -> 8); 0 when the kernel does not say."""
+    m = re.search(r"\b(\d+) GPUs\b", kernel)
+    return int(m.group(1)) if m else 0
 
 
 @dataclass(frozen=True)
 class MicroRow:
     """One published micro-benchmark figure of a device: `value` in `unit` (GB/s for
-    memory_bandwidth, dense TFLOPS for matmul), measured by `benchmark`'s `kernel`."""
+    memory_bandwidth, dense TFLOPS for matmul, microseconds per collective for allreduce_time),
+    measured by `benchmark`'s `kernel`."""
 
     device: str
     benchmark: str
@@ -330,6 +339,9 @@ def load_microbench(path: str | Path | None = None) -> list[MicroRow]:
         if unit != MICROBENCH_UNITS[quantity]:
             raise ConfigError(f"a {quantity} figure is in {MICROBENCH_UNITS[quantity]}, got '{unit}'", file=name,
                               line=line, field="unit")
+        if quantity == "allreduce_time" and allreduce_devices(kernel) < 2:
+            raise ConfigError(f"an all-reduce's kernel names its device count ('all_reduce 8 GPUs 1K'), got '{kernel}'",
+                              file=name, line=line, field="kernel")
         value = _float(rec.get("value") or "", name="value", file=name, line=line, required=True)
         need("as_printed")
         source = need("source")

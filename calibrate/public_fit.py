@@ -1071,6 +1071,19 @@ def _launch_costs(device: str, donors: list, wmean) -> tuple[float, float]:
     return wmean([(w, g.floor_ms) for w, g in mates]), wmean([(w, g.seq_ms) for w, g in mates])
 
 
+def allreduce_step_latency_us(device: str) -> float | None:
+    """The device's measured collective step latency [us]: the median over its `allreduce_time`
+    micro-benchmark rows (NCCL/RCCL all-reduce of 1-8 KB, where the time is latency) of time / (2 (N - 1)),
+    the ring all-reduce's latency term (sim/cost/parallel.py `ring_allreduce_s`: 2 (N - 1) steps) for
+    its N devices. None without such rows. The Azure ND results give 8-GPU nodes: H100 SXM 1.86 us,
+    H200 2.16, A100 3.15, MI300X 3.47 (RCCL)."""
+    from calibrate.public_corpus import allreduce_devices
+
+    steps = [r.value / (2 * (allreduce_devices(r.kernel) - 1)) for r in _micro_rows()
+             if r.device == device and r.quantity == "allreduce_time"]
+    return float(np.median(steps)) if steps and USE_MICROBENCH else None
+
+
 def _transfer_latency(device: str, donors: list, wgeo, wmean) -> float | None:
     """All-reduce step latency for `device` from fitted donors [(weight, GroupParams)]: the fitted
     latency as a multiple of each donor's own link latency (profile `interconnect_latency_us`: NVLink
@@ -1078,11 +1091,20 @@ def _transfer_latency(device: str, donors: list, wgeo, wmean) -> float | None:
     latency (launches, synchronisation, the ring's steps) carries over between devices; the link does
     not: an L40S's PCIe all-reduce held out and priced at the NVLink parts' fitted latency was 67%
     fast (median) on its tp4/tp8 TensorRT-LLM rows, 53% with the multiple. A plain weighted mean
-    when a link latency is 0 (unified-memory devices)."""
+    when a link latency is 0 (unified-memory devices).
+
+    With no donor (no other device of the family ran with CUDA graphs), the device's own measured
+    collective step latency (`allreduce_step_latency_us`) replaces the profile's engineering default,
+    else None (the profile's). Not as an anchor between donors: NCCL's small-message time does not
+    follow the engines' own all-reduce kernels (TensorRT-LLM's fitted step latency is 1.15x the
+    H100's on the A100; NCCL's is 1.7x). Held out by device, the MI300X's 64 vLLM rows (no graph-mode
+    vLLM donor) had been priced at the profile's 5 us against their own fitted 2.7 and read 30.8%
+    off (median; 41 of them > 25%); at RCCL's 3.47 us, 13.0% (16 > 25%); all rows 9.3 / 37.9% ->
+    9.0 / 31.9% (median / p90), nothing else moved (docs/public-calibration.md, round 16)."""
     from sim.catalog.hardware import load_profile
 
     if not donors:
-        return None
+        return allreduce_step_latency_us(device)
     link = {d: load_profile(d).interconnect_latency_us for d in {device, *(g.device for _, g in donors)}}
     if all(v > 0 for v in link.values()):
         return link[device] * wgeo([(w, g.lat_us / link[g.device]) for w, g in donors])
@@ -1308,6 +1330,9 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
             if p.transferred_from:
                 src = (f"no public rows of {family} kernels on {device}: transferred from "
                        f"{', '.join(p.transferred_from)} (nearest architecture, calibrate/public_fit.py transfer)")
+                if p.lat_us is not None and p.lat_us == allreduce_step_latency_us(device):
+                    src += ("; all-reduce step latency: this device's own NCCL/RCCL all-reduce micro-benchmark "
+                            "(benchmarks/public/device_microbench.csv), no donor of the family ran with CUDA graphs")
             else:
                 kind = ("public measurements" if not p.rows_here else
                         "measurements timed with this repository's benchmarks/gpu scripts" if p.rows_here == len(p.rows)

@@ -429,16 +429,49 @@ def test_a_transferred_all_reduce_latency_is_a_multiple_of_the_targets_link():
     assert transfer("l40s", "trtllm", fits).lat_us == pytest.approx(15.0 * link)
 
 
+def test_with_no_graph_mode_donor_a_device_keeps_its_own_measured_all_reduce_latency(microbench):
+    """No donor of the family ran with CUDA graphs: the all-reduce step latency is the device's own
+    NCCL/RCCL micro-benchmark's (median over 1-8 KB of time / 2 (N - 1)), not the profile's
+    engineering default; without that micro-benchmark, None (the profile's). Donors, when there are
+    any, still decide (the micro-benchmark is no anchor between them)."""
+    eager = GroupParams("dgx-spark", "torch", {"fp8": 0.7}, {"fp8": 0.5}, 0.3, 4.8, lat_us=12.0, rows=["r"] * 10,
+                        seen_classes=("fp8",), eager=True)
+    times = (44.8, 51.2, 47.8, 49.4)  # the Azure ND MI300X v5 RCCL figures, 1K-8K
+    microbench([MicroRow("mi300x", "rccl-tests", f"all_reduce 8 GPUs {k}K", "allreduce_time", t, "https://x")
+                for k, t in zip((1, 2, 4, 8), times)])
+    assert pf.allreduce_step_latency_us("mi300x") == pytest.approx((47.8 + 49.4) / 2 / 14)
+    assert transfer("mi300x", "torch", {("dgx-spark", "torch"): eager}).lat_us == pytest.approx(48.6 / 14)
+    graph = GroupParams("h100-sxm", "torch", {"fp8": 0.7}, {"fp8": 0.5}, 0.3, 0.2, lat_us=2.0, rows=["r"] * 10,
+                        seen_classes=("fp8",))
+    link = load_profile("mi300x").interconnect_latency_us / load_profile("h100-sxm").interconnect_latency_us
+    assert transfer("mi300x", "torch", {("h100-sxm", "torch"): graph}).lat_us == pytest.approx(2.0 * link)
+    microbench([])
+    assert transfer("mi300x", "torch", {("dgx-spark", "torch"): eager}).lat_us is None
+    microbench(load_microbench())  # the shipped file: measured for the Azure ND parts, 1.86 us on the H100
+    assert pf.allreduce_step_latency_us("h100-sxm") == pytest.approx(26.05 / 14, rel=1e-3)
+    assert pf.allreduce_step_latency_us("rtx-4090") is None
+
+
+def test_an_all_reduce_micro_benchmark_names_its_device_count(tmp_path):
+    folder = tmp_path / "corpus"
+    _write_corpus(folder, [_good_row()])
+    path = _write_microbench(folder, [_micro_row(), _micro_row(benchmark="nccl-tests", kernel="all_reduce 1K",
+                                                                quantity="allreduce_time", unit="us", value="25.6")])
+    _assert_one_line_error(folder, f"{path}:3", "kernel", "names its device count")
+
+
 def test_eager_mode_donors_lend_no_floor_and_no_all_reduce_latency(corpus):
     """A donor whose rows all ran without CUDA graphs (enforce_eager) measured eager mode's launch path:
-    a transfer takes the floor and the all-reduce latency from graph-mode donors, or else the profile's."""
+    a transfer takes the floor and the all-reduce latency from graph-mode donors, or else the profile's
+    floor and the device's own measured collective latency (`allreduce_step_latency_us`)."""
     def donor(device, floor, lat, eager):
         return GroupParams(device, "torch", {"fp8": 0.7}, {"fp8": 0.5}, 0.3, floor, lat_us=lat, rows=["r"] * 10,
                            seen_classes=("fp8",), eager=eager)
 
     h100 = load_profile("h100-sxm")
     only_eager = transfer("h100-sxm", "torch", {("dgx-spark", "torch"): donor("dgx-spark", 4.8, 12.0, True)})
-    assert only_eager.floor_ms == h100.iteration_overhead_ms and only_eager.lat_us is None
+    assert only_eager.floor_ms == h100.iteration_overhead_ms
+    assert only_eager.lat_us == pf.allreduce_step_latency_us("h100-sxm") != 12.0
     both = transfer("h100-sxm", "torch", {("dgx-spark", "torch"): donor("dgx-spark", 4.8, 12.0, True),
                                           ("h200", "torch"): donor("h200", 0.4, 6.0, False)})
     assert both.floor_ms == pytest.approx(0.4) and both.lat_us == pytest.approx(6.0)
