@@ -63,9 +63,11 @@ MAX_ITERATION_OVERHEAD_MS = 100.0
 MAX_SEQUENCE_OVERHEAD_MS = 50.0
 MAX_HALF_ROWS = 32.0
 MAX_DECODE_ATTENTION_SLOWDOWN = 32.0
-# Defaults of the parameters newer than the first five (n_1/2, decode-attention slowdown): bounds
-# that stop before them, or pin them (upper == lower), keep these values.
-_TRAILING_DEFAULTS = (0.0, 1.0)
+# Defaults of the parameters newer than the first five (n_1/2, decode-attention slowdown, mat-vec ALU
+# seconds per weight): bounds that stop before them, or pin them (upper == lower), keep these values.
+# The mat-vec ALU roof (`CostParams.matvec_s_per_weight`) is never fitted here: it is a property of
+# llama.cpp's Metal K-quant kernels, fitted to public Apple measurements (calibrate/public_fit.py).
+_TRAILING_DEFAULTS = (0.0, 1.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,10 @@ def physical_bounds(
     inf = float("inf")
     bw_hi = 2.0 * raw_bandwidth_bytes_per_s if raw_bandwidth_bytes_per_s else inf
     mm_hi = int8_speedup * raw_matmul_flops_per_s if raw_matmul_flops_per_s else inf
-    lower = (1e6, 1e6, 1e6, 0.0, 0.0, 0.0, 1.0)
+    lower = (1e6, 1e6, 1e6, 0.0, 0.0, 0.0, 1.0, 0.0)
     att_hi = raw_matmul_flops_per_s if raw_matmul_flops_per_s else inf
     upper = (bw_hi, mm_hi, att_hi, MAX_ITERATION_OVERHEAD_MS / 1e3, MAX_SEQUENCE_OVERHEAD_MS / 1e3, MAX_HALF_ROWS,
-             MAX_DECODE_ATTENTION_SLOWDOWN)
+             MAX_DECODE_ATTENTION_SLOWDOWN, 0.0)
     parts = []
     if raw_bandwidth_bytes_per_s:
         parts.append("bandwidth <= 2 x STREAM copy")
@@ -256,7 +258,7 @@ def fit_cost_params(
     # Bounds that stop before n_1/2 or the decode-attention slowdown (older callers), or pin one
     # (upper == lower), keep it at its default (0 rows: plain roofline; 1: one attention rate).
     def padded(b: tuple[float, ...]) -> np.ndarray:
-        return np.array((*b, *_TRAILING_DEFAULTS[max(0, len(b) - 5):])[:7], dtype=float)
+        return np.array((*b, *_TRAILING_DEFAULTS[max(0, len(b) - 5):])[:8], dtype=float)
 
     lo, hi = padded(bounds.lower), padded(bounds.upper)
     fit_half = hi[5] > lo[5]
@@ -270,7 +272,7 @@ def fit_cost_params(
     def to_params(x: np.ndarray) -> np.ndarray:
         half = x[i_half] if i_half is not None else lo[5]
         slow = np.exp(x[i_slow]) if i_slow is not None else lo[6]
-        return np.array([np.exp(x[0]), np.exp(x[1]), np.exp(x[2]), x[3] / 1e3, x[4] / 1e3, half, slow])
+        return np.array([np.exp(x[0]), np.exp(x[1]), np.exp(x[2]), x[3] / 1e3, x[4] / 1e3, half, slow, lo[7]])
 
     x_lo = np.array([np.log(lo[0]), np.log(lo[1]), np.log(lo[2]), lo[3] * 1e3, lo[4] * 1e3])
     x_hi = np.array([

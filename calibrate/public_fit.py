@@ -159,6 +159,7 @@ class GroupParams:
             compute_by_class=self.compute, bandwidth_by_class=self.bandwidth, attention_of_peak=self.attention,
             floor_ms=self.floor_ms, per_sequence_ms=self.seq_ms, matmul_half_rows=self.half_rows,
             interconnect_latency_us=self.lat_us,
+            kquant_matvec_flops_per_weight=matvec_flops_for(self.device, self.family),
         )
 
 
@@ -1111,6 +1112,63 @@ def _transfer_latency(device: str, donors: list, wgeo, wmean) -> float | None:
     return wmean([(w, g.lat_us) for w, g in donors])
 
 
+# ---- the ALU cost of K-quant mat-vec kernels on Apple GPUs (a kernel property, fitted across devices) --
+
+# FLOP-equivalents per K-quant weight per row that llama.cpp's Metal mat-vec kernels spend at the fp32
+# ALU rate (`Efficiency.kquant_matvec_flops_per_weight`, sim.cost.roofline `matvec_alu_s`); None until
+# `fit_matvec_alu` chooses it (then every Apple profile's llama.cpp entry carries the choice).
+APPLE_KQUANT_MATVEC_FLOPS: dict[str, float | None] = {"value": None}
+MATVEC_GRID = (0.0, 8.0, 16.0, 24.0, 32.0, 40.0, 48.0, 64.0)
+
+
+def matvec_flops_for(device: str, family: str) -> float | None:
+    """The K-quant mat-vec ALU cost (FLOP-equivalents per weight) a (device, family) entry carries: the
+    fitted value for llama.cpp's kernels on Apple GPUs, None elsewhere (CUDA's mat-vec kernels
+    multiply with int8 dot products and are not ALU-bound at these rates: no such roof)."""
+    from sim.catalog.hardware import load_profile
+
+    v = APPLE_KQUANT_MATVEC_FLOPS["value"]
+    if not v or family != "ggml" or load_profile(device).vendor != "Apple":
+        return None
+    return v
+
+
+def fit_matvec_alu(prepared: list[Prepared]) -> dict:
+    """The K-quant mat-vec ALU cost on Apple GPUs: the value from MATVEC_GRID that, with every Apple
+    llama.cpp group holding K-quant rows refitted, gives those groups' rows the smallest robust error.
+    Leaves APPLE_KQUANT_MATVEC_FLOPS set. One number for llama.cpp's Metal kernels on every Apple GPU,
+    scaled by each GPU's fp32 rate; chosen on all rows (a property of the kernels, not of a device),
+    so the held-out errors reported for these rows are not independent of it.
+
+    The evidence (XiongjieDai's Llama 3 8B Q4_K_M decode, one build on three Macs): 34.5 / 50.7 /
+    76.3 tok/s on the M1 Max / M3 Max / M2 Ultra follow their fp32 rates (10.4 / 14.2 / 27.2 TFLOPS)
+    more than their bandwidths (400 / 400 / 800 GB/s), while discussion #4167's Q4_0 decodes on the
+    same chips follow bandwidth (M1 Max / M3 Max 0.92). At ~29 ms a token the M1 Max spends 40
+    FLOP-equivalents per weight; the M3 Max 37."""
+    from sim.catalog.hardware import load_profile
+    from sim.catalog.quant import is_k_quant
+
+    groups = _groups(prepared)
+    keys = sorted({(it.row.device, it.family) for it in prepared
+                   if it.shape is not None and it.family == "ggml" and load_profile(it.row.device).vendor == "Apple"
+                   and is_k_quant(_row_objects(it.row)[3])})
+    scores = {}
+    for c in MATVEC_GRID:
+        APPLE_KQUANT_MATVEC_FLOPS["value"] = c or None
+        loss = 0.0
+        for k in keys:
+            p = fit_group(groups[k], *k)
+            for it in groups[k]:
+                r = math.log(max(predict(it.row, it.shape, p), 1e-12) / it.row.value) / ROW_SIGMA
+                loss += 2 * ROBUST_SCALE**2 * (math.sqrt(1 + (r / ROBUST_SCALE) ** 2) - 1)
+        scores[c] = loss
+    best = min(scores, key=scores.get) if keys else 0.0
+    APPLE_KQUANT_MATVEC_FLOPS["value"] = best or None
+    return {"flops_per_weight": best, "devices": [d for d, _ in keys],
+            "rows": sum(len(groups[k]) for k in keys),
+            "loss_by_value": {f"{c:g}": round(v, 2) for c, v in scores.items()}}
+
+
 # ---- routing skew of MoE models (a model property, fitted across devices) ---------------------------
 
 POOL_GRID = (1.0, 0.8, 0.65, 0.5, 0.4, 0.32, 0.25)
@@ -1354,6 +1412,8 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
                 "transferred_from": list(p.transferred_from),
                 "error": error_bands(v, device, family),
             }
+            if p.efficiency.kquant_matvec_flops_per_weight is not None:
+                entry["kquant_matvec_flops_per_weight"] = p.efficiency.kquant_matvec_flops_per_weight
             if p.current_share is not None and not p.transferred_from:
                 entry["current_build_share"] = round(p.current_share, 2)
             if p.rows_here and not p.transferred_from:

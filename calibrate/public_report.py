@@ -21,6 +21,7 @@ from calibrate.public_fit import (
     Validation,
     _stats,
     cross_validate,
+    fit_matvec_alu,
     fit_routing,
     prepare,
     profile_entries,
@@ -192,6 +193,16 @@ def render_markdown(s: dict, corpus_files: list[str]) -> str:
         for m, r in s["moe_routing"].items():
             md.append(f"| {m} | {r['expert_pool_fraction']:g} | {r['rows']} | {', '.join(r['devices'])} | "
                       + ", ".join(f"{k}: {v:g}" for k, v in r["loss_by_fraction"].items()) + " |")
+    if s.get("apple_kquant_matvec"):
+        r = s["apple_kquant_matvec"]
+        md += ["", "## K-quant mat-vec ALU cost on Apple GPUs (fitted on all rows, a kernel property)", "",
+               "FLOP-equivalents per weight per row that llama.cpp's Metal mat-vec kernels spend dequantizing a K-quant "
+               "(Q4_K_M, Q5_K_M, Q6_K) at the GPU's fp32 rate, in steps of up to 8 rows (sim.cost.roofline `matvec_alu_s`; "
+               "every Apple profile's llama.cpp entry carries it). Chosen from a grid by the robust loss of the rows of the "
+               "Apple llama.cpp groups that hold K-quant rows, each refitted; the held-out errors above are not "
+               "independent of it.", "",
+               f"**{r['flops_per_weight']:g}** FLOP per weight, from {r['rows']} rows on {', '.join(r['devices'])}. "
+               "Loss by value: " + ", ".join(f"{k}: {v:g}" for k, v in r["loss_by_value"].items()) + "."]
     if s.get("simulator_check"):
         md += ["", "## The simulator on the same rows", "",
                "The fit replays each row as the iterations its engine runs (calibrate/public_fit.py `row_shape`). "
@@ -223,9 +234,11 @@ def run_public_fit(corpus: str | Path | None = None, *, write_profiles: bool = T
         console.print(f"corpus: {len(rows)} rows from {corpus_dir}")
     prepared = prepare(rows)
     routing = fit_routing(prepared)  # sets public_fit.POOL_OVERRIDE for the fit and the cross-validation
+    matvec = fit_matvec_alu(prepared)  # sets public_fit.APPLE_KQUANT_MATVEC_FLOPS likewise
     v = cross_validate(prepared)
     s = summary(v)
     s["moe_routing"] = routing
+    s["apple_kquant_matvec"] = matvec
     if write_profiles:
         changed = []
         for device, entries in profile_entries(v).items():

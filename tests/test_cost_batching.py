@@ -150,11 +150,12 @@ def test_profile_rejects_negative_half_rows():
     model=st.sampled_from(["toy", "gemma-3-270m"]),
     bw=st.sampled_from([5e9, 30e9, 3e12]),
     slow=st.sampled_from([1.0, 3.7]),
+    mv=st.sampled_from([0.0, 2e-12]),
 )
-def test_decode_run_time_is_the_exact_sum_of_steps_and_steps_within_its_inverse(half, contexts, k, model, bw, slow):
+def test_decode_run_time_is_the_exact_sum_of_steps_and_steps_within_its_inverse(half, contexts, k, model, bw, slow, mv):
     spec = TOY if model == "toy" else get_model(model)
     cm = CostModel(spec, "q4_k_m" if model != "toy" else "bf16",
-                   CostParams(bw, 60e9, 40e9, 1e-3, 2e-4, half, slow), kv_dtype="bf16")
+                   CostParams(bw, 60e9, 40e9, 1e-3, 2e-4, half, slow, mv), kv_dtype="bf16")
     d = np.array(contexts, dtype=float)
     steps = [cm.step_time((), (), d + i) for i in range(k)]
     total = cm.decode_run_time(d, k)
@@ -234,3 +235,38 @@ def test_profile_carries_the_decode_attention_slowdown_into_the_cost_parameters(
 
     with pytest.raises(ConfigError, match="decode_attention_slowdown"):
         CostParams(1e9, 1e9, 1e9, decode_attention_slowdown=0.0)
+
+
+def test_matvec_alu_roof_prices_every_weight_per_row_up_to_eight_rows():
+    """`matvec_s_per_weight`: a step of n <= 8 rows spends n x (weights per row) x s on the mat-vec
+    kernels' ALUs when that is slower than the weight stream; from 9 rows (mat-mat kernels) nothing."""
+    mv = 1e-12
+    fast = CostParams(1e18, 1e18, 1e18, 0.0, 0.0, 0.0, 1.0, mv)
+    cm = CostModel(TOY, "bf16", fast, kv_dtype="bf16")
+    for n in (1, 2, 8):
+        expected = n * (BODY_FLOPS_PER_ROW + HEAD_FLOPS_PER_ROW) / 2 * mv
+        assert cm.step_time((), (), [10] * n) == pytest.approx(expected, rel=1e-6)
+    no_roof = CostModel(TOY, "bf16", CostParams(1e18, 1e18, 1e18, 0.0, 0.0, 0.0, 1.0, 0.0), kv_dtype="bf16")
+    assert cm.step_time((), (), [10] * 9) == pytest.approx(no_roof.step_time((), (), [10] * 9), rel=1e-12)
+    assert cm.step_time((), (), [10] * 8) > 1e5 * no_roof.step_time((), (), [10] * 8)
+    # below the weight stream it changes nothing
+    slow_memory = CostParams(1e9, 1e18, 1e18, 0.0, 0.0, 0.0, 1.0, 1e-18)
+    plain = CostParams(1e9, 1e18, 1e18, 0.0, 0.0, 0.0, 1.0, 0.0)
+    assert CostModel(TOY, "bf16", slow_memory, kv_dtype="bf16").step_time((), (), [10]) == pytest.approx(
+        CostModel(TOY, "bf16", plain, kv_dtype="bf16").step_time((), (), [10]))
+
+
+def test_matvec_alu_roof_reaches_only_k_quants_on_apple_gpus_and_splits_over_a_tp_group():
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+    from sim.cost.parallel import tp_group_params
+
+    mac, gpu = load_profile("apple-m1-max"), load_profile("rtx-4090")
+    llama = load_engine("llama.cpp")
+    c = mac.engine_efficiency["ggml"].kquant_matvec_flops_per_weight
+    assert c and c > 0  # fitted to public Apple rows (calibrate/public_fit.py fit_matvec_alu)
+    k = CostParams.from_profile(mac, "q4_k_m", llama.for_hardware(mac))
+    assert k.matvec_s_per_weight == pytest.approx(c / mac.peak_flops("fp32"))
+    assert CostParams.from_profile(mac, "q4_0", llama.for_hardware(mac)).matvec_s_per_weight == 0.0
+    assert CostParams.from_profile(gpu, "q4_k_m", llama.for_hardware(gpu)).matvec_s_per_weight == 0.0
+    assert tp_group_params(k, 2).matvec_s_per_weight == pytest.approx(k.matvec_s_per_weight / 2)

@@ -136,8 +136,8 @@ def test_duplicate_row_ids_are_refused(tmp_path):
 
 
 def _synthetic_rows(truth: GroupParams):
-    """Rows of the kinds the corpus holds (pp, tg, batched decode and prefill) on rtx-4090 whose
-    values are what `truth` predicts: the fit must find `truth` again."""
+    """Rows of the kinds the corpus holds (pp, tg, batched decode and prefill) on `truth.device`
+    (rtx-4090 in most tests) whose values are what `truth` predicts: the fit must find `truth` again."""
     base = _good_row()
     rows, i = [], 0
     for model, quant in (("llama-3.1-8b", "q4_k_m"), ("llama-3.1-8b", "fp16"), ("qwen2.5-7b", "q8_0"),
@@ -154,7 +154,8 @@ def _synthetic_rows(truth: GroupParams):
                    "value": "1", "source": f"https://example.org/{i % 3}"}
             from calibrate.public_corpus import parse_row
 
-            r = parse_row(rec, file="synthetic", line=i, devices={"rtx-4090"}, models={model})
+            rec["device"], rec["backend"] = truth.device, "metal" if truth.device.startswith("apple") else "cuda"
+            r = parse_row(rec, file="synthetic", line=i, devices={truth.device}, models={model})
             rows.append(r)
     prepared = prepare(rows)
     out = []
@@ -185,6 +186,33 @@ def test_the_fit_recovers_known_parameters_from_synthetic_rows(synthetic_fit):
     assert got.floor_ms == pytest.approx(0.9, abs=0.1)
     errs = [predict(it.row, it.shape, got) / it.row.value - 1 for it in items]
     assert max(abs(e) for e in errs) < 0.02
+
+
+def test_the_kquant_matvec_cost_on_apple_gpus_is_found_again_from_synthetic_rows():
+    """Rows two Macs would give if llama.cpp's Metal K-quant mat-vec kernels spent 32 FLOP per weight at
+    the fp32 rate (their Q4_K_M decodes then follow the GPUs' ALU rates, not their bandwidths):
+    `fit_matvec_alu` picks 32 from its grid, and leaves it set for the profiles."""
+    before = pf.APPLE_KQUANT_MATVEC_FLOPS["value"]
+    try:
+        pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = 32.0
+        items, truths = [], {}
+        for device, bw in (("apple-m1-max", 0.75), ("apple-m3-max", 0.8)):
+            truths[device] = GroupParams(device, "ggml", bandwidth={"gguf": bw, "f16": bw},
+                                         compute={"gguf": 0.6, "f16": 0.7}, attention=0.3, floor_ms=1.0, seq_ms=0.0,
+                                         half_rows=0.0)
+            items += _synthetic_rows(truths[device])
+        # the K-quant decodes are ALU-bound in this truth: without the roof the same efficiencies
+        # decode the M1 Max's Q4_K_M more than 20% faster than its rows say
+        tg = next(it for it in items if it.row.device == "apple-m1-max" and it.row.quant == "q4_k_m"
+                  and it.row.metric == "tg" and not it.row.depth)
+        pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = None
+        assert predict(tg.row, tg.shape, replace(truths["apple-m1-max"])) > 1.2 * tg.row.value  # (a fresh copy)
+        got = pf.fit_matvec_alu(items)
+        assert got["flops_per_weight"] == 32.0 and pf.APPLE_KQUANT_MATVEC_FLOPS["value"] == 32.0
+        assert got["devices"] == ["apple-m1-max", "apple-m3-max"]
+        assert min(got["loss_by_value"].values()) == got["loss_by_value"]["32"] < got["loss_by_value"]["0"]
+    finally:
+        pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = before
 
 
 def test_the_fit_says_which_efficiencies_its_rows_pinned_and_a_transfer_prefers_those(synthetic_fit):
@@ -240,7 +268,8 @@ def test_a_donor_whose_rows_the_model_follows_poorly_counts_less_in_a_transfer(s
 def test_fit_and_simulator_price_a_fitted_profile_alike():
     """What the fit optimised (public_fit.cost_params) is what the simulator runs (CostParams.from_profile)."""
     for device, engine, quant in (("rtx-4090", "llama.cpp", "q4_k_m"), ("h100-sxm", "trtllm", "fp8"),
-                                  ("dgx-spark", "ollama", "mxfp4"), ("apple-m3-max", "mlx", "mlx-4bit")):
+                                  ("dgx-spark", "ollama", "mxfp4"), ("apple-m3-max", "mlx", "mlx-4bit"),
+                                  ("apple-m1-max", "llama.cpp", "q4_k_m")):
         hw = load_profile(device)
         eng = load_engine(engine).for_hardware(hw)
         fam = eng.kernel_family
@@ -248,7 +277,12 @@ def test_fit_and_simulator_price_a_fitted_profile_alike():
         p = GroupParams(device, fam, dict(e.bandwidth_by_class), dict(e.compute_by_class), e.attention_of_peak,
                         e.floor_ms, e.per_sequence_ms, e.matmul_half_rows)
         q = get_model("llama-3.1-8b").quant(quant)
-        assert CostParams.from_profile(hw, q, eng) == cost_params(hw, eng, q, p), (device, engine)
+        old = pf.APPLE_KQUANT_MATVEC_FLOPS["value"]
+        pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = (hw.engine_efficiency.get("ggml") or e).kquant_matvec_flops_per_weight
+        try:
+            assert CostParams.from_profile(hw, q, eng) == cost_params(hw, eng, q, p), (device, engine)
+        finally:
+            pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = old
 
 
 def test_fit_and_simulator_hold_a_model_alike():

@@ -75,6 +75,11 @@ class Efficiency(BaseModel):
       `interconnect_latency_us`, one collective step of the family's all-reduce, fitted where the
       public rows ran tensor parallel (vLLM's custom all-reduce and TRT-LLM's are one-shot kernels,
       far below NCCL's ring latency), which replaces the profile's for tp/pp > 1;
+    - `kquant_matvec_flops_per_weight` (llama.cpp family on Apple GPUs): FLOP-equivalents of the fp32
+      ALU rate that llama.cpp's Metal mat-vec kernels spend per K-quant weight per row
+      (sim.catalog.quant.is_k_quant; steps of up to 8 rows, ggml-metal's `ne11_mm_min`), a roof beside
+      the weight stream (sim.cost.roofline); fitted across the Apple devices' rows
+      (calibrate/public_fit.py `fit_matvec_alu`);
     - `corpus_rows`, `transferred_from`, `error`: the corpus rows (benchmarks/public) it was fitted to, the devices it was
       borrowed from when this one has none, and the held-out error per kind of figure;
     - `current_build_share` (llama.cpp family, fitted entries): the share of those rows run on 2025-or-later
@@ -97,6 +102,7 @@ class Efficiency(BaseModel):
     per_sequence_ms: float | None = Field(None, ge=0)
     matmul_half_rows: float | None = Field(None, ge=0, le=1024)
     interconnect_latency_us: float | None = Field(None, ge=0)
+    kquant_matvec_flops_per_weight: float | None = Field(None, ge=0, le=1000)
     corpus_rows: list[str] = Field(default_factory=list)
     transferred_from: list[str] = Field(default_factory=list)
     error: dict[str, ErrorBand] = Field(default_factory=dict)

@@ -180,6 +180,14 @@ def kernel_class(q: QuantFormat, family: str | None = None) -> tuple[str, str]:
     return q.compute_format, q.compute_format
 
 
+def is_k_quant(q: QuantFormat) -> bool:
+    """A GGUF K-quant (Q4_K_M, Q5_K_M, Q6_K): 256-weight super-blocks of 16- or 32-weight blocks with
+    6- or 8-bit packed scales (and mins), whose dequantization costs more arithmetic per weight than
+    the legacy one-scale-per-32 formats (Q4_0, Q8_0). Apple GPUs' llama.cpp mat-vec kernels for them
+    are ALU-bound (`Efficiency.kquant_matvec_flops_per_weight`)."""
+    return q.family == "gguf" and q.name.endswith(("_k", "_k_m", "_k_s", "_k_l"))
+
+
 def _key(name: str) -> str:
     return name.strip().lower().replace("-", "_") if name.strip().lower() != "mlx-4bit" else "mlx-4bit"
 

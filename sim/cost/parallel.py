@@ -262,6 +262,9 @@ class DevicePart:
     # group as one device of N x the rates with the device's n_1/2 is exact. 0 for offload parts (host
     # and GPU of a partial offload keep the plain roofline, as before).
     matmul_half_rows: float = 0.0
+    # ALU seconds per weight per row of the part's mat-vec kernels (`CostParams.matvec_s_per_weight`; a TP
+    # group's devices each dequantize 1/N of the weights: the device's value / N)
+    matvec_s_per_weight: float = 0.0
     # op offload (host parts only): from `upload_min_tokens` tokens the weights' matmuls run on a
     # device of `upload_matmul_flops_per_s` after the weights cross a link of `upload_bandwidth_bytes_per_s`,
     # once per `upload_chunk_tokens` tokens
@@ -300,7 +303,8 @@ def tp_group_params(params: "CostParams", tp: int) -> "CostParams":
     gives each part, and what the public fit's replay prices a TP row with (calibrate/public_fit.py)."""
     return replace(params, bandwidth_bytes_per_s=params.bandwidth_bytes_per_s * tp,
                    matmul_flops_per_s=params.matmul_flops_per_s * tp,
-                   attention_flops_per_s=params.attention_flops_per_s * tp, decode_attention_slowdown=1.0)
+                   attention_flops_per_s=params.attention_flops_per_s * tp, decode_attention_slowdown=1.0,
+                   matvec_s_per_weight=params.matvec_s_per_weight / tp)
 
 
 def build_placement(
@@ -325,7 +329,7 @@ def build_placement(
     parts = tuple(
         DevicePart(f"stage{s}", n / L, s == pp - 1, group.bandwidth_bytes_per_s,
                    group.matmul_flops_per_s, group.attention_flops_per_s, kv_factor,
-                   matmul_half_rows=group.matmul_half_rows)
+                   matmul_half_rows=group.matmul_half_rows, matvec_s_per_weight=group.matvec_s_per_weight)
         for s, n in enumerate(counts)
     )
     bw, lat = parallel.interconnect_bandwidth_bytes_per_s, parallel.interconnect_latency_s
@@ -356,7 +360,8 @@ def _offload_placement(model: "ModelSpec", params: "CostParams", offload: Offloa
                                 upload_chunk_tokens=offload.ubatch_tokens))
     if on_gpu or head_on_gpu:
         parts.append(DevicePart("gpu", on_gpu / L, head_on_gpu, params.bandwidth_bytes_per_s,
-                                params.matmul_flops_per_s, params.attention_flops_per_s))
+                                params.matmul_flops_per_s, params.attention_flops_per_s,
+                                matvec_s_per_weight=params.matvec_s_per_weight))
     # The hidden states cross the link once when the host runs layers (or embeddings) and the GPU
     # runs the rest: embedding rows -> host layers -> link -> GPU layers -> output.
     crossings = 1 if head_on_gpu else 0

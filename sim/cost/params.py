@@ -41,6 +41,11 @@ class CostParams:
     - `decode_attention_slowdown`: seconds per attention FLOP of a decode token (one query row per
       sequence) over seconds per attention FLOP of a prompt token [ratio]: 1 = one attention rate
       (every preset); fitted by calibration (see the module docstring).
+    - `matvec_s_per_weight`: ALU seconds a mat-vec kernel spends per weight per row [s] in steps of up
+      to MATVEC_MAX_ROWS rows, a roof beside the weight stream (sim.cost.roofline): dequantizing a
+      K-quant on an Apple GPU costs tens of ALU operations per weight, so llama.cpp's Metal decode of
+      Q4_K_M follows the GPU's ALU rate, not its bandwidth (`Efficiency.kquant_matvec_flops_per_weight`
+      / the fp32 peak). 0 = no such roof (every other device and format).
     """
 
     bandwidth_bytes_per_s: float
@@ -50,6 +55,7 @@ class CostParams:
     per_sequence_overhead_s: float = 0.0
     matmul_half_rows: float = 0.0
     decode_attention_slowdown: float = 1.0
+    matvec_s_per_weight: float = 0.0
 
     FIELDS: ClassVar[tuple[str, ...]] = (
         "bandwidth_bytes_per_s",
@@ -59,6 +65,7 @@ class CostParams:
         "per_sequence_overhead_s",
         "matmul_half_rows",
         "decode_attention_slowdown",
+        "matvec_s_per_weight",
     )
 
     def __post_init__(self) -> None:
@@ -75,7 +82,7 @@ class CostParams:
     @classmethod
     def from_array(cls, x: Sequence[float]) -> "CostParams":
         """From `FIELDS` order; shorter arrays (older profiles) keep the defaults of the missing
-        trailing fields: n_1/2 = 0, decode attention slowdown 1."""
+        trailing fields: n_1/2 = 0, decode attention slowdown 1, no mat-vec ALU roof."""
         return cls(*(float(v) for v in x))
 
     @classmethod
@@ -121,7 +128,7 @@ class CostParams:
         `from_profile`, and of the public-measurement fit, calibrate/public_fit.py, which prices
         candidate efficiencies with it): `engine`'s software overheads are added when given, `scale`
         (an EfficiencyScale) multiplies the efficiencies when given."""
-        from sim.catalog.quant import kernel_class
+        from sim.catalog.quant import is_k_quant, kernel_class
 
         scale_c, scale_b, scale_a = (scale.compute, scale.bandwidth, scale.attention) if scale is not None \
             else (1.0, 1.0, 1.0)
@@ -147,6 +154,9 @@ class CostParams:
             matmul_half_rows=float(eff.matmul_half_rows if eff.matmul_half_rows is not None
                                    else (getattr(hw, "matmul_half_rows", 0.0) or 0.0)),
             decode_attention_slowdown=float(getattr(hw, "decode_attention_slowdown", 1.0) or 1.0),
+            # FLOP-equivalents per K-quant weight at the fp32 ALU rate -> ALU seconds per weight per row
+            matvec_s_per_weight=(eff.kquant_matvec_flops_per_weight / hw.peak_flops("fp32")
+                                 if eff.kquant_matvec_flops_per_weight and is_k_quant(q) else 0.0),
         )
 
 

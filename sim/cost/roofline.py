@@ -165,6 +165,23 @@ if TYPE_CHECKING:
     from sim.catalog.hardware import HardwareProfile
     from sim.cost.llamacpp import Pass, Piece
 
+# Rows up to which a step's weight matmuls run as mat-vec kernels that dequantize every weight once
+# per row (`CostParams.matvec_s_per_weight`): llama.cpp's Metal backend switches to its mat-mat
+# kernel above 8 rows (ggml-metal-ops.cpp, `ne11_mm_min = 8`).
+MATVEC_MAX_ROWS = 8.0
+
+
+def matvec_alu_s(tokens, rows, flops_per_token: float, flops_per_sequence: float, s_per_weight: float):
+    """ALU seconds of a step's mat-vec kernels (numpy-broadcast): every weight a row multiplies is
+    dequantized for that row, at `s_per_weight` seconds each, in steps of up to MATVEC_MAX_ROWS tokens
+    (0 above, where mat-mat kernels dequantize a tile once for many rows; 0 when s_per_weight is 0).
+    Weights per row = matmul FLOPs per row / 2: the layers' (MoE: the active experts') for each of the
+    `tokens` rows and the LM head's for each of the `rows` logit rows."""
+    if not s_per_weight:
+        return 0.0
+    weights = (tokens * flops_per_token + rows * flops_per_sequence) / 2.0
+    return np.where(tokens <= MATVEC_MAX_ROWS, weights * s_per_weight, 0.0)
+
 @dataclass(frozen=True)
 class StepFeatures:
     """The aggregates of iteration shapes the cost depends on, one array element per iteration.
@@ -384,13 +401,15 @@ class CostModel:
         K/V read + write time, and the overheads. `decode_keys` is the part of `layer_keys`
         attended by decode tokens, which costs `decode_attention_slowdown` times as much per FLOP.
         `logits`: rows through the LM head when not one per sequence (a speculative verify step)."""
-        trailing_defaults = (0.0, 1.0)  # matmul_half_rows, decode_attention_slowdown
+        trailing_defaults = (0.0, 1.0, 0.0)  # matmul_half_rows, decode_attention_slowdown, matvec_s_per_weight
         # (tuple concatenation, not a starred display: Cython 3.3 cannot unpack the latter)
-        bw, mm, att, it_s, seq_s, half, slow = tuple(p) + trailing_defaults[len(p) - 5:]
+        bw, mm, att, it_s, seq_s, half, slow, mv = tuple(p) + trailing_defaults[len(p) - 5:]
         effective_keys = layer_keys + (slow - 1.0) * decode_keys
-        matmul_s = (self._layer_matmul_flops(tokens, half)
-                    + self.flops_per_sequence * gemm_rows(seqs if logits is None else logits, half)) / mm
-        weights_s = self.weight_bytes_read(tokens) / bw
+        rows = seqs if logits is None else logits
+        matmul_s = (self._layer_matmul_flops(tokens, half) + self.flops_per_sequence * gemm_rows(rows, half)) / mm
+        # the weight stream, or the mat-vec kernels' dequantizing ALUs where they are slower (`matvec_alu_s`)
+        weights_s = np.maximum(self.weight_bytes_read(tokens) / bw,
+                               matvec_alu_s(tokens, rows, self.flops_per_token, self.flops_per_sequence, mv))
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
         kv_s = self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens) / bw
         return matmul_s, weights_s, attention_s, kv_s, it_s + seq_s * seqs
@@ -481,10 +500,13 @@ class CostModel:
             matmul_flops = (f * self._layer_matmul_flops(tokens, p.matmul_half_rows)
                             + h * self.flops_per_sequence * gemm_rows(logits, p.matmul_half_rows))
             weight_bytes = f * layer_bytes + h * self.head_bytes
+            # the part's mat-vec ALU roof (`matvec_alu_s`): its share of the layers' weights, and the head
+            alu_s = matvec_alu_s(tokens, logits, f * self.flops_per_token, h * self.flops_per_sequence,
+                                 p.matvec_s_per_weight)
             attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
             kv_s = p.kv_factor * f * self.kv_bytes_per_layer_token * kv_layer_tokens / p.bandwidth_bytes_per_s
             # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`)
-            gemm_s = np.maximum(matmul_flops / p.matmul_flops_per_s, weight_bytes / p.bandwidth_bytes_per_s)
+            gemm_s = np.maximum(matmul_flops / p.matmul_flops_per_s, np.maximum(weight_bytes / p.bandwidth_bytes_per_s, alu_s))
             c, m = gemm_s + attention_s, gemm_s + kv_s
             if math.isfinite(p.upload_min_tokens):
                 # op offload (sim.cost.parallel): weights copied over the link, matmuls on the GPU, then the
@@ -511,8 +533,8 @@ class CostModel:
         sequence. On one device (no placement) it is the single-roofline step time."""
         logits = sequences if logits is None else logits
         if self.placement is None:
-            bw, mm, att, it_s, seq_s, half, _ = self._param_tuple()
-            c, m, o = self._terms((bw, mm, att, it_s, seq_s, half), tokens, sequences, layer_keys, kv_read_layer_tokens,
+            bw, mm, att, it_s, seq_s, half, _, mv = self._param_tuple()
+            c, m, o = self._terms((bw, mm, att, it_s, seq_s, half, 1.0, mv), tokens, sequences, layer_keys, kv_read_layer_tokens,
                                   logits=np.asarray(logits, dtype=float))
             return np.maximum(c, m) + o
         mb = self._microbatches(sequences)
@@ -646,10 +668,11 @@ class CostModel:
         seqs = float(n_seqs if outputs is None else outputs)
         return chunk_rows + len(d), seqs, keys, n_seqs * per_row, decode_keys
 
-    def _param_tuple(self) -> tuple[float, float, float, float, float, float, float]:
+    def _param_tuple(self) -> tuple[float, float, float, float, float, float, float, float]:
         p = self.params
         return (p.bandwidth_bytes_per_s, p.matmul_flops_per_s, p.attention_flops_per_s,
-                p.iteration_overhead_s, p.per_sequence_overhead_s, p.matmul_half_rows, p.decode_attention_slowdown)
+                p.iteration_overhead_s, p.per_sequence_overhead_s, p.matmul_half_rows, p.decode_attention_slowdown,
+                p.matvec_s_per_weight)
 
     def step_time(
         self,
