@@ -1098,8 +1098,8 @@ def _transfer_latency(device: str, donors: list, wgeo, wmean) -> float | None:
     collective step latency (`allreduce_step_latency_us`) replaces the profile's engineering default,
     else None (the profile's). Not as an anchor between donors: NCCL's small-message time does not
     follow the engines' own all-reduce kernels (TensorRT-LLM's fitted step latency is 1.15x the
-    H100's on the A100; NCCL's is 1.7x). Held out by device, the MI300X's 64 vLLM rows (no graph-mode
-    vLLM donor) had been priced at the profile's 5 us against their own fitted 2.7 and read 30.8%
+    H100's on the A100; NCCL's is 1.7x). Held out by device, the MI300X's 64 vLLM rows (then without a
+    graph-mode donor; the H100 SXM's SGLang rows, added after, are one) had been priced at the profile's 5 us against their own fitted 2.7 and read 30.8%
     off (median; 41 of them > 25%); at RCCL's 3.47 us, 13.0% (16 > 25%); all rows 9.3 / 37.9% ->
     9.0 / 31.9% (median / p90), nothing else moved (docs/public-calibration.md, round 16)."""
     from sim.catalog.hardware import load_profile
