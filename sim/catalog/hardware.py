@@ -76,8 +76,8 @@ class Efficiency(BaseModel):
       public rows ran tensor parallel (vLLM's custom all-reduce and TRT-LLM's are one-shot kernels,
       far below NCCL's ring latency), which replaces the profile's for tp/pp > 1;
     - `kquant_matvec_flops_per_weight` (llama.cpp family on Apple GPUs): FLOP-equivalents of the fp32
-      ALU rate that llama.cpp's Metal mat-vec kernels spend per K-quant weight per row
-      (sim.catalog.quant.is_k_quant; steps of up to 8 rows, ggml-metal's `ne11_mm_min`), a roof beside
+      ALU rate that llama.cpp's Metal mat-vec kernels spend per K-quant weight they dequantize
+      (sim.catalog.quant.is_k_quant; once per step of up to 8 rows, ggml-metal's `ne11_mm_min`), a roof beside
       the weight stream (sim.cost.roofline); fitted across the Apple devices' rows
       (calibrate/public_fit.py `fit_matvec_alu`);
     - `corpus_rows`, `transferred_from`, `error`: the corpus rows (benchmarks/public) it was fitted to, the devices it was

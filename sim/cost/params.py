@@ -41,8 +41,9 @@ class CostParams:
     - `decode_attention_slowdown`: seconds per attention FLOP of a decode token (one query row per
       sequence) over seconds per attention FLOP of a prompt token [ratio]: 1 = one attention rate
       (every preset); fitted by calibration (see the module docstring).
-    - `matvec_s_per_weight`: ALU seconds a mat-vec kernel spends per weight per row [s] in steps of up
-      to MATVEC_MAX_ROWS rows, a roof beside the weight stream (sim.cost.roofline): dequantizing a
+    - `matvec_s_per_weight`: ALU seconds the mat-vec kernels spend per weight they dequantize [s], once
+      per step of up to MATVEC_MAX_ROWS rows, a roof beside the weight stream (sim.cost.roofline
+      `matvec_alu_s`): dequantizing a
       K-quant on an Apple GPU costs tens of ALU operations per weight, so llama.cpp's Metal decode of
       Q4_K_M follows the GPU's ALU rate, not its bandwidth (`Efficiency.kquant_matvec_flops_per_weight`
       / the fp32 peak). 0 = no such roof (every other device and format).
@@ -154,7 +155,7 @@ class CostParams:
             matmul_half_rows=float(eff.matmul_half_rows if eff.matmul_half_rows is not None
                                    else (getattr(hw, "matmul_half_rows", 0.0) or 0.0)),
             decode_attention_slowdown=float(getattr(hw, "decode_attention_slowdown", 1.0) or 1.0),
-            # FLOP-equivalents per K-quant weight at the fp32 ALU rate -> ALU seconds per weight per row
+            # FLOP-equivalents per K-quant weight at the fp32 ALU rate -> ALU seconds per weight
             matvec_s_per_weight=(eff.kquant_matvec_flops_per_weight / hw.peak_flops("fp32")
                                  if eff.kquant_matvec_flops_per_weight and is_k_quant(q) else 0.0),
         )

@@ -165,22 +165,21 @@ if TYPE_CHECKING:
     from sim.catalog.hardware import HardwareProfile
     from sim.cost.llamacpp import Pass, Piece
 
-# Rows up to which a step's weight matmuls run as mat-vec kernels that dequantize every weight once
-# per row (`CostParams.matvec_s_per_weight`): llama.cpp's Metal backend switches to its mat-mat
-# kernel above 8 rows (ggml-metal-ops.cpp, `ne11_mm_min = 8`).
+# Rows up to which a step's weight matmuls run as mat-vec kernels (`CostParams.matvec_s_per_weight`):
+# llama.cpp's Metal backend switches to its mat-mat kernel above 8 rows (ggml-metal-ops.cpp,
+# `ne11_mm_min = 8`).
 MATVEC_MAX_ROWS = 8.0
 
 
-def matvec_alu_s(tokens, rows, flops_per_token: float, flops_per_sequence: float, s_per_weight: float):
-    """ALU seconds of a step's mat-vec kernels (numpy-broadcast): every weight a row multiplies is
-    dequantized for that row, at `s_per_weight` seconds each, in steps of up to MATVEC_MAX_ROWS tokens
-    (0 above, where mat-mat kernels dequantize a tile once for many rows; 0 when s_per_weight is 0).
-    Weights per row = matmul FLOPs per row / 2: the layers' (MoE: the active experts') for each of the
-    `tokens` rows and the LM head's for each of the `rows` logit rows."""
-    if not s_per_weight:
-        return 0.0
-    weights = (tokens * flops_per_token + rows * flops_per_sequence) / 2.0
-    return np.where(tokens <= MATVEC_MAX_ROWS, weights * s_per_weight, 0.0)
+def matvec_alu_s(tokens, weight_bytes, weights_per_byte: float, s_per_weight: float):
+    """ALU seconds of a step's mat-vec kernels (numpy-broadcast): every weight the step streams
+    (`weight_bytes` x `weights_per_byte`) is dequantized once, at `s_per_weight` seconds, in steps of up
+    to MATVEC_MAX_ROWS tokens; 0 above (mat-mat kernels, whose dequantization a tile of many rows shares).
+    Once per step, not per row: the multi-row mat-vec kernels (mul_mv_ext, 2-8 rows) dequantize a block
+    once for the rows of a threadgroup; the public rows that fit the cost are single-sequence decodes,
+    so more rows than one are an extrapolation, and this is its least costly form."""
+    return np.where(tokens <= MATVEC_MAX_ROWS, weight_bytes * weights_per_byte * s_per_weight, 0.0)
+
 
 @dataclass(frozen=True)
 class StepFeatures:
@@ -287,6 +286,10 @@ class CostModel:
         # The LM head's bytes, for placements that put it on one device (the last pipeline stage, the
         # GPU under partial offload).
         self.head_bytes = head
+        # Matmul weights per streamed byte (one token's: layers, MoE active experts, and LM head), which
+        # turns a step's streamed bytes into the weights its mat-vec kernels dequantize (`matvec_alu_s`)
+        self.matvec_weights_per_byte = (model.matmul_params_active / self.weight_bytes_read(1.0)
+                                        if self.weight_bytes_read(1.0) > 0 else 0.0)
         self.parallel = parallel
         self.offload = offload
         # How the work is spread over devices (sim.cost.parallel); None = one device holds everything.
@@ -407,9 +410,11 @@ class CostModel:
         effective_keys = layer_keys + (slow - 1.0) * decode_keys
         rows = seqs if logits is None else logits
         matmul_s = (self._layer_matmul_flops(tokens, half) + self.flops_per_sequence * gemm_rows(rows, half)) / mm
-        # the weight stream, or the mat-vec kernels' dequantizing ALUs where they are slower (`matvec_alu_s`)
-        weights_s = np.maximum(self.weight_bytes_read(tokens) / bw,
-                               matvec_alu_s(tokens, rows, self.flops_per_token, self.flops_per_sequence, mv))
+        weight_bytes = self.weight_bytes_read(tokens)
+        weights_s = weight_bytes / bw
+        if mv:
+            # the weight stream, or the mat-vec kernels' dequantizing ALUs where they are slower
+            weights_s = np.maximum(weights_s, matvec_alu_s(tokens, weight_bytes, self.matvec_weights_per_byte, mv))
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
         kv_s = self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens) / bw
         return matmul_s, weights_s, attention_s, kv_s, it_s + seq_s * seqs
@@ -500,13 +505,15 @@ class CostModel:
             matmul_flops = (f * self._layer_matmul_flops(tokens, p.matmul_half_rows)
                             + h * self.flops_per_sequence * gemm_rows(logits, p.matmul_half_rows))
             weight_bytes = f * layer_bytes + h * self.head_bytes
-            # the part's mat-vec ALU roof (`matvec_alu_s`): its share of the layers' weights, and the head
-            alu_s = matvec_alu_s(tokens, logits, f * self.flops_per_token, h * self.flops_per_sequence,
-                                 p.matvec_s_per_weight)
+            stream_s = weight_bytes / p.bandwidth_bytes_per_s
+            if p.matvec_s_per_weight:
+                # the part's mat-vec ALU roof (`matvec_alu_s`) on the weights it streams
+                stream_s = np.maximum(stream_s, matvec_alu_s(tokens, weight_bytes, self.matvec_weights_per_byte,
+                                                             p.matvec_s_per_weight))
             attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
             kv_s = p.kv_factor * f * self.kv_bytes_per_layer_token * kv_layer_tokens / p.bandwidth_bytes_per_s
             # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`)
-            gemm_s = np.maximum(matmul_flops / p.matmul_flops_per_s, np.maximum(weight_bytes / p.bandwidth_bytes_per_s, alu_s))
+            gemm_s = np.maximum(matmul_flops / p.matmul_flops_per_s, stream_s)
             c, m = gemm_s + attention_s, gemm_s + kv_s
             if math.isfinite(p.upload_min_tokens):
                 # op offload (sim.cost.parallel): weights copied over the link, matmuls on the GPU, then the
