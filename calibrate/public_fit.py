@@ -1115,7 +1115,7 @@ def _transfer_latency(device: str, donors: list, wgeo, wmean) -> float | None:
 # ---- the ALU cost of K-quant mat-vec kernels on Apple GPUs (a kernel property, fitted across devices) --
 
 # FLOP-equivalents per K-quant weight that llama.cpp's Metal mat-vec kernels spend at the fp32
-# ALU rate (`Efficiency.kquant_matvec_flops_per_weight`, sim.cost.roofline `matvec_alu_s`); None until
+# ALU rate (`Efficiency.kquant_matvec_flops_per_weight`, sim.cost.roofline `weight_stream_s`); None until
 # `fit_matvec_alu` chooses it (then every Apple profile's llama.cpp entry carries the choice).
 APPLE_KQUANT_MATVEC_FLOPS: dict[str, float | None] = {"value": None}
 MATVEC_GRID = (0.0, 8.0, 16.0, 24.0, 32.0, 40.0, 48.0, 64.0)

@@ -197,7 +197,7 @@ def render_markdown(s: dict, corpus_files: list[str]) -> str:
         r = s["apple_kquant_matvec"]
         md += ["", "## K-quant mat-vec ALU cost on Apple GPUs (fitted on all rows, a kernel property)", "",
                "FLOP-equivalents per weight that llama.cpp's Metal mat-vec kernels spend dequantizing a K-quant "
-               "(Q4_K_M, Q5_K_M, Q6_K) at the GPU's fp32 rate, once per step of up to 8 rows (sim.cost.roofline `matvec_alu_s`; "
+               "(Q4_K_M, Q5_K_M, Q6_K) at the GPU's fp32 rate, once per step of up to 8 rows (sim.cost.roofline `weight_stream_s`; "
                "every Apple profile's llama.cpp entry carries it). Chosen from a grid by the robust loss of the rows of the "
                "Apple llama.cpp groups that hold K-quant rows, each refitted; the held-out errors above are not "
                "independent of it.", "",

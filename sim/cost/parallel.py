@@ -262,7 +262,7 @@ class DevicePart:
     # group as one device of N x the rates with the device's n_1/2 is exact. 0 for offload parts (host
     # and GPU of a partial offload keep the plain roofline, as before).
     matmul_half_rows: float = 0.0
-    # ALU seconds per dequantized weight of the part's mat-vec kernels (`CostParams.matvec_s_per_weight`;
+    # ALU seconds per dequantized weight of the part's mat-vec kernels (`CostParams.matvec_s_per_weight`, sim.cost.roofline `weight_stream_s`;
     # a TP group's devices each dequantize 1/N of the weights: the device's value / N)
     matvec_s_per_weight: float = 0.0
     # op offload (host parts only): from `upload_min_tokens` tokens the weights' matmuls run on a

@@ -43,10 +43,10 @@ class CostParams:
       (every preset); fitted by calibration (see the module docstring).
     - `matvec_s_per_weight`: ALU seconds the mat-vec kernels spend per weight they dequantize [s], once
       per step of up to MATVEC_MAX_ROWS rows, a roof beside the weight stream (sim.cost.roofline
-      `matvec_alu_s`): dequantizing a
-      K-quant on an Apple GPU costs tens of ALU operations per weight, so llama.cpp's Metal decode of
-      Q4_K_M follows the GPU's ALU rate, not its bandwidth (`Efficiency.kquant_matvec_flops_per_weight`
-      / the fp32 peak). 0 = no such roof (every other device and format).
+      `weight_stream_s`): dequantizing a K-quant on an Apple GPU costs tens of ALU operations per
+      weight, so llama.cpp's Metal decode of Q4_K_M follows the GPU's ALU rate, not its bandwidth
+      (`Efficiency.kquant_matvec_flops_per_weight` / the fp32 peak). 0 = no such roof (every other
+      device and format).
     """
 
     bandwidth_bytes_per_s: float

@@ -171,14 +171,21 @@ if TYPE_CHECKING:
 MATVEC_MAX_ROWS = 8.0
 
 
-def matvec_alu_s(tokens, weight_bytes, weights_per_byte: float, s_per_weight: float):
-    """ALU seconds of a step's mat-vec kernels (numpy-broadcast): every weight the step streams
-    (`weight_bytes` x `weights_per_byte`) is dequantized once, at `s_per_weight` seconds, in steps of up
-    to MATVEC_MAX_ROWS tokens; 0 above (mat-mat kernels, whose dequantization a tile of many rows shares).
-    Once per step, not per row: the multi-row mat-vec kernels (mul_mv_ext, 2-8 rows) dequantize a block
-    once for the rows of a threadgroup; the public rows that fit the cost are single-sequence decodes,
-    so more rows than one are an extrapolation, and this is its least costly form."""
-    return np.where(tokens <= MATVEC_MAX_ROWS, weight_bytes * weights_per_byte * s_per_weight, 0.0)
+def weight_stream_s(tokens, weight_bytes, bandwidth: float, weights_per_byte: float, s_per_weight: float):
+    """Seconds a step's weight matmuls need to get through their weights (numpy-broadcast): the stream,
+    `weight_bytes` / `bandwidth`, or, where slower, the mat-vec kernels' ALU time: every
+    weight streamed (`weight_bytes` x `weights_per_byte`) dequantized once at `s_per_weight` seconds, in
+    steps of up to MATVEC_MAX_ROWS tokens; no ALU roof above (mat-mat kernels, whose dequantization a
+    tile of many rows shares) or when `s_per_weight` is 0 (then the stream alone, as a scalar for scalar
+    arguments). Once per step, not per row: the multi-row mat-vec kernels (mul_mv_ext, 2-8 rows)
+    dequantize a block once for the rows of a threadgroup; the public rows that fit the cost are
+    single-sequence decodes, so more rows than one are an extrapolation, and this is its least costly
+    form."""
+    stream_s = weight_bytes / bandwidth
+    if not s_per_weight:
+        return stream_s
+    matvec_alu_s = np.where(tokens <= MATVEC_MAX_ROWS, weight_bytes * weights_per_byte * s_per_weight, 0.0)
+    return np.maximum(stream_s, matvec_alu_s)
 
 
 @dataclass(frozen=True)
@@ -287,9 +294,9 @@ class CostModel:
         # GPU under partial offload).
         self.head_bytes = head
         # Matmul weights per streamed byte (one token's: layers, MoE active experts, and LM head), which
-        # turns a step's streamed bytes into the weights its mat-vec kernels dequantize (`matvec_alu_s`)
-        self.matvec_weights_per_byte = (model.matmul_params_active / self.weight_bytes_read(1.0)
-                                        if self.weight_bytes_read(1.0) > 0 else 0.0)
+        # turns a step's streamed bytes into the weights its mat-vec kernels dequantize (`weight_stream_s`)
+        one_token = self.weight_bytes_read(1.0)
+        self.matvec_weights_per_byte = model.matmul_params_active / one_token if one_token > 0 else 0.0
         self.parallel = parallel
         self.offload = offload
         # How the work is spread over devices (sim.cost.parallel); None = one device holds everything.
@@ -410,11 +417,7 @@ class CostModel:
         effective_keys = layer_keys + (slow - 1.0) * decode_keys
         rows = seqs if logits is None else logits
         matmul_s = (self._layer_matmul_flops(tokens, half) + self.flops_per_sequence * gemm_rows(rows, half)) / mm
-        weight_bytes = self.weight_bytes_read(tokens)
-        weights_s = weight_bytes / bw
-        if mv:
-            # the weight stream, or the mat-vec kernels' dequantizing ALUs where they are slower
-            weights_s = np.maximum(weights_s, matvec_alu_s(tokens, weight_bytes, self.matvec_weights_per_byte, mv))
+        weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
         kv_s = self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens) / bw
         return matmul_s, weights_s, attention_s, kv_s, it_s + seq_s * seqs
@@ -505,11 +508,8 @@ class CostModel:
             matmul_flops = (f * self._layer_matmul_flops(tokens, p.matmul_half_rows)
                             + h * self.flops_per_sequence * gemm_rows(logits, p.matmul_half_rows))
             weight_bytes = f * layer_bytes + h * self.head_bytes
-            stream_s = weight_bytes / p.bandwidth_bytes_per_s
-            if p.matvec_s_per_weight:
-                # the part's mat-vec ALU roof (`matvec_alu_s`) on the weights it streams
-                stream_s = np.maximum(stream_s, matvec_alu_s(tokens, weight_bytes, self.matvec_weights_per_byte,
-                                                             p.matvec_s_per_weight))
+            stream_s = weight_stream_s(tokens, weight_bytes, p.bandwidth_bytes_per_s, self.matvec_weights_per_byte,
+                                       p.matvec_s_per_weight)
             attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
             kv_s = p.kv_factor * f * self.kv_bytes_per_layer_token * kv_layer_tokens / p.bandwidth_bytes_per_s
             # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`)
