@@ -100,6 +100,19 @@ PRIOR_HALF_ROWS = (0.0, 128.0)
 # (soft_l1): one misprinted or mislabelled figure cannot drag a whole device.
 ROW_SIGMA = 0.1
 ROBUST_SCALE = 1.5
+def robust_loss(r) -> float:
+    """The fit's soft-L1 loss of residuals `r` in ROW_SIGMA units: quadratic up to ROBUST_SCALE, linear
+    past it (scipy least_squares' soft_l1 with f_scale = ROBUST_SCALE, x 2 f_scale^2)."""
+    r = np.asarray(r, dtype=float)
+    return float(np.sum(2 * ROBUST_SCALE**2 * (np.sqrt(1 + (r / ROBUST_SCALE) ** 2) - 1)))
+
+
+def _rows_loss(items, p: "GroupParams") -> float:
+    """`robust_loss` of rows [Prepared] predicted with a group's parameters."""
+    return robust_loss([math.log(max(predict(it.row, it.shape, p), 1e-12) / it.row.value) / ROW_SIGMA
+                        for it in items])
+
+
 BOUNDS = {"bandwidth": (0.05, 1.0), "compute": (0.002, 1.0), "attention": (0.005, 1.0), "floor_ms": (0.0, 30.0),
           "seq_ms": (0.0, 10.0), "half_rows": (0.0, 1024.0), "lat_us": (0.2, 50.0)}
 PRIOR_LATENCY_US_SIGMA = 5.0
@@ -617,8 +630,7 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
             starts.append(np.clip(x, lo + 1e-9, hi - 1e-9))
 
     def cost(x):
-        r = resid(x)
-        return float(np.sum(2 * ROBUST_SCALE**2 * (np.sqrt(1 + (r / ROBUST_SCALE) ** 2) - 1)))
+        return robust_loss(resid(x))
 
     x0 = min(starts, key=cost)
     sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, method="trf", loss="soft_l1", f_scale=ROBUST_SCALE,
@@ -1157,10 +1169,7 @@ def fit_matvec_alu(prepared: list[Prepared]) -> dict:
         APPLE_KQUANT_MATVEC_FLOPS["value"] = c or None
         loss = 0.0
         for k in keys:
-            p = fit_group(groups[k], *k)
-            for it in groups[k]:
-                r = math.log(max(predict(it.row, it.shape, p), 1e-12) / it.row.value) / ROW_SIGMA
-                loss += 2 * ROBUST_SCALE**2 * (math.sqrt(1 + (r / ROBUST_SCALE) ** 2) - 1)
+            loss += _rows_loss(groups[k], fit_group(groups[k], *k))
         scores[c] = loss
     best = min(scores, key=scores.get) if keys else 0.0
     APPLE_KQUANT_MATVEC_FLOPS["value"] = best or None
@@ -1198,11 +1207,7 @@ def fit_routing(prepared: list[Prepared]) -> dict[str, dict]:
             POOL_OVERRIDE[model] = c
             loss = 0.0
             for k in keys:
-                p = fit_group(groups[k], *k)
-                for it in mine:
-                    if (it.row.device, it.family) == k:
-                        r = math.log(max(predict(it.row, it.shape, p), 1e-12) / it.row.value) / ROW_SIGMA
-                        loss += 2 * ROBUST_SCALE**2 * (math.sqrt(1 + (r / ROBUST_SCALE) ** 2) - 1)
+                loss += _rows_loss([it for it in mine if (it.row.device, it.family) == k], fit_group(groups[k], *k))
             scores[c] = loss
         best = min(scores, key=scores.get)
         POOL_OVERRIDE[model] = best
