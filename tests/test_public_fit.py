@@ -188,31 +188,40 @@ def test_the_fit_recovers_known_parameters_from_synthetic_rows(synthetic_fit):
     assert max(abs(e) for e in errs) < 0.02
 
 
-def test_the_kquant_matvec_cost_on_apple_gpus_is_found_again_from_synthetic_rows():
+@pytest.fixture
+def kquant_matvec():
+    """Set the fitted Apple K-quant mat-vec ALU cost (`public_fit.APPLE_KQUANT_MATVEC_FLOPS`) for one
+    test; the value before it afterwards."""
+    before = pf.APPLE_KQUANT_MATVEC_FLOPS["value"]
+
+    def set_value(v):
+        pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = v
+
+    yield set_value
+    set_value(before)
+
+
+def test_the_kquant_matvec_cost_on_apple_gpus_is_found_again_from_synthetic_rows(kquant_matvec):
     """Rows two Macs would give if llama.cpp's Metal K-quant mat-vec kernels spent 32 FLOP per weight at
     the fp32 rate (their Q4_K_M decodes then follow the GPUs' ALU rates, not their bandwidths):
     `fit_matvec_alu` picks 32 from its grid, and leaves it set for the profiles."""
-    before = pf.APPLE_KQUANT_MATVEC_FLOPS["value"]
-    try:
-        pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = 32.0
-        items, truths = [], {}
-        for device, bw in (("apple-m1-max", 0.75), ("apple-m3-max", 0.8)):
-            truths[device] = GroupParams(device, "ggml", bandwidth={"gguf": bw, "f16": bw},
-                                         compute={"gguf": 0.6, "f16": 0.7}, attention=0.3, floor_ms=1.0, seq_ms=0.0,
-                                         half_rows=0.0)
-            items += _synthetic_rows(truths[device])
-        # the K-quant decodes are ALU-bound in this truth: without the roof the same efficiencies
-        # decode the M1 Max's Q4_K_M more than 20% faster than its rows say
-        tg = next(it for it in items if it.row.device == "apple-m1-max" and it.row.quant == "q4_k_m"
-                  and it.row.metric == "tg" and not it.row.depth)
-        pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = None
-        assert predict(tg.row, tg.shape, replace(truths["apple-m1-max"])) > 1.2 * tg.row.value  # (a fresh copy)
-        got = pf.fit_matvec_alu(items)
-        assert got["flops_per_weight"] == 32.0 and pf.APPLE_KQUANT_MATVEC_FLOPS["value"] == 32.0
-        assert got["devices"] == ["apple-m1-max", "apple-m3-max"]
-        assert min(got["loss_by_value"].values()) == got["loss_by_value"]["32"] < got["loss_by_value"]["0"]
-    finally:
-        pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = before
+    kquant_matvec(32.0)
+    items, truths = [], {}
+    for device, bw in (("apple-m1-max", 0.75), ("apple-m3-max", 0.8)):
+        truths[device] = GroupParams(device, "ggml", bandwidth={"gguf": bw, "f16": bw},
+                                     compute={"gguf": 0.6, "f16": 0.7}, attention=0.3, floor_ms=1.0, seq_ms=0.0,
+                                     half_rows=0.0)
+        items += _synthetic_rows(truths[device])
+    # the K-quant decodes are ALU-bound in this truth: without the roof the same efficiencies
+    # decode the M1 Max's Q4_K_M more than 20% faster than its rows say
+    tg = next(it for it in items if it.row.device == "apple-m1-max" and it.row.quant == "q4_k_m"
+              and it.row.metric == "tg" and not it.row.depth)
+    kquant_matvec(None)
+    assert predict(tg.row, tg.shape, replace(truths["apple-m1-max"])) > 1.2 * tg.row.value  # (a fresh copy)
+    got = pf.fit_matvec_alu(items)
+    assert got["flops_per_weight"] == 32.0 and pf.APPLE_KQUANT_MATVEC_FLOPS["value"] == 32.0
+    assert got["devices"] == ["apple-m1-max", "apple-m3-max"]
+    assert min(got["loss_by_value"].values()) == got["loss_by_value"]["32"] < got["loss_by_value"]["0"]
 
 
 def test_the_fit_says_which_efficiencies_its_rows_pinned_and_a_transfer_prefers_those(synthetic_fit):
@@ -265,7 +274,7 @@ def test_a_donor_whose_rows_the_model_follows_poorly_counts_less_in_a_transfer(s
     assert got.bandwidth["gguf"] < 0.52
 
 
-def test_fit_and_simulator_price_a_fitted_profile_alike():
+def test_fit_and_simulator_price_a_fitted_profile_alike(kquant_matvec):
     """What the fit optimised (public_fit.cost_params) is what the simulator runs (CostParams.from_profile)."""
     for device, engine, quant in (("rtx-4090", "llama.cpp", "q4_k_m"), ("h100-sxm", "trtllm", "fp8"),
                                   ("dgx-spark", "ollama", "mxfp4"), ("apple-m3-max", "mlx", "mlx-4bit"),
@@ -277,12 +286,8 @@ def test_fit_and_simulator_price_a_fitted_profile_alike():
         p = GroupParams(device, fam, dict(e.bandwidth_by_class), dict(e.compute_by_class), e.attention_of_peak,
                         e.floor_ms, e.per_sequence_ms, e.matmul_half_rows)
         q = get_model("llama-3.1-8b").quant(quant)
-        old = pf.APPLE_KQUANT_MATVEC_FLOPS["value"]
-        pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = (hw.engine_efficiency.get("ggml") or e).kquant_matvec_flops_per_weight
-        try:
-            assert CostParams.from_profile(hw, q, eng) == cost_params(hw, eng, q, p), (device, engine)
-        finally:
-            pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = old
+        kquant_matvec((hw.engine_efficiency.get("ggml") or e).kquant_matvec_flops_per_weight)
+        assert CostParams.from_profile(hw, q, eng) == cost_params(hw, eng, q, p), (device, engine)
 
 
 def test_fit_and_simulator_hold_a_model_alike():
@@ -463,20 +468,24 @@ def test_a_transferred_all_reduce_latency_is_a_multiple_of_the_targets_link():
     assert transfer("l40s", "trtllm", fits).lat_us == pytest.approx(15.0 * link)
 
 
+def _torch_donor(device: str, floor_ms: float, lat_us: float, eager: bool) -> GroupParams:
+    """A fitted vLLM/SGLang-family group of 10 fp8 rows with the given launch path."""
+    return GroupParams(device, "torch", {"fp8": 0.7}, {"fp8": 0.5}, 0.3, floor_ms, lat_us=lat_us, rows=["r"] * 10,
+                       seen_classes=("fp8",), eager=eager)
+
+
 def test_with_no_graph_mode_donor_a_device_keeps_its_own_measured_all_reduce_latency(microbench):
     """No donor of the family ran with CUDA graphs: the all-reduce step latency is the device's own
     NCCL/RCCL micro-benchmark's (median over 1-8 KB of time / 2 (N - 1)), not the profile's
     engineering default; without that micro-benchmark, None (the profile's). Donors, when there are
     any, still decide (the micro-benchmark is no anchor between them)."""
-    eager = GroupParams("dgx-spark", "torch", {"fp8": 0.7}, {"fp8": 0.5}, 0.3, 4.8, lat_us=12.0, rows=["r"] * 10,
-                        seen_classes=("fp8",), eager=True)
+    eager = _torch_donor("dgx-spark", 4.8, 12.0, True)
     times = (44.8, 51.2, 47.8, 49.4)  # the Azure ND MI300X v5 RCCL figures, 1K-8K
     microbench([MicroRow("mi300x", "rccl-tests", f"all_reduce 8 GPUs {k}K", "allreduce_time", t, "https://x")
                 for k, t in zip((1, 2, 4, 8), times)])
     assert pf.allreduce_step_latency_us("mi300x") == pytest.approx((47.8 + 49.4) / 2 / 14)
     assert transfer("mi300x", "torch", {("dgx-spark", "torch"): eager}).lat_us == pytest.approx(48.6 / 14)
-    graph = GroupParams("h100-sxm", "torch", {"fp8": 0.7}, {"fp8": 0.5}, 0.3, 0.2, lat_us=2.0, rows=["r"] * 10,
-                        seen_classes=("fp8",))
+    graph = _torch_donor("h100-sxm", 0.2, 2.0, False)
     link = load_profile("mi300x").interconnect_latency_us / load_profile("h100-sxm").interconnect_latency_us
     assert transfer("mi300x", "torch", {("h100-sxm", "torch"): graph}).lat_us == pytest.approx(2.0 * link)
     microbench([])
@@ -498,16 +507,12 @@ def test_eager_mode_donors_lend_no_floor_and_no_all_reduce_latency(corpus):
     """A donor whose rows all ran without CUDA graphs (enforce_eager) measured eager mode's launch path:
     a transfer takes the floor and the all-reduce latency from graph-mode donors, or else the profile's
     floor and the device's own measured collective latency (`allreduce_step_latency_us`)."""
-    def donor(device, floor, lat, eager):
-        return GroupParams(device, "torch", {"fp8": 0.7}, {"fp8": 0.5}, 0.3, floor, lat_us=lat, rows=["r"] * 10,
-                           seen_classes=("fp8",), eager=eager)
-
     h100 = load_profile("h100-sxm")
-    only_eager = transfer("h100-sxm", "torch", {("dgx-spark", "torch"): donor("dgx-spark", 4.8, 12.0, True)})
+    only_eager = transfer("h100-sxm", "torch", {("dgx-spark", "torch"): _torch_donor("dgx-spark", 4.8, 12.0, True)})
     assert only_eager.floor_ms == h100.iteration_overhead_ms
     assert only_eager.lat_us == pf.allreduce_step_latency_us("h100-sxm") != 12.0
-    both = transfer("h100-sxm", "torch", {("dgx-spark", "torch"): donor("dgx-spark", 4.8, 12.0, True),
-                                          ("h200", "torch"): donor("h200", 0.4, 6.0, False)})
+    both = transfer("h100-sxm", "torch", {("dgx-spark", "torch"): _torch_donor("dgx-spark", 4.8, 12.0, True),
+                                          ("h200", "torch"): _torch_donor("h200", 0.4, 6.0, False)})
     assert both.floor_ms == pytest.approx(0.4) and both.lat_us == pytest.approx(6.0)
     # the efficiencies still come from every donor
     assert only_eager.bandwidth["fp8"] == pytest.approx(0.7 * pf.bandwidth_anchor("h100-sxm", "dgx-spark"))
