@@ -894,16 +894,21 @@ def _share_ratio(target: str, donor: str, shares) -> float:
     return float(np.exp(np.mean([math.log(st[b] / sd[b]) for b in common])))
 
 
-def matmul_shares(device: str) -> dict[str, float]:
-    """benchmark -> the device's micro-benchmark GEMM rate (quantity `matmul`; the kernel names the
-    number format first, e.g. "fp8 16384x16384x16384") / its profile's datasheet peak of that format."""
+def matmul_shares(device: str) -> dict[str, dict[str, float]]:
+    """benchmark -> {number format: the device's micro-benchmark GEMM rate (quantity `matmul`; the
+    kernel names the format first, e.g. "fp8 16384x16384x16384") / its profile's datasheet peak of
+    that format}."""
     rows = _micro_rows()
     if device not in _MICRO["matmul"]:
         from sim.catalog.hardware import load_profile
 
         hw = load_profile(device)
-        _MICRO["matmul"][device] = {r.benchmark: r.value * 1e12 / hw.peak_flops(r.kernel.split()[0])
-                                    for r in rows if r.device == device and r.quantity == "matmul"}
+        shares: dict[str, dict[str, float]] = defaultdict(dict)
+        for r in rows:
+            if r.device == device and r.quantity == "matmul":
+                fmt = r.kernel.split()[0]
+                shares[r.benchmark][fmt] = r.value * 1e12 / hw.peak_flops(fmt)
+        _MICRO["matmul"][device] = dict(shares)
     return _MICRO["matmul"][device]
 
 
@@ -916,14 +921,35 @@ COMPUTE_ANCHOR_FAMILIES = ("trtllm", "torch")
 
 def compute_anchor(target: str, donor: str) -> float:
     """As `bandwidth_anchor`, for the matmul side: how much more of its datasheet GEMM peak `target`'s
-    micro-benchmark reached than `donor`'s (geometric mean over their common benchmarks), 1 when they
-    share none. The Azure ND results time cuBLASLt at m = n = k = 16384: the A100 reaches 0.822 of its
-    fp16 peak, the H100 SXM 0.696 and the H200 0.690 of their fp8 peaks (Hopper's datasheet figures
-    assume clocks its 700 W rarely holds under dense GEMMs). Held out by device, the A100's TensorRT-LLM
-    rows borrowed the H100's fp16 share (0.55 of peak against the A100's own 0.64) and read 9.3% slow
-    (signed median, 94 rows); with the anchor 7.5% (|median|, from 10.3%), all rows held out by device
-    10.2 -> 9.7% median (p90 40.2% unchanged), nothing else moved (docs/public-calibration.md, round 14)."""
-    return _share_ratio(target, donor, matmul_shares)
+    micro-benchmarks reached than `donor`'s, 1 when they ran none in common (or USE_MICROBENCH is off).
+    Per benchmark both ran: the mean log ratio over the number formats both ran it in; where they ran
+    it in different formats, the ratio of their mean log shares (each a share of its own format's
+    peak). Then the geometric mean over benchmarks.
+
+    Two benchmarks: the Azure ND results time cuBLASLt at m = n = k = 16384 (A100 0.822 of its fp16
+    peak, H100 SXM 0.696 and H200 0.690 of their fp8 peaks: Hopper's datasheet figures assume clocks
+    its 700 W rarely holds under dense GEMMs); stas00's ml-engineering MAMF table times torch.matmul
+    at the best of a shape search (A100 SXM 0.869 and H100 SXM 0.803 of bf16, H100 0.709 and H200
+    0.734 of fp8, MI300X 0.511 of bf16 on ROCm 6.3 with TunableOp).
+    - With the cuBLASLt figures alone, held out by device, the A100's TensorRT-LLM rows borrowed the
+      H100's fp16 share (0.55 of peak against the A100's own 0.64) and read 9.3% slow (signed median,
+      94 rows); with the anchor 7.5% (|median|, from 10.3%), all rows held out by device 10.2 -> 9.7%
+      median (p90 40.2% unchanged), nothing else moved (docs/public-calibration.md, round 14).
+    - The MAMF rows give the MI300X its first GEMM figure: its vLLM rows held out (no ROCm donor;
+      the H100 SXM lends) had large batches 20-50% too short, its GEMMs priced at Hopper's share
+      (round 17)."""
+    if not USE_MICROBENCH or target == donor:
+        return 1.0
+    st, sd = matmul_shares(target), matmul_shares(donor)
+    logs = []
+    for bench in sorted(set(st) & set(sd)):
+        both = sorted(set(st[bench]) & set(sd[bench]))
+        if both:
+            logs.append(float(np.mean([math.log(st[bench][f] / sd[bench][f]) for f in both])))
+        else:
+            logs.append(float(np.mean(np.log(list(st[bench].values())))
+                              - np.mean(np.log(list(sd[bench].values())))))
+    return float(np.exp(np.mean(logs))) if logs else 1.0
 
 
 # How much a fitted device counts in a transfer, per tier of distance (`_tier`): each step away

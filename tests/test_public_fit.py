@@ -756,19 +756,40 @@ def test_a_class_the_nearest_donor_did_not_measure_weighs_one_tier_further():
 
 def test_a_gemm_micro_benchmark_anchors_the_matmul_side_of_library_kernel_families(microbench):
     """The Azure cuBLASLt GEMMs (m = n = k = 16384) reach 0.822 of the A100's fp16 peak and 0.696 of
-    the H100 SXM's fp8 peak: a TensorRT-LLM transfer between them carries that ratio; llama.cpp's own
-    kernels (ggml) do not take it."""
+    the H100 SXM's fp8 peak; stas00's MAMF search 0.869 and 0.803 of their bf16 peaks: a TensorRT-LLM
+    transfer between them carries the geometric mean of the two benchmarks' ratios (the first across
+    formats, the second within bf16); llama.cpp's own kernels (ggml) do not take it."""
     microbench(load_microbench())  # the shipped file, whatever an earlier test left
-    assert pf.matmul_shares("a100-80g")["cublaslt-gemm"] == pytest.approx(256.5 / 312, rel=1e-6)
-    assert pf.matmul_shares("h100-sxm")["cublaslt-gemm"] == pytest.approx(1377.3 / 1978.9, rel=1e-3)
+    assert pf.matmul_shares("a100-80g")["cublaslt-gemm"] == {"fp16": pytest.approx(256.5 / 312, rel=1e-6)}
+    assert pf.matmul_shares("h100-sxm")["cublaslt-gemm"]["fp8"] == pytest.approx(1377.3 / 1978.9, rel=1e-3)
+    cublas = (256.5 / 312) / (1377.3 / 1978.9)
+    mamf = (271.2 / 312) / (794.5 / 989.4)  # the H100's fp8 MAMF row has no A100 counterpart: not used
     ratio = pf.compute_anchor("a100-80g", "h100-sxm")
-    assert ratio == pytest.approx((256.5 / 312) / (1377.3 / 1978.9), rel=1e-3) and ratio > 1.15
+    assert ratio == pytest.approx(math.sqrt(cublas * mamf), rel=1e-3) and ratio > 1.1
     assert pf.compute_anchor("a100-80g", "l40s") == 1.0  # no common benchmark: the datasheet anchor
     for fam, expect in (("trtllm", 0.5 * ratio), ("ggml", 0.5)):
         donor = pf.GroupParams("h100-sxm", fam, {"f16": 0.8}, {"f16": 0.5}, 0.3, 0.0, rows=["r"] * 9,
                                seen_classes=("f16",))
         got = pf.transfer("a100-80g", fam, {("h100-sxm", fam): donor})
         assert got.compute["f16"] == pytest.approx(expect, rel=1e-6), fam
+
+
+def test_matmul_anchor_compares_formats_both_devices_ran(microbench):
+    """Within one benchmark the anchor compares the number formats both devices ran it in; where they
+    ran different ones, each device's mean share of its own formats' peaks. The MI300X's one GEMM
+    figure (MAMF bf16, 0.511 of its 1,307 TFLOPS) against the H100 SXM (bf16 0.803, fp8 0.709) uses the
+    bf16 rows only; against the H200 (fp8 only) the two shares as they are."""
+    rows = [MicroRow("mi300x", "mamf", "bf16 a", "matmul", 668.4, "s"),
+            MicroRow("h100-sxm", "mamf", "bf16 a", "matmul", 794.5, "s"),
+            MicroRow("h100-sxm", "mamf", "fp8 a", "matmul", 1402.6, "s"),
+            MicroRow("h200", "mamf", "fp8 a", "matmul", 1453.4, "s")]
+    microbench(rows)
+    mi, h100 = pf.matmul_shares("mi300x")["mamf"], pf.matmul_shares("h100-sxm")["mamf"]
+    assert set(h100) == {"bf16", "fp8"} and mi["bf16"] == pytest.approx(668.4 / 1307.4, rel=1e-3)
+    assert pf.compute_anchor("mi300x", "h100-sxm") == pytest.approx(mi["bf16"] / h100["bf16"], rel=1e-9)
+    h200 = pf.matmul_shares("h200")["mamf"]["fp8"]
+    assert pf.compute_anchor("mi300x", "h200") == pytest.approx(mi["bf16"] / h200, rel=1e-9)
+    assert pf.compute_anchor("mi300x", "h100-sxm") < 0.7  # the MI300X's GEMMs reach less of their peak
 
 
 def test_shipped_transfers_take_current_llama_cpp_builds_as_donors():
