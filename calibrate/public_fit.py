@@ -137,8 +137,9 @@ class GroupParams:
     seen_classes: tuple[str, ...] = ()  # weight classes the group's rows measured
     current_share: float | None = None  # share of its rows run on current software (`row_is_current`)
     rows_here: int = 0  # of `rows`, those timed with this repository's scripts (source `repo:<path>`)
-    # efficiencies the rows pinned down (`fit_group`, PIN_INFO): "attention", "bandwidth:<class>",
-    # "compute:<class>"; None (a hand-made group): every efficiency of a measured class counts as pinned
+    # values the rows pinned down (`fit_group`, PIN_INFO): "attention", "half_rows",
+    # "bandwidth:<class>", "compute:<class>"; None (a hand-made group): the attention, the GEMM
+    # start-up and every efficiency of a measured class count as pinned
     pinned: frozenset | None = None
     # how closely the fitted values follow the group's rows: median |log(predicted / measured)| over
     # them (`fit_group`); None for a hand-made or transferred group. `transfer` weighs a donor by it.
@@ -148,9 +149,9 @@ class GroupParams:
     eager: bool = False
 
     def pins(self, what: str, cls: str = "") -> bool:
-        """Whether the group's rows pinned efficiency `what` ("attention", "bandwidth", "compute") of `cls`."""
+        """Whether the group's rows pinned `what` ("attention", "half_rows", "bandwidth", "compute") of `cls`."""
         if self.pinned is None:
-            return what == "attention" or cls in self.seen_classes
+            return what in ("attention", "half_rows") or cls in self.seen_classes
         return (f"{what}:{cls}" if cls else what) in self.pinned
 
     def compute_for(self, cls: str) -> float:
@@ -641,11 +642,20 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     info = np.sum(sol.jac[:len(items)] ** 2, axis=0)
     # x's layout (`_unpack`): log attention, floor, per-sequence cost, half rows, log bandwidths, log
     # compute efficiencies[, all-reduce latency]; only the log-efficiencies are named
-    names = ["attention", "", "", ""] + [f"bandwidth:{c}" for c in classes] + [f"compute:{c}" for c in classes]
+    names = ["attention", "", "", "half_rows"] + [f"bandwidth:{c}" for c in classes] + [f"compute:{c}" for c in classes]
     # a value at its bound was set by the bound, not the rows (the M4 Max's MLX bandwidth, 1.0: rows
     # faster than its datasheet allows with the model's per-step costs): not pinned either
     at_bound = np.isclose(sol.x, lo, atol=1e-6) | np.isclose(sol.x, hi, atol=1e-6)
-    p.pinned = frozenset(nm for nm, i, b in zip(names, info, at_bound) if nm and i >= PIN_INFO and not b)
+    # The GEMM start-up (half_rows, Hockney's n_1/2 in rows, not a log) counts as pinned when the rows
+    # tell more than its prior (a standard deviation under PRIOR_HALF_ROWS' 128 rows) and it is off its
+    # bound of 0. Without this a device whose rows never ran small matmuls (the RTX 4090's and M1 Max's
+    # llama.cpp rows: dense pp512 and tg128, fitted n_1/2 = 0 at the bound) lent a start-up of 0 as if
+    # measured; `transfer` now counts such a donor UNPINNED_TIERS tiers further, as an unpinned
+    # efficiency. Held out by device on the 1,234 rows (median / p90, rows past 25%): without 8.9 / 31.5%,
+    # 189; this rule 8.9 / 31.1%, 185; a stricter one, a standard deviation of at most 8 / 16 / 24 rows:
+    # 8.9 / 31.7%, 186; 9.0 / 31.9%, 185; 8.9 / 31.5%, 184 (docs/public-calibration.md, round 17).
+    need = [PRIOR_HALF_ROWS[1] ** -2 if nm == "half_rows" else PIN_INFO for nm in names]
+    p.pinned = frozenset(nm for nm, i, b, lim in zip(names, info, at_bound, need) if nm and i >= lim and not b)
     # the rows' residuals at the solution, unweighted: sol.fun's first len(items) are w x log(pred / meas)
     # / ROW_SIGMA (`resid`)
     p.spread = float(np.median(np.abs(sol.fun[:len(items)]) * ROW_SIGMA / w))
@@ -1084,7 +1094,7 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
         device, family, bw, comp,
         achievable("attention", "f16", [(weight(g) * measured(g, "attention"), g, g.attention) for g in others]),
         floor_ms, seq_ms,
-        wmean([(weight(g), g.half_rows) for g in others]),
+        wmean([(weight(g) * measured(g, "half_rows"), g.half_rows) for g in others]),
         _transfer_latency(device, [(weight(g), g) for g in graphs if g.lat_us is not None], wgeo, wmean),
         transferred_from=sorted(nearest), seen_classes=(), current_share=era,
     )

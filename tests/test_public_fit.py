@@ -135,23 +135,25 @@ def test_duplicate_row_ids_are_refused(tmp_path):
     assert res.exit_code == 2 and "duplicate row_id" in res.output and "row_id" in res.output
 
 
-def _synthetic_rows(truth: GroupParams):
+def _synthetic_rows(truth: GroupParams, ubatches: tuple[int, ...] = ()):
     """Rows of the kinds the corpus holds (pp, tg, batched decode and prefill) on `truth.device`
-    (rtx-4090 in most tests) whose values are what `truth` predicts: the fit must find `truth` again."""
+    (rtx-4090 in most tests) whose values are what `truth` predicts: the fit must find `truth` again.
+    `ubatches`: also pp512 at these physical batches (llama-bench -ub), whose GEMMs run that many rows."""
     base = _good_row()
     rows, i = [], 0
     for model, quant in (("llama-3.1-8b", "q4_k_m"), ("llama-3.1-8b", "fp16"), ("qwen2.5-7b", "q8_0"),
                          ("mistral-7b-v0.3", "q4_k_m")):
-        for metric, b, isl, osl, depth, quantity in (
-            ("pp", 1, 512, 0, 0, "prompt_tps"), ("pp", 1, 4096, 0, 0, "prompt_tps"),
-            ("tg", 1, 0, 128, 0, "decode_tps"), ("tg", 1, 0, 128, 4096, "decode_tps"),
-            ("batched", 8, 512, 64, 0, "decode_tps"), ("batched", 32, 512, 64, 0, "decode_tps"),
-            ("batched", 4, 512, 64, 0, "prompt_tps"),
+        for metric, b, isl, osl, depth, quantity, settings in (
+            ("pp", 1, 512, 0, 0, "prompt_tps", ""), ("pp", 1, 4096, 0, 0, "prompt_tps", ""),
+            ("tg", 1, 0, 128, 0, "decode_tps", ""), ("tg", 1, 0, 128, 4096, "decode_tps", ""),
+            ("batched", 8, 512, 64, 0, "decode_tps", ""), ("batched", 32, 512, 64, 0, "decode_tps", ""),
+            ("batched", 4, 512, 64, 0, "prompt_tps", ""),
+            *(("pp", 1, 512, 0, 0, "prompt_tps", f"ub={u}") for u in ubatches),
         ):
             i += 1
             rec = {**base, "row_id": f"s{i}", "model": model, "quant": quant, "metric": metric, "batch": str(b),
                    "input_tokens": str(isl), "output_tokens": str(osl), "depth": str(depth), "quantity": quantity,
-                   "value": "1", "source": f"https://example.org/{i % 3}"}
+                   "value": "1", "source": f"https://example.org/{i % 3}", "settings": settings}
             from calibrate.public_corpus import parse_row
 
             rec["device"], rec["backend"] = truth.device, "metal" if truth.device.startswith("apple") else "cuda"
@@ -247,6 +249,29 @@ def test_the_fit_says_which_efficiencies_its_rows_pinned_and_a_transfer_prefers_
     # the bandwidth both pinned: the L40S, tier 0, decides
     assert got.bandwidth["gguf"] == pytest.approx(decode.bandwidth["gguf"] * pf.bandwidth_anchor("rtx-4090", "l40s"),
                                                   rel=1e-3)
+
+
+def test_a_gemm_start_up_the_rows_left_at_its_bound_is_lent_as_unpinned():
+    """Prompts at physical batches of 8-64 tokens run GEMMs of that many rows: rows from a truth with a
+    32-row start-up find it again and pin it. The RTX 4090's corpus rows (dense pp512 / tg128) push it
+    to its bound 0, which the bound set, not the rows: not pinned. In a transfer the pinned donor's
+    start-up then decides, where by rows alone the two would average."""
+    slow = fit_group(_synthetic_rows(replace(TRUTH_4090, half_rows=32.0), ubatches=(8, 16, 64)), "rtx-4090", "ggml")
+    assert slow.half_rows == pytest.approx(32.0, rel=0.05) and "half_rows" in slow.pinned
+    real = [it for it in prepare(load_corpus(default_corpus_dir()))
+            if it.row.device == "rtx-4090" and it.family == "ggml" and it.shape is not None]
+    flat = fit_group(real, "rtx-4090", "ggml")
+    assert flat.half_rows == pytest.approx(0.0, abs=1e-6) and "half_rows" not in flat.pinned
+    assert "bandwidth:gguf" in flat.pinned  # the rule is about the start-up, not the whole fit
+    fits = {("l40s", "ggml"): replace(flat, device="l40s", spread=slow.spread, rows=slow.rows),
+            ("rtx-3090", "ggml"): replace(slow, device="rtx-3090")}
+    assert pf._tier("rtx-5090", "l40s") == pf._tier("rtx-5090", "rtx-3090")  # NVIDIA, GDDR: one tier
+    got = pf.transfer("rtx-5090", "ggml", fits)
+    # the 0 counts TIER_DECAY ** UNPINNED_TIERS as much as the 32
+    w = pf.TIER_DECAY ** pf.UNPINNED_TIERS
+    assert got.half_rows == pytest.approx(slow.half_rows / (1 + w), rel=1e-6)
+    # a hand-made group (no fit, pinned None) counts its start-up as measured
+    assert pf.GroupParams("h200", "ggml", {}, {}, 0.3, 0.0).pins("half_rows")
 
 
 def test_a_donor_whose_rows_the_model_follows_poorly_counts_less_in_a_transfer(synthetic_fit):
