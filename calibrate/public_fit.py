@@ -1025,8 +1025,8 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     """Parameters for `device` under `family` from the other fitted devices of that family: a
     weighted geometric mean (arithmetic for the floor and per-sequence cost), weight =
     TIER_DECAY ** tier x sqrt(rows) x (ROW_SIGMA / spread) ** SPREAD_POWER, per weight class (a donor
-    whose rows did not pin an efficiency down, e.g. of a class it did not measure, counts
-    UNPINNED_TIERS tiers further); the tier of matmul-side parameters is `_tier(..., "compute")`, of
+    whose rows did not pin an efficiency or the GEMM start-up down, e.g. of a class it did not
+    measure, counts UNPINNED_TIERS tiers further); the tier of matmul-side parameters is `_tier(..., "compute")`, of
     bandwidth, floor and per-sequence cost `_tier(..., "memory")`. `transferred_from` names the
     nearest devices of both. Matmul and attention efficiencies are averaged as shares of each device's
     achievable peak (`achievable_share`; attention on the fp16 one) and turned back into the target's
