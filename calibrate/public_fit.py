@@ -641,7 +641,7 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     # of squared Jacobian entries of the row residuals, whose unit is ROW_SIGMA) at least PIN_INFO
     info = np.sum(sol.jac[:len(items)] ** 2, axis=0)
     # x's layout (`_unpack`): log attention, floor, per-sequence cost, half rows, log bandwidths, log
-    # compute efficiencies[, all-reduce latency]; only the log-efficiencies are named
+    # compute efficiencies[, all-reduce latency]; the log-efficiencies and the start-up are named
     names = ["attention", "", "", "half_rows"] + [f"bandwidth:{c}" for c in classes] + [f"compute:{c}" for c in classes]
     # a value at its bound was set by the bound, not the rows (the M4 Max's MLX bandwidth, 1.0: rows
     # faster than its datasheet allows with the model's per-step costs): not pinned either
@@ -946,8 +946,9 @@ def compute_anchor(target: str, donor: str) -> float:
       94 rows); with the anchor 7.5% (|median|, from 10.3%), all rows held out by device 10.2 -> 9.7%
       median (p90 40.2% unchanged), nothing else moved (docs/public-calibration.md, round 14).
     - The MAMF rows give the MI300X its first GEMM figure: its vLLM rows held out (no ROCm donor;
-      the H100 SXM lends) had large batches 20-50% too short, its GEMMs priced at Hopper's share
-      (round 17)."""
+      the H100 SXM lends) had large batches 20-50% too short, its GEMMs priced at Hopper's share.
+      With it (0.64 of the H100's bf16 share): 13.1 -> 12.6% median, 17 -> 13 of 64 rows past 25%;
+      all rows held out by device 8.9 / 31.6% -> 8.9 / 31.5% (round 17)."""
     if not USE_MICROBENCH or target == donor:
         return 1.0
     st, sd = matmul_shares(target), matmul_shares(donor)
