@@ -147,6 +147,9 @@ class GroupParams:
     # every row ran without CUDA graphs (settings enforce_eager): its per-step floor and all-reduce
     # latency are eager mode's, which the presets (graphs on) do not pay; `transfer` lends neither
     eager: bool = False
+    # a transferred group's `lat_us` is the device's own all-reduce micro-benchmark
+    # (`allreduce_step_latency_us`): no donor of the family ran with CUDA graphs
+    lat_from_microbench: bool = False
 
     def pins(self, what: str, cls: str = "") -> bool:
         """Whether the group's rows pinned `what` ("attention", "half_rows", "bandwidth", "compute") of `cls`."""
@@ -1091,13 +1094,15 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     # the floor and the all-reduce latency are the launch path's: eager-mode donors do not lend them
     graphs = [g for g in others if not g.eager]
     floor_ms, seq_ms = _launch_costs(device, [(weight(g, "memory"), g) for g in graphs], wmean)
+    lat_donors = [(weight(g), g) for g in graphs if g.lat_us is not None]
     return GroupParams(
         device, family, bw, comp,
         achievable("attention", "f16", [(weight(g) * measured(g, "attention"), g, g.attention) for g in others]),
         floor_ms, seq_ms,
         wmean([(weight(g) * measured(g, "half_rows"), g.half_rows) for g in others]),
-        _transfer_latency(device, [(weight(g), g) for g in graphs if g.lat_us is not None], wgeo, wmean),
+        _transfer_latency(device, lat_donors, wgeo, wmean),
         transferred_from=sorted(nearest), seen_classes=(), current_share=era,
+        lat_from_microbench=not lat_donors and allreduce_step_latency_us(device) is not None,
     )
 
 
@@ -1430,7 +1435,7 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
             if p.transferred_from:
                 src = (f"no public rows of {family} kernels on {device}: transferred from "
                        f"{', '.join(p.transferred_from)} (nearest architecture, calibrate/public_fit.py transfer)")
-                if p.lat_us is not None and p.lat_us == allreduce_step_latency_us(device):
+                if p.lat_from_microbench:
                     src += ("; all-reduce step latency: this device's own NCCL/RCCL all-reduce micro-benchmark "
                             "(benchmarks/public/device_microbench.csv), no donor of the family ran with CUDA graphs")
             else:

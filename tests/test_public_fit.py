@@ -536,9 +536,11 @@ def test_eager_mode_donors_lend_no_floor_and_no_all_reduce_latency(corpus):
     only_eager = transfer("h100-sxm", "torch", {("dgx-spark", "torch"): _torch_donor("dgx-spark", 4.8, 12.0, True)})
     assert only_eager.floor_ms == h100.iteration_overhead_ms
     assert only_eager.lat_us == pf.allreduce_step_latency_us("h100-sxm") != 12.0
+    assert only_eager.lat_from_microbench  # the shipped profile's source text says where it came from
     both = transfer("h100-sxm", "torch", {("dgx-spark", "torch"): _torch_donor("dgx-spark", 4.8, 12.0, True),
                                           ("h200", "torch"): _torch_donor("h200", 0.4, 6.0, False)})
     assert both.floor_ms == pytest.approx(0.4) and both.lat_us == pytest.approx(6.0)
+    assert not both.lat_from_microbench
     # the efficiencies still come from every donor
     assert only_eager.bandwidth["fp8"] == pytest.approx(0.7 * pf.bandwidth_anchor("h100-sxm", "dgx-spark"))
     # the shipped eager rows (kubis.ai's DGX Spark vLLM runs) say so in their settings, and only they do
