@@ -1439,9 +1439,9 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
                     src += ("; all-reduce step latency: this device's own NCCL/RCCL all-reduce micro-benchmark "
                             "(benchmarks/public/device_microbench.csv), no donor of the family ran with CUDA graphs")
             else:
-                kind = ("public measurements" if not p.rows_here else
-                        "measurements timed with this repository's benchmarks/gpu scripts" if p.rows_here == len(p.rows)
-                        else "public measurements and ones timed with this repository's benchmarks/gpu scripts")
+                here = "timed with this repository's benchmarks/gpu scripts"
+                kind = ("public measurements" if not p.rows_here else f"measurements {here}"
+                        if p.rows_here == len(p.rows) else f"public measurements and ones {here}")
                 src = (f"fitted by calibrate/public_fit.py to {len(p.rows)} {kind} from "
                        f"{len(p.sources)} source(s): " + "; ".join(p.sources))
             entry = {
