@@ -113,6 +113,22 @@ def _rows_loss(items, p: "GroupParams") -> float:
                         for it in items])
 
 
+def _grid_choice(grid, apply, groups: dict, rows_of: dict) -> tuple[float, dict]:
+    """A kernel or model property chosen on all rows: for each value of `grid`, `apply(value)`, refit
+    every group of `rows_of` ({group key: the rows scored}) and sum the robust loss of those rows; the
+    value with the least loss is applied again and returned with {value: loss}."""
+    scores = {}
+    for c in grid:
+        apply(c)
+        loss = 0.0
+        for k, rows in rows_of.items():
+            loss += _rows_loss(rows, fit_group(groups[k], *k))
+        scores[c] = loss
+    best = min(scores, key=scores.get)
+    apply(best)
+    return best, scores
+
+
 BOUNDS = {"bandwidth": (0.05, 1.0), "compute": (0.002, 1.0), "attention": (0.005, 1.0), "floor_ms": (0.0, 30.0),
           "seq_ms": (0.0, 10.0), "half_rows": (0.0, 1024.0), "lat_us": (0.2, 50.0)}
 PRIOR_LATENCY_US_SIGMA = 5.0
@@ -1095,14 +1111,16 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     graphs = [g for g in others if not g.eager]
     floor_ms, seq_ms = _launch_costs(device, [(weight(g, "memory"), g) for g in graphs], wmean)
     lat_donors = [(weight(g), g) for g in graphs if g.lat_us is not None]
+    lat_us = _transfer_latency(device, lat_donors, wgeo, wmean)
     return GroupParams(
         device, family, bw, comp,
         achievable("attention", "f16", [(weight(g) * measured(g, "attention"), g, g.attention) for g in others]),
         floor_ms, seq_ms,
         wmean([(weight(g) * measured(g, "half_rows"), g.half_rows) for g in others]),
-        _transfer_latency(device, lat_donors, wgeo, wmean),
+        lat_us,
         transferred_from=sorted(nearest), seen_classes=(), current_share=era,
-        lat_from_microbench=not lat_donors and allreduce_step_latency_us(device) is not None,
+        # without donors `_transfer_latency` gives the device's own micro-benchmark (or None)
+        lat_from_microbench=not lat_donors and lat_us is not None,
     )
 
 
@@ -1206,15 +1224,8 @@ def fit_matvec_alu(prepared: list[Prepared]) -> dict:
     keys = sorted({(it.row.device, it.family) for it in prepared
                    if it.shape is not None and it.family == "ggml" and load_profile(it.row.device).vendor == "Apple"
                    and is_k_quant(_row_objects(it.row)[3])})
-    scores = {}
-    for c in MATVEC_GRID:
-        APPLE_KQUANT_MATVEC_FLOPS["value"] = c or None
-        loss = 0.0
-        for k in keys:
-            loss += _rows_loss(groups[k], fit_group(groups[k], *k))
-        scores[c] = loss
-    best = min(scores, key=scores.get) if keys else 0.0
-    APPLE_KQUANT_MATVEC_FLOPS["value"] = best or None
+    best, scores = _grid_choice(MATVEC_GRID, lambda c: APPLE_KQUANT_MATVEC_FLOPS.__setitem__("value", c or None),
+                                groups, {k: groups[k] for k in keys})
     return {"flops_per_weight": best, "devices": [d for d, _ in keys],
             "rows": sum(len(groups[k]) for k in keys),
             "loss_by_value": {f"{c:g}": round(v, 2) for c, v in scores.items()}}
@@ -1244,15 +1255,8 @@ def fit_routing(prepared: list[Prepared]) -> dict[str, dict]:
     for model in models:
         mine = [it for it in multi if it.row.model == model]
         keys = sorted({(it.row.device, it.family) for it in mine})
-        scores = {}
-        for c in POOL_GRID:
-            POOL_OVERRIDE[model] = c
-            loss = 0.0
-            for k in keys:
-                loss += _rows_loss([it for it in mine if (it.row.device, it.family) == k], fit_group(groups[k], *k))
-            scores[c] = loss
-        best = min(scores, key=scores.get)
-        POOL_OVERRIDE[model] = best
+        best, scores = _grid_choice(POOL_GRID, lambda c: POOL_OVERRIDE.__setitem__(model, c), groups,
+                                    {k: [it for it in mine if (it.row.device, it.family) == k] for k in keys})
         out[model] = {"expert_pool_fraction": best, "rows": len(mine),
                       "devices": sorted({it.row.device for it in mine}),
                       "loss_by_fraction": {f"{c:g}": round(v, 2) for c, v in scores.items()}}
