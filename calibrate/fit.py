@@ -258,7 +258,7 @@ def fit_cost_params(
     # Bounds that stop before n_1/2 or the decode-attention slowdown (older callers), or pin one
     # (upper == lower), keep it at its default (0 rows: plain roofline; 1: one attention rate).
     def padded(b: tuple[float, ...]) -> np.ndarray:
-        return np.array((*b, *_TRAILING_DEFAULTS[max(0, len(b) - 5):])[:8], dtype=float)
+        return np.array((*b, *_TRAILING_DEFAULTS[max(0, len(b) - 5):])[:len(CostParams.FIELDS)], dtype=float)
 
     lo, hi = padded(bounds.lower), padded(bounds.upper)
     fit_half = hi[5] > lo[5]
