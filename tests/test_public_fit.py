@@ -251,15 +251,15 @@ def test_the_fit_says_which_efficiencies_its_rows_pinned_and_a_transfer_prefers_
                                                   rel=1e-3)
 
 
-def test_a_gemm_start_up_the_rows_left_at_its_bound_is_lent_as_unpinned():
+def test_a_gemm_start_up_the_rows_left_at_its_bound_is_lent_as_unpinned(corpus):
     """Prompts at physical batches of 8-64 tokens run GEMMs of that many rows: rows from a truth with a
     32-row start-up find it again and pin it. The RTX 4090's corpus rows (dense pp512 / tg128) push it
     to its bound 0, which the bound set, not the rows: not pinned. In a transfer the pinned donor's
     start-up then decides, where by rows alone the two would average."""
     slow = fit_group(_synthetic_rows(replace(TRUTH_4090, half_rows=32.0), ubatches=(8, 16, 64)), "rtx-4090", "ggml")
     assert slow.half_rows == pytest.approx(32.0, rel=0.05) and "half_rows" in slow.pinned
-    real = [it for it in prepare(load_corpus(default_corpus_dir()))
-            if it.row.device == "rtx-4090" and it.family == "ggml" and it.shape is not None]
+    real = [it for it in prepare([r for r in corpus if r.device == "rtx-4090"])
+            if it.family == "ggml" and it.shape is not None]
     flat = fit_group(real, "rtx-4090", "ggml")
     assert flat.half_rows == pytest.approx(0.0, abs=1e-6) and "half_rows" not in flat.pinned
     assert "bandwidth:gguf" in flat.pinned  # the rule is about the start-up, not the whole fit
