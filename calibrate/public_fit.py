@@ -226,7 +226,31 @@ def _row_objects(row: PublicRow):
     """(profile, engine preset for that device, model, quant format, CostModel) a row is replayed with;
     the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8)."""
     return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, _row_kv_dtype(row),
-                    POOL_OVERRIDE.get(row.model), row.settings.get("mxfp4_layers", ""))
+                    POOL_OVERRIDE.get(row.model), row.settings.get("mxfp4_layers", ""), row_flash_attention(row))
+
+
+def row_flash_attention(row: PublicRow) -> bool:
+    """Whether a row's attention ran as flash-attention kernels (EngineConfig.flash_attention). A
+    llama.cpp-family row: its settings' `fa` when printed (llama-bench -fa 0/1), else on for a
+    current build (`row_is_current`) and off for an earlier one. Flash attention became llama.cpp's
+    default ("-fa auto") with PR #15434 (merged 2025-08); before it, -fa was off unless passed, and
+    the 2023-24 tables the corpus scraped (XiongjieDai's, discussion #4167's) print no fa column. This
+    repository's 2026 llama-bench run on the H200 prints the fa column only where -fa was passed
+    (benchmarks/gpu/h200-2026-12-04/h200_llamacpp.log), as llama-bench does for default values. The
+    2025-08 RTX 4090 rows of PR #15631 (no fa printed; build b64ba1cc8, days before #15434 merged)
+    count as current: taken as off, held out by device the p90 goes 29.5 -> 33.6% and 163 -> 193 rows
+    past 25% (their attention is then bandwidth-bound and no RTX 4090 row pins the kernel's rate),
+    so the rows themselves say the kernels were fused. Other families always fuse attention
+    (FlashAttention / FlashInfer in vLLM and SGLang, TensorRT-LLM's fused kernels, MLX's
+    scaled_dot_product_attention)."""
+    if engine_family(row.engine, row.settings) != "ggml":
+        return True
+    fa = row.settings.get("fa", "").strip().lower()
+    if fa in ("0", "off", "false"):
+        return False
+    if fa in ("1", "on", "true"):
+        return True
+    return bool(row_is_current(row))
 
 
 def _row_kv_dtype(row: PublicRow) -> str:
@@ -262,7 +286,7 @@ POOL_OVERRIDE: dict[str, float] = {}
 
 @lru_cache(maxsize=None)
 def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype: str = "",
-             pool: float | None = None, mxfp4_layers: str = ""):
+             pool: float | None = None, mxfp4_layers: str = "", flash_attention: bool = True):
     from sim.catalog.engine_config import load_engine
     from sim.catalog.hardware import load_profile
     from sim.catalog.lookup import get_model
@@ -273,11 +297,14 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
         eng = eng.with_overrides(tp=tp)
     if kv_dtype:
         eng = eng.with_overrides(kv_dtype=kv_dtype)
+    if not flash_attention:
+        eng = eng.with_overrides(flash_attention=False)
     spec = get_model(model).as_loaded_by(eng.kernel_family)  # as the simulator holds it
     if pool is not None:
         spec = spec.model_copy(update={"expert_pool_fraction": pool})
     q = _with_mxfp4_layers(spec.quant(quant), mxfp4_layers)
-    cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.attention_kv_padding)
+    cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.attention_kv_padding,
+                   flash_attention=eng.flash_attention)
     return hw, eng, spec, q, cm
 
 

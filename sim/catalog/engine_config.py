@@ -210,6 +210,15 @@ class EngineConfig(BaseModel):
             "engines). Priced per pass: with per_sequence_kv_streams, the longest sequence of each pass"
         ),
     )
+    flash_attention: bool = Field(
+        True,
+        description=(
+            "attention runs as fused flash-attention kernels (scores stay on chip). False: the scores are "
+            "materialised in memory, 16 bytes per (query token, key, head, layer) on the memory side of the "
+            "attention roofline (sim.cost.roofline SCORE_BYTES): llama.cpp -fa off, its default before "
+            "PR #15434 (2025-08)"
+        ),
+    )
     fit_context_to_memory: bool = Field(
         False, description="an unset context_size shrinks to what fits in memory (llama-server --fit on)"
     )

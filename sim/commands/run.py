@@ -55,6 +55,9 @@ def run(
         None, "--spec-draft-fraction", help="EAGLE head step as a fraction of a target decode step (method eagle)"),
     prefix_caching: Optional[bool] = typer.Option(
         None, "--prefix-caching/--no-prefix-caching", help="reuse cached KV of shared prompt prefixes (default: the engine's)"),
+    flash_attn: Optional[bool] = typer.Option(
+        None, "--flash-attn/--no-flash-attn",
+        help="fused flash-attention kernels (default: the engine's, on); off materialises the attention scores"),
     replicas: int = typer.Option(1, "--replicas", help="replicas of the deployment behind a router"),
     router: Optional[str] = typer.Option(
         None, "--router", help="round-robin|least-outstanding|least-kv|prefix-affinity (default round-robin)"),
@@ -81,7 +84,7 @@ def run(
         "max_num_batched_tokens": max_batched_tokens, "ubatch_tokens": ubatch, "block_size": block_size,
         "memory_fraction": mem_fraction, "kv_dtype": kv_dtype, "tp": tp, "pp": pp, "gpu_layers": gpu_layers,
         "speculative": _speculative(spec_method, spec_k, spec_acceptance, spec_draft_model, spec_draft_fraction),
-        "prefix_caching": prefix_caching,
+        "prefix_caching": prefix_caching, "flash_attention": flash_attn,
     }
     choices = {
         "hw": _choices(hw, "--hw"), "model": _choices(model, "--model"),
@@ -254,6 +257,8 @@ def _config_line(spec, eng, prof, model_name: str) -> str:
         sp = eng.speculative
         limits += f" speculative={sp.method} k={sp.k} acceptance={sp.acceptance_rate:g}"
     limits += f" prefix_caching={'on' if eng.prefix_caching else 'off'} memory_fraction={eng.memory_fraction:g}"
+    if not eng.flash_attention:
+        limits += " flash_attention=off"
     if spec.disagg:
         limits += f" | disaggregated prefill,decode = {spec.disagg}, decode router={spec.router or 'least-outstanding'}"
     elif spec.replicas > 1 or spec.router:

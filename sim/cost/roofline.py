@@ -38,6 +38,22 @@ L x c for a model without sliding-window layers):
 
 kv_bytes_per_layer_token = 2 (K and V) x kv_heads x head_dim x bytes per element (ModelSpec).
 
+Attention without flash attention (`flash_attention=False`, the engine's `flash_attention`): the
+kernels then materialise the attention scores in memory, and their memory line is
+
+    kv_read_bytes + kv_write_bytes + score_bytes_per_layer_key x layer_keys,
+    score_bytes_per_layer_key = SCORE_BYTES x heads
+
+SCORE_BYTES = 16 bytes per (query row, key, head, layer): ggml's attention without flash attention
+(src/llama-graph.cpp build_attn_mha) computes kq = mul_mat(k, q) into an fp32 tensor of n_kv x rows
+x heads (written, 4 B), soft_max_ext reads it and writes its result (4 + 4 B), and mul_mat(v, kq)
+reads that (4 B). A flash-attention kernel keeps the scores in registers and shared memory, so
+its memory line is the K/V alone. At 4 x head_dim FLOPs per 16 bytes (32 FLOP/B for head_dim 128)
+the unfused path is bandwidth-bound on every GPU of the catalog (an A100 needs 153 FLOP/B to be
+compute-bound), which is why llama.cpp's 2023-24 builds (flash attention off by default until
+PR #15434, 2025-08) show attention rates of a few percent of peak. Held out by device over the
+public corpus: p90 31.1 -> 29.5%, rows past 25% 185 -> 163 (docs/public-calibration.md, round 18).
+
 Why max within a kernel and a sum across: inside one kernel the GPU (or CPU) streams its operands
 from memory while its matmul units work on what already arrived — the two resources overlap, and the
 one that needs longer sets the pace (the roofline model, Williams et al., CACM 2009); a sum there
@@ -215,6 +231,12 @@ class StepFeatures:
         return cls(*(np.concatenate([getattr(it, f.name) for it in items]) for f in fields(cls)))
 
 
+# Bytes moved per (query row, key, head, layer) by attention kernels that materialise their scores
+# (no flash attention): fp32 scores written by the QK^T matmul, read and written by the softmax, read
+# by the PV matmul (module docstring).
+SCORE_BYTES = 16.0
+
+
 def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.ndarray,
                               pool_fraction: float = 1.0) -> float | np.ndarray:
     """Expected number of distinct experts a batch of `tokens` tokens routes to in one MoE layer.
@@ -254,6 +276,7 @@ class CostModel:
         offload: "OffloadConfig | None" = None,
         decode_correction: DecodeCorrection | None = None,
         kv_pad: int = 0,
+        flash_attention: bool = True,
     ):
         self.model = model
         # Attention over padded KV views (EngineConfig.attention_kv_padding; 0 = exact causal keys)
@@ -276,6 +299,10 @@ class CostModel:
         self.attention_flops_per_layer_key = 4.0 * model.n_heads * model.d_head
         # K and V bytes of one token in one layer: 2 x kv_heads x head_dim x bytes per element.
         self.kv_bytes_per_layer_token = model.kv_bytes_per_token(kv_dtype) / model.n_layers
+        # Attention scores through memory per (query token, key, layer): SCORE_BYTES x heads without
+        # flash attention (the engine's flash_attention), 0 with it (module docstring).
+        self.flash_attention = bool(flash_attention)
+        self.score_bytes_per_layer_key = 0.0 if flash_attention else SCORE_BYTES * model.n_heads
         self.n_layers = model.n_layers
         self.n_full_layers = model.n_layers - model.n_sliding_layers
         self.n_sliding_layers = model.n_sliding_layers
@@ -348,7 +375,8 @@ class CostModel:
         if parallel is None and offload is None and params == CostParams.from_profile(prof, q, eng):
             correction = DecodeCorrection.from_profile(prof, spec, q, eng)
         return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload,
-                   decode_correction=correction, kv_pad=eng.attention_kv_padding)
+                   decode_correction=correction, kv_pad=eng.attention_kv_padding,
+                   flash_attention=eng.flash_attention)
 
     # ---- token counts summed over layers ---------------------------------------------------------
     def layer_tokens(self, context):
@@ -419,7 +447,8 @@ class CostModel:
         matmul_s = (self._layer_matmul_flops(tokens, half) + self.flops_per_sequence * gemm_rows(rows, half)) / mm
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
-        kv_s = self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens) / bw
+        kv_s = (self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens)
+                + self.score_bytes_per_layer_key * layer_keys) / bw
         return matmul_s, weights_s, attention_s, kv_s, it_s + seq_s * seqs
 
     def _terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys=0.0,
@@ -493,7 +522,8 @@ class CostModel:
             gemm_p    = max((f x flops_per_token x start(T) + h x flops_per_sequence x rows(logits)) / matmul_p,
                             (f x layer weight bytes(T) + h x head bytes) / bandwidth_p)
             compute_p = gemm_p + f x attention_flops_per_layer_key x layer_keys / attention_p
-            memory_p  = gemm_p + kv_factor x f x kv_bytes_per_layer_token x (kv_read + L x T) / bandwidth_p
+            memory_p  = gemm_p + kv_factor x f x (kv_bytes_per_layer_token x (kv_read + L x T)
+                                                  + score_bytes_per_layer_key x layer_keys) / bandwidth_p
         so the part's stage time max(compute_p, memory_p) is gemm_p + max(attention, K/V).
         `logits` = positions whose logits are computed (one per sequence; k + 1 in a verify step).
         """
@@ -511,7 +541,8 @@ class CostModel:
             stream_s = weight_stream_s(tokens, weight_bytes, p.bandwidth_bytes_per_s, self.matvec_weights_per_byte,
                                        p.matvec_s_per_weight)
             attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
-            kv_s = p.kv_factor * f * self.kv_bytes_per_layer_token * kv_layer_tokens / p.bandwidth_bytes_per_s
+            kv_s = p.kv_factor * f * (self.kv_bytes_per_layer_token * kv_layer_tokens
+                                      + self.score_bytes_per_layer_key * layer_keys) / p.bandwidth_bytes_per_s
             # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`)
             gemm_s = np.maximum(matmul_flops / p.matmul_flops_per_s, stream_s)
             c, m = gemm_s + attention_s, gemm_s + kv_s
@@ -563,10 +594,10 @@ class CostModel:
         starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
         tb = n / mb
         parts0, comm, overhead = self._placed_terms(tb, tb, keys0 / mb, read0 / mb, tb, n)
-        attn, kvb = self.attention_flops_per_layer_key, self.kv_bytes_per_layer_token
+        attn, kvb, sc = self.attention_flops_per_layer_key, self.kv_bytes_per_layer_token, self.score_bytes_per_layer_key
         lines = [
             (c0, p.layer_fraction * attn * keys1 / mb / p.attention_flops_per_s,
-             m0, p.kv_factor * p.layer_fraction * kvb * read1 / mb / p.bandwidth_bytes_per_s)
+             m0, p.kv_factor * p.layer_fraction * (kvb * read1 + sc * keys1) / mb / p.bandwidth_bytes_per_s)
             for p, (c0, m0) in zip(self.placement.parts, parts0)
         ]
         if not isinstance(starts, float):
@@ -762,6 +793,7 @@ class CostModel:
             "weight_bytes": float(self.weight_bytes_read(t)) if ran else 0.0,
             "kv_read_bytes": self.kv_bytes_per_layer_token * kv_read,
             "kv_write_bytes": self.kv_bytes_per_layer_token * self.n_layers * t,
+            "attention_score_bytes": self.score_bytes_per_layer_key * keys,
             # every FLOP at its rate, every byte at the bandwidth
             "compute_s": float(mm_s + att_s) if ran else 0.0,
             "memory_s": float(w_s + kv_s) if ran else 0.0,
@@ -830,25 +862,27 @@ class CostModel:
         """
         d = np.asarray(decode_context, dtype=float)
         consts = self._decode_consts.get(len(d))
-        if consts is None or consts[4] is not self.params:
+        if consts is None or consts[5] is not self.params:
             consts = self._decode_constants(len(d))
-        compute0, memory0, attn, kvr, _ = consts
+        compute0, memory0, attn, kvr, sc, _ = consts
         starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
-        return starts, compute0 + attn * keys0, attn * keys1, memory0 + kvr * read0, kvr * read1
+        return (starts, compute0 + attn * keys0, attn * keys1, memory0 + kvr * read0 + sc * keys0,
+                kvr * read1 + sc * keys1)
 
     def _decode_lines_of_sum(self, n: int, s_full: float):
         """`_decode_segments` of n sequences whose contexts sum to `s_full`, for a model without
         sliding-window layers or padded KV views (one segment): the replica's hot path, which sums
         the contexts as integers (exact, as the float sum of integer contexts is)."""
         consts = self._decode_consts.get(n)
-        if consts is None or consts[4] is not self.params:
+        if consts is None or consts[5] is not self.params:
             consts = self._decode_constants(n)
-        compute0, memory0, attn, kvr, _ = consts
+        compute0, memory0, attn, kvr, sc, _ = consts
         L = self.n_layers
-        return 0.0, compute0 + attn * (L * (s_full + n)), attn * (L * n), memory0 + kvr * (L * s_full), kvr * (L * n)
+        return (0.0, compute0 + attn * (L * (s_full + n)), attn * (L * n),
+                memory0 + kvr * (L * s_full) + sc * (L * (s_full + n)), (kvr + sc) * (L * n))
 
     def _decode_constants(self, n: int) -> tuple:
-        """(compute0, memory0, attn, kvr, params) of `_decode_segments` for a batch of n sequences:
+        """(compute0, memory0, attn, kvr, sc, params) of `_decode_segments` for a batch of n sequences:
         the terms that do not depend on the contexts, computed once per batch size and params object
         (the simulator prices the same few batch sizes hundreds of thousands of times; issue 17)."""
         p = self._param_tuple()
@@ -863,7 +897,8 @@ class CostModel:
         memory0 = gemm + kv_write_s + overhead
         attn = self.attention_flops_per_layer_key * slow / att  # s per layer-key (all decode keys)
         kvr = self.kv_bytes_per_layer_token / bw  # s per layer-token read
-        c = self._decode_consts[n] = (compute0, memory0, attn, kvr, self.params)
+        sc = self.score_bytes_per_layer_key / bw  # s per layer-key of scores through memory (no flash attention)
+        c = self._decode_consts[n] = (compute0, memory0, attn, kvr, sc, self.params)
         return c
 
     def _decode_aggregates(self, d: np.ndarray, limit: float = math.inf):
