@@ -154,10 +154,10 @@ KV_PADS = st.sampled_from([0, 32, 256])
 
 @settings(deadline=None, max_examples=60)
 @given(model=MODEL_NAMES, contexts=BATCH_CONTEXTS, k=st.integers(1, 200), attention_tflops=ATTENTION_TFLOPS,
-       overhead_ms=st.floats(0.0, 3.0), kv_pad=KV_PADS)
-def test_closed_form_decode_run_equals_the_loop_sum(model, contexts, k, attention_tflops, overhead_ms, kv_pad):
+       overhead_ms=st.floats(0.0, 3.0), kv_pad=KV_PADS, flash=st.booleans())
+def test_closed_form_decode_run_equals_the_loop_sum(model, contexts, k, attention_tflops, overhead_ms, kv_pad, flash):
     params = CostParams(8e11, 5e14, attention_tflops * 1e12, overhead_ms / 1e3, 1e-5)
-    cm = CostModel(MODELS[model], "bf16", params, kv_dtype="bf16", kv_pad=kv_pad)
+    cm = CostModel(MODELS[model], "bf16", params, kv_dtype="bf16", kv_pad=kv_pad, flash_attention=flash)
     ctx = np.array(contexts)
     assert cm.decode_run_time(ctx, k) == pytest.approx(_loop_sum(cm, ctx, k), rel=1e-9)
 
@@ -173,13 +173,46 @@ def test_closed_form_is_exact_across_a_compute_memory_crossover():
 
 @settings(deadline=None, max_examples=60)
 @given(model=MODEL_NAMES, contexts=BATCH_CONTEXTS, budget_s=st.floats(0.0, 5.0), attention_tflops=ATTENTION_TFLOPS,
-       kv_pad=KV_PADS)
-def test_decode_steps_within_is_the_exact_inverse_of_the_closed_form(model, contexts, budget_s, attention_tflops, kv_pad):
+       kv_pad=KV_PADS, flash=st.booleans())
+def test_decode_steps_within_is_the_exact_inverse_of_the_closed_form(model, contexts, budget_s, attention_tflops, kv_pad,
+                                                                     flash):
     cm = CostModel(MODELS[model], "bf16", CostParams(8e11, 5e14, attention_tflops * 1e12, 1e-3, 1e-5), kv_dtype="bf16",
-                   kv_pad=kv_pad)
+                   kv_pad=kv_pad, flash_attention=flash)
     ctx = np.array(contexts)
     k = cm.decode_steps_within(ctx, budget_s)
     assert cm.decode_run_time(ctx, k) <= budget_s < cm.decode_run_time(ctx, k + 1)
+
+
+def test_attention_without_flash_attention_moves_16_bytes_per_score_through_memory():
+    # 1 TB/s, compute so fast that the attention kernels are bound by their bytes
+    params = CostParams(1e12, 1e15, 1e15, 0.0, 0.0)
+    fused = CostModel(TOY, "bf16", params, kv_dtype="bf16")
+    unfused = CostModel(TOY, "bf16", params, kv_dtype="bf16", flash_attention=False)
+    # a 512-token prompt from an empty cache: layer keys = 2 layers x (1 + 2 + ... + 512) = 262,656
+    keys = 2 * 512 * 513 // 2
+    scores = 16 * 8 * keys  # 16 B per (query, key, head, layer) x 8 heads = 33,619,968 B
+    kv_write = 512 * TOY_KV_BYTES_PER_TOKEN  # 4,194,304 B; nothing cached is read
+    a, b = fused.breakdown([512], [0]), unfused.breakdown([512], [0])
+    assert a["attention_score_bytes"] == 0 and b["attention_score_bytes"] == scores
+    assert a["attention_s"] == pytest.approx(kv_write / 1e12)
+    assert b["attention_s"] == pytest.approx((kv_write + scores) / 1e12)
+    assert b["attention_bound"] == "memory"
+    # the GEMMs do not change, so the step grows by exactly the scores' time
+    assert unfused.step_time([512], [0]) - fused.step_time([512], [0]) == pytest.approx(scores / 1e12)
+    # a decode token at 1,000 cached tokens attends to 1,001 keys per layer
+    d_keys = 2 * 1001
+    assert (unfused.step_time((), (), [1000]) - fused.step_time((), (), [1000])
+            == pytest.approx(16 * 8 * d_keys / 1e12))
+
+
+def test_the_engine_says_whether_attention_is_fused():
+    llama = load_engine("llama.cpp")
+    assert llama.flash_attention  # -fa auto: llama.cpp's default since 2025-08
+    on = CostModel.from_names(TOY, "bf16", PROFILE, llama)
+    off = CostModel.from_names(TOY, "bf16", PROFILE, llama.with_overrides(flash_attention=False))
+    assert on.score_bytes_per_layer_key == 0
+    assert off.score_bytes_per_layer_key == 16 * 8  # 16 B x 8 heads
+    assert off.step_time([2048], [0]) > on.step_time([2048], [0])
 
 
 def test_decode_steps_within_respects_max_steps_and_empty_batches():

@@ -90,6 +90,19 @@ def test_ubatch_option_reaches_the_simulation_and_the_config_line():
     assert bad.exit_code == 2 and "ubatch" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_no_flash_attn_prices_the_materialised_scores():
+    base = ["--engine", "llama.cpp", "--hw", "rtx-4090", "--model", "llama-3.1-8b"]
+    on = json.loads(_invoke(CHAT, *base, "--json").stdout)
+    off = _invoke(CHAT, *base, "--json", "--no-flash-attn")
+    assert off.exit_code == 0, off.stderr
+    off = json.loads(off.stdout)
+    assert on["config"]["flash_attention"] is True and off["config"]["flash_attention"] is False
+    # the scores' bytes make every prompt slower
+    assert off["ttft_s"]["mean"] > on["ttft_s"]["mean"]
+    human = _invoke(CHAT, *base, "--no-flash-attn")
+    assert "flash_attention=off" in human.stdout
+
+
 def test_engine_file_overrides_fields_and_a_bad_field_names_file_and_line(tmp_path):
     good = tmp_path / "eng.yaml"
     good.write_text("max_num_seqs: 5\nblock_size: 32\n")
