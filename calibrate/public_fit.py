@@ -297,14 +297,12 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
         eng = eng.with_overrides(tp=tp)
     if kv_dtype:
         eng = eng.with_overrides(kv_dtype=kv_dtype)
-    if not flash_attention:
-        eng = eng.with_overrides(flash_attention=False)
     spec = get_model(model).as_loaded_by(eng.kernel_family)  # as the simulator holds it
     if pool is not None:
         spec = spec.model_copy(update={"expert_pool_fraction": pool})
     q = _with_mxfp4_layers(spec.quant(quant), mxfp4_layers)
     cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.attention_kv_padding,
-                   flash_attention=eng.flash_attention)
+                   flash_attention=flash_attention)
     return hw, eng, spec, q, cm
 
 

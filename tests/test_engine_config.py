@@ -151,3 +151,20 @@ def test_context_limits_follow_each_servers_rules():
     assert ollama.with_overrides(context_size=262144).context_limits(32768) == (4 * 32768, 32768)
     # vLLM: max_model_len per request, the KV pool is the capacity
     assert load_engine("vllm").context_limits(131072, kv_capacity_tokens=400_000) == (400_000, 131072)
+
+
+def test_flash_attention_follows_the_engine_and_ollama_turns_it_on_per_model_family():
+    from sim.catalog.lookup import get_model
+
+    llama, gpt_oss = get_model("llama-3.1-8b"), get_model("gpt-oss-20b")
+    lc = load_engine("llama.cpp")
+    assert lc.flash_attention_for(llama) and lc.flash_attention_for(gpt_oss)  # -fa auto
+    assert not lc.with_overrides(flash_attention=False).flash_attention_for(gpt_oss)
+    ollama = load_engine("ollama")
+    # Ollama enables it for gpt-oss, qwen3, gemma3 ... but not for Llama unless OLLAMA_FLASH_ATTENTION=1
+    assert ollama.flash_attention_for(gpt_oss) and ollama.flash_attention_for(get_model("qwen3-30b-a3b"))
+    assert not ollama.flash_attention_for(llama)
+    assert ollama.with_overrides(flash_attention_architectures=["*"]).flash_attention_for(llama)
+    assert not ollama.with_overrides(flash_attention=False).flash_attention_for(gpt_oss)
+    for name in ("vllm", "sglang", "trtllm", "tgi", "mlx", "lmstudio"):
+        assert load_engine(name).flash_attention_for(llama)

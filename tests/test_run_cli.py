@@ -101,6 +101,10 @@ def test_no_flash_attn_prices_the_materialised_scores():
     assert off["ttft_s"]["mean"] > on["ttft_s"]["mean"]
     human = _invoke(CHAT, *base, "--no-flash-attn")
     assert "flash_attention=off" in human.stdout
+    # Ollama runs Llama's attention unfused unless told (OLLAMA_FLASH_ATTENTION=1: --flash-attn)
+    ollama = ["--engine", "ollama", "--hw", "rtx-4090", "--model", "llama-3.1-8b", "--json"]
+    assert json.loads(_invoke(CHAT, *ollama).stdout)["config"]["flash_attention"] is False
+    assert json.loads(_invoke(CHAT, *ollama, "--flash-attn").stdout)["config"]["flash_attention"] is True
 
 
 def test_engine_file_overrides_fields_and_a_bad_field_names_file_and_line(tmp_path):

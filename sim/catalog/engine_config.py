@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 if TYPE_CHECKING:
     from sim.catalog.hardware import HardwareProfile
+    from sim.catalog.models import ModelSpec
 
 from sim.catalog.quant import get_quant, kv_dtype_bytes
 from sim.errors import ConfigError, pydantic_error_to_config_error
@@ -219,6 +220,14 @@ class EngineConfig(BaseModel):
             "PR #15434 (2025-08)"
         ),
     )
+    flash_attention_architectures: list[str] | None = Field(
+        None,
+        description=(
+            "when set, flash attention is on only for models of these architectures (ModelSpec.architecture): "
+            "Ollama enables it per model family (gpt-oss, qwen3, qwen3moe, gemma3, ...) unless "
+            "OLLAMA_FLASH_ATTENTION says otherwise. None or [\"*\"]: `flash_attention` holds for every model"
+        ),
+    )
     fit_context_to_memory: bool = Field(
         False, description="an unset context_size shrinks to what fits in memory (llama-server --fit on)"
     )
@@ -330,6 +339,14 @@ class EngineConfig(BaseModel):
             total = min(total, max(kv_capacity_tokens, min(self.min_fit_context, total)))
         per_request = total // n if self.context_mode in ("split", "per_slot") else total
         return total, min(per_request, model_max_context)
+
+    def flash_attention_for(self, model: "ModelSpec") -> bool:
+        """Whether this engine runs `model`'s attention as flash-attention kernels
+        (`flash_attention`, narrowed by `flash_attention_architectures` when set)."""
+        if not self.flash_attention:
+            return False
+        archs = self.flash_attention_architectures
+        return archs is None or "*" in archs or model.architecture in archs
 
     def for_hardware(self, hw: "HardwareProfile") -> "EngineConfig":
         """The engine's defaults on this device: every matching hardware rule applied in order.

@@ -86,6 +86,9 @@ def run(
         "speculative": _speculative(spec_method, spec_k, spec_acceptance, spec_draft_model, spec_draft_fraction),
         "prefix_caching": prefix_caching, "flash_attention": flash_attn,
     }
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if flash_attn:  # forced on for every model (Ollama: OLLAMA_FLASH_ATTENTION=1), not per architecture
+        overrides["flash_attention_architectures"] = ["*"]
     choices = {
         "hw": _choices(hw, "--hw"), "model": _choices(model, "--model"),
         "quant": _choices(quant, "--quant") if quant else [None], "engine": _choices(engine, "--engine"),
@@ -96,7 +99,7 @@ def run(
         make_spec(
             trace=str(trace), hw=c["hw"], model=c["model"], quant=c["quant"], engine=c["engine"],
             engine_file=str(engine_file) if engine_file else None,
-            overrides={k: v for k, v in overrides.items() if v is not None}, efficiency_from=efficiency_from,
+            overrides=overrides, efficiency_from=efficiency_from,
             concurrency=c["concurrency"], rate_scale=rate_scale, sort=sort, seed=seed, fast_forward=not step_by_step,
             replicas=replicas, router=router, disagg=disagg,
         )
@@ -106,7 +109,7 @@ def run(
     for i, spec in enumerate(specs):
         # The resolved configuration first, so nothing is assumed silently (stderr under --json).
         prof, eng = resolve(spec)
-        _print_config(_config_line(spec, eng, prof, get_model(spec.model).name), err=as_json)
+        _print_config(_config_line(spec, eng, prof, get_model(spec.model)), err=as_json)
         t0 = time.perf_counter()
         result = run_spec(spec)
         wall_s = time.perf_counter() - t0
@@ -239,7 +242,8 @@ def _speculative(method, k, acceptance, draft_model, draft_fraction) -> dict | N
     return given
 
 
-def _config_line(spec, eng, prof, model_name: str) -> str:
+def _config_line(spec, eng, prof, model) -> str:
+    model_name = model.name
     hw_name = prof.name
     quant = spec.quant or eng.default_quant
     limits = f"max_num_seqs={eng.max_num_seqs} max_num_batched_tokens={eng.max_num_batched_tokens}"
@@ -257,7 +261,7 @@ def _config_line(spec, eng, prof, model_name: str) -> str:
         sp = eng.speculative
         limits += f" speculative={sp.method} k={sp.k} acceptance={sp.acceptance_rate:g}"
     limits += f" prefix_caching={'on' if eng.prefix_caching else 'off'} memory_fraction={eng.memory_fraction:g}"
-    if not eng.flash_attention:
+    if not eng.flash_attention_for(model):
         limits += " flash_attention=off"
     if spec.disagg:
         limits += f" | disaggregated prefill,decode = {spec.disagg}, decode router={spec.router or 'least-outstanding'}"

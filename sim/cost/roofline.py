@@ -376,7 +376,7 @@ class CostModel:
             correction = DecodeCorrection.from_profile(prof, spec, q, eng)
         return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload,
                    decode_correction=correction, kv_pad=eng.attention_kv_padding,
-                   flash_attention=eng.flash_attention)
+                   flash_attention=eng.flash_attention_for(spec))
 
     # ---- token counts summed over layers ---------------------------------------------------------
     def layer_tokens(self, context):

@@ -238,7 +238,7 @@ class ReplicaParts:
             "context_mode": engine.context_mode if engine.scheduler == "slots" else None,
             "per_sequence_kv_streams": engine.per_sequence_kv_streams,
             "ubatch_tokens": engine.ubatch_tokens,
-            "flash_attention": engine.flash_attention,
+            "flash_attention": engine.flash_attention_for(self.model),
             "concurrency": concurrency,
             "seed": seed,
             "weight_bytes": self.kvp.weight_bytes,
