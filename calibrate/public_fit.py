@@ -297,12 +297,15 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
         eng = eng.with_overrides(tp=tp)
     if kv_dtype:
         eng = eng.with_overrides(kv_dtype=kv_dtype)
+    # the attention kernels the row ran, for every model (`row_flash_attention`), so that the engine
+    # the report's simulator check runs (public_report.simulate_row) prices the row alike
+    eng = eng.with_overrides(flash_attention=flash_attention, flash_attention_architectures=["*"])
     spec = get_model(model).as_loaded_by(eng.kernel_family)  # as the simulator holds it
     if pool is not None:
         spec = spec.model_copy(update={"expert_pool_fraction": pool})
     q = _with_mxfp4_layers(spec.quant(quant), mxfp4_layers)
     cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.attention_kv_padding,
-                   flash_attention=flash_attention)
+                   flash_attention=eng.flash_attention_for(spec))
     return hw, eng, spec, q, cm
 
 
