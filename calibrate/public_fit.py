@@ -166,6 +166,11 @@ class GroupParams:
     # a transferred group's `lat_us` is the device's own all-reduce micro-benchmark
     # (`allreduce_step_latency_us`): no donor of the family ran with CUDA graphs
     lat_from_microbench: bool = False
+    # the rows' Fisher information on the log attention efficiency (`fit_group`; None when not fitted)
+    attention_info: float | None = None
+    # a fitted group whose rows carry next to no information on its attention ships one transferred
+    # from these devices (`params_for`); empty when the attention is its own
+    attention_from: list[str] = field(default_factory=list)
 
     def pins(self, what: str, cls: str = "") -> bool:
         """Whether the group's rows pinned `what` ("attention", "half_rows", "bandwidth", "compute") of `cls`."""
@@ -703,6 +708,7 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     # 8.9 / 31.7%, 186; 9.0 / 31.9%, 185; 8.9 / 31.5%, 184 (docs/public-calibration.md, round 17).
     need = [PRIOR_HALF_ROWS[1] ** -2 if nm == "half_rows" else PIN_INFO for nm in names]
     p.pinned = frozenset(nm for nm, i, b, lim in zip(names, info, at_bound, need) if nm and i >= lim and not b)
+    p.attention_info = float(info[0])
     # the rows' residuals at the solution, unweighted: sol.fun's first len(items) are w x log(pred / meas)
     # / ROW_SIGMA (`resid`)
     p.spread = float(np.median(np.abs(sol.fun[:len(items)]) * ROW_SIGMA / w))
@@ -1429,11 +1435,37 @@ BLOCK_START = "# ---- fitted to public measurements"
 BLOCK_END = "# ---- end of fitted block"
 
 
+# Below this Fisher information on the log attention efficiency (a standard deviation above 1, an
+# e-fold) a fitted group's rows are taken to say nothing about the attention kernels' rate (`params_for`)
+LEND_ATTENTION_INFO = 1.0
+
+
 def params_for(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
                era: float | None = 1.0) -> GroupParams | None:
     """What a profile ships for (device, family): its own fit where it has rows, else a transfer for
-    `era` (1 = today's llama.cpp builds, what users run; `transfer`)."""
-    return fits.get((device, family)) or transfer(device, family, fits, era=era)
+    `era` (1 = today's llama.cpp builds, what users run; `transfer`).
+
+    A fitted group whose rows carry next to no information on its attention efficiency (Fisher
+    information under LEND_ATTENTION_INFO: a standard deviation of more than one e-fold) ships the
+    transferred one instead, when some donor's rows pinned it (`attention_from` names them). The
+    rows of a device measured on 2023-24 llama.cpp builds ran attention without flash attention,
+    whose cost is the scores' bytes (sim.cost.roofline SCORE_BYTES), so they leave the fused kernel's
+    rate at its prior (0.3), while the simulator prices today's builds with that kernel
+    (EngineConfig.flash_attention): the L40S would otherwise ship 0.3 of its 362 TFLOPS, 4.5x the
+    rate its own die reaches in the RTX 4090 (0.146 of 165). A group that measured the rate a little
+    (the H200's, information 8) keeps its own."""
+    own = fits.get((device, family))
+    if own is None:
+        return transfer(device, family, fits, era=era)
+    if (own.attention_info is None or own.attention_info >= LEND_ATTENTION_INFO
+            or not any(g.pins("attention") for (d, f), g in fits.items() if f == family and d != device)):
+        return own
+    lent = transfer(device, family, fits, era=era)
+    # name the donors that carry the weight: those whose rows pinned it, at the nearest matmul-side tier
+    pinned = [d for (d, f), g in fits.items() if f == family and d != device and g.pins("attention")]
+    nearest = min(_tier(device, d, "compute") for d in pinned)
+    donors = sorted(d for d in pinned if _tier(device, d, "compute") == nearest)
+    return replace(own, attention=lent.attention, attention_from=donors)
 
 
 # which kernel families run on which kind of device (mlx only on Apple Silicon; TensorRT-LLM only on
@@ -1476,6 +1508,10 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
                         if p.rows_here == len(p.rows) else f"public measurements and ones {here}")
                 src = (f"fitted by calibrate/public_fit.py to {len(p.rows)} {kind} from "
                        f"{len(p.sources)} source(s): " + "; ".join(p.sources))
+                if p.attention_from:
+                    src += ("; attention_of_peak: these rows carry next to no information on it (run without "
+                            "flash attention, or too shallow), transferred from the devices whose rows pinned it: "
+                            + ", ".join(p.attention_from))
             entry = {
                 "compute": round(p.efficiency.compute, 4),
                 "bandwidth": round(p.efficiency.bandwidth, 4),

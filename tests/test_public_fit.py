@@ -585,6 +585,31 @@ def test_each_llama_cpp_row_is_replayed_with_the_flash_attention_it_ran(corpus):
     assert predict(row, shape, p) < predict(twin, shape, p)
 
 
+def test_a_fit_that_says_nothing_about_attention_ships_the_rate_its_donors_measured():
+    """Rows run without flash attention leave the fused kernel's rate at its prior: the shipped
+    profile takes it from the donors whose rows pinned it; a group that measured it keeps its own."""
+    def group(device, attention, info, pinned):
+        g = GroupParams(device, "ggml", {"gguf": 0.8}, {"gguf": 0.15}, attention, 0.1, rows=["r"] * 20,
+                        seen_classes=("gguf",), pinned=frozenset(pinned), spread=0.05)
+        g.attention_info = info
+        return g
+
+    fits = {("l40s", "ggml"): group("l40s", 0.3, 0.0, {"bandwidth:gguf", "compute:gguf"}),
+            ("rtx-4090", "ggml"): group("rtx-4090", 0.146, 50.0, {"attention", "bandwidth:gguf"}),
+            ("h200", "ggml"): group("h200", 0.228, 8.0, {"bandwidth:gguf"})}
+    shipped = pf.params_for("l40s", "ggml", fits)
+    assert shipped.attention == pytest.approx(pf.transfer("l40s", "ggml", fits, era=1.0).attention)
+    assert shipped.attention != pytest.approx(0.3) and shipped.attention_from == ["rtx-4090"]
+    assert shipped.bandwidth == fits[("l40s", "ggml")].bandwidth  # only the attention is lent
+    # information 8 (a standard deviation of 0.35 e-folds): the H200 keeps what its rows say
+    assert pf.params_for("h200", "ggml", fits) is fits[("h200", "ggml")]
+    # no donor pinned it: nothing better to lend
+    alone = {k: v for k, v in fits.items() if k[0] != "rtx-4090"}
+    assert pf.params_for("l40s", "ggml", alone).attention == 0.3
+    # the lent value: the RTX 4090's share of the fp16 peak its kernels reach (2x its quoted one) on the L40S's
+    assert pf.transfer("l40s", "ggml", fits, era=1.0).attention == pytest.approx(0.146 / 2, rel=1e-6)
+
+
 def test_moe_experts_pay_their_start_up_per_touched_expert():
     moe, dense = get_model("qwen3-30b-a3b"), get_model("qwen2.5-7b")
     for spec in (moe, dense):
