@@ -20,7 +20,7 @@ from workloads.request import Request
 #: engine fields the command line may override (CLI option -> EngineConfig field)
 OVERRIDE_FIELDS = ("scheduler", "kv_allocator", "max_num_seqs", "max_num_batched_tokens", "ubatch_tokens",
                    "block_size", "memory_fraction", "kv_dtype", "context_size", "tp", "pp", "gpu_layers", "speculative",
-                   "prefix_caching", "flash_attention")
+                   "prefix_caching", "flash_attention", "flash_attention_architectures")
 
 
 class RunSpec(BaseModel):
