@@ -250,6 +250,7 @@ def row_flash_attention(row: PublicRow) -> bool:
     scaled_dot_product_attention)."""
     if engine_family(row.engine, row.settings) != "ggml":
         return True
+    # anything else printed ("auto (on)" in this repository's H200 rows) goes by the build's era
     fa = row.settings.get("fa", "").strip().lower()
     if fa in ("0", "off", "false"):
         return False
@@ -310,7 +311,7 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
         spec = spec.model_copy(update={"expert_pool_fraction": pool})
     q = _with_mxfp4_layers(spec.quant(quant), mxfp4_layers)
     cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.attention_kv_padding,
-                   flash_attention=eng.flash_attention_for(spec))
+                   flash_attention=flash_attention)
     return hw, eng, spec, q, cm
 
 
@@ -1457,12 +1458,11 @@ def params_for(device: str, family: str, fits: dict[tuple[str, str], GroupParams
     own = fits.get((device, family))
     if own is None:
         return transfer(device, family, fits, era=era)
-    if (own.attention_info is None or own.attention_info >= LEND_ATTENTION_INFO
-            or not any(g.pins("attention") for (d, f), g in fits.items() if f == family and d != device)):
+    pinned = [d for (d, f), g in fits.items() if f == family and d != device and g.pins("attention")]
+    if own.attention_info is None or own.attention_info >= LEND_ATTENTION_INFO or not pinned:
         return own
     lent = transfer(device, family, fits, era=era)
     # name the donors that carry the weight: those whose rows pinned it, at the nearest matmul-side tier
-    pinned = [d for (d, f), g in fits.items() if f == family and d != device and g.pins("attention")]
     nearest = min(_tier(device, d, "compute") for d in pinned)
     donors = sorted(d for d in pinned if _tier(device, d, "compute") == nearest)
     return replace(own, attention=lent.attention, attention_from=donors)
