@@ -868,24 +868,33 @@ def _tier(target: str, other: str, side: str = "compute") -> int:
 #   accumulate; ggml-org/llama.cpp@f6d77a1b ggml/src/ggml-cuda/ggml-cuda.cu, ggml_cuda_op_mul_mat_cublas),
 #   which GeForce chips run at twice the fp32-accumulate rate their profiles quote (rtx-3090/4090/5090
 #   provenance `peak_tflops`: 142 vs 71, 330.3 vs 165.2, 419 vs 209.6 dense TFLOPS); datacenter parts
-#   run both at one rate. Share 2. Attention (ggml's fp16 attention kernels) travels on the same
-#   share: XiongjieDai's table times the RTX 4090 and the L40S (both AD102) with one build, and their
-#   fits give 0.134 of the 4090's quoted 165 TFLOPS (22 TFLOPS) and 0.038 of the L40S's 362 (14
-#   TFLOPS), so the datasheet shares differ 3.5x where the achievable ones differ 1.8x. Held out by
-#   device, all rows: p90 39.6 -> 37.9% (the 4090's prompts 34.6 -> 24.6%, the L40S's 40.9 -> 31.3%;
-#   worse: the DGX Spark's 33.5 -> 38.1%).
+#   run both at one rate. Share 2.
+# - ggml attention on GeForce cards: the fused (flash-attention) mma kernel accumulates KQ in fp32 and
+#   VKQ in fp16 (ggml-org/llama.cpp ggml/src/ggml-cuda/fattn-mma-f16.cuh, `mma_tile_sizes`: T_C_KQ is a
+#   float tile, T_C_VKQ a half2 one), half of the attention FLOPs each. On a GeForce chip, whose profile
+#   quotes the fp32-accumulate rate P, the KQ half runs at P and the VKQ half at 2P: F/2/P + F/2/(2P) =
+#   3F/(4P), an achievable rate of 4/3 P. Share 4/3 (datacenter parts and the DGX Spark: 1). Until
+#   round 18 attention travelled on the f16 share (2), a rule drawn from 2023-24 rows that ran without
+#   flash attention, whose attention is now priced as memory traffic (`row_flash_attention`). Held out
+#   by device, all rows: 163 -> 160 rows more than 25% off, p90 29.5 -> 29.0% (the DGX Spark's 48 ->
+#   45 rows, its median 16.7 -> 15.5%; nothing else moved).
 # - ggml quantized (MMQ) on Hopper: llama.cpp's quantized matmuls issue Ampere-style mma.sync int8
 #   instructions (ggml/src/ggml-cuda/mma.cuh); Hopper's datasheet int8/fp8 rate is reached only through
 #   its warpgroup wgmma instructions, which the legacy ones reach about half of ("WGMMA has 2x
 #   throughput of WMMA in H100", and "Hopper's Tensor Core ceiling is only reachable through wgmma":
 #   public kernel write-ups, not an NVIDIA figure). Share 1/2, a coarse value; with it the A100 and
 #   H100 PCIe llama.cpp prompts predict each other within 13% / 11% median (31% / 40% without).
+ATTENTION_CLASS = "attention"  # `achievable_share`'s class for the attention kernels (not a weight class)
+
+
 def achievable_share(device: str, family: str, cls: str) -> float:
     from sim.catalog.hardware import load_profile
 
     hw = load_profile(device)
     if family == "ggml" and cls == "f16" and "GeForce" in (hw.display_name or ""):
         return 2.0
+    if family == "ggml" and cls == ATTENTION_CLASS and "GeForce" in (hw.display_name or ""):
+        return 4.0 / 3.0
     if family == "ggml" and cls == "gguf" and hw.generation == "hopper":
         return 0.5
     return 1.0
@@ -1084,7 +1093,7 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     measure, counts UNPINNED_TIERS tiers further); the tier of matmul-side parameters is `_tier(..., "compute")`, of
     bandwidth, floor and per-sequence cost `_tier(..., "memory")`. `transferred_from` names the
     nearest devices of both. Matmul and attention efficiencies are averaged as shares of each device's
-    achievable peak (`achievable_share`; attention on the fp16 one) and turned back into the target's
+    achievable peak (`achievable_share`; attention on its own, `ATTENTION_CLASS`) and turned back into the target's
     share of its datasheet peak. The per-iteration floor and per-sequence cost come from devices of
     the same vendor only (`_launch_costs`), and they and the all-reduce latency only from donors whose
     rows ran with CUDA graphs (`GroupParams.eager`). `era` is the share of current-build rows the
@@ -1149,7 +1158,8 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     lat_us = _transfer_latency(device, lat_donors, wgeo, wmean)
     return GroupParams(
         device, family, bw, comp,
-        achievable("attention", "f16", [(weight(g) * measured(g, "attention"), g, g.attention) for g in others]),
+        achievable("attention", ATTENTION_CLASS,
+                   [(weight(g) * measured(g, "attention"), g, g.attention) for g in others]),
         floor_ms, seq_ms,
         wmean([(weight(g) * measured(g, "half_rows"), g.half_rows) for g in others]),
         lat_us,

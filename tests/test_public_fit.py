@@ -393,11 +393,14 @@ def test_a_launch_floor_does_not_cross_vendors(microbench):
 
 def test_a_transfer_compares_devices_by_the_peak_their_kernels_can_reach():
     """llama.cpp's fp16 GEMMs accumulate in fp16, which a GeForce card runs at twice the fp32-accumulate
-    peak its profile quotes; its MMQ kernels reach about half of Hopper's wgmma-only int8 peak. A
-    transfer carries the share of that achievable peak, not of the datasheet's."""
-    from calibrate.public_fit import achievable_share
+    peak its profile quotes; its flash-attention kernel accumulates half its FLOPs in fp32 (KQ) and
+    half in fp16 (VKQ), so 4/3 of that peak; its MMQ kernels reach about half of Hopper's wgmma-only
+    int8 peak. A transfer carries the share of that achievable peak, not of the datasheet's."""
+    from calibrate.public_fit import ATTENTION_CLASS, achievable_share
 
     assert achievable_share("rtx-4090", "ggml", "f16") == 2.0
+    assert achievable_share("rtx-4090", "ggml", ATTENTION_CLASS) == pytest.approx(4 / 3)
+    assert achievable_share("dgx-spark", "ggml", ATTENTION_CLASS) == 1.0
     assert achievable_share("l40s", "ggml", "f16") == 1.0
     assert achievable_share("h100-sxm", "ggml", "gguf") == 0.5
     assert achievable_share("h100-sxm", "trtllm", "fp8") == 1.0
@@ -405,14 +408,14 @@ def test_a_transfer_compares_devices_by_the_peak_their_kernels_can_reach():
                                           seen_classes=("f16",)),
             ("a100-80g", "ggml"): GroupParams("a100-80g", "ggml", {"gguf": 0.5}, {"gguf": 0.16}, 0.2, 1.0,
                                               rows=["r"] * 10, seen_classes=("gguf",))}
-    # same generation and memory class: the 4090 borrows the L40S's share of its fp16-accumulate peak,
-    # for the weight GEMMs and for attention (ggml's fp16 attention kernels alike)
+    # same generation and memory class: the 4090 borrows the L40S's share of its fp16-accumulate peak
+    # for the weight GEMMs, and of its mixed-accumulate peak (4/3) for attention
     to_4090 = transfer("rtx-4090", "ggml", fits)
     assert to_4090.compute["f16"] == pytest.approx(0.8)
-    assert to_4090.attention == pytest.approx(2 * 0.2)
-    # and back: the L40S reads a 4090's attention as half its datasheet share
+    assert to_4090.attention == pytest.approx(4 / 3 * 0.2)
+    # and back: the L40S reads a 4090's attention as 3/4 of its datasheet share
     back = transfer("l40s", "ggml", {("rtx-4090", "ggml"): replace(fits[("l40s", "ggml")], device="rtx-4090")})
-    assert back.attention == pytest.approx(0.2 / 2)
+    assert back.attention == pytest.approx(0.2 * 3 / 4)
     # an H100 borrows the A100's share of the int8 rate MMQ reaches, half of Hopper's datasheet rate
     assert transfer("h100-sxm", "ggml", fits).compute["gguf"] == pytest.approx(0.08)
 
@@ -606,8 +609,9 @@ def test_a_fit_that_says_nothing_about_attention_ships_the_rate_its_donors_measu
     # no donor pinned it: nothing better to lend
     alone = {k: v for k, v in fits.items() if k[0] != "rtx-4090"}
     assert pf.params_for("l40s", "ggml", alone).attention == 0.3
-    # the lent value: the RTX 4090's share of the fp16 peak its kernels reach (2x its quoted one) on the L40S's
-    assert pf.transfer("l40s", "ggml", fits, era=1.0).attention == pytest.approx(0.146 / 2, rel=1e-6)
+    # the lent value: the RTX 4090's share of the peak its attention kernel reaches (4/3 of its quoted
+    # fp32-accumulate one: KQ accumulates in fp32, VKQ in fp16) on the L40S's
+    assert pf.transfer("l40s", "ggml", fits, era=1.0).attention == pytest.approx(0.146 * 3 / 4, rel=1e-6)
 
 
 def test_moe_experts_pay_their_start_up_per_touched_expert():
