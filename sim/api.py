@@ -17,12 +17,6 @@ from sim.engine.build import SimResult
 from sim.errors import ConfigError, pydantic_error_to_config_error
 from workloads.request import Request
 
-#: engine fields the command line may override (CLI option -> EngineConfig field)
-OVERRIDE_FIELDS = ("scheduler", "kv_allocator", "max_num_seqs", "max_num_batched_tokens", "ubatch_tokens",
-                   "block_size", "memory_fraction", "kv_dtype", "context_size", "tp", "pp", "gpu_layers", "speculative",
-                   "prefix_caching", "flash_attention", "flash_attention_architectures")
-
-
 class RunSpec(BaseModel):
     """Everything one run depends on. Defaults: `llama-3.1-8b` on `h100-sxm` under `vllm`, in the
     engine's default quantization."""
