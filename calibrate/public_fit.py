@@ -885,17 +885,19 @@ def _tier(target: str, other: str, side: str = "compute") -> int:
 #   public kernel write-ups, not an NVIDIA figure). Share 1/2, a coarse value; with it the A100 and
 #   H100 PCIe llama.cpp prompts predict each other within 13% / 11% median (31% / 40% without).
 ATTENTION_CLASS = "attention"  # `achievable_share`'s class for the attention kernels (not a weight class)
+# llama.cpp's achievable share of a GeForce profile's quoted (fp32-accumulate) peak, by class (above)
+GEFORCE_GGML_SHARE = {"f16": 2.0, ATTENTION_CLASS: 4.0 / 3.0}
 
 
 def achievable_share(device: str, family: str, cls: str) -> float:
     from sim.catalog.hardware import load_profile
 
     hw = load_profile(device)
-    if family == "ggml" and cls == "f16" and "GeForce" in (hw.display_name or ""):
-        return 2.0
-    if family == "ggml" and cls == ATTENTION_CLASS and "GeForce" in (hw.display_name or ""):
-        return 4.0 / 3.0
-    if family == "ggml" and cls == "gguf" and hw.generation == "hopper":
+    if family != "ggml":
+        return 1.0
+    if "GeForce" in (hw.display_name or ""):
+        return GEFORCE_GGML_SHARE.get(cls, 1.0)
+    if cls == "gguf" and hw.generation == "hopper":
         return 0.5
     return 1.0
 
