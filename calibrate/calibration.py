@@ -172,6 +172,7 @@ def calibrate_model(
             "llama_cpp": run.llama_cpp_version,
             "llama_system_info": run.llama_system_info,
         },
+        **({"extra_weight_buffers_off": run.extra_bufts_off} if run.extra_bufts_off else {}),
         "model": {
             "file": str(model_path), "name": spec.name, "architecture": spec.architecture,
             "quantization": quant.name, "size_bytes": model_path.stat().st_size, "sha256": file_sha256(model_path),
@@ -336,6 +337,8 @@ def extend_calibration(
     quant = spec.quant(recorded.get("quantization") or spec.default_quant)
     threads, gpu_layers, seed = int(cal["threads"]), int(cal.get("gpu_layers") or 0), int(cal.get("seed") or 0)
     plan = extension_plan(cal, model_path, spec, rounds)
+    if cal.get("extra_weight_buffers_off"):
+        plan["extra_bufts"] = False  # the kernels the pooled rounds ran (run_plan's fallback)
     load_before = _loadavg()
     run = run_plan(plan, on_event=on_event, timeout_s=timeout_s)
     new_events = [p.to_event() for p in run.points]

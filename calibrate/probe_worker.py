@@ -27,6 +27,7 @@ import collections
 import ctypes
 import json
 import os
+import signal
 import statistics
 import sys
 import time
@@ -218,6 +219,9 @@ class _Worker:
         L = self.L
         params = L.llama_model_default_params()
         params.n_gpu_layers = int(self.plan.get("n_gpu_layers", 0))
+        # llama.cpp's repacked CPU weight buffers (AMX, CPU_REPACK), on unless the plan turns them off
+        # (probes.run_plan does after they crashed the first run)
+        params.use_extra_bufts = bool(self.plan.get("extra_bufts", True))
         t0 = time.perf_counter()
         model = L.llama_model_load_from_file(self.plan["model_path"].encode(), params)
         dt = time.perf_counter() - t0
@@ -401,9 +405,15 @@ class _Worker:
         "sample_without_logits" decodes a batch that asks for no logits, then samples from it:
         llama.cpp's sampler hits GGML_ASSERT(logits != nullptr) and aborts the process. Tests use
         it to check that such a crash reaches the user as an error message, not as a crash.
+        "segfault_with_extra_bufts" kills the process with SIGSEGV while the plan leaves llama.cpp's
+        extra weight buffers on, as their AMX kernels do on some machines (probes.run_plan);
+        "segfault" kills it whatever the plan says.
         """
         fault = self.plan.get("inject_fault")
-        if fault == "sample_without_logits":
+        if fault in ("segfault", "segfault_with_extra_bufts"):
+            if fault == "segfault" or self.plan.get("extra_bufts", True):
+                os.kill(os.getpid(), signal.SIGSEGV)
+        elif fault == "sample_without_logits":
             self._fill([(self._token(), i, 0, False) for i in range(4)])
             self._decode()
             self._sample(0, 0)

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -34,7 +34,12 @@ from calibrate.probe_worker import ContextLimits, probe_fits
 
 
 class ProbeError(RuntimeError):
-    """The probes could not run: refused sizes, a llama.cpp error, a crash, or a timeout."""
+    """The probes could not run: refused sizes, a llama.cpp error, a crash, or a timeout. `signal`:
+    the signal's name ("SIGSEGV") when the child process died of one."""
+
+    def __init__(self, message: str, *, signal: str = "") -> None:
+        super().__init__(message)
+        self.signal = signal
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,8 @@ class ProbeRun:
     wall_s: float
     llama_cpp_version: str = ""
     plan_summary: dict = field(default_factory=dict)
+    # why llama.cpp's repacked weight buffers were off (`run_plan`), "" when they ran as shipped
+    extra_bufts_off: str = ""
 
     @property
     def load_warm_median_s(self) -> float | None:
@@ -313,7 +320,30 @@ def run_plan(
 
     A refused size, a llama.cpp error, a crash of the child (GGML_ASSERT abort, segfault) or a
     run longer than `timeout_s` raises `ProbeError` naming the probe that was running.
+
+    A segfault (or illegal instruction, bus error) is run once more with llama.cpp's extra weight
+    buffer types off (`use_extra_bufts`: the AMX and CPU_REPACK buffers that repack quantized weights
+    for the CPU's matrix units), and the run says so (`ProbeRun.extra_bufts_off`). Those kernels are
+    what crashes on some machines: on a 2-vCPU Sapphire Rapids VM that advertises AMX, llama-cpp-python
+    0.3.36 (its own -march=native build) dies in its first decode of any Q8_0 or Q4_K model once the
+    weights sit in the AMX buffer, and runs with them off. The rates measured then are those of
+    llama.cpp without repacking, which is what that machine can run.
     """
+    try:
+        return _run_plan_once(plan, on_event=on_event, timeout_s=timeout_s, validate=validate)
+    except ProbeError as e:
+        if e.signal not in CRASH_SIGNALS or plan.get("extra_bufts") is False:
+            raise
+        run = _run_plan_once({**plan, "extra_bufts": False}, on_event=on_event, timeout_s=timeout_s,
+                             validate=False)
+        return replace(run, extra_bufts_off=f"with its extra weight buffers on, {e}")
+
+
+# a child that died of one of these is retried without the extra weight buffers (`run_plan`)
+CRASH_SIGNALS = ("SIGSEGV", "SIGILL", "SIGBUS")
+
+
+def _run_plan_once(plan: dict, *, on_event, timeout_s: float, validate: bool) -> ProbeRun:
     if validate:
         validate_plan(plan)
     env = dict(os.environ)
@@ -370,7 +400,8 @@ def run_plan(
     if returncode < 0:
         reason = _crash_reason(stderr_text)
         raise ProbeError(
-            f"llama.cpp crashed ({_signal_name(returncode)}) during {current}" + (f": {reason}" if reason else "")
+            f"llama.cpp crashed ({_signal_name(returncode)}) during {current}" + (f": {reason}" if reason else ""),
+            signal=_signal_name(returncode),
         )
     if error is not None:
         raise ProbeError(f"llama.cpp probes failed during {current}: {error}")

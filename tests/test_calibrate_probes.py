@@ -111,6 +111,22 @@ def test_a_llama_cpp_abort_in_the_child_becomes_an_error_naming_the_assert(tiny_
     assert "\n" not in msg  # one line
 
 
+def test_a_segfault_in_the_extra_weight_buffers_reruns_without_them_and_says_so(tiny_gguf):
+    plan = _plan(tiny_gguf, [{"name": "s", "n_ctx": 256, "n_batch": 64, "n_seq_max": 1,
+                              "probes": [_probe("prefill-8", p=8)]}], inject_fault="segfault_with_extra_bufts")
+    run = run_plan(plan)
+    assert [p.id for p in run.points] == ["prefill-8"] and run.points[0].median_s > 0
+    assert "crashed (SIGSEGV)" in run.extra_bufts_off
+    assert run_plan({**plan, "inject_fault": None}).extra_bufts_off == ""  # no crash, buffers stay on
+
+
+def test_a_segfault_that_persists_without_extra_weight_buffers_is_an_error(tiny_gguf):
+    plan = _plan(tiny_gguf, [{"name": "s", "n_ctx": 256, "n_batch": 64, "n_seq_max": 1,
+                              "probes": [_probe("prefill-8", p=8)]}], inject_fault="segfault")
+    with pytest.raises(ProbeError, match=r"crashed \(SIGSEGV\)"):
+        run_plan(plan)
+
+
 def test_a_corrupted_gguf_is_an_error_not_a_crash(tiny_gguf, tmp_path):
     bad = tmp_path / "truncated.gguf"
     bad.write_bytes(Path(tiny_gguf).read_bytes()[: 40_000])  # header intact, tensor data cut off

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from tiny_model import requires_llama_cpp
+from tiny_model import requires_llama_cpp, run_llama_child
 
 from calibrate.tiny_gguf import write_tiny_gguf
 from sim.catalog.lookup import get_model
@@ -33,11 +35,17 @@ def test_impossible_shapes_are_refused(tmp_path, bad):
 @requires_llama_cpp
 @pytest.mark.parametrize("dtype", ["f16", "q8_0"])
 def test_llama_cpp_loads_tokenizes_and_generates(tmp_path, dtype):
-    import llama_cpp
-
+    """In a child process (`run_llama_child`): an abort in llama.cpp must not kill pytest."""
     path = write_tiny_gguf(tmp_path / "m.gguf", dtype=dtype, n_ctx=256)
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=1, verbose=False, seed=0)
-    tokens = llm.tokenize(b"Hello world, 123!")
-    assert tokens[0] == 1 and len(tokens) > 5  # BOS, then pieces / byte fallback
-    out = llm("Hello", max_tokens=6, temperature=0.0)
-    assert out["usage"]["completion_tokens"] >= 1
+    code = (
+        "import json, sys, llama_cpp\n"
+        "llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=256, n_threads=1, verbose=False, seed=0)\n"
+        "tokens = llm.tokenize(b'Hello world, 123!')\n"
+        "out = llm('Hello', max_tokens=6, temperature=0.0)\n"
+        "print(json.dumps({'tokens': tokens, 'completion_tokens': out['usage']['completion_tokens']}))\n"
+    )
+    res = run_llama_child(code, str(path))
+    assert res.returncode == 0, res.stderr[-2000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["tokens"][0] == 1 and len(got["tokens"]) > 5  # BOS, then pieces / byte fallback
+    assert got["completion_tokens"] >= 1

@@ -11,6 +11,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
+from tiny_model import run_llama_child
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
@@ -63,7 +64,7 @@ def test_random_weight_files_load_and_decode_in_llama_cpp(models):
         "    print(p.rsplit('/', 1)[-1], m.n_vocab())\n"
     )
     files = sorted(str(p) for p in models.glob("*.gguf"))
-    res = subprocess.run([sys.executable, "-c", code, *files], capture_output=True, text=True, timeout=300)
+    res = run_llama_child(code, *files)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.split() == [w for p in files for w in (Path(p).name, "1200" if "tinyq" in p else "1000")]
 
