@@ -53,7 +53,7 @@ import numpy as np
 
 from calibrate.public_corpus import REPO_SOURCE, PublicRow
 from sim.catalog.hardware import Efficiency
-from sim.catalog.quant import kernel_class
+from sim.catalog.quant import base_class, kernel_class
 from sim.cost.memory import GiB
 from sim.cost.params import CostParams
 from sim.cost.roofline import CostModel, StepFeatures
@@ -202,9 +202,14 @@ class GroupParams:
 
 
 def _class_value(values: dict[str, float], cls: str, default: float) -> float:
+    """A class's value: its own, else its dense class's for a MoE class (`base_class`), else the
+    geometric mean of the dense classes measured (of all when only MoE classes were), else `default`."""
     if cls in values:
         return values[cls]
-    return float(np.exp(np.mean(np.log(list(values.values()))))) if values else default
+    if base_class(cls) in values:
+        return values[base_class(cls)]
+    dense = [v for c, v in values.items() if base_class(c) == c] or list(values.values())
+    return float(np.exp(np.mean(np.log(dense)))) if dense else default
 
 
 # ---- turning a row into iterations ----------------------------------------------------------------
@@ -546,16 +551,16 @@ def row_shape(row: PublicRow) -> Shape:
 
 # ---- prediction ---------------------------------------------------------------------------------
 
-def cost_params(hw, engine_cfg, q, p: GroupParams) -> CostParams:
-    """CostParams of a group's parameters on one device: what the simulator builds from a profile
-    carrying them (`CostParams.from_profile` -> `from_efficiency`, the same code)."""
-    return CostParams.from_efficiency(hw, q, p.efficiency, p.family, engine_cfg)
+def cost_params(hw, engine_cfg, q, p: GroupParams, moe: bool = False) -> CostParams:
+    """CostParams of a group's parameters on one device (`moe`: for a MoE model): what the simulator
+    builds from a profile carrying them (`CostParams.from_profile` -> `from_efficiency`, the same code)."""
+    return CostParams.from_efficiency(hw, q, p.efficiency, p.family, engine_cfg, moe=moe)
 
 
 def predict(row: PublicRow, shape: Shape, p: GroupParams) -> float:
     """The row's figure under a group's parameters."""
     hw, eng, spec, q, cm = _row_objects(row)
-    return predict_with(row, shape, cost_params(hw, eng, q, p), p.lat_us)
+    return predict_with(row, shape, cost_params(hw, eng, q, p, spec.is_moe), p.lat_us)
 
 
 def predict_with(row: PublicRow, shape: Shape, cp: CostParams, lat_us: float | None = None) -> float:
@@ -618,7 +623,8 @@ def prepare(rows: list[PublicRow]) -> list[Prepared]:
 def _classes(items: list[Prepared]) -> tuple[str, ...]:
     seen = []
     for it in items:
-        c = kernel_class(_row_objects(it.row)[3], it.family)[0]
+        _, _, spec, q, _ = _row_objects(it.row)
+        c = kernel_class(q, it.family, spec.is_moe)[0]
         if c not in seen:
             seen.append(c)
     return tuple(seen)

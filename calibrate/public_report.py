@@ -67,8 +67,9 @@ def baseline_errors(v: Validation, rev: str = BASELINE_REV) -> dict[str, float]:
         hw = old[d]
         if hw is None:
             continue
-        _, eng, _, q, _ = _row_objects(it.row)
-        pred = predict_with(it.row, it.shape, CostParams.from_profile(hw, q, eng), hw.interconnect_latency_us)
+        _, eng, spec, q, _ = _row_objects(it.row)
+        pred = predict_with(it.row, it.shape, CostParams.from_profile(hw, q, eng, spec.is_moe),
+                            hw.interconnect_latency_us)
         out[it.row.row_id] = pred / it.row.value - 1.0 if math.isfinite(pred) else float("inf")
     return out
 

@@ -734,6 +734,59 @@ def test_kernel_class_puts_mxfp4_under_ggml_with_the_gguf_kernels():
     assert kernel_class(q, "torch") == ("fp4", "fp4")
 
 
+def test_tensorrt_llms_moe_experts_are_a_weight_class_of_their_own():
+    """A MoE model under TensorRT-LLM prices its GEMMs with the `<class>-moe` efficiency (the MoE
+    plugin's grouped GEMMs), falling back to the format's class where a profile has none; llama.cpp's
+    experts run its dense kernels (class gguf whatever the model)."""
+    from sim.catalog.hardware import Efficiency
+    from sim.catalog.quant import base_class
+
+    fp8 = get_model("mixtral-8x7b").quant("fp8")
+    assert kernel_class(fp8, "trtllm", moe=True) == ("fp8-moe", "fp8")
+    assert kernel_class(fp8, "trtllm") == ("fp8", "fp8")
+    assert kernel_class(get_model("qwen3-30b-a3b").quant("q8_0"), "ggml", moe=True) == ("gguf", "int8")
+    assert base_class("fp8-moe") == "fp8" and base_class("gguf") == "gguf"
+    e = Efficiency(compute=0.4, bandwidth=0.7, compute_by_class={"fp8": 0.5, "f16-moe": 0.3})
+    assert (e.compute_for("fp8-moe"), e.compute_for("f16-moe"), e.compute_for("int8-moe")) == (0.5, 0.3, 0.4)
+    # the shipped H100 SXM profile: Mixtral's GEMMs get the fitted MoE share, a dense model the dense one
+    hw = load_profile("h100-sxm")
+    eng = load_engine("trtllm").for_hardware(hw)
+    fitted = hw.engine_efficiency["trtllm"].compute_by_class
+    moe, dense = CostParams.from_profile(hw, fp8, eng, moe=True), CostParams.from_profile(hw, fp8, eng)
+    assert moe.matmul_flops_per_s / dense.matmul_flops_per_s == pytest.approx(fitted["fp8-moe"] / fitted["fp8"])
+    assert fitted["fp8-moe"] < fitted["fp8"]
+    from sim.cost.roofline import CostModel
+
+    assert CostModel.from_names("mixtral-8x7b", "fp8", "h100-sxm", "trtllm").params == moe
+    assert CostModel.from_names("llama-3.1-8b", "fp8", "h100-sxm", "trtllm").params == dense
+
+
+def test_the_fit_recovers_a_moe_class_apart_from_its_dense_class():
+    """Synthetic TensorRT-LLM rows of a dense and a MoE model on one device, generated with the MoE
+    grouped GEMMs at half the dense share: the fit finds both shares again."""
+    from calibrate.public_corpus import parse_row
+
+    truth = GroupParams("h100-sxm", "trtllm", bandwidth={"fp8": 0.8, "fp8-moe": 0.8},
+                        compute={"fp8": 0.5, "fp8-moe": 0.25}, attention=0.35, floor_ms=0.1, seq_ms=0.0,
+                        half_rows=0.0)
+    rows, i = [], 0
+    for model in ("llama-3.1-8b", "mixtral-8x7b"):
+        for isl, osl in ((128, 128), (128, 2048), (2048, 128), (5000, 500), (500, 2000), (1000, 1000)):
+            i += 1
+            rec = {**_good_row(), "row_id": f"t{i}", "engine": "trtllm", "engine_version": "v0.13",
+                   "backend": "cuda", "device": "h100-sxm", "model": model, "quant": "fp8", "metric": "offline",
+                   "batch": "", "input_tokens": str(isl), "output_tokens": str(osl), "depth": "0",
+                   "quantity": "output_tps", "value": "1", "settings": "tp=1", "n_devices": "1"}
+            rows.append(parse_row(rec, file="synthetic", line=i, devices={"h100-sxm"}, models={model}))
+    items = []
+    for it in prepare(rows):
+        assert it.shape is not None, it.excluded
+        items.append(replace(it, row=replace(it.row, value=predict(it.row, it.shape, truth))))
+    got = fit_group(items, "h100-sxm", "trtllm")
+    assert set(got.compute) == {"fp8", "fp8-moe"}
+    assert got.compute["fp8-moe"] / got.compute["fp8"] == pytest.approx(0.5, rel=0.1)
+
+
 def test_fit_and_run_size_tensorrt_llms_kv_pool_alike():
     """TensorRT-LLM's memory fraction is of the memory the weights leave (memory_fraction_of: free):
     `infersim fit --engine trtllm` and the simulator's KV pool use the same rule (sim.cost.memory)."""

@@ -64,7 +64,8 @@ class Efficiency(BaseModel):
     Fitted to public measurements (calibrate/public_fit.py, one entry per kernel family in
     `HardwareProfile.engine_efficiency`), an entry also carries:
     - `compute_by_class` / `bandwidth_by_class`: the same ratios per weight class
-      (sim.catalog.quant.kernel_class: f16, fp8, int8, fp4, gguf, mlx, int4wo), which win over `compute` /
+      (sim.catalog.quant.kernel_class: f16, fp8, int8, fp4, gguf, mlx, int4wo, and `<class>-moe` for
+      TensorRT-LLM's MoE grouped GEMMs, which falls back to `<class>`), which win over `compute` /
       `bandwidth` for a format of that class;
     - `attention_of_peak`: attention FLOP/s over the datasheet bf16 peak (then `attention` is unused);
     - `floor_ms`: the device-side cost of one engine iteration under these kernels (kernel launches
@@ -122,12 +123,21 @@ class Efficiency(BaseModel):
         return v
 
     def compute_for(self, cls: str | None) -> float:
-        """Matmul efficiency for weight class `cls` (the class's own when fitted, else `compute`)."""
-        return self.compute_by_class.get(cls, self.compute)
+        """Matmul efficiency for weight class `cls`: the class's own when fitted, else its dense
+        class's for a MoE class (sim.catalog.quant.base_class), else `compute`."""
+        return _by_class(self.compute_by_class, cls, self.compute)
 
     def bandwidth_for(self, cls: str | None) -> float:
-        """Bandwidth efficiency for weight class `cls` (the class's own when fitted, else `bandwidth`)."""
-        return self.bandwidth_by_class.get(cls, self.bandwidth)
+        """Bandwidth efficiency for weight class `cls`, with `compute_for`'s fallbacks to `bandwidth`."""
+        return _by_class(self.bandwidth_by_class, cls, self.bandwidth)
+
+
+def _by_class(values: dict[str, float], cls: str | None, default: float) -> float:
+    from sim.catalog.quant import base_class
+
+    if cls in values:
+        return values[cls]
+    return values.get(base_class(cls), default)
 
 
 class Price(BaseModel):

@@ -154,10 +154,30 @@ KV_DTYPE_ALIASES: dict[str, str] = {
 # (calibrate/public_fit.py) are kept per class, because one engine's kernels for different formats
 # reach very different shares of the chip: llama.cpp's quantized MMQ/MMVQ kernels vs its cuBLAS fp16
 # path, TensorRT-LLM's fp8 vs bf16 GEMMs.
-KERNEL_CLASSES = ("f16", "fp8", "int8", "fp4", "gguf", "mlx", "int4wo")
+DENSE_KERNEL_CLASSES = ("f16", "fp8", "int8", "fp4", "gguf", "mlx", "int4wo")
+# A MoE model's routed experts run in their own kernels under TensorRT-LLM: the MoE plugin's
+# grouped GEMMs (cutlass_kernels/moe_gemm) over the tokens each expert was routed, between
+# permute / finalize passes, where its dense layers run the GEMM plugin's cuBLASLt / CUTLASS GEMMs.
+# Their efficiency is fitted as a class of its own, `<class>-moe` (its format's peak), and falls
+# back to the format's class where nothing measured it (`base_class`). The class prices all of a
+# MoE model's GEMMs: the routed experts are most of them (Mixtral 8x7B: its two routed experts are
+# 352 M weights a layer against 42 M of attention, 88% of the weight FLOPs a token with the LM
+# head). Fitted on NVIDIA's v0.13 Mixtral 8x7B rows: 0.71-0.72 of the dense fp8 share on the H100 SXM and the H200, 0.84-0.88 of
+# the dense fp16 share on the A100 and H100 (docs/public-calibration.md, round 20). Only
+# TensorRT-LLM: llama.cpp's experts run the very MMQ kernels of its dense layers (mul_mat_id ->
+# mul_mat_q), whose per-expert start-up `matmul_half_rows` prices; held out by device a gguf-moe
+# class did worse (round 20), and no vLLM / SGLang device has both dense and MoE rows to fit one.
+MOE_SUFFIX = "-moe"
+MOE_CLASS_FAMILIES = ("trtllm",)
+KERNEL_CLASSES = DENSE_KERNEL_CLASSES + tuple(c + MOE_SUFFIX for c in DENSE_KERNEL_CLASSES)
 
 
-def kernel_class(q: QuantFormat, family: str | None = None) -> tuple[str, str]:
+def base_class(cls: str | None) -> str | None:
+    """The dense class a MoE class falls back to ("fp8-moe" -> "fp8"); any other class unchanged."""
+    return cls[: -len(MOE_SUFFIX)] if cls and cls.endswith(MOE_SUFFIX) else cls
+
+
+def kernel_class(q: QuantFormat, family: str | None = None, moe: bool = False) -> tuple[str, str]:
     """(class, peak format) of format `q` under kernel family `family` (sim.catalog.engine_config
     `kernel_family`): ggml runs every block-quantized format, MXFP4 included, through its own
     kernels (class gguf), quoted against the int8 peak: llama.cpp's MMQ kernels quantize the
@@ -166,7 +186,12 @@ def kernel_class(q: QuantFormat, family: str | None = None) -> tuple[str, str]:
     Quoted against fp16, llama.cpp's prefill efficiency ranged 0.16-0.94 over the public rows'
     NVIDIA devices (GeForce datasheets quote fp32-accumulate peaks); against int8, 0.08-0.24;
     elsewhere microscaling formats run fp4 tensor cores, fp8/int8 their own, AWQ/GPTQ fp16 with
-    int4 weights."""
+    int4 weights. `moe`: the format carries a MoE model's experts (`MOE_CLASS_FAMILIES`)."""
+    cls, peak = _dense_kernel_class(q, family)
+    return (cls + MOE_SUFFIX if moe and family in MOE_CLASS_FAMILIES else cls), peak
+
+
+def _dense_kernel_class(q: QuantFormat, family: str | None) -> tuple[str, str]:
     if q.family == "gguf" or (family == "ggml" and q.family == "microscaling"):
         return "gguf", "int8"
     if q.family == "mlx":

@@ -88,9 +88,12 @@ class CostParams:
 
     @classmethod
     def from_profile(
-        cls_, hw: "HardwareProfile", quant: str | QuantFormat, engine: "EngineConfig | None" = None
+        cls_, hw: "HardwareProfile", quant: str | QuantFormat, engine: "EngineConfig | None" = None,
+        moe: bool = False,
     ) -> "CostParams":
-        """Effective parameters of an engine on a hardware profile.
+        """Effective parameters of an engine on a hardware profile (`moe`: for a MoE model, whose
+        GEMMs take the class of the engine's expert kernels where it has one, sim.catalog.quant
+        `MOE_CLASS_FAMILIES`).
 
         bandwidth = datasheet bandwidth x eff.bandwidth x scale.bandwidth
         matmul    = peak FLOP/s in the quant's compute format x eff.compute x scale.compute
@@ -118,12 +121,12 @@ class CostParams:
         calibrated_on_engine = name is not None and (hw.calibration or {}).get("engine") == name
         scale = engine.efficiency_scale if engine is not None and not own_measurement and not calibrated_on_engine \
             else None
-        return cls_.from_efficiency(hw, q, eff, family, None if calibrated_on_engine else engine, scale)
+        return cls_.from_efficiency(hw, q, eff, family, None if calibrated_on_engine else engine, scale, moe)
 
     @classmethod
     def from_efficiency(
         cls_, hw: "HardwareProfile", q: QuantFormat, eff: "Efficiency", family: str | None = None,
-        engine: "EngineConfig | None" = None, scale=None,
+        engine: "EngineConfig | None" = None, scale=None, moe: bool = False,
     ) -> "CostParams":
         """Effective parameters of efficiencies `eff` on `hw`'s datasheet peaks (the arithmetic of
         `from_profile`, and of the public-measurement fit, calibrate/public_fit.py, which prices
@@ -139,7 +142,7 @@ class CostParams:
             it_ms += engine.iteration_overhead_ms
             seq_ms += engine.per_sequence_overhead_ms
         # a fitted entry quotes each weight class against its kernels' peak (sim.catalog.quant.kernel_class)
-        cls, peak_format = kernel_class(q, family) if eff.compute_by_class else (None, q.compute_format)
+        cls, peak_format = kernel_class(q, family, moe) if eff.compute_by_class else (None, q.compute_format)
         compute_eff = eff.compute_for(cls) * scale_c
         if eff.attention_of_peak is not None:
             attention = hw.peak_flops(ATTENTION_FORMAT) * eff.attention_of_peak * scale_a

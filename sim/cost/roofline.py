@@ -358,7 +358,7 @@ class CostModel:
         spec = spec.as_loaded_by(eng.kernel_family)  # GGUF file sizes for llama.cpp's family only
         prof = hw if isinstance(hw, HardwareProfile) else load_profile(hw)
         q = spec.quant(quant or eng.default_quant)
-        params = params or CostParams.from_profile(prof, q, eng)
+        params = params or CostParams.from_profile(prof, q, eng, spec.is_moe)
         # an engine family's fitted all-reduce step latency replaces the profile's (Efficiency)
         latency_us = prof.efficiency_for(eng.name, eng.kernel_family or eng.name).interconnect_latency_us
         parallel = (ParallelConfig.for_profile(prof, eng.tp, eng.pp, latency_us=latency_us)
@@ -372,7 +372,7 @@ class CostModel:
         # the calibration's measured decode correction, for the model and engine it measured, when the
         # parameters are the profile's own (the correction is relative to their predictions)
         correction = None
-        if parallel is None and offload is None and params == CostParams.from_profile(prof, q, eng):
+        if parallel is None and offload is None and params == CostParams.from_profile(prof, q, eng, spec.is_moe):
             correction = DecodeCorrection.from_profile(prof, spec, q, eng)
         return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload,
                    decode_correction=correction, kv_pad=eng.attention_kv_padding,

@@ -263,7 +263,7 @@ def replica_parts(hw: HardwareProfile, model: ModelSpec, quant: str | None, engi
     family, the released checkpoint's bytes for the others), for its memory plan as for its timing."""
     model = model.as_loaded_by(engine.kernel_family)
     q = model.quant(quant or engine.default_quant)
-    params = cost_params or CostParams.from_profile(hw, q, engine)
+    params = cost_params or CostParams.from_profile(hw, q, engine, model.is_moe)
     cost = make_cost_model(hw, model, q, engine, params=params)
     kvp = plan_kv(hw, model, q.name, engine, getattr(cost, "extra_weight_bytes", 0.0))
     _, context_tokens = engine.context_limits(model.max_context, kvp.capacity_tokens)
