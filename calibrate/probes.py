@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from calibrate.llama_buffers import CRASH_SIGNALS, signal_name
 from calibrate.probe_worker import ContextLimits, probe_fits
 
 
@@ -293,13 +293,6 @@ def merge_rounds(events: list[dict], n_threads: int) -> list[dict]:
 # ---- running in a child process ---------------------------------------------------------------------
 
 
-def _signal_name(returncode: int) -> str:
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
-
-
 def _crash_reason(stderr_text: str) -> str:
     """The most telling line a dying llama.cpp left on stderr (a GGML_ASSERT, an error), if any."""
     lines = [ln.strip() for ln in stderr_text.splitlines() if ln.strip()]
@@ -321,13 +314,9 @@ def run_plan(
     A refused size, a llama.cpp error, a crash of the child (GGML_ASSERT abort, segfault) or a
     run longer than `timeout_s` raises `ProbeError` naming the probe that was running.
 
-    A segfault (or illegal instruction, bus error) is run once more with llama.cpp's extra weight
-    buffer types off (`use_extra_bufts`: the AMX and CPU_REPACK buffers that repack quantized weights
-    for the CPU's matrix units), and the run says so (`ProbeRun.extra_bufts_off`). Those kernels are
-    what crashes on some machines: on a 2-vCPU Sapphire Rapids VM that advertises AMX, llama-cpp-python
-    0.3.36 (its own -march=native build) dies in its first decode of any Q8_0 or Q4_K model once the
-    weights sit in the AMX buffer, and runs with them off. The rates measured then are those of
-    llama.cpp without repacking, which is what that machine can run.
+    A crash of CRASH_SIGNALS (segfault, illegal instruction, bus error) is run once more with
+    llama.cpp's extra weight buffers off (calibrate.llama_buffers: the AMX and CPU_REPACK buffers,
+    which crash on some machines), and the run says so (`ProbeRun.extra_bufts_off`).
     """
     try:
         return _run_plan_once(plan, on_event=on_event, timeout_s=timeout_s, validate=validate)
@@ -337,10 +326,6 @@ def run_plan(
         run = _run_plan_once({**plan, "extra_bufts": False}, on_event=on_event, timeout_s=timeout_s,
                              validate=False)
         return replace(run, extra_bufts_off=f"with its extra weight buffers on, {e}")
-
-
-# a child that died of one of these is retried without the extra weight buffers (`run_plan`)
-CRASH_SIGNALS = ("SIGSEGV", "SIGILL", "SIGBUS")
 
 
 def _run_plan_once(plan: dict, *, on_event, timeout_s: float, validate: bool) -> ProbeRun:
@@ -400,8 +385,8 @@ def _run_plan_once(plan: dict, *, on_event, timeout_s: float, validate: bool) ->
     if returncode < 0:
         reason = _crash_reason(stderr_text)
         raise ProbeError(
-            f"llama.cpp crashed ({_signal_name(returncode)}) during {current}" + (f": {reason}" if reason else ""),
-            signal=_signal_name(returncode),
+            f"llama.cpp crashed ({signal_name(returncode)}) during {current}" + (f": {reason}" if reason else ""),
+            signal=signal_name(returncode),
         )
     if error is not None:
         raise ProbeError(f"llama.cpp probes failed during {current}: {error}")

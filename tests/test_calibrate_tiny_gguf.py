@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from tiny_model import requires_llama_cpp, run_llama_child
@@ -49,3 +51,39 @@ def test_llama_cpp_loads_tokenizes_and_generates(tmp_path, dtype):
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got["tokens"][0] == 1 and len(got["tokens"]) > 5  # BOS, then pieces / byte fallback
     assert got["completion_tokens"] >= 1
+
+
+@requires_llama_cpp
+def test_the_prelude_turns_llamas_extra_weight_buffers_off_and_the_file_still_runs(tmp_path):
+    from calibrate.llama_buffers import NO_EXTRA_BUFTS_PRELUDE, extra_bufts_crash
+
+    path = write_tiny_gguf(tmp_path / "m.gguf", dtype="f16", n_ctx=256)
+    code = (
+        "import sys, llama_cpp\n"
+        "m = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=64, n_threads=1, verbose=False)\n"
+        "m.eval([1, 5, 7])\n"
+        "print(llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts)\n"
+    )
+    on = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    off = subprocess.run([sys.executable, "-c", NO_EXTRA_BUFTS_PRELUDE + code, str(path)], capture_output=True,
+                         text=True, timeout=120)
+    assert (on.returncode, off.returncode) == (0, 0), off.stderr[-2000:]
+    assert (on.stdout.split()[-1], off.stdout.split()[-1]) == ("True", "False")
+    assert extra_bufts_crash(path) == ""  # f16 weights are not repacked: nothing crashes
+
+
+@requires_llama_cpp
+def test_the_server_runs_without_extra_weight_buffers_where_they_crash(tmp_path, monkeypatch):
+    """The server's launch path for a machine whose extra weight buffers crash (forced here)."""
+    import httpx
+
+    import calibrate.replay.llama_cpp_server as srv
+
+    monkeypatch.setattr(srv, "extra_bufts_crash", lambda path: "SIGSEGV")
+    path = write_tiny_gguf(tmp_path / "m.gguf", dtype="f16", n_ctx=256)
+    log = tmp_path / "server.log"
+    with srv.llama_cpp_server(path, n_ctx=256, extra_args=("--n_threads", "1"), log_path=log) as url:
+        r = httpx.post(f"{url}/v1/completions", json={"prompt": "Hello", "max_tokens": 3, "temperature": 0},
+                       timeout=60)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1
+    assert log.read_text(errors="replace").startswith("extra weight buffers off: a decode crashed with them on (SIGSEGV)")

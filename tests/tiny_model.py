@@ -17,10 +17,13 @@ of tokens/s, so tests that run real llama.cpp stay in the seconds range.
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from calibrate.llama_buffers import CRASH_SIGNALS, NO_EXTRA_BUFTS_PRELUDE, signal_name
 from calibrate.replay.llama_cpp_server import free_loopback_port, llama_cpp_server  # noqa: F401 - re-exported
 from calibrate.tiny_gguf import write_tiny_gguf
 
@@ -40,36 +43,13 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 llama_server = llama_cpp_server
 
 
-# Signals of a llama.cpp crash that `run_llama_child` retries without the extra weight buffers, the
-# rule calibrate.probes.run_plan applies to the calibrator's own child process.
-from calibrate.probes import CRASH_SIGNALS  # noqa: E402
-
-# Prepended to a child's code when the extra weight buffers must stay off: llama-cpp-python's
-# high-level `Llama` takes its model parameters from llama_model_default_params() and has no
-# argument for `use_extra_bufts`.
-_NO_EXTRA_BUFTS = (
-    "import llama_cpp.llama_cpp as _L\n"
-    "_defaults = _L.llama_model_default_params\n"
-    "def _params():\n"
-    "    p = _defaults()\n"
-    "    p.use_extra_bufts = False\n"
-    "    return p\n"
-    "_L.llama_model_default_params = _params\n"
-)
-
-
 def run_llama_child(code: str, *args: str, timeout: float = 300):
     """Run `code` (Python that drives llama.cpp) in a child process, so that an abort does not kill
     pytest; a child that crashes with a signal of CRASH_SIGNALS runs once more with llama.cpp's extra
-    weight buffers (AMX, CPU_REPACK) off. Those kernels segfault on some machines, e.g. llama-cpp-python
-    0.3.36 on a 2-vCPU Sapphire Rapids VM that advertises AMX, on every Q8_0 / Q4_K file: a fault of
-    that build on that CPU, not of the file under test. Returns the CompletedProcess."""
-    import signal
-    import subprocess
-    import sys
-
+    weight buffers (AMX, CPU_REPACK) off, the rule of calibrate.llama_buffers: those kernels crash on
+    some machines whatever the file. Returns the CompletedProcess."""
     res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout)
-    if res.returncode < 0 and signal.Signals(-res.returncode).name in CRASH_SIGNALS:
-        res = subprocess.run([sys.executable, "-c", _NO_EXTRA_BUFTS + code, *args], capture_output=True,
+    if signal_name(res.returncode) in CRASH_SIGNALS:
+        res = subprocess.run([sys.executable, "-c", NO_EXTRA_BUFTS_PRELUDE + code, *args], capture_output=True,
                              text=True, timeout=timeout)
     return res

@@ -15,6 +15,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from calibrate.llama_buffers import NO_EXTRA_BUFTS_PRELUDE, extra_bufts_crash
+
 
 def free_loopback_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
@@ -39,18 +41,30 @@ def llama_cpp_server(
     to answer, and the server runs under coreutils `timeout` so it ends after `max_lifetime_s`
     even if the calling process is killed. On exit the server is terminated (then killed).
     Raises RuntimeError (with the end of the server's log) if it exits or does not answer.
+
+    Where a four-token decode of the model crashes with llama.cpp's extra weight buffers on
+    (calibrate.llama_buffers), the server runs with them off, and says so on stderr and in its log.
     """
     import httpx
 
     port = free_loopback_port()
-    cmd = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
-        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), *extra_args,
-    ]
+    server_args = ["--model", str(model_path), "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
+                   *extra_args]
+    crash = extra_bufts_crash(model_path)
+    if crash:
+        print(f"note: llama.cpp's extra weight buffers (AMX / CPU_REPACK) crash on this machine ({crash}); "
+              "the server runs without them", file=sys.stderr)
+        launch = "import runpy\nrunpy.run_module('llama_cpp.server', run_name='__main__')\n"
+        cmd = [sys.executable, "-c", NO_EXTRA_BUFTS_PRELUDE + launch, *server_args]
+    else:
+        cmd = [sys.executable, "-m", "llama_cpp.server", *server_args]
     if shutil.which("timeout"):
         cmd = ["timeout", "--kill-after=5", f"{int(max_lifetime_s)}s", *cmd]
     log = Path(log_path) if log_path else Path(str(model_path)).with_suffix(f".server-{port}.log")
     with open(log, "wb") as log_f:
+        if crash:
+            log_f.write(f"extra weight buffers off: a decode crashed with them on ({crash})\n".encode())
+            log_f.flush()
         proc = subprocess.Popen(cmd, stdout=log_f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
