@@ -103,3 +103,26 @@ def test_local_driver_logs_every_iteration_and_writes_it(tiny_gguf, tmp_path):
     res.write(tmp_path)
     written = pd.read_csv(tmp_path / "iterations.csv")
     assert list(written.columns) == list(log.columns) and len(written) == len(log)
+
+
+def test_local_driver_runs_without_extra_weight_buffers_where_they_crash(tiny_gguf, monkeypatch):
+    """llama.cpp runs in this process: where a child's decode crashes with its extra weight buffers on
+    (forced here), the driver turns them off and says so."""
+    import calibrate.replay.local as local
+
+    seen = []
+    real_engine = local.LlamaEngine
+
+    def engine(path, cfg):
+        seen.append(cfg.extra_bufts)
+        return real_engine(path, cfg)
+
+    monkeypatch.setattr(local, "extra_bufts_crash", lambda path: "SIGSEGV")
+    monkeypatch.setattr(local, "LlamaEngine", engine)
+    reqs = _reqs(2)
+    res = replay_local(reqs, tiny_gguf, concurrency=1, cfg=LocalConfig(n_seq_max=1, n_ctx_per_seq=256, n_threads=1))
+    assert_complete_and_causal(res, reqs)
+    assert seen == [False] and res.config["extra_weight_buffers_off"] == "a decode crashed with them on (SIGSEGV)"
+    monkeypatch.setattr(local, "extra_bufts_crash", lambda path: "")
+    assert "extra_weight_buffers_off" not in replay_local(reqs, tiny_gguf, concurrency=1, cfg=LocalConfig(
+        n_seq_max=1, n_ctx_per_seq=256, n_threads=1)).config and seen == [False, True]

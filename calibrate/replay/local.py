@@ -37,11 +37,12 @@ import os
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from calibrate.llama_buffers import extra_bufts_crash
 from calibrate.replay.dispatch import Dispatcher
 from calibrate.replay.errors import EngineUnreachable
 from calibrate.replay.records import REJECTED, Measurement, ReplayResult
@@ -72,6 +73,9 @@ class LocalConfig:
     n_batch: int = 512
     n_threads: int = 0  # 0 = default_threads()
     seed: int = 0
+    # llama.cpp's extra weight buffers (AMX / CPU_REPACK repacking; calibrate.llama_buffers): off where
+    # a decode crashes with them (`replay_local` checks in a child first)
+    extra_bufts: bool = True
 
     @property
     def n_ctx(self) -> int:
@@ -136,6 +140,7 @@ class LlamaEngine:
         llama_cpp.llama_backend_init()
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0
+        mparams.use_extra_bufts = cfg.extra_bufts
         self.model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
         if not self.model:
             raise ConfigError("llama.cpp could not load this GGUF", file=path, field="--local")
@@ -257,19 +262,29 @@ def replay_local(
     `concurrency`: N closed-loop clients (None: open loop at the trace's times). `cfg`: engine
     settings; by default `n_seq_max` = concurrency (or 4) and each sequence's context fits the
     longest request of the trace. Stops after `timeout_s` wall seconds, keeping what was measured.
+
+    llama.cpp runs in this process, so a crash would end it: a four-token decode in a child first
+    (calibrate.llama_buffers.extra_bufts_crash) says whether llama.cpp's extra weight buffers crash on
+    this machine, and if they do the driver runs without them (`config["extra_weight_buffers_off"]`).
     """
     if not requests:
         raise ConfigError("the trace has no requests", field="trace")
     if cfg is None:
         longest = max(r.prompt_tokens + r.output_tokens for r in requests)
         cfg = LocalConfig(n_seq_max=concurrency or 4, n_ctx_per_seq=_round_up(longest + 1, 256))
+    crash = extra_bufts_crash(model_path) if cfg.extra_bufts and Path(model_path).is_file() else ""
+    if crash:
+        cfg = replace(cfg, extra_bufts=False)
     try:
         engine = LlamaEngine(model_path, cfg)
     except (OSError, ValueError) as e:
         raise EngineUnreachable(f"llama.cpp failed to start: {e}") from e
     with engine:
         engine.warm_up()
-        return _serve(engine, requests, concurrency, cfg, timeout_s, model_path)
+        res = _serve(engine, requests, concurrency, cfg, timeout_s, model_path)
+    if crash:
+        res.config["extra_weight_buffers_off"] = f"a decode crashed with them on ({crash})"
+    return res
 
 
 def _round_up(x: int, step: int) -> int:

@@ -76,7 +76,12 @@ def _fmt(x, spec=".4g") -> str:
 
 
 def _warn_failures(result: ReplayResult) -> None:
-    """One plain line on stderr (never wrapped) when some requests did not complete."""
+    """One plain line on stderr (never wrapped) when some requests did not complete, and one when the
+    in-process driver ran llama.cpp without its extra weight buffers (calibrate.llama_buffers)."""
+    off = result.config.get("extra_weight_buffers_off")
+    if off:
+        typer.echo(f"warning: llama.cpp ran without its extra weight buffers (AMX / CPU_REPACK repacking): {off}",
+                   err=True)
     fails = [r for r in result.records if r.status != "completed"]
     if fails:
         typer.echo(f"warning: {len(fails)} of {len(result.records)} requests did not complete; "
