@@ -6,10 +6,12 @@ Intel Sapphire Rapids and later, CPU_REPACK for AVX2 / NEON layouts), on by defa
 Rapids VM that advertises AMX, llama-cpp-python 0.3.36 (its own -march=native build) dies with
 SIGSEGV in the first decode of every Q8_0 or Q4_K file once the weights sit in the AMX buffer, the
 bundled Gemma 3 270M Q4_K_M included, and runs with the buffers off. Whoever runs llama.cpp here
-(the calibrator's probe child, `calibrate.probes.run_plan`; the bounded server,
-`calibrate.replay.llama_cpp_server`; the tests) retries once without them after such a crash and
-says so: the rates measured then are llama.cpp's without repacking, which is what that machine can
-run.
+turns them off after such a crash and says so: the calibrator's probe child
+(`calibrate.probes.run_plan`, which reruns once) and the tests (`run_llama_child`); the bounded
+server (`calibrate.replay.llama_cpp_server`) and the in-process driver of `replay` / `validate
+--local` (`calibrate.replay.local.replay_local`) after a four-token decode in a child
+(`extra_bufts_crash`). The rates measured then are llama.cpp's without repacking, which is what that
+machine can run.
 """
 
 from __future__ import annotations
