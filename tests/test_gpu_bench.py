@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import subprocess
 import sys
 from collections import Counter
 from contextlib import redirect_stdout

@@ -162,8 +162,9 @@ DENSE_KERNEL_CLASSES = ("f16", "fp8", "int8", "fp4", "gguf", "mlx", "int4wo")
 # back to the format's class where nothing measured it (`base_class`). The class prices all of a
 # MoE model's GEMMs: the routed experts are most of them (Mixtral 8x7B: its two routed experts are
 # 352 M weights a layer against 42 M of attention, 88% of the weight FLOPs a token with the LM
-# head). Fitted on NVIDIA's v0.13 Mixtral 8x7B rows: 0.71-0.72 of the dense fp8 share on the H100 SXM and the H200, 0.84-0.88 of
-# the dense fp16 share on the A100 and H100 (docs/public-calibration.md, round 20). Only
+# head). Fitted on NVIDIA's v0.13 Mixtral 8x7B rows: 0.71-0.72 of the dense fp8 share on the H100
+# SXM and the H200, 0.84-0.88 of the dense fp16 share on the A100 and H100
+# (docs/public-calibration.md, round 20). Only
 # TensorRT-LLM: llama.cpp's experts run the very MMQ kernels of its dense layers (mul_mat_id ->
 # mul_mat_q), whose per-expert start-up `matmul_half_rows` prices; held out by device a gguf-moe
 # class did worse (round 20), and no vLLM / SGLang device has both dense and MoE rows to fit one.
