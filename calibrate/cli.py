@@ -107,8 +107,9 @@ def render_summary(console: Console, result) -> None:
                           + ", ".join(f"{b}: {math.exp(r):.3f}" for b, r in zip(corr.batches, corr.log_ratios)))
     off = (prof.calibration or {}).get("extra_weight_buffers_off")
     if off:
-        console.print(f"warning: llama.cpp ran without its extra weight buffers (AMX / CPU_REPACK repacking), "
-                      f"the rates of this machine without them: {off}", highlight=False)
+        from calibrate.llama_buffers import off_warning
+
+        console.print(off_warning(off), highlight=False)
     busy = machine_busy_warning(prof.calibration or {})
     if busy:
         console.print(f"warning: {busy}")

@@ -55,6 +55,16 @@ _DECODE_ONCE = (
 )
 
 
+def decode_crashed(crash: str) -> str:
+    """Why the buffers are off after `extra_bufts_crash` found `crash` (the signal's name)."""
+    return f"a decode crashed with them on ({crash})"
+
+
+def off_warning(why: str) -> str:
+    """The one line every command prints when llama.cpp ran without its extra weight buffers."""
+    return f"warning: llama.cpp ran without its extra weight buffers (AMX / CPU_REPACK repacking): {why}"
+
+
 def extra_bufts_crash(model_path: str | Path, timeout_s: float = 300.0) -> str:
     """Load `model_path` in a child with the extra weight buffers on and decode four tokens: "" when
     that runs (or fails some other way, left to the caller to meet), else the crash ("SIGSEGV")."""

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from calibrate.llama_buffers import NO_EXTRA_BUFTS_PRELUDE, extra_bufts_crash
+from calibrate.llama_buffers import NO_EXTRA_BUFTS_PRELUDE, decode_crashed, extra_bufts_crash, off_warning
 
 
 def free_loopback_port() -> int:
@@ -52,8 +52,7 @@ def llama_cpp_server(
                    *extra_args]
     crash = extra_bufts_crash(model_path)
     if crash:
-        print(f"note: llama.cpp's extra weight buffers (AMX / CPU_REPACK) crash on this machine ({crash}); "
-              "the server runs without them", file=sys.stderr)
+        print(off_warning(decode_crashed(crash)), file=sys.stderr)
         launch = "import runpy\nrunpy.run_module('llama_cpp.server', run_name='__main__')\n"
         cmd = [sys.executable, "-c", NO_EXTRA_BUFTS_PRELUDE + launch, *server_args]
     else:
@@ -63,7 +62,7 @@ def llama_cpp_server(
     log = Path(log_path) if log_path else Path(str(model_path)).with_suffix(f".server-{port}.log")
     with open(log, "wb") as log_f:
         if crash:
-            log_f.write(f"extra weight buffers off: a decode crashed with them on ({crash})\n".encode())
+            log_f.write(f"extra weight buffers off: {decode_crashed(crash)}\n".encode())
             log_f.flush()
         proc = subprocess.Popen(cmd, stdout=log_f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrate.llama_buffers import extra_bufts_crash
+from calibrate.llama_buffers import decode_crashed, extra_bufts_crash
 from calibrate.replay.dispatch import Dispatcher
 from calibrate.replay.errors import EngineUnreachable
 from calibrate.replay.records import REJECTED, Measurement, ReplayResult
@@ -283,7 +283,7 @@ def replay_local(
         engine.warm_up()
         res = _serve(engine, requests, concurrency, cfg, timeout_s, model_path)
     if crash:
-        res.config["extra_weight_buffers_off"] = f"a decode crashed with them on ({crash})"
+        res.config["extra_weight_buffers_off"] = decode_crashed(crash)
     return res
 
 

@@ -80,8 +80,9 @@ def _warn_failures(result: ReplayResult) -> None:
     in-process driver ran llama.cpp without its extra weight buffers (calibrate.llama_buffers)."""
     off = result.config.get("extra_weight_buffers_off")
     if off:
-        typer.echo(f"warning: llama.cpp ran without its extra weight buffers (AMX / CPU_REPACK repacking): {off}",
-                   err=True)
+        from calibrate.llama_buffers import off_warning
+
+        typer.echo(off_warning(off), err=True)
     fails = [r for r in result.records if r.status != "completed"]
     if fails:
         typer.echo(f"warning: {len(fails)} of {len(result.records)} requests did not complete; "
