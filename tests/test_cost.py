@@ -345,3 +345,61 @@ def test_only_llama_cpp_pads_its_kv_views():
     pads = {name: load_engine(name).attention_kv_padding for name in available_engines()}
     assert pads.pop("llama.cpp") == 256
     assert set(pads.values()) == {0}, pads
+
+
+# ---- llama.cpp's CUDA MMQ tiles for routed experts (sim.cost.llamacpp.moe_expert_rows) ----------------
+
+
+def _poisson_tiles_by_hand(lam: float, m: int) -> float:
+    """E[ceil(X / m)] for X ~ Poisson(lam), from the probability mass function term by term."""
+    total, pmf, x = 0.0, math.exp(-lam), 0
+    while x < lam + 20 * math.sqrt(lam) + 50:
+        total += pmf * math.ceil(x / m)
+        x += 1
+        pmf *= lam / x
+    return total
+
+
+def test_llama_cpp_cuda_runs_one_token_as_a_gemv_and_pads_each_expert_to_its_mmq_tiles():
+    from sim.cost.llamacpp import moe_expert_rows
+
+    # one token: its k experts, one row each (the mat-vec kernel with expert ids)
+    assert moe_expert_rows(1, 4, 128.0, 128, 30.0) == pytest.approx(4.0)
+    # 2,048 tokens over 128 experts, top 4: 64 rows an expert on average in 128-row tiles -> about one
+    # tile each, twice the rows there are (no start-up)
+    rows = moe_expert_rows(2048, 4, 128.0, 128, 0.0)
+    assert rows == pytest.approx(128 * 128 * _poisson_tiles_by_hand(64.0, 128), rel=1e-9)
+    assert rows / (2048 * 4) == pytest.approx(2.0, rel=0.01)
+    # 16 tokens: the tile narrows to 16 rows (the batch rounded up to 8); 128 experts, top 8: one
+    # row an expert on average, so ~81 experts run a 16-row tile, plus 16 start-up rows each
+    rows16 = moe_expert_rows(16, 8, 128.0, 128, 16.0)
+    assert rows16 == pytest.approx(128 * _poisson_tiles_by_hand(1.0, 16) * (16 + 16), rel=1e-9)
+    assert 128 * (1 - math.exp(-1)) < rows16 / 32 < 128 * (1 - math.exp(-1)) + 1
+    # many rows per expert: the waste shrinks to the last, partial tile
+    big = moe_expert_rows(65536, 4, 128.0, 128, 0.0)
+    assert 1.0 < big / (65536 * 4) < 1.1
+    # arrays give what scalars give
+    t = np.array([1.0, 16.0, 2048.0])
+    assert np.allclose(moe_expert_rows(t, 8, 128.0, 128, 16.0),
+                       [moe_expert_rows(float(x), 8, 128.0, 128, 16.0) for x in t])
+
+
+def test_the_tile_rule_applies_to_llama_cpp_on_nvidia_gpus_only():
+    from sim.cost.llamacpp import cuda_moe_expert_tile
+
+    assert CostModel.from_names("gpt-oss-120b", "mxfp4", "dgx-spark", "llama.cpp").moe_expert_tile == 128
+    assert CostModel.from_names("gpt-oss-20b", "mxfp4", "rtx-4090", "ollama").moe_expert_tile == 128
+    assert CostModel.from_names("gpt-oss-120b", "mxfp4", "dgx-spark", "vllm").moe_expert_tile == 0
+    assert CostModel.from_names("gpt-oss-20b", "mxfp4", "apple-m4-max", "llama.cpp").moe_expert_tile == 0
+    assert cuda_moe_expert_tile("AMD", "ggml") == 0
+    # in the cost model: a 2,048-token prompt's experts cost twice their FLOPs; an 8,192-token one's
+    # (256 +- 16 rows an expert: two tiles, a third for about half of them) 1.24 times; the dense
+    # layers are unchanged
+    cm = CostModel.from_names("gpt-oss-120b", "mxfp4", "dgx-spark", "llama.cpp")
+    cm.model = cm.model.model_copy(update={"expert_pool_fraction": 1.0})
+    experts = cm.flops_per_token - cm.non_expert_flops_per_token
+    per_token = {t: (cm._layer_matmul_flops(float(t), 0.0) - cm.non_expert_flops_per_token * t) / t
+                 for t in (2048, 8192)}
+    assert per_token[2048] == pytest.approx(2.0 * experts, rel=0.01)
+    assert per_token[8192] == pytest.approx(experts * _poisson_tiles_by_hand(256.0, 128) * 128 / 256, rel=1e-6)
+    assert 1.2 < per_token[8192] / experts < 1.3

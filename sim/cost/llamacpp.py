@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from scipy.special import pdtrc
 
 from sim.catalog.models import ModelSpec
 from sim.catalog.quant import QuantFormat
@@ -193,6 +194,56 @@ def gemm_start_rows(rows, half_rows: float):
     r = np.asarray(rows, dtype=float)
     return r + half_rows * (r >= 2)
 
+
+
+# llama.cpp's quantized matmul on CUDA (MMQ, ggml/src/ggml-cuda/mmq.cuh) covers the activation rows of a
+# matrix in tiles of mmq_x rows. `mul_mat_q_case` takes the mmq_x in steps of 8 up to its largest (128
+# on every NVIDIA GPU with int8 tensor cores, `get_mmq_x_max_host`) that needs the fewest tiles for
+# `ncols_max` = every token of the batch, so the smallest multiple of 8 that holds the batch up to 128
+# tokens, then 128.
+MMQ_X_MAX = 128
+MMQ_X_STEP = 8
+
+
+def cuda_moe_expert_tile(vendor: str, kernel_family: str | None) -> int:
+    """The MMQ tile width [rows] llama.cpp's CUDA backend covers each routed expert's rows with
+    (`moe_expert_rows`): MMQ_X_MAX for llama.cpp's kernels on an NVIDIA GPU, 0 (no tile rule: the
+    Hockney start-up per touched expert, `CostModel._layer_matmul_flops`) for every other engine or
+    device. Not for llama.cpp's HIP build, whose RDNA path sizes the tile against the average rows
+    per expert instead (mmq.cuh `ncols_opt`), nor Metal's or the CPU's kernels: no public row of
+    those runs a MoE batch the rule could be checked on."""
+    return MMQ_X_MAX if kernel_family == "ggml" and vendor == "NVIDIA" else 0
+
+
+def moe_expert_rows(tokens, n_active: int, pool_experts: float, tile: int, half_rows: float):
+    """Row-equivalents the routed experts' matmuls cost in one MoE layer for a pass of `tokens`
+    tokens under llama.cpp's CUDA MMQ (`cuda_moe_expert_tile`), summed over experts. Scalars or arrays.
+
+    - One token (T = 1): the mat-vec kernel with expert ids (`ggml_cuda_mul_mat_id`: MMVQ when the
+      batch has one token), k rows, as in a dense GEMV.
+    - Two or more: MMQ with expert ids for every touched expert. Its tile width m follows the whole
+      batch (min(128, T rounded up to 8), MMQ_X_MAX), not the rows an expert got, so an expert with
+      X rows runs ceil(X / m) tiles of m rows, the empty ones masked but computed, and each tile pays
+      the kernel's start-up (Hockney's n_1/2, `matmul_half_rows`: the weight tile loaded and
+      dequantized into shared memory once per column tile): ceil(X / m) x (m + n_1/2) rows.
+      A 2,048-token prompt of gpt-oss-120b (128 experts, top 4) gives an expert 64 rows on
+      average: one 128-row tile, twice the rows it has.
+    - X, the rows of one of the E_c experts the batch picks from (`expected_distinct_experts`'
+      `pool_experts`), is Poisson with mean T k / E_c (k of E_c per token, independently), so the
+      expected tiles are E_c x sum_{j >= 0} P(X > j m), with scipy's Poisson survival function.
+
+    Fitted to the DGX Spark's llama-batched-bench MoE rows and the RTX 4090 / 3090 ones of PRs
+    #15631 and #22298, held out by device (docs/public-calibration.md, round 21)."""
+    t = np.asarray(tokens, dtype=float)
+    lam = t * n_active / pool_experts
+    m = np.minimum(float(tile), np.ceil(t / MMQ_X_STEP) * MMQ_X_STEP)
+    m_safe = np.maximum(m, MMQ_X_STEP)
+    # P(X > j m) is below 1e-15 past the mean plus 8 standard deviations
+    j_max = int(np.max((lam + 8.0 * np.sqrt(lam) + 8.0) / m_safe)) + 1
+    j = np.arange(j_max + 1, dtype=float).reshape((-1,) + (1,) * t.ndim)
+    tiles = pdtrc(j * m_safe, lam).sum(axis=0)
+    out = np.where(t >= 2, pool_experts * tiles * (m_safe + half_rows), t * n_active)
+    return out if np.ndim(tokens) else float(out)
 
 @dataclass(frozen=True)
 class DecodeCorrection:

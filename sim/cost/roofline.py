@@ -172,7 +172,8 @@ from sim.cost.decode_runs import (
     _sum_max_of_two_lines,
     _sum_pipeline_steps,
 )
-from sim.cost.llamacpp import DecodeCorrection, gemm_rows, gemm_start_rows
+from sim.cost.llamacpp import (DecodeCorrection, cuda_moe_expert_tile, gemm_rows, gemm_start_rows,
+                               moe_expert_rows)
 from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement
 from sim.cost.params import CostParams
 
@@ -256,10 +257,15 @@ def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.
     decode (calibrate/public_fit.py, sim/catalog/data/moe_routing.yaml): 0.65 for gpt-oss-120b on the DGX
     Spark rows, so a batch of 32 reads 66 of its 128 experts where uniform routing says 82.
     """
-    if pool_fraction < 1.0:
-        n_experts = max(float(n_active), pool_fraction * n_experts)
-    miss = 1.0 - n_active / n_experts
-    return n_experts * (1.0 - np.power(miss, tokens))
+    n_pool = pool_experts(n_experts, n_active, pool_fraction)
+    miss = 1.0 - n_active / n_pool
+    return n_pool * (1.0 - np.power(miss, tokens))
+
+
+def pool_experts(n_experts: int, n_active: int, pool_fraction: float = 1.0) -> float:
+    """E_c, the experts a batch's tokens pick from as if equally likely (`expected_distinct_experts`):
+    E for uniform routing, max(k, c x E) with routing skew c < 1."""
+    return max(float(n_active), pool_fraction * n_experts) if pool_fraction < 1.0 else float(n_experts)
 
 
 class CostModel:
@@ -277,8 +283,12 @@ class CostModel:
         decode_correction: DecodeCorrection | None = None,
         kv_pad: int = 0,
         flash_attention: bool = True,
+        moe_expert_tile: int = 0,
     ):
         self.model = model
+        # llama.cpp's CUDA MMQ tile width for routed experts (sim.cost.llamacpp `cuda_moe_expert_tile`;
+        # 0 = a Hockney start-up per touched expert): `_layer_matmul_flops`
+        self.moe_expert_tile = int(moe_expert_tile)
         # Attention over padded KV views (EngineConfig.attention_kv_padding; 0 = exact causal keys)
         self.kv_pad = int(kv_pad)
         self.quant = model.quant(quant)
@@ -376,7 +386,8 @@ class CostModel:
             correction = DecodeCorrection.from_profile(prof, spec, q, eng)
         return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload,
                    decode_correction=correction, kv_pad=eng.attention_kv_padding,
-                   flash_attention=eng.flash_attention_for(spec))
+                   flash_attention=eng.flash_attention_for(spec),
+                   moe_expert_tile=cuda_moe_expert_tile(prof.vendor, eng.kernel_family))
 
     # ---- token counts summed over layers ---------------------------------------------------------
     def layer_tokens(self, context):
@@ -420,11 +431,24 @@ class CostModel:
 
         which equals flops_per_token x T when n_1/2 = 0. With few rows per expert (a 2048-token prompt
         over 128 experts, top-4: 64 rows each) the experts run well below the dense layers' rate, which
-        public llama.cpp measurements of MoE prefill show (calibrate/public_fit.py). Scalars or arrays."""
+        public llama.cpp measurements of MoE prefill show (calibrate/public_fit.py).
+
+        Under llama.cpp's CUDA kernels (`moe_expert_tile` > 0) the experts' rows are its MMQ tiles
+        instead, each paying the start-up (sim.cost.llamacpp `moe_expert_rows`):
+
+            non_expert_flops_per_token x start(T) + expert_flops_per_row x moe_expert_rows(T)
+
+        Scalars or arrays."""
+        k = self.model.n_experts_active
+        if self.moe_expert_tile and self.model.is_moe:
+            t = np.asarray(tokens, dtype=float)
+            e_c = pool_experts(self.model.n_experts, k, self.model.expert_pool_fraction)
+            out = (self.non_expert_flops_per_token * gemm_start_rows(t, half)
+                   + self.expert_flops_per_row * moe_expert_rows(t, k, e_c, self.moe_expert_tile, half))
+            return out if np.ndim(tokens) else float(out)
         if not half or not self.model.is_moe:
             return self.flops_per_token * gemm_start_rows(tokens, half)
         t = np.asarray(tokens, dtype=float)
-        k = self.model.n_experts_active
         touched = np.maximum(expected_distinct_experts(self.model.n_experts, k, t, self.model.expert_pool_fraction),
                              1e-12)
         startups = np.where(t * k / touched >= 2, touched * half, 0.0)
