@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.special import pdtrc
 
 from sim.catalog.models import ModelSpec
 from sim.catalog.quant import QuantFormat
@@ -234,6 +233,8 @@ def moe_expert_rows(tokens, n_active: int, pool_experts: float, tile: int, half_
 
     Fitted to the DGX Spark's llama-batched-bench MoE rows and the RTX 4090 / 3090 ones of PRs
     #15631 and #22298, held out by device (docs/public-calibration.md, round 21)."""
+    from scipy.special import pdtrc  # Poisson survival; scipy stays out of a dense model's imports
+
     t = np.asarray(tokens, dtype=float)
     lam = t * n_active / pool_experts
     m = np.minimum(float(tile), np.ceil(t / MMQ_X_STEP) * MMQ_X_STEP)
