@@ -936,31 +936,3 @@ def test_shipped_transfers_take_current_llama_cpp_builds_as_donors():
     eff = load_profile("h100-sxm").engine_efficiency["ggml"]
     assert not eff.corpus_rows
     assert "h200" in eff.transferred_from
-
-
-def test_llama_batched_bench_rows_get_a_routing_skew_of_their_own_that_the_catalog_does_not_ship(tmp_path,
-                                                                                                  monkeypatch):
-    from calibrate import public_report
-    from sim.catalog import models
-
-    rows = {r.row_id: r for r in load_corpus()}
-    bench = rows["lcpp-cuda-spark-goss120b-mxfp4-bb-pp512-tg32-b8-stg"]
-    served = rows["kubis-spark-vllm-dgx-spark-gpt-oss-120b-mxfp4-tp1-c8-pp1024-tg128-decode"]
-    assert "llama-batched-bench" in bench.settings_text
-    assert pf.routing_key(bench) == "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX
-    assert pf.routing_key(served) == "gpt-oss-120b"
-    # each row is replayed with its own key's fraction
-    monkeypatch.setitem(pf.POOL_OVERRIDE, "gpt-oss-120b", 0.8)
-    monkeypatch.setitem(pf.POOL_OVERRIDE, "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX, 0.4)
-    assert pf._row_objects(bench)[2].expert_pool_fraction == 0.4
-    assert pf._row_objects(served)[2].expert_pool_fraction == 0.8
-    # the catalog keeps the model's own keys only
-    monkeypatch.setattr(models, "_ROUTING_FILE", tmp_path / "moe_routing.yaml")
-    public_report.write_routing({
-        "gpt-oss-120b": {"expert_pool_fraction": 0.8, "rows": 10, "devices": ["dgx-spark"]},
-        "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX: {"expert_pool_fraction": 0.4, "rows": 32, "devices": ["dgx-spark"]},
-    })
-    text = (tmp_path / "moe_routing.yaml").read_text()
-    assert "gpt-oss-120b:" in text and "expert_pool_fraction: 0.8" in text
-    assert pf.SYNTHETIC_SUFFIX not in text and "0.4" not in text
-    models._load_catalog_file.cache_clear()
