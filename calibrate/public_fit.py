@@ -237,7 +237,7 @@ def _row_objects(row: PublicRow):
     """(profile, engine preset for that device, model, quant format, CostModel) a row is replayed with;
     the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8)."""
     return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, _row_kv_dtype(row),
-                    POOL_OVERRIDE.get(row.model), row.settings.get("mxfp4_layers", ""), row_flash_attention(row))
+                    POOL_OVERRIDE.get(routing_key(row)), row.settings.get("mxfp4_layers", ""), row_flash_attention(row))
 
 
 def row_flash_attention(row: PublicRow) -> bool:
@@ -292,8 +292,23 @@ def _pytorch_flow(row: PublicRow) -> bool:
     return row.engine == "trtllm" and "--backend pytorch" in (row.settings.get("bench") or "")
 
 
-# model -> expert_pool_fraction tried by `fit_routing` (None: the catalog's)
+# routing key (`routing_key`) -> expert_pool_fraction tried by `fit_routing` (None: the catalog's)
 POOL_OVERRIDE: dict[str, float] = {}
+
+# Benchmarks whose sequences are all the same synthetic tokens: llama-batched-bench feeds token 0 at
+# every position of every sequence (tools/batched-bench/batched-bench.cpp, `common_batch_add(batch, 0,
+# ...)`), so its sequences' hidden states, and the experts they pick, are far more alike than real
+# prompts'. Their routing skew is a property of the benchmark, fitted apart from the model's
+# (`routing_key`), and not shipped in the catalog (`fit_routing`).
+SYNTHETIC_TOKEN_BENCHES = ("llama-batched-bench",)
+SYNTHETIC_SUFFIX = "@identical-tokens"
+
+
+def routing_key(row: PublicRow) -> str:
+    """The POOL_OVERRIDE key of a row's routing: the model's, or for a benchmark of identical synthetic
+    sequences (SYNTHETIC_TOKEN_BENCHES) the model's under that benchmark (model + SYNTHETIC_SUFFIX)."""
+    bench = (row.settings.get("bench") or "").split()
+    return row.model + SYNTHETIC_SUFFIX if bench and bench[0] in SYNTHETIC_TOKEN_BENCHES else row.model
 
 
 @lru_cache(maxsize=None)
@@ -1296,26 +1311,49 @@ def fit_routing(prepared: list[Prepared]) -> dict[str, dict]:
     (sim.cost `expected_distinct_experts`) from POOL_GRID that, with every group holding the model's
     rows refitted, gives those rows the smallest robust error. Leaves POOL_OVERRIDE set to the
     choices. Chosen on all rows (a property of the model, not of a device): the held-out errors
-    reported for these models are not independent of this choice."""
+    reported for these models are not independent of this choice. Keyed by `routing_key`: a
+    benchmark of identical synthetic sequences (llama-batched-bench) gets a fraction of its own; a
+    model with no multi-sequence rows but that benchmark's is tied to it (`tied_to`: the only
+    routing evidence there is, shipped as the model's, and so not left to the catalog's last value).
+    With one key for both, gpt-oss-120b's came out at 0.4, set by the DGX Spark's batched-bench
+    rows, and the same Spark's vLLM decodes of real prompts at 64 sequences read 64% and 97% fast
+    in sample (TP 1, TP 2); with two keys the model's own is 0.8 and those rows 12% and 40%
+    (docs/public-calibration.md, round 21)."""
     from sim.catalog.lookup import get_model
 
     groups = _groups(prepared)
     multi = [it for it in prepared if it.shape is not None and get_model(it.row.model).is_moe
              and ((it.row.batch or 1) > 1 or it.row.metric == "offline")]
     out = {}
-    models = sorted({it.row.model for it in multi})
-    # start every model from uniform routing, whatever a previous fit wrote: the same corpus then
+    models = sorted({routing_key(it.row) for it in multi})
+    # A model whose own rows are all single-sequence (its multi-sequence rows are a synthetic
+    # benchmark's) has no routing evidence of its own: its key follows the benchmark's, set together
+    # with it, rather than whatever the catalog held from a previous run
+    tied = {m + SYNTHETIC_SUFFIX: m for m in {it.row.model for it in prepared if get_model(it.row.model).is_moe}
+            if m not in models and m + SYNTHETIC_SUFFIX in models}
+    # start every MoE model from uniform routing, whatever a previous fit wrote: the same corpus then
     # gives the same choices (models share groups, so the order is fixed: alphabetical)
+    POOL_OVERRIDE.update({m: 1.0 for m in {it.row.model for it in prepared if get_model(it.row.model).is_moe}})
     POOL_OVERRIDE.update({m: 1.0 for m in models})
+
+    def setter(key: str):
+        def put(c: float) -> None:
+            POOL_OVERRIDE[key] = c
+            if key in tied:
+                POOL_OVERRIDE[tied[key]] = c
+        return put
+
     for model in models:
-        mine = [it for it in multi if it.row.model == model]
+        mine = [it for it in multi if routing_key(it.row) == model]
         keys = sorted({(it.row.device, it.family) for it in mine})
-        best, scores = _grid_choice(POOL_GRID, lambda c: POOL_OVERRIDE.__setitem__(model, c), groups,
+        best, scores = _grid_choice(POOL_GRID, setter(model), groups,
                                     {k: [it for it in mine if (it.row.device, it.family) == k] for k in keys})
         out[model] = {"expert_pool_fraction": best, "rows": len(mine),
                       "devices": sorted({it.row.device for it in mine}),
                       "loss_by_fraction": {f"{c:g}": round(v, 2) for c, v in scores.items()}}
-    return out
+        if model in tied:
+            out[tied[model]] = {**out[model], "tied_to": model}
+    return dict(sorted(out.items()))
 
 
 # ---- the whole fit and its held-out error -----------------------------------------------------------

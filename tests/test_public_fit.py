@@ -936,3 +936,54 @@ def test_shipped_transfers_take_current_llama_cpp_builds_as_donors():
     eff = load_profile("h100-sxm").engine_efficiency["ggml"]
     assert not eff.corpus_rows
     assert "h200" in eff.transferred_from
+
+
+def test_llama_batched_bench_rows_get_a_routing_skew_of_their_own_that_the_catalog_does_not_ship(tmp_path,
+                                                                                                  monkeypatch):
+    from calibrate import public_report
+    from sim.catalog import models
+
+    rows = {r.row_id: r for r in load_corpus()}
+    bench = rows["lcpp-cuda-spark-goss120b-mxfp4-bb-pp512-tg32-b8-stg"]
+    served = rows["kubis-spark-vllm-dgx-spark-gpt-oss-120b-mxfp4-tp1-c8-pp1024-tg128-decode"]
+    assert "llama-batched-bench" in bench.settings_text
+    assert pf.routing_key(bench) == "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX
+    assert pf.routing_key(served) == "gpt-oss-120b"
+    # each row is replayed with its own key's fraction
+    monkeypatch.setitem(pf.POOL_OVERRIDE, "gpt-oss-120b", 0.8)
+    monkeypatch.setitem(pf.POOL_OVERRIDE, "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX, 0.4)
+    assert pf._row_objects(bench)[2].expert_pool_fraction == 0.4
+    assert pf._row_objects(served)[2].expert_pool_fraction == 0.8
+    # the catalog keeps the model's own keys only
+    monkeypatch.setattr(models, "_ROUTING_FILE", tmp_path / "moe_routing.yaml")
+    public_report.write_routing({
+        "gpt-oss-120b": {"expert_pool_fraction": 0.8, "rows": 10, "devices": ["dgx-spark"]},
+        "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX: {"expert_pool_fraction": 0.4, "rows": 32, "devices": ["dgx-spark"]},
+    })
+    text = (tmp_path / "moe_routing.yaml").read_text()
+    assert "gpt-oss-120b:" in text and "expert_pool_fraction: 0.8" in text
+    assert pf.SYNTHETIC_SUFFIX not in text and "0.4" not in text
+    models._load_catalog_file.cache_clear()
+
+
+def test_a_model_with_only_benchmark_batches_is_tied_to_the_benchmarks_routing(monkeypatch):
+    # Qwen3-30B-A3B: its multi-sequence rows are all llama-batched-bench's (DGX Spark); its other rows
+    # are single-sequence prompts (RTX 4090, M2 Ultra). Its own key must follow the benchmark's,
+    # whatever POOL_OVERRIDE or the catalog held before.
+    rows = [r for r in load_corpus() if r.model == "qwen3-30b-a3b"]
+    prepared = prepare(rows)
+    seen = []
+
+    def fake_choice(grid, apply, groups, rows_of):
+        apply(0.32)
+        seen.append(sorted({it.row.device for v in rows_of.values() for it in v}))
+        return 0.32, {0.32: 1.0}
+
+    monkeypatch.setattr(pf, "_grid_choice", fake_choice)
+    monkeypatch.setitem(pf.POOL_OVERRIDE, "qwen3-30b-a3b", 0.8)  # a previous run's value
+    out = pf.fit_routing(prepared)
+    key = "qwen3-30b-a3b" + pf.SYNTHETIC_SUFFIX
+    assert set(out) == {key, "qwen3-30b-a3b"}
+    assert out["qwen3-30b-a3b"]["tied_to"] == key
+    assert pf.POOL_OVERRIDE["qwen3-30b-a3b"] == pf.POOL_OVERRIDE[key] == 0.32
+    assert seen == [["dgx-spark"]]  # chosen on the benchmark's rows only
