@@ -949,9 +949,9 @@ def test_llama_batched_bench_rows_get_a_routing_skew_of_their_own_that_the_catal
     assert "llama-batched-bench" in bench.settings_text
     assert pf.routing_key(bench) == "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX
     assert pf.routing_key(served) == "gpt-oss-120b"
-    # each row is replayed with its own key's fraction
-    monkeypatch.setitem(pf.POOL_OVERRIDE, "gpt-oss-120b", 0.8)
-    monkeypatch.setitem(pf.POOL_OVERRIDE, "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX, 0.4)
+    # each row is replayed with its own key's fraction (on a copy of the module's state)
+    monkeypatch.setattr(pf, "POOL_OVERRIDE", dict(pf.POOL_OVERRIDE))
+    pf.POOL_OVERRIDE.update({"gpt-oss-120b": 0.8, "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX: 0.4})
     assert pf._row_objects(bench)[2].expert_pool_fraction == 0.4
     assert pf._row_objects(served)[2].expert_pool_fraction == 0.8
     # the catalog keeps the model's own keys only
@@ -980,7 +980,8 @@ def test_a_model_with_only_benchmark_batches_is_tied_to_the_benchmarks_routing(m
         return 0.32, {0.32: 1.0}
 
     monkeypatch.setattr(pf, "_grid_choice", fake_choice)
-    monkeypatch.setitem(pf.POOL_OVERRIDE, "qwen3-30b-a3b", 0.8)  # a previous run's value
+    monkeypatch.setattr(pf, "POOL_OVERRIDE", dict(pf.POOL_OVERRIDE))  # restored after the test
+    pf.POOL_OVERRIDE["qwen3-30b-a3b"] = 0.8  # a previous run's value
     out = pf.fit_routing(prepared)
     key = "qwen3-30b-a3b" + pf.SYNTHETIC_SUFFIX
     assert set(out) == {key, "qwen3-30b-a3b"}

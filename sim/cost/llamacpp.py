@@ -208,9 +208,9 @@ def cuda_moe_expert_tile(vendor: str, kernel_family: str | None) -> int:
     """The MMQ tile width [rows] llama.cpp's CUDA backend covers each routed expert's rows with
     (`moe_expert_rows`): MMQ_X_MAX for llama.cpp's kernels on an NVIDIA GPU, 0 (no tile rule: the
     Hockney start-up per touched expert, `CostModel._layer_matmul_flops`) for every other engine or
-    device. Not for llama.cpp's HIP build, whose RDNA path sizes the tile against the average rows
-    per expert instead (mmq.cuh `ncols_opt`), nor Metal's or the CPU's kernels: no public row of
-    those runs a MoE batch the rule could be checked on."""
+    device. Not for llama.cpp's HIP build (recent builds size its RDNA tiles against the average
+    rows per expert instead, mmq.cuh `ncols_opt`), nor Metal's or the CPU's kernels: no public row
+    of those runs a MoE batch the rule could be checked on."""
     return MMQ_X_MAX if kernel_family == "ggml" and vendor == "NVIDIA" else 0
 
 
@@ -231,7 +231,8 @@ def moe_expert_rows(tokens, n_active: int, pool_experts: float, tile: int, half_
       `pool_experts`), is Poisson with mean T k / E_c (k of E_c per token, independently), so the
       expected tiles are E_c x sum_{j >= 0} P(X > j m), with scipy's Poisson survival function.
 
-    Fitted to the DGX Spark's llama-batched-bench MoE rows and the RTX 4090 / 3090 ones of PRs
+    No parameter of its own (the tile rule is the kernel's; n_1/2 is the profile's fitted start-up).
+    Checked against the DGX Spark's llama-batched-bench MoE rows and the RTX 4090 / 3090 ones of PRs
     #15631 and #22298, held out by device (docs/public-calibration.md, round 21)."""
     from scipy.special import pdtrc  # Poisson survival; scipy stays out of a dense model's imports
 
