@@ -1329,12 +1329,11 @@ def fit_routing(prepared: list[Prepared]) -> dict[str, dict]:
     # A model whose own rows are all single-sequence (its multi-sequence rows are a synthetic
     # benchmark's) has no routing evidence of its own: its key follows the benchmark's, set together
     # with it, rather than whatever the catalog held from a previous run
-    tied = {m + SYNTHETIC_SUFFIX: m for m in {it.row.model for it in prepared if get_model(it.row.model).is_moe}
-            if m not in models and m + SYNTHETIC_SUFFIX in models}
+    moe_models = {it.row.model for it in prepared if get_model(it.row.model).is_moe}
+    tied = {m + SYNTHETIC_SUFFIX: m for m in moe_models if m not in models and m + SYNTHETIC_SUFFIX in models}
     # start every MoE model from uniform routing, whatever a previous fit wrote: the same corpus then
     # gives the same choices (models share groups, so the order is fixed: alphabetical)
-    POOL_OVERRIDE.update({m: 1.0 for m in {it.row.model for it in prepared if get_model(it.row.model).is_moe}})
-    POOL_OVERRIDE.update({m: 1.0 for m in models})
+    POOL_OVERRIDE.update({m: 1.0 for m in moe_models | set(models)})
 
     def setter(key: str):
         def put(c: float) -> None:

@@ -289,7 +289,6 @@ class CostModel:
         # llama.cpp's CUDA MMQ tile width for routed experts (sim.cost.llamacpp `cuda_moe_expert_tile`;
         # 0 = a Hockney start-up per touched expert): `_layer_matmul_flops`
         self.moe_expert_tile = int(moe_expert_tile)
-        self._expert_rows_cache: dict = {}  # (tokens, n_1/2) -> moe_expert_rows, for scalar calls
         # Attention over padded KV views (EngineConfig.attention_kv_padding; 0 = exact causal keys)
         self.kv_pad = int(kv_pad)
         self.quant = model.quant(quant)
@@ -444,18 +443,8 @@ class CostModel:
         if self.moe_expert_tile and self.model.is_moe:
             e_c = pool_experts(self.model.n_experts, k, self.model.expert_pool_fraction)
             t = np.asarray(tokens, dtype=float)
-            if t.size <= 64:
-                # the simulator's steps repeat a few token counts: each one's Poisson sum once
-                cache, hf = self._expert_rows_cache, float(half)
-                rows = np.empty(t.shape)
-                for i, x in np.ndenumerate(t):
-                    v = cache.get((x, hf))
-                    if v is None:
-                        v = cache[(x, hf)] = moe_expert_rows(float(x), k, e_c, self.moe_expert_tile, half)
-                    rows[i] = v
-            else:
-                rows = moe_expert_rows(t, k, e_c, self.moe_expert_tile, half)
-            out = self.non_expert_flops_per_token * gemm_start_rows(t, half) + self.expert_flops_per_row * rows
+            out = (self.non_expert_flops_per_token * gemm_start_rows(t, half)
+                   + self.expert_flops_per_row * moe_expert_rows(t, k, e_c, self.moe_expert_tile, half))
             return out if np.ndim(tokens) else float(out)
         if not half or not self.model.is_moe:
             return self.flops_per_token * gemm_start_rows(tokens, half)
