@@ -532,6 +532,8 @@ def row_shape(row: PublicRow) -> Shape:
         max_seqs = eng.max_num_seqs
         if row.engine == "trtllm" and metric == "offline" and not row.batch:
             max_seqs, budget = trtllm_bench_limits(row, hw, spec)
+            # the engine trtllm-bench built: its activations (and so its KV pool) are sized by these limits
+            eng = eng.with_overrides(max_num_seqs=max_seqs, max_num_batched_tokens=budget)
         cap = _kv_capacity(hw, spec, q, eng)
         # a paged engine's sequence holds isl + osl/2 tokens on average over its life (blocks are taken
         # as it grows); a contiguous one (TRT-LLM's GUARANTEED_NO_EVICT) reserves isl + osl at admission,

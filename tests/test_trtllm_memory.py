@@ -65,10 +65,30 @@ def test_fit_table_and_simulator_agree_under_the_reserve():
     eng = load_engine("trtllm").for_hardware(hw)
     frac = memory.engine_memory_fraction(hw, m, "fp8", eng)
     row = memory.fit(hw, m, "fp8", kv_dtype=eng.kv_dtype, memory_fraction=frac,
-                     max_batched_tokens=eng.max_num_batched_tokens)
+                     max_batched_tokens=eng.max_num_batched_tokens, engine=eng)
     left = (hw.memory_bytes - free_fraction_reserve_bytes(hw) - m.weight_bytes("fp8")
-            - memory.activation_peak_bytes(m, eng.max_num_batched_tokens))
+            - memory.engine_activation_bytes(hw, m, eng))
     assert row.kv_budget_bytes == pytest.approx(eng.memory_fraction * left, rel=1e-9)
+
+
+def test_tensorrt_llm_activations_have_logits_for_the_last_tokens_only():
+    """TensorRT-LLM's graph gathers each sequence's last token before the LM head, so its activations
+    hold max_batch_size rows of logits, not max_num_tokens (vLLM's profiling pass: every token), and
+    tensor parallelism splits the FFN and the vocabulary-parallel head."""
+    hw, m = load_profile("h100-sxm"), get_model("llama-3.1-70b")
+    eng = load_engine("trtllm").for_hardware(hw).with_overrides(max_num_seqs=64, max_num_batched_tokens=2048)
+    per_token = 2 * (2 * m.intermediate_size + 4 * m.hidden_size)  # bf16 FFN gate+up and hidden buffers
+    logits_row = 4 * m.vocab_size  # fp32
+    assert memory.engine_activation_bytes(hw, m, eng) == pytest.approx(2048 * per_token + 64 * logits_row)
+    tp2 = eng.with_overrides(tp=2)
+    assert memory.engine_activation_bytes(hw, m, tp2) == pytest.approx(
+        2048 * 2 * (m.intermediate_size + 4 * m.hidden_size) + 64 * logits_row / 2)
+    # vLLM keeps the profiling pass's rule: logits for every token, no split
+    vllm = load_engine("vllm").for_hardware(hw).with_overrides(max_num_batched_tokens=2048)
+    assert memory.engine_activation_bytes(hw, m, vllm) == pytest.approx(2048 * (per_token + logits_row))
+    # a larger vocabulary costs a TensorRT-LLM engine little: Llama 3.1's 128k entries against Llama 2's 32k
+    l2 = get_model("llama-2-70b")
+    assert memory.engine_activation_bytes(hw, m, eng) - memory.engine_activation_bytes(hw, l2, eng) < 0.05 * GiB
 
 
 def test_reported_memory_above_capacity_is_rejected():

@@ -193,6 +193,9 @@ def fit(
         per_row_fraction = memory_fraction is None and eng.memory_fraction_of == "free"
         memory_fraction = eng.memory_fraction if memory_fraction is None else memory_fraction
         max_batched_tokens = eng.forward_tokens if max_batched_tokens is None else max_batched_tokens
+        if per_row_fraction and max_batched_tokens:
+            # TensorRT-LLM's activations, and so its free memory, follow its max_num_tokens
+            eng = eng.with_overrides(max_num_batched_tokens=max_batched_tokens)
         kv_dtype = kv_dtype or eng.kv_dtype
         reserve_fraction = 0.0 if per_row_fraction else eng.activation_reserve_fraction
     kv_dtype = kv_dtype or "fp16"
@@ -206,7 +209,8 @@ def fit(
                 else memory_fraction
             r = memory.fit(prof, m, q, kv_dtype=kv_dtype, context=context, concurrency=concurrency,
                            memory_fraction=fraction, max_batched_tokens=max_batched_tokens,
-                           activation_reserve_fraction=reserve_fraction)
+                           activation_reserve_fraction=reserve_fraction,
+                           engine=eng if per_row_fraction else None)
             row = r.to_dict()
             s = (predicted_speed(m, q, prof, context, eng) if speed and r.weight_bytes < r.memory_budget_bytes
                  else None)

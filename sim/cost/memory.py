@@ -28,6 +28,12 @@ TensorRT-LLM (`memory_fraction_of: free`) sizes its pool from the memory still f
 loaded: KV = f x (memory - R - weights - activations), R = what the driver keeps (capacity - the total
 nvidia-smi reports) + the runtime's own allocations (`free_fraction_reserve_bytes`,
 `TRTLLM_RUNTIME_RESERVE_BYTES`); `engine_memory_fraction` turns that into a share of the device.
+Its activations are its engine graph's (`engine_activation_bytes`): logits for the last token of each
+sequence only, the FFN and LM head split over the tensor-parallel ranks. Charged vLLM's way (fp32
+logits for all 8,192 batched tokens, nothing split), Llama 3.1 70B's 128k vocabulary cost 3.2 GB a GPU
+more than Llama 2 70B's 32k, and TensorRT-LLM v0.13's fp16 TP2 rows, which measure the two models
+alike (801.8 vs 757.2 output tok/s at 128/2048 on H100s), read 44% slow and 8% fast in the fit
+(docs/public-calibration.md, round 22).
 """
 
 from __future__ import annotations
@@ -79,19 +85,40 @@ def default_max_batched_tokens(hw: HardwareProfile) -> int:
     return LARGE_GPU_MAX_BATCHED_TOKENS if hw.memory_bytes >= LARGE_GPU_MEMORY_BYTES else SMALL_GPU_MAX_BATCHED_TOKENS
 
 
-def activation_peak_bytes(model: ModelSpec, max_batched_tokens: int) -> float:
+def activation_peak_bytes(model: ModelSpec, max_batched_tokens: int, logit_rows: int | None = None,
+                          tp: int = 1) -> float:
     """Peak activation memory of one forward over `max_batched_tokens` tokens:
 
-    tokens x (4 V + 2 (2 F_active + 4 h)) bytes, F_active = F for dense models and
-    k x F_expert (+ shared experts) for MoE. See the module docstring for the measured check.
+    tokens x 2 (2 F_active / tp + 4 h)  +  logit_rows x 4 V / tp   bytes,
+
+    F_active = F for dense models and k x F_expert (+ shared experts) for MoE; `logit_rows` the rows
+    the LM head computes (default every token: vLLM's profiling pass); `tp` the tensor-parallel
+    ranks the FFN and the LM head are split over (default 1: the vLLM check below does not split).
+    See the module docstring for the measured check and `engine_activation_bytes` for TensorRT-LLM.
     """
     if max_batched_tokens < 0:
         raise ValueError("max_batched_tokens must be >= 0")
     ffn_active = (
         (model.n_experts_active + model.n_shared_experts) * model.expert_ffn if model.is_moe else model.intermediate_size
     )
-    per_token = LOGIT_BYTES * model.vocab_size + ACTIVATION_BYTES * (2 * ffn_active + HIDDEN_BUFFERS * model.hidden_size)
-    return float(max_batched_tokens) * per_token
+    rows = max_batched_tokens if logit_rows is None else min(logit_rows, max_batched_tokens)
+    return (float(max_batched_tokens) * ACTIVATION_BYTES * (2 * ffn_active / tp + HIDDEN_BUFFERS * model.hidden_size)
+            + float(rows) * LOGIT_BYTES * model.vocab_size / tp)
+
+
+def engine_activation_bytes(hw: HardwareProfile, model: ModelSpec, engine) -> float:
+    """One device's activation memory under `engine`: `activation_peak_bytes` of its
+    max_num_batched_tokens (default `default_max_batched_tokens`). For TensorRT-LLM
+    (`memory_fraction_of: free`) the engine's own graph: its LM head runs on the last token of each
+    sequence only (`gather_last_token_logits` before `lm_head` in tensorrt_llm/models, unless the
+    engine is built with gather_context_logits), so logits for max_batch_size rows, and tensor
+    parallelism splits the FFN and the vocabulary-parallel LM head (docs/source/reference/memory.md:
+    "activation size will be close to max number of input tokens * some constant factor"; "when
+    using tensor parallelism ... the activation memory size of each rank will be smaller")."""
+    tokens = engine.max_num_batched_tokens or default_max_batched_tokens(hw)
+    if engine.memory_fraction_of != "free":
+        return activation_peak_bytes(model, tokens)
+    return activation_peak_bytes(model, tokens, logit_rows=engine.max_num_seqs, tp=engine.tp)
 
 
 def activation_reserve_bytes(
@@ -140,10 +167,9 @@ def engine_memory_fraction(hw: HardwareProfile, model: ModelSpec, quant: str | Q
     (memory - R - left x (1 - f)) / memory, at most 1."""
     if engine.memory_fraction_of != "free":
         return engine.memory_fraction
-    tokens = engine.max_num_batched_tokens or default_max_batched_tokens(hw)
     reserve = free_fraction_reserve_bytes(hw)
     left = (hw.memory_bytes - reserve - model.weight_bytes(quant) / (engine.tp * engine.pp)
-            - activation_peak_bytes(model, tokens))
+            - engine_activation_bytes(hw, model, engine))
     return min(1.0, max(hw.memory_bytes - reserve - left * (1 - engine.memory_fraction), 1.0) / hw.memory_bytes)
 
 
@@ -242,14 +268,23 @@ def fit(
     memory_fraction: float | None = None,
     max_batched_tokens: int | None = None,
     activation_reserve_fraction: float = 0.0,
+    engine=None,
 ) -> FitResult:
     """Does `model` in `quant` serve `concurrency` sequences of `context` tokens on `hw`?
 
     Fits when the weights and the activation reserve (`activation_reserve_bytes`) leave a KV budget
     that holds concurrency x kv_bytes_per_sequence(context), and context <= the model's max context.
+    With a TensorRT-LLM `engine` (`memory_fraction_of: free`) the reserve is its engine's activations
+    (`engine_activation_bytes`), as the simulator's KV pool has it.
     """
     q = model.quant(quant)
-    reserve = activation_reserve_bytes(hw, model, max_batched_tokens, activation_reserve_fraction, memory_fraction)
+    if engine is not None and engine.memory_fraction_of == "free":
+        if max_batched_tokens is not None:
+            engine = engine.with_overrides(max_num_batched_tokens=max_batched_tokens)
+        reserve = engine_activation_bytes(hw, model, engine)
+    else:
+        reserve = activation_reserve_bytes(hw, model, max_batched_tokens, activation_reserve_fraction,
+                                           memory_fraction)
     budget = memory_budget_bytes(hw, memory_fraction)
     weights = model.weight_bytes(q)
     kv_budget = budget - weights - reserve

@@ -19,6 +19,7 @@ from sim.catalog.hardware import HardwareProfile
 from sim.catalog.models import ModelSpec
 from sim.cost.memory import (
     activation_peak_bytes,
+    engine_activation_bytes,
     check_parallel_fit,
     default_max_batched_tokens,
     deployment_kv_capacity_tokens,
@@ -105,12 +106,14 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
     """
     weights = model.weight_bytes(quant)
     tokens = engine.forward_tokens or default_max_batched_tokens(hw)
+    activations = activation_peak_bytes(model, tokens)
     if engine.memory_fraction_of == "free":
         # TensorRT-LLM: the fraction is of the memory left free; its activations are in that rule
+        activations = engine_activation_bytes(hw, model, engine)
         engine = engine.with_overrides(memory_fraction=engine_memory_fraction(hw, model, quant, engine),
                                        activation_reserve_fraction=0.0)
     budget = memory_budget_bytes(hw, engine.memory_fraction)
-    reserve = max(activation_peak_bytes(model, tokens), engine.activation_reserve_fraction * budget)
+    reserve = max(activations, engine.activation_reserve_fraction * budget)
     per_token = model.kv_bytes_per_token(engine.kv_dtype)
     placed = engine.tp * engine.pp > 1 or engine.gpu_layers is not None
     if not placed and weights + extra_weight_bytes >= budget:
