@@ -1017,6 +1017,13 @@ def matmul_shares(device: str) -> dict[str, dict[str, float]]:
 # (`compute_anchor`). Not ggml (llama.cpp's own MMQ kernels; `achievable_share` holds what they can
 # reach) nor mlx (Metal; no such figure).
 COMPUTE_ANCHOR_FAMILIES = ("trtllm", "torch")
+# Weight classes of other families whose GEMMs are the vendor library's too, so they travel the same way:
+# llama.cpp multiplies f16 (and bf16) weights with cuBLAS / hipBLAS GEMMs (ggml/src/ggml-cuda/ggml-cuda.cu,
+# `ggml_cuda_op_mul_mat_cublas`), only its quantized classes with its own MMQ kernels. Held out by device,
+# all rows: 137 -> 136 rows past 25% (the A100's fp16 prompts, which borrow the H200's cuBLAS share scaled
+# by the two GEMM micro-benchmarks), p90 25.78 -> 25.72%, nothing else moved (docs/public-calibration.md,
+# round 22).
+COMPUTE_ANCHOR_CLASSES = {"ggml": ("f16",)}
 
 
 def compute_anchor(target: str, donor: str) -> float:
@@ -1153,9 +1160,10 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
         # tiers further than a donor whose rows pinned it
         return 1.0 if g.pins(what, c) else TIER_DECAY ** UNPINNED_TIERS
 
-    def anchor(g: GroupParams) -> float:
+    def anchor(g: GroupParams, c: str) -> float:
         # library GEMMs travel as shares of a GEMM micro-benchmark both devices ran (`compute_anchor`)
-        return compute_anchor(device, g.device) if family in COMPUTE_ANCHOR_FAMILIES else 1.0
+        library = family in COMPUTE_ANCHOR_FAMILIES or c in COMPUTE_ANCHOR_CLASSES.get(family, ())
+        return compute_anchor(device, g.device) if library else 1.0
 
     # bandwidth efficiencies travel as shares of what a micro-benchmark reached on each device, where
     # both devices ran the same one (`bandwidth_anchor`; 1 = the datasheet anchor), capped at the
@@ -1171,7 +1179,7 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
         return min(BOUNDS[what][1], achievable_share(device, family, cls)
                    * wgeo([(w, v / achievable_share(g.device, family, cls)) for w, g, v in donors]))
 
-    comp = {c: achievable("compute", c, [(weight(g) * measured(g, "compute", c), g, g.compute_for(c) * anchor(g))
+    comp = {c: achievable("compute", c, [(weight(g) * measured(g, "compute", c), g, g.compute_for(c) * anchor(g, c))
                                          for g in others])
             for c in classes}
     nearest = set()
