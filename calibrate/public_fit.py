@@ -55,7 +55,7 @@ from calibrate.public_corpus import REPO_SOURCE, PublicRow
 from sim.catalog.hardware import Efficiency
 from sim.catalog.quant import base_class, kernel_class
 from sim.cost.memory import GiB
-from sim.cost.llamacpp import cuda_moe_expert_tile
+from sim.cost.llamacpp import cuda_mmq_tile_bandwidth, cuda_moe_expert_tile
 from sim.cost.params import CostParams
 from sim.cost.roofline import CostModel, StepFeatures
 
@@ -237,7 +237,17 @@ def _row_objects(row: PublicRow):
     """(profile, engine preset for that device, model, quant format, CostModel) a row is replayed with;
     the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8)."""
     return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, _row_kv_dtype(row),
-                    POOL_OVERRIDE.get(routing_key(row)), row.settings.get("mxfp4_layers", ""), row_flash_attention(row))
+                    POOL_OVERRIDE.get(routing_key(row)), row.settings.get("mxfp4_layers", ""), row_flash_attention(row),
+                    row_mmq_tiles(row))
+
+
+def row_mmq_tiles(row: PublicRow) -> bool:
+    """Whether a row ran llama.cpp's stream-k MMQ kernels, whose tile traffic the cost model floors
+    the quantized matmuls with (sim.cost.llamacpp `mmq_tile_traffic_bytes`): a current build
+    (`row_is_current`). The corpus's 2023-24 builds (1619-2843) predate the int8 tensor-core MMQ
+    and its stream-k loop (mid-2024): on tensor-core GPUs they dequantized a prompt's weights to fp16
+    for cuBLAS instead, a different traffic."""
+    return bool(row_is_current(row))
 
 
 def row_flash_attention(row: PublicRow) -> bool:
@@ -313,7 +323,8 @@ def routing_key(row: PublicRow) -> str:
 
 @lru_cache(maxsize=None)
 def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype: str = "",
-             pool: float | None = None, mxfp4_layers: str = "", flash_attention: bool = True):
+             pool: float | None = None, mxfp4_layers: str = "", flash_attention: bool = True,
+             mmq_tiles: bool = True):
     from sim.catalog.engine_config import load_engine
     from sim.catalog.hardware import load_profile
     from sim.catalog.lookup import get_model
@@ -333,7 +344,8 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
     q = _with_mxfp4_layers(spec.quant(quant), mxfp4_layers)
     cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.attention_kv_padding,
                    flash_attention=flash_attention,
-                   moe_expert_tile=cuda_moe_expert_tile(hw.vendor, eng.kernel_family))
+                   moe_expert_tile=cuda_moe_expert_tile(hw.vendor, eng.kernel_family),
+                   mmq_tile_bandwidth=cuda_mmq_tile_bandwidth(hw, eng.kernel_family, q) if mmq_tiles else 0.0)
     return hw, eng, spec, q, cm
 
 

@@ -403,3 +403,53 @@ def test_the_tile_rule_applies_to_llama_cpp_on_nvidia_gpus_only():
     assert per_token[2048] == pytest.approx(2.0 * experts, rel=0.01)
     assert per_token[8192] == pytest.approx(experts * _poisson_tiles_by_hand(256.0, 128) * 128 / 256, rel=1e-6)
     assert 1.2 < per_token[8192] / experts < 1.3
+
+
+# ---- llama.cpp's CUDA MMQ tile traffic (sim.cost.llamacpp.mmq_tile_traffic_bytes) ------------------------
+
+def test_mmq_tile_traffic_counts_weight_and_activation_tiles_by_hand():
+    """Dense: the weights once per 128-row column tile, the q8_1 activations (1.125 bytes a value) once
+    per 128-row weight tile. MoE: each routed expert's weights once per tile of its rows, the tiles
+    counted as `moe_expert_rows` counts them."""
+    from sim.cost.llamacpp import moe_expert_rows, mmq_tile_traffic_bytes
+
+    w, macs = 7.0e9, 6.5e9
+    assert mmq_tile_traffic_bytes(512, w, 0.0, 0, 0.0, macs) == pytest.approx(4 * w + 512 * macs * 1.125 / 128)
+    assert mmq_tile_traffic_bytes(100, w, 0.0, 0, 0.0, macs) == pytest.approx(w + 100 * macs * 1.125 / 128)
+    t = np.array([100.0, 512.0, 2048.0])
+    assert np.allclose(mmq_tile_traffic_bytes(t, w, 0.0, 0, 0.0, macs),
+                       [mmq_tile_traffic_bytes(float(x), w, 0.0, 0, 0.0, macs) for x in t])
+    # gpt-oss-120b-like: 128 experts, top 4; a 2,048-token prompt gives an expert 64 rows, one tile each
+    e_bytes = 0.45e9
+    got = mmq_tile_traffic_bytes(2048, 1.0e9, e_bytes, 4, 128.0, 5.1e9)
+    tiles = moe_expert_rows(2048, 4, 128.0, 128, 0.0) / 128
+    assert 127 < tiles < 128.01
+    assert got == pytest.approx(1.0e9 * 16 + e_bytes * tiles + 2048 * 5.1e9 * 1.125 / 128)
+
+
+def test_the_mmq_tile_floor_binds_llama_cpp_quantized_prompts_on_nvidia_only():
+    """The floor: tile traffic over the datasheet bandwidth, for llama.cpp's quantized matmuls on an
+    NVIDIA GPU from 9 rows on (up to 8 the mat-vec kernels run); not f16 weights (cuBLAS), not other
+    engines or devices. On the DGX Spark (273 GB/s) a 2,048-token Qwen2.5-7B Q8_0 pass cannot beat
+    the traffic floor however fast the int8 rate."""
+    spark = CostModel.from_names("qwen2.5-7b", "q8_0", "dgx-spark", "llama.cpp")
+    assert spark.mmq_tile_bandwidth == pytest.approx(273e9)
+    assert CostModel.from_names("qwen2.5-7b", "q4_k_m", "rtx-4090", "ollama").mmq_tile_bandwidth == pytest.approx(1008e9)
+    assert CostModel.from_names("qwen2.5-7b", "f16", "dgx-spark", "llama.cpp").mmq_tile_bandwidth == 0.0
+    assert CostModel.from_names("qwen2.5-7b", "q8_0", "apple-m4-max", "llama.cpp").mmq_tile_bandwidth == 0.0
+    assert CostModel.from_names("llama-3.1-8b", "bf16", "dgx-spark", "vllm").mmq_tile_bandwidth == 0.0
+    assert spark._mmq_tile_s(8.0) == 0.0 and spark._mmq_tile_s(9.0) > 0.0
+    floor = spark._mmq_tile_s(2048.0)
+    dense = spark.dense_weight_bytes - spark.head_bytes
+    assert floor == pytest.approx((dense * 16 + 2048 * spark.flops_per_token / 2 * 1.125 / 128) / 273e9)
+    fast = CostParams(spark.params.bandwidth_bytes_per_s, 1e17, spark.params.attention_flops_per_s)
+    no_floor = CostModel.from_names("qwen2.5-7b", "q8_0", "dgx-spark", "llama.cpp", params=fast)
+    no_floor.mmq_tile_bandwidth = 0.0
+    with_floor = CostModel.from_names("qwen2.5-7b", "q8_0", "dgx-spark", "llama.cpp", params=fast)
+    # with an unbounded int8 rate the weight GEMMs take the floor instead of the weight stream
+    matmul_s, weights_s = no_floor._kernel_terms(no_floor._param_tuple(), 2048.0, 1.0, 0.0, 0.0)[:2]
+    assert matmul_s < weights_s < floor
+    step = {cm: cm.step_time(prefill_tokens=[2048], prefill_context=[0]) for cm in (no_floor, with_floor)}
+    assert step[with_floor] - step[no_floor] == pytest.approx(floor - weights_s, rel=1e-6)
+    # a decode step of one sequence is untouched
+    assert with_floor.step_time(decode_context=[512]) == pytest.approx(no_floor.step_time(decode_context=[512]))

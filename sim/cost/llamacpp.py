@@ -215,6 +215,65 @@ def cuda_moe_expert_tile(vendor: str, kernel_family: str | None) -> int:
     return MMQ_X_MAX if kernel_family == "ggml" and vendor == "NVIDIA" else 0
 
 
+# MMQ's weight tile: mmq_y = 128 rows of the weight matrix per CTA on NVIDIA GPUs (mmq.cuh `get_mmq_y_host`),
+# and the bytes per activation value of its q8_1 tiles (`block_q8_1_mmq`: 128 int8 values + 8 halves = 144 B
+# per 128 values).
+MMQ_Y = 128
+MMQ_Q8_1_BYTES = 144.0 / 128.0
+# Fewest rows a step must have for llama.cpp to take MMQ rather than its mat-vec kernels (MMVQ, batches of
+# up to 8 rows: `ggml_cuda_should_use_mmvq`'s MMVQ_MAX_BATCH_SIZE)
+MMQ_MIN_ROWS = 8
+
+
+def cuda_mmq_tile_bandwidth(hw, kernel_family: str | None, quant) -> float:
+    """Bytes/s the MMQ tile traffic of `mmq_tile_traffic_bytes` is priced at: the profile's datasheet
+    memory bandwidth for llama.cpp's kernels on an NVIDIA GPU with quantized weights (MMQ), else 0 (no
+    such term: f16/bf16 weights go through cuBLAS, other engines and devices have their own kernels).
+    The datasheet figure, not a fitted share: the term is a floor no tile stream can beat, and it has
+    no parameter of its own."""
+    from sim.catalog.quant import kernel_class
+
+    if kernel_family != "ggml" or hw.vendor != "NVIDIA" or kernel_class(quant, kernel_family)[0] != "gguf":
+        return 0.0
+    return hw.memory_bandwidth_gb_per_s * 1e9
+
+
+def mmq_tile_traffic_bytes(tokens, dense_bytes: float, expert_bytes: float, n_active: int,
+                           pool_experts: float, macs_per_token: float):
+    """DRAM bytes llama.cpp's CUDA MMQ moves in one pass of `tokens` rows through the layers' quantized
+    matmuls (the LM head, one row in a prompt pass, left out), with no L2 reuse. Scalars or arrays.
+
+    `mul_mat_q`'s stream-k loop (ggml-cuda/mmq.cuh) walks each CTA's tiles with the column tiles
+    innermost: a CTA loads its MMQ_Y-row weight tile once per mmq_x-row column tile of activations,
+    and each column tile's q8_1 activations (MMQ_Q8_1_BYTES a value) once per weight tile. So
+
+        dense weights x ceil(T / 128)  +  routed experts' weights x their tiles  +  T x MACs x 1.125 / 128
+
+    - dense weights (`dense_bytes`): the attention and shared matrices, read once per 128-row column
+      tile (mmq_x = MMQ_X_MAX from 128 rows on; fewer rows are one tile);
+    - routed experts (MoE): each of the E_c pool experts (`pool_experts`) runs its rows in tiles of the
+      batch's width m (`moe_expert_rows`), so its weights (`expert_bytes`, one expert, all layers) are
+      read once per tile: E_c x sum_j P(X > j m) of them, X ~ Poisson(T k / E_c);
+    - activations: every multiply-accumulate's input value is read once per 128-row weight tile:
+      T x `macs_per_token` x 1.125 / 128.
+
+    What this prices: on the DGX Spark (LPDDR5x, 273 GB/s) llama.cpp's prompt rate sits at this
+    traffic over its datasheet bandwidth (Qwen2.5-7B Q8_0, 2,048-token batches: 2,276 tokens/s against
+    a floor of 2,448), and the GeForce cards' MMQ rates scale with their bandwidth rather than their
+    int8 peak (the llama.cpp CUDA scoreboard, #15013, and the fitted rates: RTX 4090, L40S, RTX 5090
+    and the Spark all reach ~0.11 TFLOP/s of MMQ per GB/s). L2 hits make the real traffic smaller,
+    so as a floor it is conservative; the fits never bind it on a device's own rows (their fitted
+    matmul rate is below it), only where a transferred rate would run faster than the memory allows
+    (docs/public-calibration.md, round 22)."""
+    t = np.asarray(tokens, dtype=float)
+    weights = dense_bytes * np.ceil(t / MMQ_X_MAX)
+    if expert_bytes > 0 and n_active > 0:
+        m = np.maximum(np.minimum(float(MMQ_X_MAX), np.ceil(t / MMQ_X_STEP) * MMQ_X_STEP), 1.0)
+        weights = weights + expert_bytes * moe_expert_rows(t, n_active, pool_experts, MMQ_X_MAX, 0.0) / m
+    out = weights + t * macs_per_token * MMQ_Q8_1_BYTES / MMQ_Y
+    return out if np.ndim(tokens) else float(out)
+
+
 def moe_expert_rows(tokens, n_active: int, pool_experts: float, tile: int, half_rows: float):
     """Row-equivalents the routed experts' matmuls cost in one MoE layer for a pass of `tokens`
     tokens under llama.cpp's CUDA MMQ (`cuda_moe_expert_tile`), summed over experts. Scalars or arrays.

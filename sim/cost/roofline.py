@@ -172,8 +172,8 @@ from sim.cost.decode_runs import (
     _sum_max_of_two_lines,
     _sum_pipeline_steps,
 )
-from sim.cost.llamacpp import (DecodeCorrection, cuda_moe_expert_tile, gemm_rows, gemm_start_rows,
-                               moe_expert_rows)
+from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, cuda_mmq_tile_bandwidth, cuda_moe_expert_tile,
+                               gemm_rows, gemm_start_rows, mmq_tile_traffic_bytes, moe_expert_rows)
 from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement
 from sim.cost.params import CostParams
 
@@ -284,8 +284,13 @@ class CostModel:
         kv_pad: int = 0,
         flash_attention: bool = True,
         moe_expert_tile: int = 0,
+        mmq_tile_bandwidth: float = 0.0,
     ):
         self.model = model
+        # llama.cpp's CUDA MMQ tile traffic priced at this bandwidth [B/s] as a floor of the weight GEMMs
+        # of steps of more than 8 rows (sim.cost.llamacpp `mmq_tile_traffic_bytes`,
+        # `cuda_mmq_tile_bandwidth`); 0 = no such floor
+        self.mmq_tile_bandwidth = float(mmq_tile_bandwidth)
         # llama.cpp's CUDA MMQ tile width for routed experts (sim.cost.llamacpp `cuda_moe_expert_tile`;
         # 0 = a Hockney start-up per touched expert): `_layer_matmul_flops`
         self.moe_expert_tile = int(moe_expert_tile)
@@ -387,7 +392,8 @@ class CostModel:
         return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload,
                    decode_correction=correction, kv_pad=eng.attention_kv_padding,
                    flash_attention=eng.flash_attention_for(spec),
-                   moe_expert_tile=cuda_moe_expert_tile(prof.vendor, eng.kernel_family))
+                   moe_expert_tile=cuda_moe_expert_tile(prof.vendor, eng.kernel_family),
+                   mmq_tile_bandwidth=cuda_mmq_tile_bandwidth(prof, eng.kernel_family, q))
 
     # ---- token counts summed over layers ---------------------------------------------------------
     def layer_tokens(self, context):
@@ -455,6 +461,20 @@ class CostModel:
         out = self.non_expert_flops_per_token * gemm_start_rows(t, half) + self.expert_flops_per_row * (t * k + startups)
         return out if np.ndim(tokens) else float(out)
 
+    def _mmq_tile_s(self, tokens):
+        """Seconds llama.cpp's CUDA MMQ needs for its tile traffic in a pass of `tokens` rows
+        (sim.cost.llamacpp `mmq_tile_traffic_bytes` / `mmq_tile_bandwidth`); 0 at up to 8 rows (the
+        mat-vec kernels, MMQ_MIN_ROWS)."""
+        t = np.asarray(tokens, dtype=float)
+        m = self.model
+        moe = m.is_moe
+        dense = (self.non_expert_bytes if moe else self.dense_weight_bytes) - self.head_bytes
+        pool = pool_experts(m.n_experts, m.n_experts_active, m.expert_pool_fraction) if moe else 0.0
+        traffic = mmq_tile_traffic_bytes(t, dense, self.expert_bytes if moe else 0.0,
+                                         m.n_experts_active if moe else 0, pool, self.flops_per_token / 2.0)
+        out = np.where(t > MMQ_MIN_ROWS, traffic / self.mmq_tile_bandwidth, 0.0)
+        return out if np.ndim(tokens) else float(out)
+
     def _kernel_terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys=0.0,
                       logits=None):
         """(matmul_s, weights_s, attention_s, kv_s, overhead_s) for aggregates (numpy-broadcast),
@@ -469,6 +489,9 @@ class CostModel:
         effective_keys = layer_keys + (slow - 1.0) * decode_keys
         rows = seqs if logits is None else logits
         matmul_s = (self._layer_matmul_flops(tokens, half) + self.flops_per_sequence * gemm_rows(rows, half)) / mm
+        if self.mmq_tile_bandwidth > 0:
+            # llama.cpp's MMQ cannot run faster than its tile traffic at the datasheet bandwidth
+            matmul_s = np.maximum(matmul_s, self._mmq_tile_s(tokens))
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
         kv_s = (self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens)
