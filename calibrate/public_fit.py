@@ -233,12 +233,13 @@ class Excluded(Exception):
     """A row the cost model cannot replay (the reason says why)."""
 
 
-def _row_objects(row: PublicRow):
+def _row_objects(row: PublicRow, fitting: bool = False):
     """(profile, engine preset for that device, model, quant format, CostModel) a row is replayed with;
-    the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8)."""
+    the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8). `fitting`: the
+    cost model a group's own fit uses, without the MMQ tile floor (`row_mmq_tiles`)."""
     return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, _row_kv_dtype(row),
                     POOL_OVERRIDE.get(routing_key(row)), row.settings.get("mxfp4_layers", ""), row_flash_attention(row),
-                    row_mmq_tiles(row))
+                    row_mmq_tiles(row) and not fitting)
 
 
 def row_mmq_tiles(row: PublicRow) -> bool:
@@ -246,7 +247,16 @@ def row_mmq_tiles(row: PublicRow) -> bool:
     the quantized matmuls with (sim.cost.llamacpp `mmq_tile_traffic_bytes`): a current build
     (`row_is_current`). The corpus's 2023-24 builds (1619-2843) predate the int8 tensor-core MMQ
     and its stream-k loop (mid-2024): on tensor-core GPUs they dequantized a prompt's weights to fp16
-    for cuBLAS instead, a different traffic."""
+    for cuBLAS instead, a different traffic.
+
+    The floor bounds predictions, not a group's own fit (`fit_group` prices its rows without it). No
+    device's fitted matmul rate runs into it on its own rows, but where the rows sit near it the
+    floor turns the matmul rate into a flat direction: the RTX 5090's four llama-bench rows (pp512 at
+    1.5x the floor) then left the matmul rate at its prior and moved the prompt time onto the
+    attention efficiency (0.19 -> 0.065 of peak), which pp512 barely exercises, and the simulator's
+    8,192-token 5090 prompt took 2.1x as long. Fitted without it, every group's parameters are what
+    they were; held out by device the floor then keeps a transferred rate from outrunning the
+    memory (docs/public-calibration.md, round 22)."""
     return bool(row_is_current(row))
 
 
@@ -588,17 +598,19 @@ def cost_params(hw, engine_cfg, q, p: GroupParams, moe: bool = False) -> CostPar
     return CostParams.from_efficiency(hw, q, p.efficiency, p.family, engine_cfg, moe=moe)
 
 
-def predict(row: PublicRow, shape: Shape, p: GroupParams) -> float:
-    """The row's figure under a group's parameters."""
+def predict(row: PublicRow, shape: Shape, p: GroupParams, fitting: bool = False) -> float:
+    """The row's figure under a group's parameters (`fitting`: as the group's own fit prices it,
+    `_row_objects`)."""
     hw, eng, spec, q, cm = _row_objects(row)
-    return predict_with(row, shape, cost_params(hw, eng, q, p, spec.is_moe), p.lat_us)
+    return predict_with(row, shape, cost_params(hw, eng, q, p, spec.is_moe), p.lat_us, fitting)
 
 
-def predict_with(row: PublicRow, shape: Shape, cp: CostParams, lat_us: float | None = None) -> float:
+def predict_with(row: PublicRow, shape: Shape, cp: CostParams, lat_us: float | None = None,
+                 fitting: bool = False) -> float:
     """The row's figure under one device's CostParams (a TP group of `shape.tp` devices priced as one
     device of tp x the rates, as sim.cost.parallel does; `lat_us` = all-reduce step latency, default the
     profile's)."""
-    hw, eng, spec, q, cm = _row_objects(row)
+    hw, eng, spec, q, cm = _row_objects(row, fitting)
     if shape.tp > 1:
         from sim.cost.parallel import tp_group_params
 
@@ -703,7 +715,8 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
 
     def resid(x):
         p = _unpack(x, classes, device, family)
-        pred = np.array([predict(it.row, it.shape, p) for it in items])
+        # the group's own fit prices its rows without the MMQ tile floor (`row_mmq_tiles`)
+        pred = np.array([predict(it.row, it.shape, p, fitting=True) for it in items])
         pred = np.where(np.isfinite(pred) & (pred > 0), pred, meas * 1e3)
         return np.concatenate([w * np.log(pred / meas) / ROW_SIGMA, (x - centre) / sigma])
 

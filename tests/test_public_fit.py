@@ -990,3 +990,16 @@ def test_a_model_with_only_benchmark_batches_is_tied_to_the_benchmarks_routing(m
     assert out["qwen3-30b-a3b"]["tied_to"] == key
     assert pf.POOL_OVERRIDE["qwen3-30b-a3b"] == pf.POOL_OVERRIDE[key] == 0.32
     assert seen == [["dgx-spark"]]  # chosen on the benchmark's rows only
+
+
+def test_the_mmq_tile_floor_prices_current_llama_cpp_rows_but_not_their_own_fit():
+    """The MMQ tile floor (sim.cost.llamacpp `mmq_tile_traffic_bytes`) is on for current-build llama.cpp
+    rows on NVIDIA GPUs with quantized weights, off for 2023-24 builds (dequantize + cuBLAS), and off in
+    the cost model a group's own fit prices its rows with."""
+    rows = {r.row_id: r for r in load_corpus(default_corpus_dir())}
+    spark = rows["lcpp-cuda-spark-q25-7b-q8_0-pp2048"]
+    old = rows["lcpp-cuda-4090-pr4766-cl-7b-q8_0-pp512"]
+    assert pf.row_mmq_tiles(spark) and not pf.row_mmq_tiles(old)
+    assert pf._row_objects(spark)[4].mmq_tile_bandwidth == pytest.approx(273e9)
+    assert pf._row_objects(spark, fitting=True)[4].mmq_tile_bandwidth == 0.0
+    assert pf._row_objects(old)[4].mmq_tile_bandwidth == 0.0

@@ -260,11 +260,12 @@ def mmq_tile_traffic_bytes(tokens, dense_bytes: float, expert_bytes: float, n_ac
     What this prices: on the DGX Spark (LPDDR5x, 273 GB/s) llama.cpp's prompt rate sits at this
     traffic over its datasheet bandwidth (Qwen2.5-7B Q8_0, 2,048-token batches: 2,276 tokens/s against
     a floor of 2,448), and the GeForce cards' MMQ rates scale with their bandwidth rather than their
-    int8 peak (the llama.cpp CUDA scoreboard, #15013, and the fitted rates: RTX 4090, L40S, RTX 5090
-    and the Spark all reach ~0.11 TFLOP/s of MMQ per GB/s). L2 hits make the real traffic smaller,
-    so as a floor it is conservative; the fits never bind it on a device's own rows (their fitted
-    matmul rate is below it), only where a transferred rate would run faster than the memory allows
-    (docs/public-calibration.md, round 22)."""
+    int8 peak (the fitted rates: RTX 4090, L40S, RTX 5090 and the Spark all reach ~0.11 TFLOP/s of
+    MMQ per GB/s of datasheet bandwidth). L2 hits make the real traffic smaller, so the floor can
+    only err on the slow side. The public fit prices a device's own rows without it and its fitted
+    matmul rates never run into it there; it binds where a rate transferred from other devices
+    would outrun the memory (calibrate/public_fit.py `row_mmq_tiles`; docs/public-calibration.md,
+    round 22)."""
     t = np.asarray(tokens, dtype=float)
     weights = dense_bytes * np.ceil(t / MMQ_X_MAX)
     if expert_bytes > 0 and n_active > 0:
