@@ -266,6 +266,9 @@ def mmq_tile_traffic_bytes(tokens, dense_bytes: float, expert_bytes: float, n_ac
     matmul rates never run into it there; it binds where a rate transferred from other devices
     would outrun the memory (calibrate/public_fit.py `row_mmq_tiles`; docs/public-calibration.md,
     round 22)."""
+    if np.ndim(tokens) == 0:  # the simulator's steps repeat a few token counts: remembered per count
+        return _mmq_tile_traffic_one(float(tokens), float(dense_bytes), float(expert_bytes), int(n_active),
+                                     float(pool_experts), float(macs_per_token))
     t = np.asarray(tokens, dtype=float)
     weights = dense_bytes * np.ceil(t / MMQ_X_MAX)
     if expert_bytes > 0 and n_active > 0:
@@ -273,6 +276,17 @@ def mmq_tile_traffic_bytes(tokens, dense_bytes: float, expert_bytes: float, n_ac
         weights = weights + expert_bytes * moe_expert_rows(t, n_active, pool_experts, MMQ_X_MAX, 0.0) / m
     out = weights + t * macs_per_token * MMQ_Q8_1_BYTES / MMQ_Y
     return out if np.ndim(tokens) else float(out)
+
+
+@lru_cache(maxsize=4096)
+def _mmq_tile_traffic_one(t: float, dense_bytes: float, expert_bytes: float, n_active: int, pool_experts: float,
+                          macs_per_token: float) -> float:
+    """`mmq_tile_traffic_bytes` of one token count, in plain float arithmetic."""
+    out = dense_bytes * math.ceil(t / MMQ_X_MAX) + t * macs_per_token * MMQ_Q8_1_BYTES / MMQ_Y
+    if expert_bytes > 0 and n_active > 0:
+        m = max(min(float(MMQ_X_MAX), math.ceil(t / MMQ_X_STEP) * MMQ_X_STEP), 1.0)
+        out += expert_bytes * moe_expert_rows(t, n_active, pool_experts, MMQ_X_MAX, 0.0) / m
+    return out
 
 
 def moe_expert_rows(tokens, n_active: int, pool_experts: float, tile: int, half_rows: float):

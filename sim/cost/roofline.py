@@ -172,8 +172,9 @@ from sim.cost.decode_runs import (
     _sum_max_of_two_lines,
     _sum_pipeline_steps,
 )
-from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, cuda_mmq_tile_bandwidth, cuda_moe_expert_tile,
-                               gemm_rows, gemm_start_rows, mmq_tile_traffic_bytes, moe_expert_rows)
+from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, _mmq_tile_traffic_one, cuda_mmq_tile_bandwidth,
+                               cuda_moe_expert_tile, gemm_rows, gemm_start_rows, mmq_tile_traffic_bytes,
+                               moe_expert_rows)
 from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement
 from sim.cost.params import CostParams
 
@@ -465,15 +466,30 @@ class CostModel:
         """Seconds llama.cpp's CUDA MMQ needs for its tile traffic in a pass of `tokens` rows
         (sim.cost.llamacpp `mmq_tile_traffic_bytes` / `mmq_tile_bandwidth`); 0 at up to 8 rows (the
         mat-vec kernels, MMQ_MIN_ROWS)."""
+        if np.ndim(tokens) == 0:
+            t1 = float(tokens)
+            return (_mmq_tile_traffic_one(t1, *self._mmq_tile_args) / self.mmq_tile_bandwidth
+                    if t1 > MMQ_MIN_ROWS else 0.0)
         t = np.asarray(tokens, dtype=float)
+        traffic = mmq_tile_traffic_bytes(t, *self._mmq_tile_args)
+        return np.where(t > MMQ_MIN_ROWS, traffic / self.mmq_tile_bandwidth, 0.0)
+
+    @property
+    def _mmq_tile_args(self) -> tuple:
+        """`mmq_tile_traffic_bytes`' model arguments: (dense bytes without the LM head, one routed expert's
+        bytes, active experts, routing pool, MACs per token), remembered per model."""
         m = self.model
+        key = (id(m), self.quant.name)
+        cached = self.__dict__.get("_mmq_tile_args_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
         moe = m.is_moe
-        dense = (self.non_expert_bytes if moe else self.dense_weight_bytes) - self.head_bytes
-        pool = pool_experts(m.n_experts, m.n_experts_active, m.expert_pool_fraction) if moe else 0.0
-        traffic = mmq_tile_traffic_bytes(t, dense, self.expert_bytes if moe else 0.0,
-                                         m.n_experts_active if moe else 0, pool, self.flops_per_token / 2.0)
-        out = np.where(t > MMQ_MIN_ROWS, traffic / self.mmq_tile_bandwidth, 0.0)
-        return out if np.ndim(tokens) else float(out)
+        args = ((self.non_expert_bytes if moe else self.dense_weight_bytes) - self.head_bytes,
+                self.expert_bytes if moe else 0.0, m.n_experts_active if moe else 0,
+                pool_experts(m.n_experts, m.n_experts_active, m.expert_pool_fraction) if moe else 0.0,
+                self.flops_per_token / 2.0)
+        self.__dict__["_mmq_tile_args_cache"] = (key, args)
+        return args
 
     def _kernel_terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys=0.0,
                       logits=None):
@@ -491,7 +507,13 @@ class CostModel:
         matmul_s = (self._layer_matmul_flops(tokens, half) + self.flops_per_sequence * gemm_rows(rows, half)) / mm
         if self.mmq_tile_bandwidth > 0:
             # llama.cpp's MMQ cannot run faster than its tile traffic at the datasheet bandwidth
-            matmul_s = np.maximum(matmul_s, self._mmq_tile_s(tokens))
+            if isinstance(tokens, (float, int)):  # one step (the simulator's hot path)
+                if tokens > MMQ_MIN_ROWS:
+                    tile_s = _mmq_tile_traffic_one(float(tokens), *self._mmq_tile_args) / self.mmq_tile_bandwidth
+                    if tile_s > matmul_s:
+                        matmul_s = tile_s
+            else:
+                matmul_s = np.maximum(matmul_s, self._mmq_tile_s(tokens))
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
         kv_s = (self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens)
