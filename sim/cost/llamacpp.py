@@ -274,8 +274,7 @@ def mmq_tile_traffic_bytes(tokens, dense_bytes: float, expert_bytes: float, n_ac
     if expert_bytes > 0 and n_active > 0:
         m = np.maximum(np.minimum(float(MMQ_X_MAX), np.ceil(t / MMQ_X_STEP) * MMQ_X_STEP), 1.0)
         weights = weights + expert_bytes * moe_expert_rows(t, n_active, pool_experts, MMQ_X_MAX, 0.0) / m
-    out = weights + t * macs_per_token * MMQ_Q8_1_BYTES / MMQ_Y
-    return out if np.ndim(tokens) else float(out)
+    return weights + t * macs_per_token * MMQ_Q8_1_BYTES / MMQ_Y
 
 
 @lru_cache(maxsize=4096)

@@ -336,6 +336,14 @@ class CostModel:
         # The LM head's bytes, for placements that put it on one device (the last pipeline stage, the
         # GPU under partial offload).
         self.head_bytes = head
+        # `mmq_tile_traffic_bytes`' model arguments (dense bytes without the LM head, one routed expert's
+        # bytes, active experts, routing pool, MACs per token), for `_mmq_tile_s`
+        moe = model.is_moe
+        self._mmq_tile_args = (
+            (self.non_expert_bytes if moe else self.dense_weight_bytes) - head,
+            self.expert_bytes if moe else 0.0, model.n_experts_active if moe else 0,
+            pool_experts(model.n_experts, model.n_experts_active, model.expert_pool_fraction) if moe else 0.0,
+            self.flops_per_token / 2.0)
         # Matmul weights per streamed byte (one token's: layers, MoE active experts, and LM head), which
         # turns a step's streamed bytes into the weights its mat-vec kernels dequantize (`weight_stream_s`)
         one_token = self.weight_bytes_read(1.0)
@@ -473,23 +481,6 @@ class CostModel:
         t = np.asarray(tokens, dtype=float)
         traffic = mmq_tile_traffic_bytes(t, *self._mmq_tile_args)
         return np.where(t > MMQ_MIN_ROWS, traffic / self.mmq_tile_bandwidth, 0.0)
-
-    @property
-    def _mmq_tile_args(self) -> tuple:
-        """`mmq_tile_traffic_bytes`' model arguments: (dense bytes without the LM head, one routed expert's
-        bytes, active experts, routing pool, MACs per token), remembered per model."""
-        m = self.model
-        key = (id(m), self.quant.name)
-        cached = self.__dict__.get("_mmq_tile_args_cache")
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        moe = m.is_moe
-        args = ((self.non_expert_bytes if moe else self.dense_weight_bytes) - self.head_bytes,
-                self.expert_bytes if moe else 0.0, m.n_experts_active if moe else 0,
-                pool_experts(m.n_experts, m.n_experts_active, m.expert_pool_fraction) if moe else 0.0,
-                self.flops_per_token / 2.0)
-        self.__dict__["_mmq_tile_args_cache"] = (key, args)
-        return args
 
     def _kernel_terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys=0.0,
                       logits=None):
