@@ -603,7 +603,8 @@ class CostModel:
             attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
             kv_s = p.kv_factor * f * (self.kv_bytes_per_layer_token * kv_layer_tokens
                                       + self.score_bytes_per_layer_key * layer_keys) / p.bandwidth_bytes_per_s
-            # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`)
+            # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`);
+            # llama.cpp's MMQ tile floor (`_mmq_tile_s`) is priced on one device only, not per part
             gemm_s = np.maximum(matmul_flops / p.matmul_flops_per_s, stream_s)
             c, m = gemm_s + attention_s, gemm_s + kv_s
             if math.isfinite(p.upload_min_tokens):
