@@ -272,20 +272,24 @@ def mmq_tile_traffic_bytes(tokens, dense_bytes: float, expert_bytes: float, n_ac
     t = np.asarray(tokens, dtype=float)
     weights = dense_bytes * np.ceil(t / MMQ_X_MAX)
     if expert_bytes > 0 and n_active > 0:
-        m = np.maximum(np.minimum(float(MMQ_X_MAX), np.ceil(t / MMQ_X_STEP) * MMQ_X_STEP), 1.0)
-        weights = weights + expert_bytes * moe_expert_rows(t, n_active, pool_experts, MMQ_X_MAX, 0.0) / m
+        # each routed expert's weights once per tile of its rows: moe_expert_rows without start-up / tile width
+        weights = weights + expert_bytes * moe_expert_rows(t, n_active, pool_experts, MMQ_X_MAX, 0.0) / mmq_tile_width(t)
     return weights + t * macs_per_token * MMQ_Q8_1_BYTES / MMQ_Y
 
 
 @lru_cache(maxsize=4096)
 def _mmq_tile_traffic_one(t: float, dense_bytes: float, expert_bytes: float, n_active: int, pool_experts: float,
                           macs_per_token: float) -> float:
-    """`mmq_tile_traffic_bytes` of one token count, in plain float arithmetic."""
-    out = dense_bytes * math.ceil(t / MMQ_X_MAX) + t * macs_per_token * MMQ_Q8_1_BYTES / MMQ_Y
-    if expert_bytes > 0 and n_active > 0:
-        m = max(min(float(MMQ_X_MAX), math.ceil(t / MMQ_X_STEP) * MMQ_X_STEP), 1.0)
-        out += expert_bytes * moe_expert_rows(t, n_active, pool_experts, MMQ_X_MAX, 0.0) / m
-    return out
+    """`mmq_tile_traffic_bytes` of one token count (the array formula on a 0-d array), remembered."""
+    return float(mmq_tile_traffic_bytes(np.asarray([t]), dense_bytes, expert_bytes, n_active, pool_experts,
+                                        macs_per_token)[0])
+
+
+def mmq_tile_width(tokens, tile: int = MMQ_X_MAX):
+    """MMQ's column-tile width m for a batch of `tokens` rows: the smallest multiple of MMQ_X_STEP that
+    holds it, at most `tile` (`mul_mat_q_case`), and at least one step. Scalars or arrays."""
+    return np.maximum(np.minimum(float(tile), np.ceil(np.asarray(tokens, dtype=float) / MMQ_X_STEP) * MMQ_X_STEP),
+                      float(MMQ_X_STEP))
 
 
 def moe_expert_rows(tokens, n_active: int, pool_experts: float, tile: int, half_rows: float):
@@ -330,8 +334,7 @@ def _moe_expert_rows_array(t: np.ndarray, n_active: int, pool_experts: float, ti
     from scipy.special import pdtrc  # Poisson survival; scipy stays out of a dense model's imports
 
     lam = t * n_active / pool_experts
-    m = np.minimum(float(tile), np.ceil(t / MMQ_X_STEP) * MMQ_X_STEP)
-    m_safe = np.maximum(m, MMQ_X_STEP)
+    m_safe = mmq_tile_width(t, tile)
     # P(X > j m) is below 1e-15 past the mean plus 8 standard deviations
     j_max = int(np.max((lam + 8.0 * np.sqrt(lam) + 8.0) / m_safe)) + 1
     j = np.arange(j_max + 1, dtype=float).reshape((-1,) + (1,) * t.ndim)

@@ -474,10 +474,9 @@ class CostModel:
         """Seconds llama.cpp's CUDA MMQ needs for its tile traffic in a pass of `tokens` rows
         (sim.cost.llamacpp `mmq_tile_traffic_bytes` / `mmq_tile_bandwidth`); 0 at up to 8 rows (the
         mat-vec kernels, MMQ_MIN_ROWS)."""
-        if np.ndim(tokens) == 0:
-            t1 = float(tokens)
-            return (_mmq_tile_traffic_one(t1, *self._mmq_tile_args) / self.mmq_tile_bandwidth
-                    if t1 > MMQ_MIN_ROWS else 0.0)
+        if isinstance(tokens, (float, int)):  # one step, the simulator's hot path: plain floats, remembered
+            return (_mmq_tile_traffic_one(float(tokens), *self._mmq_tile_args) / self.mmq_tile_bandwidth
+                    if tokens > MMQ_MIN_ROWS else 0.0)
         t = np.asarray(tokens, dtype=float)
         traffic = mmq_tile_traffic_bytes(t, *self._mmq_tile_args)
         return np.where(t > MMQ_MIN_ROWS, traffic / self.mmq_tile_bandwidth, 0.0)
@@ -498,13 +497,8 @@ class CostModel:
         matmul_s = (self._layer_matmul_flops(tokens, half) + self.flops_per_sequence * gemm_rows(rows, half)) / mm
         if self.mmq_tile_bandwidth > 0:
             # llama.cpp's MMQ cannot run faster than its tile traffic at the datasheet bandwidth
-            if isinstance(tokens, (float, int)):  # one step (the simulator's hot path)
-                if tokens > MMQ_MIN_ROWS:
-                    tile_s = _mmq_tile_traffic_one(float(tokens), *self._mmq_tile_args) / self.mmq_tile_bandwidth
-                    if tile_s > matmul_s:
-                        matmul_s = tile_s
-            else:
-                matmul_s = np.maximum(matmul_s, self._mmq_tile_s(tokens))
+            tile_s = self._mmq_tile_s(tokens)
+            matmul_s = max(matmul_s, tile_s) if isinstance(tile_s, float) else np.maximum(matmul_s, tile_s)
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
         kv_s = (self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens)

@@ -108,7 +108,8 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
     tokens = engine.forward_tokens or default_max_batched_tokens(hw)
     activations = activation_peak_bytes(model, tokens)
     if engine.memory_fraction_of == "free":
-        # TensorRT-LLM: the fraction is of the memory left free; its activations are in that rule
+        # TensorRT-LLM: the fraction is of the memory left free; its activations (its engine graph's,
+        # `engine_activation_bytes`) are in that rule
         activations = engine_activation_bytes(hw, model, engine)
         engine = engine.with_overrides(memory_fraction=engine_memory_fraction(hw, model, quant, engine),
                                        activation_reserve_fraction=0.0)
