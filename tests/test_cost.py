@@ -205,6 +205,53 @@ def test_attention_without_flash_attention_moves_16_bytes_per_score_through_memo
             == pytest.approx(16 * 8 * d_keys / 1e12))
 
 
+def test_unfused_attention_reads_each_kv_head_once_per_query_head_less_what_the_backend_reuses():
+    # TOY with grouped-query attention: 8 query heads share 2 K/V heads (a group of 4), so one token
+    # holds 2 (K, V) x 2 heads x 128 x 2 B = 1,024 B of cache per layer
+    gqa = TOY.model_copy(update={"n_kv_heads": 2})
+    params = CostParams(1e12, 1e15, 1e15, 0.0, 0.0)  # 1 TB/s, compute so fast that bytes decide
+    fused = CostModel(gqa, "bf16", params, kv_dtype="bf16")
+    # a decode token at 1,000 cached tokens: 2 layers x 1,000 cached tokens read, 2 x 1,001 keys scored
+    scores = 16 * 8 * 2 * 1001
+    extra = {}
+    for reads in (1.0, 2.0, 4.0, 10.0):
+        unfused = CostModel(gqa, "bf16", params, kv_dtype="bf16", flash_attention=False, unfused_kv_reads=reads)
+        extra[reads] = unfused.step_time((), (), [1000]) - fused.step_time((), (), [1000])
+    one_read = 1024 * 2 * 1000  # 2,048,000 B: the cache once more
+    assert extra[1.0] == pytest.approx(scores / 1e12)
+    assert extra[2.0] == pytest.approx((scores + one_read) / 1e12)
+    # at most one fetch per query head: 4 reads, whatever the backend's value
+    assert extra[4.0] == pytest.approx((scores + 3 * one_read) / 1e12)
+    assert extra[10.0] == pytest.approx(extra[4.0])
+    b = CostModel(gqa, "bf16", params, kv_dtype="bf16", flash_attention=False,
+                  unfused_kv_reads=2.0).breakdown((), (), [1000])
+    assert b["kv_read_bytes"] == 2 * 1024 * 2 * 1000
+    # without grouped-query attention every K/V head has one query head: read once
+    mha = [CostModel(TOY, "bf16", params, kv_dtype="bf16", flash_attention=False, unfused_kv_reads=r)
+           for r in (1.0, 4.0)]
+    assert mha[0].step_time((), (), [1000]) == mha[1].step_time((), (), [1000])
+    # the closed form of a decode run prices the same bytes as its steps
+    cm = CostModel(gqa, "bf16", params, kv_dtype="bf16", flash_attention=False, unfused_kv_reads=2.0)
+    steps = sum(cm.step_time((), (), [1000 + i]) for i in range(5))
+    assert cm.decode_run_time(np.array([1000]), 5) == pytest.approx(steps)
+
+
+def test_the_backend_sets_how_often_unfused_attention_reads_the_cache():
+    from sim.cost.llamacpp import UNFUSED_KV_READS, unfused_kv_reads
+
+    assert unfused_kv_reads("NVIDIA", "ggml") == UNFUSED_KV_READS["NVIDIA"] > 1
+    assert unfused_kv_reads("Apple", "ggml") == UNFUSED_KV_READS["Apple"] > 1
+    # other engines fuse attention; no public row checks llama.cpp's HIP or CPU kernels
+    assert unfused_kv_reads("NVIDIA", "vllm") == unfused_kv_reads("AMD", "ggml") == 1.0
+    llama = load_engine("llama.cpp").with_overrides(flash_attention=False)
+    gqa = TOY.model_copy(update={"n_kv_heads": 2})
+    nvidia = PROFILE.model_copy(update={"vendor": "NVIDIA"})
+    off = CostModel.from_names(gqa, "bf16", nvidia, llama)
+    on = CostModel.from_names(gqa, "bf16", nvidia, load_engine("llama.cpp"))
+    assert off.kv_read_bytes_per_layer_token == UNFUSED_KV_READS["NVIDIA"] * 1024
+    assert on.kv_read_bytes_per_layer_token == 1024
+
+
 def test_the_engine_says_whether_attention_is_fused():
     llama = load_engine("llama.cpp")
     assert llama.flash_attention  # -fa auto: llama.cpp's default since 2025-08

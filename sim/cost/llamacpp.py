@@ -215,6 +215,29 @@ def cuda_moe_expert_tile(vendor: str, kernel_family: str | None) -> int:
     return MMQ_X_MAX if kernel_family == "ggml" and vendor == "NVIDIA" else 0
 
 
+# Reads of each cached K/V element per pass by llama.cpp's attention without flash attention, per GPU
+# backend (`unfused_kv_reads`).
+UNFUSED_KV_READS = {"NVIDIA": 2.0, "Apple": 6.0}
+
+
+def unfused_kv_reads(vendor: str, kernel_family: str | None) -> float:
+    """How many times llama.cpp's attention kernels without flash attention fetch each cached K/V
+    element in a pass (`CostModel` caps it at the GQA group, heads / kv_heads: one fetch per query
+    head, nothing reused; sim.cost.roofline module docstring): UNFUSED_KV_READS for llama.cpp's
+    kernels on an NVIDIA GPU (CUDA's batched cuBLAS GEMMs) or an Apple one (Metal's mat-vec
+    kernels), 1 elsewhere (other engines fuse attention; no public row checks HIP or the CPU).
+
+    Chosen per backend by the public fit's in-sample robust loss over the llama.cpp groups of that
+    backend (every group refitted; docs/public-calibration.md, round 23), on a grid of 1-4 (CUDA)
+    and 4, 6, no reuse (Metal): CUDA 385.4 at 1, 381.9 at 2, 382.2 at 2.5, 383.7 at 3, 389.5 at 4;
+    Metal 125.1 at 1, 108.2 at 4, 107.8 at 6, 108.7 with no reuse. The L2 of an NVIDIA GPU catches
+    about half of a Llama 3 group's four fetches; Apple's GPUs catch next to none (a Llama 3 70B
+    group has eight query heads a K/V head, so 6 is the only value between 4 and no reuse there)."""
+    if kernel_family != "ggml":
+        return 1.0
+    return UNFUSED_KV_READS.get(vendor, 1.0)
+
+
 # MMQ's weight tile: mmq_y = 128 rows of the weight matrix per CTA on NVIDIA GPUs (mmq.cuh `get_mmq_y_host`),
 # and the bytes per activation value of its q8_1 tiles (`block_q8_1_mmq`: 128 int8 values + 8 halves = 144 B
 # per 128 values).

@@ -41,8 +41,9 @@ kv_bytes_per_layer_token = 2 (K and V) x kv_heads x head_dim x bytes per element
 Attention without flash attention (`flash_attention=False`, the engine's `flash_attention`): the
 kernels then materialise the attention scores in memory, and their memory line is
 
-    kv_read_bytes + kv_write_bytes + score_bytes_per_layer_key x layer_keys,
+    r x kv_read_bytes + kv_write_bytes + score_bytes_per_layer_key x layer_keys,
     score_bytes_per_layer_key = SCORE_BYTES x heads
+    r = min(heads / kv_heads, unfused_kv_reads)   [reads of each cached K/V element per pass]
 
 SCORE_BYTES = 16 bytes per (query row, key, head, layer): ggml's attention without flash attention
 (src/llama-graph.cpp build_attn_mha) computes kq = mul_mat(k, q) into an fp32 tensor of n_kv x rows
@@ -53,6 +54,20 @@ the unfused path is bandwidth-bound on every GPU of the catalog (an A100 needs 1
 compute-bound), which is why llama.cpp's 2023-24 builds (flash attention off by default until
 PR #15434, 2025-08) show attention rates of a few percent of peak. Held out by device over the
 public corpus: p90 31.1 -> 29.5%, rows past 25% 185 -> 163 (docs/public-calibration.md, round 18).
+
+The unfused products also read the cache more than once under grouped-query attention: kq =
+mul_mat(k, q) and kqv = mul_mat(v, kq) broadcast each of the kv_heads K/V heads over its group of
+heads / kv_heads query heads, and the kernels fetch the K/V head once per query head — CUDA (and
+HIP) run them as one batched cuBLAS GEMM whose batch entries point each query head at its K/V head
+(ggml-cuda.cu `ggml_cuda_mul_mat_batched_cublas`, the path for every GPU with fast fp16 since
+2023), Metal's mat-vec kernels index the K/V head per query head. What a cache catches of the
+repeat fetches is the chip's: r (`unfused_kv_reads`, per backend: sim.cost.llamacpp
+`UNFUSED_KV_READS`, chosen on the public corpus) is the effective reads, capped at the group (no
+reuse); a model without GQA (heads = kv_heads) reads its cache once. The evidence is the context
+slope of single-stream decode: XiongjieDai's llama-bench tables decode Llama 3 8B (32 query heads,
+8 K/V heads) 7.5-12.2 KB slower per (cached token, layer) between tg512 and tg8192 on five CUDA
+GPUs at their fitted bandwidths, where one read of K and V plus the scores is 4.6 KB; every device's
+tg8192 read 5-25% fast in sample with one read.
 
 Why max within a kernel and a sum across: inside one kernel the GPU (or CPU) streams its operands
 from memory while its matmul units work on what already arrived — the two resources overlap, and the
@@ -174,7 +189,7 @@ from sim.cost.decode_runs import (
 )
 from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, _mmq_tile_traffic_one, cuda_mmq_tile_bandwidth,
                                cuda_moe_expert_tile, gemm_rows, gemm_start_rows, mmq_tile_traffic_bytes,
-                               moe_expert_rows)
+                               moe_expert_rows, unfused_kv_reads)
 from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement
 from sim.cost.params import CostParams
 
@@ -286,6 +301,7 @@ class CostModel:
         flash_attention: bool = True,
         moe_expert_tile: int = 0,
         mmq_tile_bandwidth: float = 0.0,
+        unfused_kv_reads: float = 1.0,
     ):
         self.model = model
         # llama.cpp's CUDA MMQ tile traffic priced at this bandwidth [B/s] as a floor of the weight GEMMs
@@ -319,6 +335,12 @@ class CostModel:
         # flash attention (the engine's flash_attention), 0 with it (module docstring).
         self.flash_attention = bool(flash_attention)
         self.score_bytes_per_layer_key = 0.0 if flash_attention else SCORE_BYTES * model.n_heads
+        # K/V bytes read per cached token and layer: once with flash attention; without it each K/V head
+        # once per query head of its group, of which a cache catches part (`unfused_kv_reads`; module
+        # docstring)
+        group = model.n_heads // model.n_kv_heads
+        self.kv_read_bytes_per_layer_token = self.kv_bytes_per_layer_token * (
+            1.0 if flash_attention else min(float(group), max(1.0, float(unfused_kv_reads))))
         self.n_layers = model.n_layers
         self.n_full_layers = model.n_layers - model.n_sliding_layers
         self.n_sliding_layers = model.n_sliding_layers
@@ -402,7 +424,8 @@ class CostModel:
                    decode_correction=correction, kv_pad=eng.attention_kv_padding,
                    flash_attention=eng.flash_attention_for(spec),
                    moe_expert_tile=cuda_moe_expert_tile(prof.vendor, eng.kernel_family),
-                   mmq_tile_bandwidth=cuda_mmq_tile_bandwidth(prof, eng.kernel_family, q))
+                   mmq_tile_bandwidth=cuda_mmq_tile_bandwidth(prof, eng.kernel_family, q),
+                   unfused_kv_reads=unfused_kv_reads(prof.vendor, eng.kernel_family))
 
     # ---- token counts summed over layers ---------------------------------------------------------
     def layer_tokens(self, context):
@@ -501,7 +524,8 @@ class CostModel:
             matmul_s = max(matmul_s, tile_s) if isinstance(tile_s, float) else np.maximum(matmul_s, tile_s)
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
-        kv_s = (self.kv_bytes_per_layer_token * (kv_read_layer_tokens + self.n_layers * tokens)
+        kv_s = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
+                + self.kv_bytes_per_layer_token * self.n_layers * tokens
                 + self.score_bytes_per_layer_key * layer_keys) / bw
         return matmul_s, weights_s, attention_s, kv_s, it_s + seq_s * seqs
 
@@ -576,14 +600,15 @@ class CostModel:
             gemm_p    = max((f x flops_per_token x start(T) + h x flops_per_sequence x rows(logits)) / matmul_p,
                             (f x layer weight bytes(T) + h x head bytes) / bandwidth_p)
             compute_p = gemm_p + f x attention_flops_per_layer_key x layer_keys / attention_p
-            memory_p  = gemm_p + kv_factor x f x (kv_bytes_per_layer_token x (kv_read + L x T)
+            memory_p  = gemm_p + kv_factor x f x (kv_bytes_per_layer_token x (r x kv_read + L x T)
                                                   + score_bytes_per_layer_key x layer_keys) / bandwidth_p
         so the part's stage time max(compute_p, memory_p) is gemm_p + max(attention, K/V).
         `logits` = positions whose logits are computed (one per sequence; k + 1 in a verify step).
         """
         pl = self.placement
         layer_bytes = self.weight_bytes_read(tokens) - self.head_bytes
-        kv_layer_tokens = kv_read_layer_tokens + self.n_layers * tokens
+        kv_bytes = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
+                    + self.kv_bytes_per_layer_token * self.n_layers * tokens)
         parts = []
         for p in pl.parts:
             f, h = p.layer_fraction, float(p.head)
@@ -595,7 +620,7 @@ class CostModel:
             stream_s = weight_stream_s(tokens, weight_bytes, p.bandwidth_bytes_per_s, self.matvec_weights_per_byte,
                                        p.matvec_s_per_weight)
             attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
-            kv_s = p.kv_factor * f * (self.kv_bytes_per_layer_token * kv_layer_tokens
+            kv_s = p.kv_factor * f * (kv_bytes
                                       + self.score_bytes_per_layer_key * layer_keys) / p.bandwidth_bytes_per_s
             # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`);
             # llama.cpp's MMQ tile floor (`_mmq_tile_s`) is priced on one device only, not per part
@@ -649,7 +674,7 @@ class CostModel:
         starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
         tb = n / mb
         parts0, comm, overhead = self._placed_terms(tb, tb, keys0 / mb, read0 / mb, tb, n)
-        attn, kvb, sc = self.attention_flops_per_layer_key, self.kv_bytes_per_layer_token, self.score_bytes_per_layer_key
+        attn, kvb, sc = self.attention_flops_per_layer_key, self.kv_read_bytes_per_layer_token, self.score_bytes_per_layer_key
         lines = [
             (c0, p.layer_fraction * attn * keys1 / mb / p.attention_flops_per_s,
              m0, p.kv_factor * p.layer_fraction * (kvb * read1 + sc * keys1) / mb / p.bandwidth_bytes_per_s)
@@ -846,7 +871,7 @@ class CostModel:
             "attention_flops": self.attention_flops_per_layer_key * keys,
             "decode_attention_flops": self.attention_flops_per_layer_key * dkeys,
             "weight_bytes": float(self.weight_bytes_read(t)) if ran else 0.0,
-            "kv_read_bytes": self.kv_bytes_per_layer_token * kv_read,
+            "kv_read_bytes": self.kv_read_bytes_per_layer_token * kv_read,
             "kv_write_bytes": self.kv_bytes_per_layer_token * self.n_layers * t,
             "attention_score_bytes": self.score_bytes_per_layer_key * keys,
             # every FLOP at its rate, every byte at the bandwidth
@@ -951,7 +976,7 @@ class CostModel:
         compute0 = gemm + overhead
         memory0 = gemm + kv_write_s + overhead
         attn = self.attention_flops_per_layer_key * slow / att  # s per layer-key (all decode keys)
-        kvr = self.kv_bytes_per_layer_token / bw  # s per layer-token read
+        kvr = self.kv_read_bytes_per_layer_token / bw  # s per layer-token read
         sc = self.score_bytes_per_layer_key / bw  # s per layer-key of scores through memory (no flash attention)
         c = self._decode_consts[n] = (compute0, memory0, attn, kvr, sc, self.params)
         return c
