@@ -1137,11 +1137,20 @@ PIN_INFO = 16.0
 # which stops a 6-row group that its 8 parameters follow exactly from counting as precise): 9.7 /
 # 42.7 / 7.3%.
 # Chosen on all rows after seeing them, like `_tier`'s orderings, and narrowly: the figures on either
-# side of (3, 0.03) are 0.4-0.8 points worse on decode. The floor keeps a device whose rows it
-# follows within 3% from outweighing all others of its tier. Within a tier only: TIER_DECAY (1e-4
-# a tier) still decides between tiers.
+# side of (3, 0.03) were 0.4-0.8 points worse on decode. Within a tier only: TIER_DECAY (1e-4 a tier)
+# still decides between tiers.
+# The floor is ROW_SIGMA since round 24: a fit cannot be more precise than the scatter of the rows it
+# follows, so a donor counts less only when its fit misses its own rows by more than that. Rechecked
+# after round 23 had priced the unfused attention's K/V reads (the M1 Max's and the CUDA cards' long
+# decodes, which the compromise fits had absorbed), a spread below 10% had stopped meaning precision:
+# a 4-6-row group that its parameters follow to 1% (RTX 5090, L40S, RTX 3090) outweighed a 74-row one
+# 27-fold, and those lent the DGX Spark its matmul rate. Held out by device (rows past 25% of 1,234,
+# median / p90 / single-stream decode median), power 3: floor 0.03 128, 8.5 / 25.5 / 6.5%; 0.04 122;
+# 0.05 119, 8.5 / 24.6 / 6.5%; 0.06 115; 0.08 112; ROW_SIGMA 112, 8.5 / 24.4 / 6.6% (the same as no
+# spread weighting: no fitted donor's spread exceeds 0.1 but the eager-mode DGX Spark vLLM group's);
+# power 2 at 0.03 124, at 0.05 118. Again chosen on all rows after seeing them.
 SPREAD_POWER = 3.0
-SPREAD_FLOOR = 0.03
+SPREAD_FLOOR = ROW_SIGMA
 
 
 def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],

@@ -281,10 +281,10 @@ def test_a_donor_whose_rows_the_model_follows_poorly_counts_less_in_a_transfer(s
     """`GroupParams.spread` is the median |log(predicted / measured)| of a fit; a transfer weighs each
     donor by (ROW_SIGMA / max(spread, SPREAD_FLOOR)) ** SPREAD_POWER on top of sqrt(rows)."""
     items, clean = synthetic_fit
-    # the same rows, alternately 15% fast and slow: no parameters follow them
-    noisy = fit_group([replace(it, row=replace(it.row, value=it.row.value * (1.15 if i % 2 else 1 / 1.15)))
+    # the same rows, alternately 40% fast and slow: no parameters follow them
+    noisy = fit_group([replace(it, row=replace(it.row, value=it.row.value * (1.4 if i % 2 else 1 / 1.4)))
                        for i, it in enumerate(items)], "rtx-4090", "ggml")
-    assert clean.spread < 0.01 and noisy.spread > 0.1
+    assert clean.spread < 0.01 and noisy.spread > 2 * pf.ROW_SIGMA
     assert "bandwidth:gguf" in noisy.pinned
     # an RTX 5090 held out: the L40S and the RTX 4090 are both one tier away (NVIDIA, GDDR)
     assert pf._tier("rtx-5090", "l40s", "memory") == pf._tier("rtx-5090", "rtx-4090", "memory")
@@ -300,6 +300,11 @@ def test_a_donor_whose_rows_the_model_follows_poorly_counts_less_in_a_transfer(s
                                                   rel=1e-6)
     # the clean donor's 0.5 decides: with equal trust the two would meet near sqrt(0.5 x 0.8) = 0.63
     assert got.bandwidth["gguf"] < 0.52
+    # a fit cannot be more precise than its rows' scatter: two donors whose fits follow their rows within
+    # ROW_SIGMA count alike (by their rows alone), however much closer one of them follows
+    close = replace(noisy, device="rtx-4090", bandwidth={"gguf": 0.8, "f16": 0.8}, spread=0.6 * pf.ROW_SIGMA)
+    fits[("rtx-4090", "ggml")] = close
+    assert pf.transfer("rtx-5090", "ggml", fits).bandwidth["gguf"] == pytest.approx(math.sqrt(0.5 * 0.8), rel=1e-6)
 
 
 def test_fit_and_simulator_price_a_fitted_profile_alike(kquant_matvec):
