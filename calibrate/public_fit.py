@@ -1143,8 +1143,9 @@ PIN_INFO = 16.0
 # follows, so a donor counts less only when its fit misses its own rows by more than that. Rechecked
 # after round 23 had priced the unfused attention's K/V reads (the M1 Max's and the CUDA cards' long
 # decodes, which the compromise fits had absorbed), a spread below 10% had stopped meaning precision:
-# a 4-6-row group that its parameters follow to 1% (RTX 5090, L40S, RTX 3090) outweighed a 74-row one
-# 27-fold, and those lent the DGX Spark its matmul rate. Held out by device (rows past 25% of 1,234,
+# groups that their parameters follow to 1-3% (the RTX 5090's 4 rows, the L40S's 20, the RTX 3090's 23)
+# weighed 16 times as much per row as the H200's 74 (spread 7.6%), and they lent the DGX Spark its
+# matmul rate. Held out by device (rows past 25% of 1,234,
 # median / p90 / single-stream decode median), power 3: floor 0.03 128, 8.5 / 25.5 / 6.5%; 0.04 122;
 # 0.05 119, 8.5 / 24.6 / 6.5%; 0.06 115; 0.08 112; ROW_SIGMA 112, 8.5 / 24.4 / 6.6% (the same as no
 # spread weighting: no fitted donor's spread exceeds 0.1 but the eager-mode DGX Spark vLLM group's);
