@@ -1145,11 +1145,11 @@ PIN_INFO = 16.0
 # decodes, which the compromise fits had absorbed), a spread below 10% had stopped meaning precision:
 # groups that their parameters follow to 1-3% (the RTX 5090's 4 rows, the L40S's 20, the RTX 3090's 23)
 # weighed 16 times as much per row as the H200's 74 (spread 7.6%), and they lent the DGX Spark its
-# matmul rate. Held out by device (rows past 25% of 1,234,
-# median / p90 / single-stream decode median), power 3: floor 0.03 128, 8.5 / 25.5 / 6.5%; 0.04 122;
-# 0.05 119, 8.5 / 24.6 / 6.5%; 0.06 115; 0.08 112; ROW_SIGMA 112, 8.5 / 24.4 / 6.6% (the same as no
-# spread weighting: no fitted donor's spread exceeds 0.1 but the eager-mode DGX Spark vLLM group's);
-# power 2 at 0.03 124, at 0.05 118. Again chosen on all rows after seeing them.
+# matmul rate. Held out by device, rows past 25% of 1,234 (median / p90 / single-stream decode
+# median), power 3: floor 0.03 128 (8.5 / 25.5 / 6.5%); 0.04 122; 0.05 119 (8.5 / 24.6 / 6.5%);
+# 0.06 115; 0.08 112; ROW_SIGMA 112 (8.5 / 24.4 / 6.6%), the same as no spread weighting, since no
+# fitted donor's spread exceeds 0.1 but the eager-mode DGX Spark vLLM group's; power 2: 0.03 124,
+# 0.05 118. Again chosen on all rows after seeing them.
 SPREAD_POWER = 3.0
 SPREAD_FLOOR = ROW_SIGMA
 

@@ -229,8 +229,8 @@ def unfused_kv_reads(vendor: str, kernel_family: str | None) -> float:
 
     Chosen per backend by the public fit's in-sample robust loss over the llama.cpp groups of that
     backend (every group refitted; docs/public-calibration.md, round 23), on a grid of 1-4 (CUDA)
-    and 4, 6, no reuse (Metal): CUDA 385.4 at 1, 381.9 at 2, 382.2 at 2.5, 383.7 at 3, 389.5 at 4;
-    Metal 125.1 at 1, 108.2 at 4, 107.8 at 6, 108.7 with no reuse. The L2 of an NVIDIA GPU catches
+    and 4, 6, no reuse (Metal): CUDA 385.4 at 1, 383.3 at 1.5, 381.9 at 2, 382.2 at 2.5, 383.7 at 3,
+    386.6 at 3.5, 389.5 at 4; Metal 125.1 at 1, 108.2 at 4, 107.8 at 6, 108.7 with no reuse. The L2 of an NVIDIA GPU catches
     about half of a Llama 3 group's four fetches; Apple's GPUs catch next to none (a Llama 3 70B
     group has eight query heads a K/V head, so 6 is the only value between 4 and no reuse there)."""
     if kernel_family != "ggml":

@@ -58,9 +58,10 @@ public corpus: p90 31.1 -> 29.5%, rows past 25% 185 -> 163 (docs/public-calibrat
 The unfused products also read the cache more than once under grouped-query attention: kq =
 mul_mat(k, q) and kqv = mul_mat(v, kq) broadcast each of the kv_heads K/V heads over its group of
 heads / kv_heads query heads, and the kernels fetch the K/V head once per query head — CUDA (and
-HIP) run them as one batched cuBLAS GEMM whose batch entries point each query head at its K/V head
-(ggml-cuda.cu `ggml_cuda_mul_mat_batched_cublas`, the path for every GPU with fast fp16 since
-2023), Metal's mat-vec kernels index the K/V head per query head. What a cache catches of the
+HIP) builds of 2023-24 run them as one batched cuBLAS GEMM whose batch entries point each query head
+at its K/V head (ggml-cuda.cu `ggml_cuda_mul_mat_batched_cublas`, their path on every GPU with fast
+fp16), and Metal's mat-vec kernels, like CUDA's later ones, index the K/V head per query head (a
+channel ratio). What a cache catches of the
 repeat fetches is the chip's: r (`unfused_kv_reads`, per backend: sim.cost.llamacpp
 `UNFUSED_KV_READS`, chosen on the public corpus) is the effective reads, capped at the group (no
 reuse); a model without GQA (heads = kv_heads) reads its cache once. The evidence is the context
@@ -674,10 +675,10 @@ class CostModel:
         starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
         tb = n / mb
         parts0, comm, overhead = self._placed_terms(tb, tb, keys0 / mb, read0 / mb, tb, n)
-        attn, kvb, sc = self.attention_flops_per_layer_key, self.kv_read_bytes_per_layer_token, self.score_bytes_per_layer_key
+        attn, kvr, sc = self.attention_flops_per_layer_key, self.kv_read_bytes_per_layer_token, self.score_bytes_per_layer_key
         lines = [
             (c0, p.layer_fraction * attn * keys1 / mb / p.attention_flops_per_s,
-             m0, p.kv_factor * p.layer_fraction * (kvb * read1 + sc * keys1) / mb / p.bandwidth_bytes_per_s)
+             m0, p.kv_factor * p.layer_fraction * (kvr * read1 + sc * keys1) / mb / p.bandwidth_bytes_per_s)
             for p, (c0, m0) in zip(self.placement.parts, parts0)
         ]
         if not isinstance(starts, float):
