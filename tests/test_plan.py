@@ -101,3 +101,32 @@ def test_plan_rejects_unknown_names_before_searching(tmp_path, option, value, me
     res = CliRunner().invoke(app, ["plan", *[x for kv in args.items() for x in kv]])
     assert res.exit_code == 2
     assert res.output.strip().splitlines()[-1].startswith(message)
+
+
+def test_a_parallel_plan_reports_its_candidates_in_their_input_order(tmp_path):
+    """Workers finish in any order; `on_done` (the progress lines) hears of the candidates in the
+    order they were given, so a plan prints the same lines however its workers were scheduled."""
+    from sim.plan.executors import Outcome
+    from sim.plan.planner import Candidate, run_plan
+
+    class Backwards:
+        """Completes the items last to first, as a pool of workers may."""
+
+        name = "backwards"
+
+        def map_unordered(self, fn, items):
+            for item in reversed(list(items)):
+                yield Outcome(item, error="not run") if item["position"] == 1 else Outcome(item, fn(item))
+
+        def close(self):
+            pass
+
+    trace = str(_trace(tmp_path / "t.jsonl", n=40))
+    candidates = [Candidate(hw=h, engine="vllm", model="llama-3.1-8b", quant="fp8")
+                  for h in ("rtx-4090", "h100-sxm", "dgx-spark")]
+    heard = []
+    out = run_plan(trace=trace, candidates=candidates, slo=SLO(ttft_p90_s=1.0), target_rps=5.0,
+                   settings=SearchSettings(rel_tol=0.2, max_iterations=4), executor=Backwards(),
+                   on_done=lambda r: heard.append((r["hw"], r.get("error"))))
+    assert heard == [("rtx-4090", None), ("h100-sxm", "not run"), ("dgx-spark", None)]
+    assert {c["hw"] for c in out["candidates"]} == {"rtx-4090", "h100-sxm", "dgx-spark"}

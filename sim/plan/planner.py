@@ -355,6 +355,10 @@ def run_plan(
     tasks = [{"position": i, "candidate": asdict(c), "trace": trace, "slo": asdict(slo), "settings": asdict(settings),
               "seed": seed, "overrides": overrides or {}} for i, c in enumerate(candidates)]
     results = []
+    # `on_done` hears of the candidates in their input order (each as soon as it and every candidate
+    # before it are done), so a parallel plan prints the same progress lines as a serial one
+    waiting: dict[int, dict[str, Any]] = {}
+    told = 0  # candidates `on_done` has heard of: positions 0 .. told - 1
     try:
         for outcome in executor.map_unordered(search_candidate, tasks):
             r = outcome.value if outcome.error is None else {**outcome.item["candidate"], "error": outcome.error}
@@ -362,7 +366,10 @@ def run_plan(
                           assumptions=assumptions)
             results.append((outcome.item["position"], r))
             if on_done:
-                on_done(r)
+                waiting[outcome.item["position"]] = r
+                while told in waiting:
+                    on_done(waiting.pop(told))
+                    told += 1
     finally:
         executor.close()
     # Candidates' input order breaks ties in the ranking, so completion order never shows.
