@@ -55,7 +55,7 @@ from calibrate.public_corpus import REPO_SOURCE, PublicRow
 from sim.catalog.hardware import Efficiency
 from sim.catalog.quant import base_class, kernel_class
 from sim.cost.memory import GiB
-from sim.cost.llamacpp import cuda_mmq_tile_bandwidth, cuda_moe_expert_tile, unfused_kv_reads
+from sim.cost.llamacpp import llamacpp_kernel_args
 from sim.cost.params import CostParams
 from sim.cost.roofline import CostModel, StepFeatures
 
@@ -352,11 +352,11 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
     if pool is not None:
         spec = spec.model_copy(update={"expert_pool_fraction": pool})
     q = _with_mxfp4_layers(spec.quant(quant), mxfp4_layers)
+    kernels = llamacpp_kernel_args(hw, eng.kernel_family, q)
+    if not mmq_tiles:
+        kernels["mmq_tile_bandwidth"] = 0.0
     cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.attention_kv_padding,
-                   flash_attention=flash_attention,
-                   moe_expert_tile=cuda_moe_expert_tile(hw.vendor, eng.kernel_family),
-                   mmq_tile_bandwidth=cuda_mmq_tile_bandwidth(hw, eng.kernel_family, q) if mmq_tiles else 0.0,
-                   unfused_kv_reads=unfused_kv_reads(hw.vendor, eng.kernel_family))
+                   flash_attention=flash_attention, **kernels)
     return hw, eng, spec, q, cm
 
 

@@ -230,12 +230,23 @@ def unfused_kv_reads(vendor: str, kernel_family: str | None) -> float:
     Chosen per backend by the public fit's in-sample robust loss over the llama.cpp groups of that
     backend (every group refitted; docs/public-calibration.md, round 23), on a grid of 1-4 (CUDA)
     and 4, 6, no reuse (Metal): CUDA 385.4 at 1, 383.3 at 1.5, 381.9 at 2, 382.2 at 2.5, 383.7 at 3,
-    386.6 at 3.5, 389.5 at 4; Metal 125.1 at 1, 108.2 at 4, 107.8 at 6, 108.7 with no reuse. The L2 of an NVIDIA GPU catches
-    about half of a Llama 3 group's four fetches; Apple's GPUs catch next to none (a Llama 3 70B
+    386.6 at 3.5, 389.5 at 4; Metal 125.1 at 1, 108.2 at 4, 107.8 at 6, 108.7 with no reuse. The L2
+    of an NVIDIA GPU catches about half of a Llama 3 group's four fetches; Apple's GPUs catch next to none (a Llama 3 70B
     group has eight query heads a K/V head, so 6 is the only value between 4 and no reuse there)."""
     if kernel_family != "ggml":
         return 1.0
     return UNFUSED_KV_READS.get(vendor, 1.0)
+
+
+def llamacpp_kernel_args(hw, kernel_family: str | None, quant) -> dict:
+    """The `CostModel` arguments that llama.cpp's kernels on `hw` set, one rule each (see each
+    function): `moe_expert_tile` (`cuda_moe_expert_tile`), `mmq_tile_bandwidth`
+    (`cuda_mmq_tile_bandwidth`) and `unfused_kv_reads` (`unfused_kv_reads`); every rule is off for
+    the other kernel families. The simulator (`CostModel.from_names`) and the public fit
+    (calibrate/public_fit.py) both price a row or a run through here."""
+    return {"moe_expert_tile": cuda_moe_expert_tile(hw.vendor, kernel_family),
+            "mmq_tile_bandwidth": cuda_mmq_tile_bandwidth(hw, kernel_family, quant),
+            "unfused_kv_reads": unfused_kv_reads(hw.vendor, kernel_family)}
 
 
 # MMQ's weight tile: mmq_y = 128 rows of the weight matrix per CTA on NVIDIA GPUs (mmq.cuh `get_mmq_y_host`),

@@ -188,9 +188,8 @@ from sim.cost.decode_runs import (
     _sum_max_of_two_lines,
     _sum_pipeline_steps,
 )
-from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, _mmq_tile_traffic_one, cuda_mmq_tile_bandwidth,
-                               cuda_moe_expert_tile, gemm_rows, gemm_start_rows, mmq_tile_traffic_bytes,
-                               moe_expert_rows, unfused_kv_reads)
+from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, _mmq_tile_traffic_one, gemm_rows, gemm_start_rows,
+                               llamacpp_kernel_args, mmq_tile_traffic_bytes, moe_expert_rows)
 from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement
 from sim.cost.params import CostParams
 
@@ -424,9 +423,7 @@ class CostModel:
         return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload,
                    decode_correction=correction, kv_pad=eng.attention_kv_padding,
                    flash_attention=eng.flash_attention_for(spec),
-                   moe_expert_tile=cuda_moe_expert_tile(prof.vendor, eng.kernel_family),
-                   mmq_tile_bandwidth=cuda_mmq_tile_bandwidth(prof, eng.kernel_family, q),
-                   unfused_kv_reads=unfused_kv_reads(prof.vendor, eng.kernel_family))
+                   **llamacpp_kernel_args(prof, eng.kernel_family, q))
 
     # ---- token counts summed over layers ---------------------------------------------------------
     def layer_tokens(self, context):
