@@ -172,3 +172,16 @@ def test_import_script_reproduces_committed_csvs():
 ])
 def test_reserved_patterns_catch_reserved_sources(bad):
     assert any(p.search(bad) for p in RESERVED)
+
+
+def test_summary_counts_every_row():
+    sys.path.insert(0, str(SERVING))
+    try:
+        import summary  # benchmarks/serving/summary.py
+    finally:
+        sys.path.pop(0)
+    rows = summary.load(SERVING)
+    text = summary.summarize(rows)
+    assert text.startswith(f"{len(_files())} files, {len(rows)} rows, ")
+    assert len(rows) == len(_rows())
+
