@@ -1,0 +1,286 @@
+"""Build benchmarks/serving/sglang.csv (corpus-b): SGLang's own published serving runs.
+
+Two sources:
+1. The SGLang cookbook (sgl-project/sgl-cookbook@COOKBOOK_COMMIT, docs/autoregressive/*.md):
+   full `sglang.bench_serving` result blocks at three concurrencies per scenario.
+   Parsed from a fetched snapshot:  python build_sglang_csv.py --cookbook-git-dir DIR
+   (DIR = the snapshot's git directory). Every figure is copied from the printed block.
+2. sgl-project/sglang@SGL060_COMMIT:benchmark/benchmark_vllm_060/README.md (SGLang v0.3.0
+   vs vLLM v0.6.0, LMSYS): transcribed below, figures exactly as printed.
+
+Selection (which cookbook pages, which device each maps to) is listed in PAGES; pages whose
+result blocks cannot be tied to one device, or whose blocks repeat another page's figures,
+are left out (see COLLECTIONS-b.md).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from corpus_b_common import BENCH_LINES, fmt, num, slug, write_csv  # noqa: E402
+import sglang_cookbook as sc  # noqa: E402
+
+COOKBOOK_COMMIT = "7b5bd9c05e3d86da5161ac2be9b91c19a34bf49d"  # 2026-05-01
+COOKBOOK_URL = "https://github.com/sgl-project/sgl-cookbook/blob/%s/%s#L%d"
+
+# page -> model catalog id (HF id when infersim has none) and quant of the checkpoint.
+# Quant is the checkpoint's own format (no --quantization flag is given on these pages).
+MODELS = {
+    "Meta-Llama/Llama-3.1-70B": ("llama-3.1-70b", "bf16", "BF16 checkpoint (the base model, not Instruct; infersim's llama-3.1-70b has the same architecture)"),
+    "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-R1-0528", "fp8", "native FP8 (block-scaled) checkpoint"),
+    "deepseek-ai/DeepSeek-V3.1": ("deepseek-ai/DeepSeek-V3.1", "fp8", "native FP8 (block-scaled) checkpoint"),
+    "baidu/ERNIE-4.5-21B-A3B-PT": ("baidu/ERNIE-4.5-21B-A3B-PT", "bf16", "BF16 checkpoint"),
+    "zai-org/GLM-4.7-Flash": ("zai-org/GLM-4.7-Flash", "bf16", "BF16 checkpoint"),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": ("Qwen/Qwen3-235B-A22B-Instruct-2507", "bf16", "BF16 checkpoint"),
+    "Qwen/Qwen3-Coder-Next": ("Qwen/Qwen3-Coder-Next", "bf16", "BF16 checkpoint"),
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8": ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "fp8", "FP8 checkpoint"),
+    "stepfun-ai/Step-3.5-Flash": ("stepfun-ai/Step-3.5-Flash", "bf16", "BF16 checkpoint"),
+    "moonshotai/Kimi-Linear-48B-A3B-Instruct": ("moonshotai/Kimi-Linear-48B-A3B-Instruct", "bf16", "BF16 checkpoint"),
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "bf16", "BF16 checkpoint"),
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "bf16", "BF16 checkpoint"),
+    "MiniMaxAI/MiniMax-M2.5": ("MiniMaxAI/MiniMax-M2.5", "fp8", "native FP8 checkpoint"),
+    "MiniMaxAI/MiniMax-M2": ("MiniMaxAI/MiniMax-M2", "fp8", "native FP8 checkpoint"),
+}
+
+PAGES = [
+    "docs/autoregressive/Llama/Llama3.1.md",
+    "docs/autoregressive/DeepSeek/DeepSeek-R1.md",
+    "docs/autoregressive/DeepSeek/DeepSeek-V3_1.md",
+    "docs/autoregressive/Ernie/Ernie4.5.md",
+    "docs/autoregressive/GLM/GLM-4.7-Flash.md",
+    "docs/autoregressive/Qwen/Qwen3.md",
+    "docs/autoregressive/Qwen/Qwen3-Coder-Next.md",
+    "docs/autoregressive/Qwen/Qwen3-Coder.md",
+    "docs/autoregressive/StepFun/Step3.5.md",
+    "docs/autoregressive/Moonshotai/Kimi-Linear.md",
+    "docs/autoregressive/Llama/Llama4.md",
+    "docs/autoregressive/MiniMax/MiniMax-M2.5.md",
+    "docs/autoregressive/MiniMax/MiniMax-M2.md",
+]
+
+
+def device_of(hw: str) -> tuple[str, str]:
+    """infersim profile id for the page's 'Hardware:' line, and what the page says."""
+    h = hw.upper()
+    if "B200" in h:
+        return "b200", f"{hw} (no infersim profile yet: new id b200)"
+    if "H100" in h:
+        return "h100-sxm", f"{hw} (80GB HBM3 = the SXM part)"
+    if "H200" in h:
+        return "h200", hw
+    if "MI300" in h:
+        return "mi300x", hw
+    if "A100" in h:
+        return "a100-80g", f"{hw} (memory size not printed; mapped to a100-80g)"
+    raise ValueError(f"no device mapping for {hw!r}")
+
+
+def cookbook_rows(git_dir: str) -> list[dict]:
+    rows: list[dict] = []
+    for path in PAGES:
+        text = sc.git_show(git_dir, COOKBOOK_COMMIT, path)
+        curves: dict[tuple, list[dict]] = {}
+        for p in sc.parse_page(text):
+            hw = p["env"].get("hardware", "")
+            if not hw or not p["launch"]:
+                continue
+            curves.setdefault((hw, p["launch"], sc.bench_flags(p).get("random-input-len"),
+                               sc.bench_flags(p).get("random-output-len")), []).append(p)
+        for (hw, launch, isl, osl), pts in curves.items():
+            concs = [sc.bench_flags(p).get("max-concurrency") for p in pts]
+            if len(set(concs)) != len(concs) or len(pts) < 3:
+                raise ValueError(f"{path}: curve {hw}/{isl}/{osl} has concurrencies {concs}")
+            rows += curve_rows(path, hw, launch, isl, osl, pts)
+    return rows
+
+
+def curve_rows(path, hw, launch, isl, osl, pts) -> list[dict]:
+    lf = sc._flags(launch)
+    model_path = lf.get("model-path") or lf.get("model")
+    model, quant, ckpt_note = MODELS[model_path]
+    tp = int(lf.get("tp") or lf.get("tp-size") or 1)
+    device, variant = device_of(hw)
+    env_vars = " ".join(t for t in launch.replace("\\\n", " ").split() if "=" in t and t.isupper() is False and t.split("=")[0].isupper())
+    flags = " ".join(f"--{k} {v}" if v != "true" else f"--{k}" for k, v in lf.items()
+                     if k not in ("model", "model-path", "tokenizer-path", "host", "port"))
+    if env_vars:
+        flags = (env_vars + " " + flags).strip()
+    version = pts[0]["env"].get("sglang version", "unknown")
+    curve = f"sglang-cookbook-{slug(model.split('/')[-1])}-{device}-tp{tp}-{isl}-{osl}"
+    out = []
+    for p in pts:
+        bf = sc.bench_flags(p)
+        m = p["metrics"]
+        conc = bf["max-concurrency"]
+        assert m.get("Max request concurrency") == conc, (path, p["line"])
+        nreq = num(m["Successful requests"])
+        mean_in = num(m["Total input tokens"]) / nreq
+        mean_out = num(m["Total generated tokens"]) / nreq
+        bench_cmd = " ".join(p["bench"].replace("\\\n", " ").split())
+        common = {
+            "curve_id": curve,
+            "source": COOKBOOK_URL % (COOKBOOK_COMMIT, path, p["line"]),
+            "source_ref": f"sgl-project/sgl-cookbook@{COOKBOOK_COMMIT[:7]}:{path} ({p['heads'][4] or p['heads'][3]}; result block at line {p['line']})",
+            "publisher": "LMSYS/SGLang (SGLang cookbook)",
+            "engine": "sglang",
+            "engine_version": version,
+            "engine_flags": flags,
+            "device": device,
+            "device_variant": variant,
+            "n_devices": str(tp),
+            "tp": str(tp),
+            "model": model,
+            "quant": quant,
+            "kv_cache_dtype": lf.get("kv-cache-dtype", "not stated"),
+            "client": "sglang-bench-serving",
+            "dataset": bf.get("dataset-name", "not stated"),
+            "input_tokens": isl or "",
+            "output_tokens": osl or "",
+            "range_ratio": bf.get("random-range-ratio", ""),
+            "num_prompts": bf.get("num-prompts", ""),
+            "warmup": bf.get("warmup-requests", ""),
+            "ramp_up": "",
+            "ignore_eos": "true",
+            "load_kind": "concurrency",
+            "max_concurrency": conc,
+            "request_rate": bf.get("request-rate", "inf"),
+            "burstiness": "1.0",
+        }
+        note = (f"Cookbook page's test environment: {hw}, SGLang {version}, launch `{' '.join(launch.replace(chr(92)+chr(10), ' ').split())}`; "
+                f"client command as printed: `{bench_cmd}`. {ckpt_note}. "
+                f"No --random-range-ratio on the command (client default); the printed totals give mean lengths "
+                f"{m['Total input tokens']}/{m['Successful requests']} = {mean_in:.1f} input and "
+                f"{m['Total generated tokens']}/{m['Successful requests']} = {mean_out:.1f} output tokens per request. "
+                f"ignore_eos true: sglang.bench_serving ignores EOS unless --disable-ignore-eos, which the command lacks. "
+                f"Warm-up not stated (the client's own default). Realised mean concurrency printed: {m.get('Concurrency', 'n/a')}. "
+                f"request_rate inf: {'as printed' if 'request-rate' in bf else 'client default (printed Traffic request rate: ' + m.get('Traffic request rate', '?') + ')'}.")
+        for label, (q, stat) in BENCH_LINES.items():
+            if label not in m:
+                continue
+            r = dict(common)
+            r.update({
+                "row_id": f"{curve}-c{conc}-{q}-{stat}",
+                "quantity": q, "statistic": stat,
+                "value": fmt(num(m[label])),
+                "as_printed": f"{label}: {m[label]}",
+                "derivation": "",
+                "notes": note,
+            })
+            out.append(r)
+    return out
+
+
+# --- sgl-project/sglang benchmark/benchmark_vllm_060/README.md (transcribed) ---------------
+SGL060_COMMIT = "120affb9613cc3f5bcd055ec09c7621d3ced0ebc"
+SGL060_URL = f"https://github.com/sgl-project/sglang/blob/{SGL060_COMMIT}/benchmark/benchmark_vllm_060/README.md"
+SGL060_REF = (f"sgl-project/sglang@{SGL060_COMMIT[:7]}:benchmark/benchmark_vllm_060/README.md "
+              "(\"How to reproduce the benchmark results for SGLang v0.3.0 compared to vLLM v0.6.0\", LMSYS, Sept 2024)")
+# (setup, engine, rps, num_prompts, table columns as printed)
+SGL060_ONLINE_COLS = ["Median E2E Latency", "Median TTFT", "Median TPOT", "Median ITL"]
+SGL060_ONLINE = [
+    ("8b-a100", "SGLang", "4", "1200", ["1564.17", "31.98", "13.17", "11.93"]),
+    ("8b-a100", "vLLM", "4", "1200", ["1691.97", "100.48", "14.14", "129.32"]),
+    ("8b-a100", "SGLang", "8", "2400", ["2175.02", "35.68", "17.85", "14.41"]),
+    ("8b-a100", "vLLM", "8", "2400", ["2137.16", "120.39", "17.09", "158.63"]),
+    ("70b-h100x4", "SGLang", "4", "1200", ["3005.24", "53.94", "25.03", "21.67"]),
+    ("70b-h100x4", "vLLM", "4", "1200", ["2915.60", "179.15", "23.58", "231.23"]),
+    ("70b-h100x4", "SGLang", "8", "2400", ["4064.98", "58.11", "33.07", "24.45"]),
+    ("70b-h100x4", "vLLM", "8", "2400", ["3752.38", "207.12", "29.15", "275.32"]),
+]
+SGL060_OFFLINE = [  # RPS inf, 5000 prompts: Request throughput, Output token throughput
+    ("8b-a100", "SGLang", ["22.03", "4281.51"]),
+    ("8b-a100", "vLLM", ["21.27", "4132.37"]),
+    ("70b-h100x4", "SGLang", ["19.84", "3856.01"]),
+    ("70b-h100x4", "vLLM", ["19.04", "3700.64"]),
+]
+SGL060_SETUP = {
+    "8b-a100": dict(device="a100-80g", variant="1 x A100 80G (form factor not printed)", n="1", model="llama-3.1-8b",
+                    title="Llama 3.1 8B Instruct 1 x A100 80G"),
+    "70b-h100x4": dict(device="h100-sxm", variant="4 x H100 80G (form factor not printed; mapped to h100-sxm like the corpus's other unstated-H100 rows)",
+                       n="4", model="llama-3.1-70b", title="Llama 3.1 70B Instruct 4 x H100 80G"),
+}
+SGL060_FLAGS = {
+    ("8b-a100", "SGLang", "online"): "--enable-torch-compile --disable-radix-cache",
+    ("8b-a100", "SGLang", "offline"): "--enable-torch-compile --disable-radix-cache",
+    ("8b-a100", "vLLM", "online"): "--disable-log-requests --num-scheduler-steps 10 --max_model_len 4096",
+    ("8b-a100", "vLLM", "offline"): "--disable-log-requests --num-scheduler-steps 10 --max_model_len 4096",
+    ("70b-h100x4", "SGLang", "online"): "--disable-radix-cache --tp 4",
+    ("70b-h100x4", "SGLang", "offline"): "--disable-radix-cache --tp 4 --mem-frac 0.88",
+    ("70b-h100x4", "vLLM", "online"): "--disable-log-requests --num-scheduler-steps 10 --tensor 4 --max_model_len 4096",
+    ("70b-h100x4", "vLLM", "offline"): "--disable-log-requests --num-scheduler-steps 10 --tensor 4 --max_model_len 4096",
+}
+
+
+def sgl060_rows() -> list[dict]:
+    rows = []
+    qmap = {"Median E2E Latency": ("e2el_ms", "median"), "Median TTFT": ("ttft_ms", "median"),
+            "Median TPOT": ("tpot_ms", "median"), "Median ITL": ("itl_ms", "median")}
+
+    def base(setup, engine, mode):
+        s = SGL060_SETUP[setup]
+        eng = "sglang" if engine == "SGLang" else "vllm"
+        flags = SGL060_FLAGS[(setup, engine, mode)]
+        # The SGLang 70B server ran with --mem-frac 0.88 offline only, so its offline point is
+        # a separate curve; every other setup used one launch command for both modes.
+        split = setup == "70b-h100x4" and engine == "SGLang" and mode == "offline"
+        curve = f"sglang-vllm060-{eng}-{setup}-sharegpt" + ("-memfrac088" if split else "")
+        return {
+            "curve_id": curve, "source": SGL060_URL, "source_ref": SGL060_REF,
+            "publisher": "LMSYS/SGLang", "engine": eng,
+            "engine_version": "0.3.0" if eng == "sglang" else "0.6.0",
+            "engine_flags": flags, "device": s["device"], "device_variant": s["variant"],
+            "n_devices": s["n"], "tp": s["n"], "model": s["model"], "quant": "bf16",
+            "kv_cache_dtype": "not stated", "client": "sglang-bench-serving", "dataset": "sharegpt",
+            "input_tokens": "", "output_tokens": "", "range_ratio": "", "warmup": "", "ramp_up": "",
+            "ignore_eos": "not stated", "burstiness": "1.0", "derivation": "",
+        }, s
+
+    common_note = ("LMSYS's SGLang v0.3.0 vs vLLM v0.6.0 comparison; client python3 -m sglang.bench_serving "
+                   "--backend {b} --dataset-name sharegpt (ShareGPT lengths, not stated further; Poisson arrivals at the "
+                   "request rate). Model meta-llama/Llama-3.1-{sz}B-Instruct, dtype not stated (BF16 checkpoint, no quantization flag). "
+                   "vLLM ran with multi-step scheduling (--num-scheduler-steps 10), which the README says raises ITL; SGLang's "
+                   "mem_frac default 0.88 at TP1, 0.85 at TP4 (README notes).")
+    for setup, engine, rps, nprompts, vals in SGL060_ONLINE:
+        b, s = base(setup, engine, "online")
+        for col, v in zip(SGL060_ONLINE_COLS, vals):
+            q, stat = qmap[col]
+            r = dict(b)
+            r.update({"row_id": f"{b['curve_id']}-r{rps}-{q}-{stat}", "num_prompts": nprompts,
+                      "load_kind": "rate", "max_concurrency": "", "request_rate": rps,
+                      "quantity": q, "statistic": stat, "value": fmt(num(v)),
+                      "as_printed": f"{s['title']} | RPS {rps} | Num prompts {nprompts} | Engine {engine} | {col} {v}",
+                      "notes": common_note.format(b=b['engine'], sz="8" if setup.startswith("8b") else "70")
+                      + " Table unit not printed; milliseconds (bench_serving prints these in ms)."})
+            rows.append(r)
+    for setup, engine, vals in SGL060_OFFLINE:
+        b, s = base(setup, engine, "offline")
+        for (q, col), v in zip([("request_tps", "Request throughput"), ("output_tps", "Output token throughput")], vals):
+            r = dict(b)
+            r.update({"row_id": f"{b['curve_id']}-rinf-{q}-value", "num_prompts": "5000",
+                      "load_kind": "rate", "max_concurrency": "", "request_rate": "inf",
+                      "quantity": q, "statistic": "value", "value": fmt(num(v)),
+                      "as_printed": f"{s['title']} (Offline) | RPS inf | Num Prompts 5000 | Engine {engine} | {col} {v}",
+                      "notes": common_note.format(b=b['engine'], sz="8" if setup.startswith("8b") else "70")
+                      + (" Offline run launched with --mem-frac 0.88 (README), unlike the online runs: its own curve (one point)."
+                         if b["curve_id"].endswith("memfrac088") else "")})
+            rows.append(r)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--cookbook-git-dir", required=True, help="git dir of a sgl-project/sgl-cookbook snapshot")
+    ap.add_argument("--out", default=str(HERE / "sglang.csv"))
+    a = ap.parse_args()
+    rows = cookbook_rows(a.cookbook_git_dir) + sgl060_rows()
+    write_csv(Path(a.out), rows)
+    curves = {r["curve_id"] for r in rows}
+    print(f"{len(rows)} rows, {len(curves)} curves -> {a.out}")
+
+
+if __name__ == "__main__":
+    main()
