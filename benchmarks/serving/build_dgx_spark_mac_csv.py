@@ -246,7 +246,7 @@ def omlx_m4max_rows() -> list[dict]:
         note = ("oMLX's one-click benchmark (admin panel, 14 tests, default config), continuous-batching section: B requests of "
                 "1024 prompt / 128 generated tokens submitted together. The reporter later traced the 2x collapse to test order "
                 "(the first batch test after a 200k-token single-request test is penalised; control run without it: 2x healthy) -- "
-                "the 2x point is an outlier. TTFT aggregation over the B requests not stated (mean assumed by the column name). "
+                "the 2x point is an outlier. TTFT aggregation over the B requests not stated (mean assumed by the column name). Quant mlx-6bit has no infersim format yet. "
                 f"Printed row: pp TPS (total) {pp_tot}, pp TPS/req {pp_req}, TTFT {ttft} ms, tg TPS {tg}, E2E {e2e or 'not legible'} s.")
         pts = [("ttft_ms", "mean", num(ttft), f"TTFT (ms) {ttft}", "")]
         if e2e:
