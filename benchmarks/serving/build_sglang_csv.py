@@ -7,6 +7,9 @@ Two sources:
    (DIR = the snapshot's git directory). Every figure is copied from the printed block.
 2. sgl-project/sglang@SGL060_COMMIT:benchmark/benchmark_vllm_060/README.md (SGLang v0.3.0
    vs vLLM v0.6.0, LMSYS): transcribed below, figures exactly as printed.
+3. datacrunch-research/h200-benchmarks@DC_COMMIT:sglang/outputs/*.jsonl -- the result lines
+   `sglang.bench_serving --output-file` wrote for request-rate sweeps on H200 (DataCrunch,
+   Dec 2024), read from a fetched snapshot:  --datacrunch-git-dir DIR.
 
 Selection (which cookbook pages, which device each maps to) is listed in PAGES; pages whose
 result blocks cannot be tied to one device, or whose blocks repeat another page's figures,
@@ -271,12 +274,85 @@ def sgl060_rows() -> list[dict]:
     return rows
 
 
+# --- datacrunch-research/h200-benchmarks (sglang.bench_serving JSONL result lines) ----------
+DC_COMMIT = "c091ef530a525d2e788bc41c39a4450b09c9f2ad"  # 2024-12-14
+DC_URL = "https://github.com/datacrunch-research/h200-benchmarks/blob/%s/%s#L%d"
+DC_RUNS = [
+    # (jsonl path, line numbers to use, model id, n GPUs, launch command as printed in the script, script path)
+    ("sglang/outputs/llama_3_3_70b_online_output.jsonl", [1, 2, 3, 4, 5], "llama-3.3-70b", 4,
+     "python3 -m sglang.launch_server --model-path meta-llama/Llama-3.3-70B-Instruct --tp-size 4 --host 0.0.0.0 --port 30000 --disable-radix-cache --enable-torch-compile",
+     "sglang/experiments/llama_3_3_70b_sglang.sh"),
+    ("sglang/outputs/llama_3_3_70b_offline_output.jsonl", [1], "llama-3.3-70b", 4,
+     "python3 -m sglang.launch_server --model-path meta-llama/Llama-3.3-70B-Instruct --tp-size 4 --host 0.0.0.0 --port 30000 --disable-radix-cache --enable-torch-compile",
+     "sglang/experiments/llama_3_3_70b_sglang.sh"),
+    ("sglang/outputs/llama_405b_online_output.jsonl", [1, 2, 3, 4], "meta-llama/Llama-3.1-405B-Instruct", 8,
+     "python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-405B-Instruct --tp-size 8 --host 0.0.0.0 --port 30000 --disable-radix-cache --enable-torch-compile",
+     "sglang/experiments/llama_405b_sglang.sh"),
+]
+
+
+def datacrunch_rows(git_dir: str) -> list[dict]:
+    import json
+    rows = []
+    for path, lines, model, n, launch, script in DC_RUNS:
+        text = sc.git_show(git_dir, DC_COMMIT, path).splitlines()
+        for ln in lines:
+            raw = text[ln - 1]
+            d = json.loads(raw)
+            assert d["dataset_name"] == "random" and d["random_input_len"] == 1024 and d["random_output_len"] == 1024
+            rate = "inf" if d["request_rate"] == float("inf") else fmt(d["request_rate"])
+            curve = f"sglang-datacrunch-{slug(model.split('/')[-1])}-h200-tp{n}-random-1024-1024"
+            nreq = d["completed"]
+            base = {
+                "curve_id": curve, "source": DC_URL % (DC_COMMIT, path, ln),
+                "source_ref": f"datacrunch-research/h200-benchmarks@{DC_COMMIT[:7]}:{path} line {ln} (bench_serving --output-file result line; commands in {script})",
+                "publisher": "DataCrunch (datacrunch-research)", "engine": "sglang",
+                "engine_version": "unknown (SGLang of Dec 2024; the result line and scripts print no version)",
+                "engine_flags": " ".join(t for t in launch.split() if t not in ("python3", "-m", "sglang.launch_server")).replace("--host 0.0.0.0 --port 30000 ", ""),
+                "device": "h200", "device_variant": "H200 141GB (README: '4 x H200 141GB' / '8 x H200 141GB')",
+                "n_devices": str(n), "tp": str(n), "model": model, "quant": "bf16",
+                "kv_cache_dtype": "not stated", "client": "sglang-bench-serving", "dataset": "random",
+                "input_tokens": "1024", "output_tokens": "1024", "range_ratio": fmt(d["random_range_ratio"]),
+                "num_prompts": str(nreq), "warmup": "", "ramp_up": "", "ignore_eos": "true",
+                "load_kind": "rate", "max_concurrency": "", "request_rate": rate, "burstiness": "1.0",
+            }
+            mean_in = d["total_input_tokens"] / nreq
+            mean_out = d["total_output_tokens"] / nreq
+            note = (f"Launch (as commented in {script}): `{launch}` (Llama 3.3 70B / 3.1 405B in bf16 per the script). Client: "
+                    f"`python3 -m sglang.bench_serving --backend sglang --dataset-name random --num-prompt {nreq} "
+                    f"{'--request-rate ' + rate + ' ' if rate != 'inf' else ''}--random-input 1024 --random-output 1024` "
+                    f"(range ratio {d['random_range_ratio']} as recorded: input/output lengths uniform up to 1024; realised means "
+                    f"{d['total_input_tokens']}/{nreq} = {mean_in:.1f} input, {d['total_output_tokens']}/{nreq} = {mean_out:.1f} output tokens). "
+                    "Poisson arrivals at the request rate (rate inf: all requests at once, the script's 'offline' run). "
+                    "ignore_eos true: sglang.bench_serving's default. The repo README's median E2E figures for its 70B table repeat "
+                    "LMSYS's H100 numbers and are not used; these rows come from the raw result lines.")
+            vals = [
+                ("output_tps", "value", d["output_throughput"], f"\"output_throughput\": {d['output_throughput']}", ""),
+                ("ttft_ms", "median", d["median_ttft_ms"], f"\"median_ttft_ms\": {d['median_ttft_ms']}", ""),
+                ("itl_ms", "median", d["median_itl_ms"], f"\"median_itl_ms\": {d['median_itl_ms']}", ""),
+                ("e2el_ms", "median", d["median_e2e_latency_ms"], f"\"median_e2e_latency_ms\": {d['median_e2e_latency_ms']}", ""),
+                ("e2el_ms", "mean", d["mean_e2e_latency_ms"], f"\"mean_e2e_latency_ms\": {d['mean_e2e_latency_ms']}", ""),
+                ("request_tps", "value", nreq / d["duration"], f"\"completed\": {nreq}, \"duration\": {d['duration']}",
+                 f"completed / duration = {nreq} / {d['duration']} s = {nreq / d['duration']:.4f} req/s"),
+                ("total_tps", "value", (d["total_input_tokens"] + d["total_output_tokens"]) / d["duration"],
+                 f"\"total_input_tokens\": {d['total_input_tokens']}, \"total_output_tokens\": {d['total_output_tokens']}, \"duration\": {d['duration']}",
+                 f"(total_input_tokens + total_output_tokens) / duration = ({d['total_input_tokens']} + {d['total_output_tokens']}) / {d['duration']} s = {(d['total_input_tokens'] + d['total_output_tokens']) / d['duration']:.2f} tok/s"),
+            ]
+            for q, stat, v, printed, der in vals:
+                r = dict(base)
+                r.update({"row_id": f"{curve}-r{rate}-{q}-{stat}", "quantity": q, "statistic": stat,
+                          "value": fmt(round(v, 4)), "as_printed": printed, "derivation": der, "notes": note})
+                rows.append(r)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cookbook-git-dir", required=True, help="git dir of a sgl-project/sgl-cookbook snapshot")
+    ap.add_argument("--datacrunch-git-dir", required=True, help="git dir of a datacrunch-research/h200-benchmarks snapshot")
     ap.add_argument("--out", default=str(HERE / "sglang.csv"))
     a = ap.parse_args()
-    rows = cookbook_rows(a.cookbook_git_dir) + sgl060_rows()
+    rows = cookbook_rows(a.cookbook_git_dir) + sgl060_rows() + datacrunch_rows(a.datacrunch_git_dir)
     write_csv(Path(a.out), rows)
     curves = {r["curve_id"] for r in rows}
     print(f"{len(rows)} rows, {len(curves)} curves -> {a.out}")
