@@ -340,8 +340,10 @@ def datacrunch_rows(git_dir: str) -> list[dict]:
             ]
             for q, stat, v, printed, der in vals:
                 r = dict(base)
+                # A recorded figure keeps every digit the result line has; a derived one is rounded.
                 r.update({"row_id": f"{curve}-r{rate}-{q}-{stat}", "quantity": q, "statistic": stat,
-                          "value": fmt(round(v, 4)), "as_printed": printed, "derivation": der, "notes": note})
+                          "value": repr(float(v)) if not der else fmt(round(v, 4)), "as_printed": printed,
+                          "derivation": der, "notes": note})
                 rows.append(r)
     return rows
 
