@@ -9,6 +9,8 @@ Sources (every figure transcribed as printed; derivations in the `derivation` co
    concurrent requests (reported as a performance bug).
 3. jundot/omlx issue #1783 -- oMLX 0.4.2's built-in continuous-batching benchmark on an M4 Max
    (pp1024 / tg128 at 1x, 2x, 4x, 8x concurrent requests).
+4. youssofal/MTPLX issue #265 -- the same oMLX benchmark tool pointed at an MTPLX server on an
+   M3 Max (Qwen3.8-27B 4-bit, pp1024 / tg128 at 1x, 2x, 4x, 8x).
 
 Run: python3 benchmarks/serving/build_dgx_spark_mac_csv.py  (no arguments, no network).
 """
@@ -260,8 +262,48 @@ def omlx_m4max_rows() -> list[dict]:
     return rows
 
 
+def mtplx_m3max_rows() -> list[dict]:
+    """youssofal/MTPLX issue #265 (2026-08-16): continuous batching, pp1024 / tg128, M3 Max."""
+    src = "https://github.com/youssofal/MTPLX/issues/265"
+    curve = "mac-mtplx-m3max-qwen3.8-27b-4bit-pp1024-tg128"
+    # Batch | tg TPS | Speedup | pp TPS | pp TPS/req | TTFT (ms) | E2E (s) -- as printed
+    data = [("1", "42.8", "1.00", "192.8", "192.8", "5,292", "8.287"),
+            ("2", "17.7", "0.41", "133.3", "66.7", "15,355", "29.790"),
+            ("4", "32.8", "0.77", "143.2", "35.8", "28,474", "44.190"),
+            ("8", "69.3", "1.62", "112.0", "14.0", "51,052", "87.769")]
+    rows = []
+    for b, tg, speed, pp, pp_req, ttft, e2e in data:
+        base = {
+            "curve_id": curve, "source": src,
+            "source_ref": "youssofal/MTPLX issue #265 \"Bug: batch=2 slower than single request (0.41x) on Qwen3.8-27B continuous batching - M3 Max 128GB\" (taozhiyuai, 2026-08-16), continuous-batching table",
+            "publisher": "taozhiyuai (GitHub user)", "engine": "mlx",
+            "engine_version": "MTPLX (MLX-based server; version not stated)",
+            "engine_flags": "not stated in the table (external OpenAI-compatible endpoint at 127.0.0.1:8001)",
+            "device": "apple-m3-max", "device_variant": "Apple M3 Max, 40-core GPU, 128 GB unified memory",
+            "n_devices": "1", "tp": "1", "model": "Youssofal/Qwen3.8-27B-MTPLX-Optimized-Speed",
+            "quant": "mlx-4bit", "kv_cache_dtype": "not stated", "client": "custom",
+            "dataset": "oMLX benchmark prompts, code (mixed) context", "input_tokens": "1024", "output_tokens": "128",
+            "range_ratio": "", "num_prompts": b, "warmup": "", "ramp_up": "", "ignore_eos": "not stated",
+            "load_kind": "concurrency", "max_concurrency": b, "request_rate": "", "burstiness": "1.0",
+        }
+        note = ("oMLX's benchmark tool run against an MTPLX server (model: 4-bit/GS32 mixed, 19 GB, no MTP head). B requests of "
+                "1024 prompt / 128 generated tokens submitted together. The reporter files batch 2 (0.41x of batch 1's decode rate) "
+                "as a bug; batches 4 and 8 recover. TTFT grows with B because prefills run one after another "
+                f"(pp TPS {pp} total, {pp_req} per request). Printed row: tg TPS {tg}, speedup {speed}x, TTFT {ttft} ms, E2E {e2e} s. "
+                "Quant mlx-4bit: group size 32 here, infersim's mlx-4bit format assumes 64.")
+        pts = [("ttft_ms", "mean", num(ttft), f"TTFT (ms) {ttft}", ""),
+               ("e2el_ms", "mean", num(e2e) * 1000, f"E2E (s) {e2e}", f"{e2e} s x 1000 = {fmt(num(e2e)*1000)} ms")]
+        for q, stat, v, printed, der in pts:
+            r = dict(base)
+            r.update({"row_id": f"{curve}-c{b}-{q}", "quantity": q, "statistic": stat, "value": fmt(round(v, 4)),
+                      "as_printed": f"Batch {b}x | {printed}", "derivation": der,
+                      "notes": note + (" Outlier (reported as a bug)." if b == "2" else "")})
+            rows.append(r)
+    return rows
+
+
 def main() -> None:
-    rows = batched_bench_rows() + llama_server_m2ultra_rows() + omlx_m4max_rows()
+    rows = batched_bench_rows() + llama_server_m2ultra_rows() + omlx_m4max_rows() + mtplx_m3max_rows()
     out = HERE / "dgx_spark_mac.csv"
     write_csv(out, rows)
     print(f"{len(rows)} rows, {len({r['curve_id'] for r in rows})} curves -> {out}")
