@@ -1,4 +1,4 @@
-"""The corpus-b serving collections (benchmarks/serving/{sglang,dgx_spark_mac,trtllm,amd_rocm}.csv)
+"""The corpus-b serving collections (benchmarks/serving/{sglang,dgx_spark_mac,trtllm,amd_rocm,vllm_independent}.csv)
 keep the serving-corpus schema and their own promises: every row's figure is either found in its
 `as_printed` text or carries a derivation, row ids are unique, a curve varies only in load, and
 the transcribed llama-batched-bench tables are arithmetically consistent."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 SERVING = Path(__file__).resolve().parent.parent / "benchmarks" / "serving"
-FILES = ["sglang.csv", "dgx_spark_mac.csv", "trtllm.csv", "amd_rocm.csv"]
+FILES = ["sglang.csv", "dgx_spark_mac.csv", "trtllm.csv", "amd_rocm.csv", "vllm_independent.csv"]
 COLUMNS = [
     "row_id", "curve_id", "source", "source_ref", "publisher", "engine", "engine_version",
     "engine_flags", "device", "device_variant", "n_devices", "tp", "model", "quant",
