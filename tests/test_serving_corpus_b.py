@@ -96,3 +96,12 @@ def test_batched_bench_rows_are_consistent():
             assert math.isclose(v, t_tg * 1000 / tg, rel_tol=1e-3)
         if r["quantity"] == "output_tps":
             assert math.isclose(v, b * tg / t, rel_tol=1e-3)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_ids_carry_the_collection_name(name):
+    """Row and curve ids start with the file's stem, so no other collection can reuse them."""
+    stem = name[:-4] + "-"
+    for r in _rows(name):
+        assert r["row_id"].startswith(stem) and r["curve_id"].startswith(stem), r["row_id"]
+        assert r["row_id"].startswith(r["curve_id"]), r["row_id"]

@@ -74,7 +74,7 @@ def rows_for_run(git_dir: str, run: str, label: str, dataset: str) -> list[dict]
     flags = "vllm serve with non-default args " + nondefault
     jsons = sorted((p for p in ls(git_dir, f"{BASE}/{run}") if p.endswith(".json")),
                    key=lambda p: float(re.search(r"rate-([\d.]+)\.json", p).group(1)))
-    curve = f"vllm-do-gtc2026-{label}-{model}-fp8-h200-tp1"
+    curve = f"vllm_independent-do-gtc2026-{label}-{model}-fp8-h200-tp1"
     rows = []
     for path in jsons:
         d = json.loads(show(git_dir, path))
