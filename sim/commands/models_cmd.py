@@ -266,6 +266,10 @@ def fit(
     if sliding:
         con.print(f"KV GB/1k tok counts every layer; the sliding-window layers of {', '.join(sliding)} hold at most "
                   "their window, which 'fits', 'max ctx' and 'max seqs' account for.")
+    hybrid = [f"{m.name} ({m.state_bytes_per_sequence() / 1e6:.0f} MB)" for m in models if m.linear_attention]
+    if hybrid:
+        con.print(f"Recurrent-state layers hold a fixed state per sequence, whatever its context: {', '.join(hybrid)}; "
+                  "'fits', 'max ctx' and 'max seqs' count it.")
     if has_speed:
         con.print("tok/s: single-stream decode at the context and prefill of one context-long prompt, from "
                   + (f"sim.cost with engine {eng.name}." if eng else
