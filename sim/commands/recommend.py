@@ -8,7 +8,8 @@ per-user decode rate of `users` sequences decoding together at the context (`Cos
 and the TTFT of one `--prompt-tokens` prompt on an idle server (`prefill_tok_s`).
 
 Candidates that fit and meet the floors (`--min-tok-s`, `--max-ttft`) are ranked by total parameters
-(a size proxy, not a quality score), then weight precision (bits per weight), then decode speed; one
+(a size proxy, not a quality score), then weight precision in tiers (16, 8, 6, 4
+bits: `precision_tier`), then decode speed; one
 row per model. For the top choices the exact command to start the runtime is printed, and the
 `infersim calibrate --endpoint ...` command that measures it once it runs.
 """
@@ -37,14 +38,16 @@ def _ollama_tags() -> dict:
     return (yaml.safe_load(_RUNTIMES_FILE.read_text()) or {}).get("ollama", {})
 
 
-def runtime_options(hw: HardwareProfile) -> list[tuple[str, str]]:
-    """(engine preset, quantization) pairs that serve models on this device."""
+def runtime_options(hw: HardwareProfile, model) -> list[tuple[str, str]]:
+    """(engine preset, quantization) pairs that serve `model` on this device: a checkpoint released in
+    MXFP4 (gpt-oss) keeps it in its GGUF, the others take Q8_0 and Q4_K_M."""
     out: list[tuple[str, str]] = []
     if hw.kind == "gpu" or (hw.kind == "unified-soc" and hw.vendor == "NVIDIA"):
         out += [("vllm", "bf16")] + ([("vllm", "fp8")] if "fp8" in hw.peak_tflops else [])
     if hw.vendor == "Apple":
         out.append(("mlx", "mlx-4bit"))
-    out += [(eng, q) for q in GGUF_QUANTS for eng in ("llama.cpp", "ollama")]
+    gguf = ("mxfp4",) if model.default_quant == "mxfp4" else GGUF_QUANTS
+    out += [(eng, q) for q in gguf for eng in ("llama.cpp", "ollama")]
     return out
 
 
@@ -99,16 +102,20 @@ def recommend_rows(hw: HardwareProfile, models, *, context: int, users: int, pro
     from sim.cost.roofline import CostModel
 
     rows = []
-    for engine, quant in runtime_options(hw):
-        eng = load_engine(engine).for_hardware(hw)
-        for m in models:
+    for m in models:
+        for engine, quant in runtime_options(hw, m):
+            eng = load_engine(engine).for_hardware(hw)
             if engine == "ollama" and run_command(m, quant, engine, context, users) is None:
                 continue
             q = get_quant(quant)
             if m.max_context < context:
                 continue
+            # on unified memory the OS and the GPU's share of the pool bound every runtime (the profile's
+            # usable_memory_fraction), whatever share the runtime would take of a discrete GPU
+            fraction = (min(eng.memory_fraction, hw.usable_memory_fraction) if hw.kind == "unified-soc"
+                        else eng.memory_fraction)
             r = memory.fit(hw, m, q, kv_dtype=eng.kv_dtype, context=context, concurrency=users,
-                           memory_fraction=eng.memory_fraction, max_batched_tokens=eng.forward_tokens,
+                           memory_fraction=fraction, max_batched_tokens=eng.forward_tokens,
                            activation_reserve_fraction=eng.activation_reserve_fraction)
             row = {"model": m.name, "quant": quant, "engine": engine, "fits": bool(r.fits),
                    "params_b": m.n_params_total / 1e9, "bits_per_weight": q.bits_per_weight,
@@ -126,10 +133,16 @@ def recommend_rows(hw: HardwareProfile, models, *, context: int, users: int, pro
     return rows
 
 
+def precision_tier(bits_per_weight: float) -> int:
+    """16, 8, 6 or 4: the weight precision a format keeps, in the tiers users compare (Q8_0's 8.5 bits and
+    FP8's 8 are one tier; the ranking then goes by speed)."""
+    return next(t for t, floor in ((16, 15.0), (8, 7.5), (6, 5.5), (4, 0.0)) if bits_per_weight >= floor)
+
+
 def rank(rows: list[dict]) -> list[dict]:
     """The candidates that meet the need, best first, one per model (module docstring)."""
     ok = sorted((r for r in rows if r["meets"]),
-                key=lambda r: (-r["params_b"], -r["bits_per_weight"], -r["decode_tok_s_per_user"]))
+                key=lambda r: (-r["params_b"], -precision_tier(r["bits_per_weight"]), -r["decode_tok_s_per_user"]))
     seen, out = set(), []
     for r in ok:
         if r["model"] not in seen:

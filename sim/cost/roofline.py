@@ -617,13 +617,15 @@ class CostModel:
         pl = self.placement
         layer_bytes = self.weight_bytes_read(tokens) - self.head_bytes
         kv_bytes = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
-                    + self.kv_bytes_per_layer_token * self.n_layers * tokens)
+                    + self.kv_bytes_per_layer_token * self.n_layers * tokens
+                    + self.state_bytes_per_sequence_step * seqs)  # hybrid models' recurrent state (0 otherwise)
         parts = []
         for p in pl.parts:
             f, h = p.layer_fraction, float(p.head)
             # the part's GEMM start-up (n_1/2 rows, `DevicePart.matmul_half_rows`; 0 = plain roofline),
             # as `_terms` prices one device: layers from two rows on, the LM head with its leftover tile
-            matmul_flops = (f * self._layer_matmul_flops(tokens, p.matmul_half_rows)
+            matmul_flops = (f * (self._layer_matmul_flops(tokens, p.matmul_half_rows)
+                                 + self.recurrent_flops_per_token * tokens)
                             + h * self.flops_per_sequence * gemm_rows(logits, p.matmul_half_rows))
             weight_bytes = f * layer_bytes + h * self.head_bytes
             stream_s = weight_stream_s(tokens, weight_bytes, p.bandwidth_bytes_per_s, self.matvec_weights_per_byte,
@@ -815,6 +817,8 @@ class CostModel:
             return 0.0
         if self.placement is not None:
             rows = len(prefill_tokens) + len(decode_context)
+            if self.prompt_key_flops_ratio != 1.0:  # MLA: prompt keys at the unabsorbed rate (`_kernel_terms`)
+                keys = self.prompt_key_flops_ratio * (keys - dkeys) + dkeys
             return float(self.placed_time(t, rows, keys, kv_read, logits=n))
         c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
         # the measured correction is for decode passes as the probes ran them: every row a
