@@ -254,3 +254,24 @@ def test_a_deepseek2_gguf_reads_mla_from_its_kv_lora_rank(tmp_path):
     assert (m.n_moe_layers, m.mtp_layers) == (1, 1)
     assert m.kv_bytes_per_token("fp16") == 2 * (16 + 8) * 2
     assert np.isfinite(m.attention_flops_per_token(100))
+
+
+def test_an_mla_cache_is_whole_on_every_tensor_parallel_rank():
+    """The latent is shared by all heads: TP cannot split it (vLLM replicates it on each rank), where GQA's
+    8 KV heads split 8 ways."""
+    from sim.cost.memory import device_memory_bytes
+
+    ds, llama = CAT["deepseek-v3"], CAT["llama-3.1-70b"]
+    assert device_memory_bytes(ds, "fp8", "bf16", 1000, tp=8)[0][1] == pytest.approx(1000 * 70_272)
+    assert device_memory_bytes(llama, "fp8", "bf16", 1000, tp=8)[0][1] == pytest.approx(
+        1000 * llama.kv_bytes_per_token("bf16") / 8)
+    # and every rank reads all of it in a decode step
+    cm = CostModel.from_names("deepseek-v3", "fp8", "h200", load_engine("vllm").with_overrides(tp=8))
+    assert cm.placement.parts[0].kv_factor == 8
+
+
+def test_a_tensor_parallel_mla_prompt_is_priced_at_the_unabsorbed_rate():
+    cm = CostModel.from_names("deepseek-v3", "fp8", "h200", load_engine("vllm").with_overrides(tp=8))
+    t, n, keys, kv_read, dkeys = cm._aggregate([8192], [0], [])
+    at_decode_rate = float(cm.placed_time(t, 1, keys, kv_read, logits=n))
+    assert cm.step_time([8192], [0], []) < at_decode_rate

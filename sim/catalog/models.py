@@ -120,6 +120,13 @@ class ModelSpec(BaseModel):
         return self.moe_intermediate_size or self.intermediate_size
 
     @property
+    def n_cache_heads(self) -> int:
+        """Heads the KV cache splits by under tensor parallelism: K for GQA; 1 for MLA, whose latent is
+        shared by every head, so each tensor-parallel rank holds and reads all of it (vLLM replicates the
+        MLA cache across TP ranks; data-parallel attention is how SGLang avoids it)."""
+        return 1 if self.mla is not None else self.n_kv_heads
+
+    @property
     def n_linear_layers(self) -> int:
         """Layers with a fixed-size recurrent state (no KV cache)."""
         return self.linear_attention.n_layers if self.linear_attention is not None else 0

@@ -348,7 +348,7 @@ def device_memory_bytes(
     from sim.cost.parallel import kv_heads_per_device, stage_layer_counts
 
     layers, embedding, head, tied = _weight_shares(model, quant)
-    kv_share = kv_heads_per_device(model.n_kv_heads, tp) / model.n_kv_heads
+    kv_share = kv_heads_per_device(model.n_cache_heads, tp) / model.n_cache_heads  # MLA: replicated
     counts = stage_layer_counts(model.n_layers, pp)
     out = []
     for s, n in enumerate(counts):

@@ -323,7 +323,7 @@ def build_placement(
     if tp == 1 and pp == 1:
         return None
     L, h = model.n_layers, model.hidden_size
-    kv_factor = tp * kv_heads_per_device(model.n_kv_heads, tp) / model.n_kv_heads
+    kv_factor = tp * kv_heads_per_device(model.n_cache_heads, tp) / model.n_cache_heads  # MLA: 1 cache head
     counts = stage_layer_counts(L, pp)
     group = tp_group_params(params, tp)
     parts = tuple(
