@@ -275,3 +275,46 @@ def test_a_tensor_parallel_mla_prompt_is_priced_at_the_unabsorbed_rate():
     t, n, keys, kv_read, dkeys = cm._aggregate([8192], [0], [])
     at_decode_rate = float(cm.placed_time(t, 1, keys, kv_read, logits=n))
     assert cm.step_time([8192], [0], []) < at_decode_rate
+
+
+@pytest.mark.parametrize("name,cfg", [
+    ("llama-4-maverick", {"model_type": "llama4", "text_config": {
+        "model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+        "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+        "num_local_experts": 128, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "vocab_size": 202048,
+        "max_position_embeddings": 1048576, "attention_chunk_size": 8192, "tie_word_embeddings": False}}),
+    ("glm-4.5-air", {"model_type": "glm4_moe", "hidden_size": 4096, "intermediate_size": 10944,
+                     "moe_intermediate_size": 1408, "num_hidden_layers": 46, "num_attention_heads": 96,
+                     "num_key_value_heads": 8, "head_dim": 128, "attention_bias": True, "n_routed_experts": 128,
+                     "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 1,
+                     "num_nextn_predict_layers": 1, "vocab_size": 151552, "max_position_embeddings": 131072,
+                     "tie_word_embeddings": False}),
+    ("kimi-k2", {**DEEPSEEK_V3_CONFIG, "model_type": "kimi_k2", "num_attention_heads": 64, "num_key_value_heads": 64,
+                 "n_routed_experts": 384, "first_k_dense_replace": 1, "vocab_size": 163840,
+                 "max_position_embeddings": 131072, "num_nextn_predict_layers": 0}),
+])
+def test_config_json_of_each_new_family_reads_as_its_catalog_entry(tmp_path, name, cfg):
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    m, ref = spec_from_hf_config(tmp_path), CAT[name]
+    assert (m.n_params_total, m.n_params_active) == (ref.n_params_total, ref.n_params_active)
+    assert m.kv_bytes_per_sequence(50_000, "bf16") == ref.kv_bytes_per_sequence(50_000, "bf16")
+    assert (m.n_routed_layers, m.mtp_layers) == (ref.n_routed_layers, ref.mtp_layers)
+
+
+def test_nemotron_h_counts_its_mixer_and_mlp_blocks_and_refuses_unknown_ones(tmp_path):
+    base = {"model_type": "nemotron_h", "hidden_size": 4096, "intermediate_size": 21504, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 131072, "max_position_embeddings": 8192,
+            "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+            "tie_word_embeddings": False}
+    # Nemotron-H's own layout: an attention block may follow a Mamba block with no MLP between
+    (tmp_path / "config.json").write_text(json.dumps({**base, "num_hidden_layers": 9,
+                                                      "hybrid_override_pattern": "M-M*-M-M-"}))
+    m = spec_from_hf_config(tmp_path)
+    assert (m.n_layers, m.n_attention_layers, m.n_linear_layers, m.n_ffn_layers, m.gated_mlp) == (5, 1, 4, 4, False)
+    assert m._ffn_params(0) == 4 * 2 * 4096 * 21504  # squared-ReLU MLPs: up and down only
+    assert m.kv_bytes_per_token("bf16") == 1 * 2 * 8 * 128 * 2
+    (tmp_path / "config.json").write_text(json.dumps({**base, "num_hidden_layers": 6,
+                                                      "hybrid_override_pattern": "MEM*E-"}))
+    with pytest.raises(ConfigError) as e:
+        spec_from_hf_config(tmp_path)
+    assert e.value.field == "hybrid_override_pattern"

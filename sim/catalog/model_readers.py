@@ -546,16 +546,17 @@ def _hf_extra(cfg: _HFConfig, kind: HFModelType, n_layers: int, hidden: int, n_e
                                        conv_kernel=cfg.int("mamba_d_conv", 4))
         out["n_shared_experts"] = 1 if cfg.int("shared_intermediate_size", 0) and n_experts else 0
     elif kind.extra == "nemotron_h":
-        # one block per character: M = Mamba-2, * = attention, - = MLP; infersim's layers pair a mixer with
-        # an FFN, so a pattern whose MLP blocks do not follow its mixers one to one is not modelled
+        # one block per character: M = Mamba-2, * = attention, - = MLP. infersim's layers are the mixer
+        # blocks; the MLP blocks are counted apart (n_ffn_layers). Other block kinds (E = MoE in Nemotron 3)
+        # are not modelled
         pattern = d.get("hybrid_override_pattern")
         if not isinstance(pattern, str) or not pattern:
             raise ConfigError("missing required field", file=cfg.path, field="hybrid_override_pattern")
         mixers, mlps = sum(c in "M*" for c in pattern), pattern.count("-")
-        if mixers != mlps or any(c not in "M*-" for c in pattern):
-            raise ConfigError(f"a pattern of {mixers} mixer and {mlps} MLP blocks (or other block kinds: "
-                              f"{sorted(set(pattern) - set('M*-'))}) does not pair into decoder layers",
-                              file=cfg.path, field="hybrid_override_pattern")
+        if any(c not in "M*-" for c in pattern):
+            raise ConfigError(f"block kinds {sorted(set(pattern) - set('M*-'))} are not modelled (M = Mamba-2, "
+                              "* = attention, - = MLP)", file=cfg.path, field="hybrid_override_pattern")
+        out["n_ffn_layers"] = mlps
         out["linear_attention"] = dict(kind="mamba2", n_layers=pattern.count("M"), n_heads=cfg.int("mamba_num_heads"),
                                        head_dim=cfg.int("mamba_head_dim"), state_dim=cfg.int("ssm_state_size"),
                                        n_groups=cfg.int("n_groups", 1), conv_kernel=cfg.int("conv_kernel", 4))

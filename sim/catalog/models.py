@@ -68,6 +68,9 @@ class ModelSpec(BaseModel):
         None, ge=0,
         description=("layers with routed experts (DeepSeek's first_k_dense_replace, Llama 4's interleave step "
                      "leave the others dense, FFN width intermediate_size); None = every layer of a MoE model"))
+    n_ffn_layers: int | None = Field(
+        None, ge=0, description="layers with an FFN when the model interleaves mixer-only blocks (Nemotron-H's "
+                                "hybrid_override_pattern); None = every layer")
     mtp_layers: int = Field(0, ge=0, description="multi-token-prediction modules (num_nextn_predict_layers), not in "
                             "the parameter count: loaded only when serving with MTP speculative decoding")
     default_quant: str = "bf16"
@@ -199,10 +202,11 @@ class ModelSpec(BaseModel):
     def _ffn_params(self, experts: int) -> int:
         """FFN weights of all layers with `experts` routed experts per MoE layer:
         L_moe x (experts x expert + shared + router) + (L - L_moe) x the dense FFN."""
+        ffn_layers = self.n_layers if self.n_ffn_layers is None else self.n_ffn_layers
         if not self.is_moe:
-            return self.n_layers * self.dense_ffn_params
+            return ffn_layers * self.dense_ffn_params
         moe = self.n_routed_layers
-        return moe * self._moe_ffn_params_per_layer(experts) + (self.n_layers - moe) * self.dense_ffn_params
+        return moe * self._moe_ffn_params_per_layer(experts) + (ffn_layers - moe) * self.dense_ffn_params
 
     @property
     def n_params_total(self) -> int:
