@@ -318,3 +318,23 @@ def test_nemotron_h_counts_its_mixer_and_mlp_blocks_and_refuses_unknown_ones(tmp
     with pytest.raises(ConfigError) as e:
         spec_from_hf_config(tmp_path)
     assert e.value.field == "hybrid_override_pattern"
+
+
+def test_expert_parallelism_waits_for_the_busiest_rank_and_evens_out_with_the_batch():
+    from sim.cost.parallel import expert_parallel_imbalance
+
+    # 8 of 256 experts over 8 ranks: mean 1, variance 8 x 1/8 x 7/8 x 248/255, max ~ 1 + sigma sqrt(2 ln 8)
+    sigma = (8 * (1 / 8) * (7 / 8) * 248 / 255) ** 0.5
+    assert expert_parallel_imbalance(8, 256, 8) == pytest.approx(1 + sigma * (2 * np.log(8)) ** 0.5)
+    assert expert_parallel_imbalance(256, 256, 8) == pytest.approx(1.0)  # every expert touched: balanced
+    tp = load_engine("vllm").with_overrides(tp=8)
+    ep = tp.with_overrides(expert_parallel=True)
+    split = CostModel.from_names("deepseek-v3", "fp8", "h200", tp)
+    whole = CostModel.from_names("deepseek-v3", "fp8", "h200", ep)
+    one, many = [4096], [4096] * 512
+    assert whole.step_time((), (), one) > split.step_time((), (), one) * 1.2   # one sequence: ~3 experts on one rank
+    assert whole.step_time((), (), many) == pytest.approx(split.step_time((), (), many), rel=0.05)
+    # a dense model is unaffected
+    assert CostModel.from_names("llama-3.1-70b", "fp8", "h200", load_engine("vllm").with_overrides(
+        tp=8, expert_parallel=True)).step_time((), (), one) == CostModel.from_names(
+        "llama-3.1-70b", "fp8", "h200", tp).step_time((), (), one)

@@ -249,6 +249,10 @@ class EngineConfig(BaseModel):
     )
     tp: int = Field(1, ge=1, le=64, description="tensor-parallel degree: devices each layer is split across")
     pp: int = Field(1, ge=1, le=64, description="pipeline-parallel degree: stages the layers are split into")
+    expert_parallel: bool = Field(
+        False, description=("MoE models with tp > 1: routed experts placed whole on the tp ranks (E / tp each: "
+                            "vLLM --enable-expert-parallel, SGLang --ep-size) instead of split across them; attention "
+                            "stays tensor-parallel (sim.cost.parallel.expert_parallel_imbalance)"))
     gpu_layers: int | Literal["auto"] | None = Field(
         None, description="llama.cpp --n-gpu-layers: None = everything on the device, 'auto' = as many as fit"
     )

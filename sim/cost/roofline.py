@@ -190,7 +190,7 @@ from sim.cost.decode_runs import (
 )
 from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, _mmq_tile_traffic_one, gemm_rows, gemm_start_rows,
                                llamacpp_kernel_args, mmq_tile_traffic_bytes, moe_expert_rows)
-from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement
+from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement, expert_parallel_imbalance
 from sim.cost.params import CostParams
 
 if TYPE_CHECKING:
@@ -361,6 +361,8 @@ class CostModel:
         embedding, head = model.vocab_bytes(self.quant)
         streamed = total - (0.0 if model.tie_embeddings else embedding)
         self.expert_bytes = model.expert_bytes(self.quant)  # one routed expert, all layers [B]
+        # expert parallelism: ranks holding whole experts (1 = experts split like every matrix)
+        self.ep_ranks = parallel.tp if parallel is not None and parallel.expert_parallel and model.is_moe else 1
         self.non_expert_bytes = streamed - model.n_experts * self.expert_bytes
         self.dense_weight_bytes = streamed
         # The LM head's bytes, for placements that put it on one device (the last pipeline stage, the
@@ -415,7 +417,8 @@ class CostModel:
         params = params or CostParams.from_profile(prof, q, eng, spec.is_moe)
         # an engine family's fitted all-reduce step latency replaces the profile's (Efficiency)
         latency_us = prof.efficiency_for(eng.name, eng.kernel_family or eng.name).interconnect_latency_us
-        parallel = (ParallelConfig.for_profile(prof, eng.tp, eng.pp, latency_us=latency_us)
+        parallel = (ParallelConfig.for_profile(prof, eng.tp, eng.pp, latency_us=latency_us,
+                                               expert_parallel=eng.expert_parallel)
                     if eng.tp * eng.pp > 1 else None)
         offload = None
         if eng.gpu_layers is not None:
@@ -463,6 +466,8 @@ class CostModel:
             return self.dense_weight_bytes  # broadcasts against array arguments
         touched = expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, new_tokens,
                                             self.model.expert_pool_fraction)
+        if self.ep_ranks > 1:  # the busiest rank's experts set the step (sim.cost.parallel)
+            touched = touched * expert_parallel_imbalance(touched, self.model.n_experts, self.ep_ranks)
         return self.non_expert_bytes + touched * self.expert_bytes
 
     def _layer_matmul_flops(self, tokens, half: float):
