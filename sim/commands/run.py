@@ -275,7 +275,7 @@ def _config_line(spec, eng, prof, model) -> str:
         load += (f" | efficiencies from {spec.efficiency_from}: compute={eff.compute:.3g} "
                  f"bandwidth={eff.bandwidth:.3g} attention={eff.attention:.3g}, peaks from {hw_name}")
     return (f"config: hw={hw_name} model={model_name} quant={quant} kv_dtype={eng.kv_dtype} "
-            f"engine={eng.name} {eng.version} scheduler={eng.scheduler} kv={eng.kv_allocator} {limits} "
+            f"engine={eng.name}{'@' + eng.release if eng.release else ''} {eng.version} scheduler={eng.scheduler} kv={eng.kv_allocator} {limits} "
             f"| {load} | trace={spec.trace}")
 
 
