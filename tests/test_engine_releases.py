@@ -217,3 +217,12 @@ def test_cost_of_a_decode_step_follows_the_graph_it_replays():
     assert graphs.decode_run_time(big, 1) == pytest.approx(graphs.step_time(decode_context=big), rel=1e-9)
     # a prefill step is not a graph replay
     assert graphs.step_time([100], [0], ctx) == pytest.approx(plain.step_time([100], [0], ctx))
+
+
+def test_engines_command_lists_releases_with_the_default_first():
+    r = subprocess.run([str(INFERSIM), "engines", "--json"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    rows = {row["name"]: row for row in json.loads(r.stdout)}
+    for name, rels in RELEASES.items():
+        assert set(rows[name]["releases"]) == rels and rows[name]["default_release"] == NEWEST[name]
+    assert rows["llama.cpp"]["releases"] == {}
