@@ -226,3 +226,41 @@ def test_engines_command_lists_releases_with_the_default_first():
     for name, rels in RELEASES.items():
         assert set(rows[name]["releases"]) == rels and rows[name]["default_release"] == NEWEST[name]
     assert rows["llama.cpp"]["releases"] == {}
+
+
+# ---- how each engine forms an iteration -------------------------------------------------------------
+
+def test_presets_pick_their_engines_batching():
+    assert load_engine("sglang").scheduler == load_engine("sglang@0.4").scheduler == "prefill_first"
+    assert load_engine("trtllm").scheduler == load_engine("trtllm@0.x").scheduler == "inflight"
+    assert load_engine("vllm").scheduler == "chunked"
+
+
+def test_inflight_runs_decodes_and_whole_prompts_together_within_max_num_tokens():
+    st = _state(PagedAllocator(100_000, 16), _req(0, 100), _req(1, 300))
+    s = make_scheduler("inflight", max_num_seqs=8, max_num_batched_tokens=400, context_tokens=100_000)
+    first = s.plan(st)
+    assert first.prefill_tokens == [100, 300]  # whole prompts, never chunked
+    _apply(st, first)
+    st.waiting.append(Pending(st.log.add("2", 0.0, 399), _req(2, 399)))
+    second = s.plan(st)  # two decodes take 2 of the 400 tokens: the 399-token prompt waits
+    assert len(second.decode_lanes) == 2 and not second.prefill_lanes
+    st.waiting.popleft()
+    st.waiting.append(Pending(st.log.add("3", 0.0, 398), _req(3, 398)))
+    third = s.plan(st)  # 2 + 398 = 400 fits: decodes and the prompt in one step
+    assert len(third.decode_lanes) == 2 and third.prefill_tokens == [398]
+
+
+def test_prefill_first_never_mixes_prefills_with_decodes_and_chunks_at_the_budget():
+    st = _state(PagedAllocator(100_000, 1), _req(0, 100))
+    s = make_scheduler("prefill_first", max_num_seqs=8, max_num_batched_tokens=512, context_tokens=100_000)
+    _apply(st, s.plan(st))
+    st.waiting.append(Pending(st.log.add("1", 0.0, 1000), _req(1, 1000)))
+    b = s.plan(st)  # a prefill can be formed: it runs alone, chunked at 512
+    assert b.prefill_tokens == [512] and len(b.decode_lanes) == 0
+    _apply(st, b)
+    b = s.plan(st)  # the chunked request goes on before any decode
+    assert b.prefill_tokens == [488] and len(b.decode_lanes) == 0
+    _apply(st, b)
+    b = s.plan(st)  # nothing left to prefill: both decode
+    assert not b.prefill_lanes and len(b.decode_lanes) == 2 and b.stable

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 from sim.catalog.quant import get_quant, kv_dtype_bytes
 from sim.errors import ConfigError, pydantic_error_to_config_error
 
-Scheduler = Literal["static", "continuous", "chunked", "sequential", "slots"]
+Scheduler = Literal["static", "continuous", "chunked", "sequential", "slots", "inflight", "prefill_first"]
 KVAllocatorKind = Literal["contiguous", "paged"]
 # How `context_size` relates to slots (llama.cpp / Ollama style servers):
 # - split:    one KV buffer of context_size tokens, each of the N slots owns context_size / N

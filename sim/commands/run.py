@@ -32,7 +32,7 @@ def run(
     efficiency_from: Optional[str] = typer.Option(
         None, "--efficiency-from", help="profile (e.g. calibrated) whose efficiencies replace --hw's"),
     engine_file: Optional[Path] = typer.Option(None, "--engine-file", help="YAML of engine fields to override"),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static|continuous|chunked|sequential|slots"),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static|continuous|chunked|inflight|prefill_first|sequential|slots"),
     kv: Optional[str] = typer.Option(None, "--kv", help="KV allocator: contiguous|paged"),
     max_seqs: Optional[int] = typer.Option(
         None, "--max-seqs", help="concurrency limit (vLLM max_num_seqs, llama-server slots, OLLAMA_NUM_PARALLEL)"),

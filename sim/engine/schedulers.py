@@ -18,6 +18,10 @@ Policies, picked by name from `SCHEDULERS`:
 - `chunked`: continuous batching with a per-iteration token budget (`max_num_batched_tokens`):
   every decode takes one token first, then prefill chunks (unfinished prefills first, then new
   admissions) fill what is left (Sarathi-Serve, OSDI 2024; vLLM v1's default).
+- `inflight`: TensorRT-LLM's in-flight batching without chunked context: decodes and whole prompts
+  share an iteration, up to the token budget (`InflightBatching`).
+- `prefill_first`: SGLang's default: a prefill batch (chunked at the budget) whenever one can be
+  formed, otherwise a decode batch; never mixed (`PrefillFirst`).
 - `sequential`: one request at a time, first come first served.
 - `slots`: llama-server: `max_num_seqs` slots, each limited to the slot context (`context_size //
   max_num_seqs` for a split buffer), batched like `chunked` with `n_batch` =
@@ -67,6 +71,9 @@ class Scheduler:
     name: ClassVar[str] = ""
     #: whether a prompt must fit in one iteration's token budget (no chunking)
     whole_prompt: ClassVar[bool] = True
+    #: whether a whole prompt that does not fit what the budget has left waits even when it would be the
+    #: iteration's only prefill (TensorRT-LLM's MicroBatchScheduler stops at max_num_tokens)
+    strict_budget: ClassVar[bool] = False
 
     def __init__(self, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int,
                  shared_slots: bool = False, new_token_ratio=None, watermark: float = 0.0) -> None:
@@ -243,7 +250,7 @@ class Scheduler:
             hit = 0 if no_cache and not p.transferred else state.prefix_hit(p)
             goal = p.prompt_tokens + p.generated - hit  # p.prefill_goal - hit
             chunk = goal if whole else int(min(goal, budget))
-            if chunk <= 0 or (lanes and chunk > budget):
+            if chunk <= 0 or ((lanes or self.strict_budget) and chunk > budget):
                 break
             if self.watermark and not p.transferred:
                 # vLLM V0 BlockSpaceManager.can_allocate: the whole prompt's blocks (V0 allocates them at
@@ -362,6 +369,66 @@ class ChunkedPrefill(Scheduler):
         return Batch(lanes, tokens, decodes, stable=stable and not lanes)
 
 
+class InflightBatching(ChunkedPrefill):
+    """TensorRT-LLM's in-flight batching without chunked context (`enable_chunked_prefill` False, its
+    default): one iteration runs the generation requests' next tokens and whole context (prompt)
+    requests together, up to `max_num_tokens` tokens and `max_batch_size` requests
+    (batch_manager/microBatchScheduler.cpp: a generation request counts one token, a context request
+    its whole prompt; a context request that would pass max_num_tokens waits). Running requests come
+    first (they are the oldest), then new prompts in arrival order — the `chunked` policy with whole
+    prompts."""
+
+    name = "inflight"
+    whole_prompt = True
+    strict_budget = True
+
+
+class PrefillFirst(ChunkedPrefill):
+    """SGLang's default scheduling (`enable_mixed_chunk` False): an iteration is either a prefill
+    (extend) batch or a decode batch, never both (managers/scheduler.py get_next_batch_to_run: a new
+    prefill batch, when one can be formed, runs before the running batch's next decode step). The
+    prefill batch continues the unfinished chunked request first, then admits waiting requests,
+    chunking the last at what is left of `chunked_prefill_size` (= max_num_batched_tokens)
+    (schedule_policy.PrefillAdder); with `new_token_ratio`, admission keeps room for the tokens not yet
+    generated. When no prefill can be formed, every running sequence decodes."""
+
+    name = "prefill_first"
+
+    def plan(self, state: "ReplicaState") -> Batch:
+        preempted_before = state.preemptions
+        if self.ntr is not None and not state.running:
+            self._restart_ratio(state, self.ntr.init)  # an idle server starts from init again
+        budget = self.token_budget
+        lanes: list[int] = []
+        tokens: list[int] = []
+        for lane in list(state.prefilling):  # the chunked request(s), oldest first
+            if budget <= 0:
+                break
+            if not state.active[lane]:
+                continue
+            ctx = int(state.ctx[lane])
+            chunk = int(min(state.prefill_goal[lane] - ctx, budget))
+            if self._reserve_or_preempt(state, lane, ctx + chunk):
+                lanes.append(lane)
+                tokens.append(chunk)
+                budget -= chunk
+        if state.preemptions != preempted_before:
+            if self.ntr is not None:
+                self._retracted(state)
+            keep = [i for i, lane in enumerate(lanes) if state.active[lane]]
+            lanes, tokens = [lanes[i] for i in keep], [tokens[i] for i in keep]
+            if lanes:  # admit nobody new in an iteration that had to preempt (as `chunked`)
+                return Batch(lanes, tokens, _NO_LANES)
+        elif state.waiting and budget > 0:
+            self._admit_waiting(state, lanes, tokens, budget)
+        if lanes:
+            return Batch(lanes, tokens, _NO_LANES)
+        decodes = self._grow_decodes(state)
+        if state.preemptions != preempted_before and self.ntr is not None:
+            self._retracted(state)
+        return Batch([], [], decodes, stable=True)
+
+
 class Slots(ChunkedPrefill):
     """llama-server's parallel slots (and Ollama's, which runs llama.cpp's server loop).
 
@@ -411,7 +478,8 @@ class Slots(ChunkedPrefill):
 
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
-    cls.name: cls for cls in (StaticBatching, ContinuousBatching, ChunkedPrefill, Sequential, Slots)
+    cls.name: cls for cls in (StaticBatching, ContinuousBatching, ChunkedPrefill, Sequential, Slots, InflightBatching,
+                              PrefillFirst)
 }
 
 
