@@ -264,3 +264,9 @@ def test_prefill_first_never_mixes_prefills_with_decodes_and_chunks_at_the_budge
     _apply(st, b)
     b = s.plan(st)  # nothing left to prefill: both decode
     assert not b.prefill_lanes and len(b.decode_lanes) == 2 and b.stable
+
+
+def test_a_comparison_of_releases_labels_each_row_with_its_release():
+    r = _run("--engine", "vllm@0.7,vllm@0.11", "--concurrency", "8")
+    assert r.returncode == 0, r.stderr
+    assert "vllm@0.7" in r.stdout and "vllm@0.11" in r.stdout
