@@ -270,3 +270,12 @@ def test_a_comparison_of_releases_labels_each_row_with_its_release():
     r = _run("--engine", "vllm@0.7,vllm@0.11", "--concurrency", "8")
     assert r.returncode == 0, r.stderr
     assert "vllm@0.7" in r.stdout and "vllm@0.11" in r.stdout
+
+
+@pytest.mark.parametrize("name", sorted(RELEASES))
+def test_the_load_deciding_defaults_are_cited(name):
+    e = load_engine(name)
+    covered = {f for s in e.sources for f in s.fields}
+    needed = {"cuda_graph_sizes", "kv_dtype_for_quant", "eager_overhead_ms", "scheduler", "iteration_overhead_ms",
+              "per_sequence_overhead_ms"} | ({"new_token_ratio"} if name == "sglang" else set())
+    assert not needed - covered, f"{name}: uncited {needed - covered}"
