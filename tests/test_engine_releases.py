@@ -290,3 +290,14 @@ def test_the_load_deciding_defaults_are_cited(name):
     needed = {"cuda_graph_sizes", "kv_dtype_for_quant", "eager_overhead_ms", "scheduler", "iteration_overhead_ms",
               "per_sequence_overhead_ms"} | ({"new_token_ratio"} if name == "sglang" else set())
     assert not needed - covered, f"{name}: uncited {needed - covered}"
+
+
+def test_sglang_retraction_resets_the_ratio_to_the_batchs_own_estimate():
+    st = _state(PagedAllocator(100_000, 1), _req(0, 100, output=40), _req(1, 100, output=40))
+    sg = make_scheduler("prefill_first", max_num_seqs=8, max_num_batched_tokens=16384, context_tokens=100_000,
+                        new_token_ratio=NewTokenRatio())
+    _apply(st, sg.plan(st))  # both prefilled: one token generated each
+    sg._retracted(st)  # retract_decode: (decoded + retract_decode_steps x n) / sum max_new_tokens, at most 1
+    assert sg.new_token_ratio(st) == pytest.approx((2 + 20 * 2) / 80)  # 0.525
+    st.decode_clock += 100  # then it decays again, by (init - min) / decay_steps per step
+    assert sg.new_token_ratio(st) == pytest.approx(0.525 - 100 * (0.7 - 0.098) / 600)
