@@ -32,7 +32,7 @@ def run(
     efficiency_from: Optional[str] = typer.Option(
         None, "--efficiency-from", help="profile (e.g. calibrated) whose efficiencies replace --hw's"),
     engine_file: Optional[Path] = typer.Option(None, "--engine-file", help="YAML of engine fields to override"),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static|continuous|chunked|sequential|slots"),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static|continuous|chunked|inflight|prefill_first|sequential|slots"),
     kv: Optional[str] = typer.Option(None, "--kv", help="KV allocator: contiguous|paged"),
     max_seqs: Optional[int] = typer.Option(
         None, "--max-seqs", help="concurrency limit (vLLM max_num_seqs, llama-server slots, OLLAMA_NUM_PARALLEL)"),
@@ -196,9 +196,14 @@ def _positive_int(text: str, option: str) -> int:
     return n
 
 
+def _engine_label(engine: str) -> str:
+    """A preset name as given (`vllm@0.7` keeps its release), a YAML file by its stem."""
+    return Path(engine).stem if engine.endswith((".yaml", ".yml")) or "/" in engine else engine
+
+
 def _run_folder(i: int, spec) -> str:
     """One folder per compared run: index + what names it (safe characters only)."""
-    name = f"{i:02d}-{Path(spec.hw).stem}-{Path(spec.engine).stem}-{spec.quant or 'default'}"
+    name = f"{i:02d}-{Path(spec.hw).stem}-{_engine_label(spec.engine)}-{spec.quant or 'default'}"
     if spec.concurrency:
         name += f"-c{spec.concurrency}"
     return "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in name)
@@ -217,7 +222,7 @@ def _comparison_table(specs, results, varying: list[str]) -> Table:
         t.add_column(label, justify="right")
     for spec, res in zip(specs, results):
         s = res.summary
-        names = {"hw": Path(spec.hw).stem, "engine": Path(spec.engine).stem, "model": Path(spec.model).stem,
+        names = {"hw": Path(spec.hw).stem, "engine": _engine_label(spec.engine), "model": Path(spec.model).stem,
                  "quant": str(s["config"].get("quant") or spec.quant),
                  "concurrency": str(spec.concurrency) if spec.concurrency else "open"}
         t.add_row(
@@ -275,7 +280,7 @@ def _config_line(spec, eng, prof, model) -> str:
         load += (f" | efficiencies from {spec.efficiency_from}: compute={eff.compute:.3g} "
                  f"bandwidth={eff.bandwidth:.3g} attention={eff.attention:.3g}, peaks from {hw_name}")
     return (f"config: hw={hw_name} model={model_name} quant={quant} kv_dtype={eng.kv_dtype} "
-            f"engine={eng.name} {eng.version} scheduler={eng.scheduler} kv={eng.kv_allocator} {limits} "
+            f"engine={eng.name}{'@' + eng.release if eng.release else ''} {eng.version} scheduler={eng.scheduler} kv={eng.kv_allocator} {limits} "
             f"| {load} | trace={spec.trace}")
 
 
