@@ -205,10 +205,10 @@ def run_aiperf(client: ServeClient, deployment: Deployment, *, tool: str = "aipe
         # AIPerf's request-rate mode sends at a constant rate by default (burstiness inf in vLLM's terms)
         workload = make_workload(replace(client, burstiness=float("inf")) if rate else client)
     warm = None
-    if client.num_warmups:
-        w_client = replace(client, num_prompts=client.num_warmups, seed=client.seed + 1,
-                           burstiness=float("inf") if rate else client.burstiness)
-        warm = make_workload(w_client)
+    if client.num_warmups:  # the warm-up requests are drawn like the profiling ones (its first ones, cycled)
+        k = np.arange(client.num_warmups) % len(workload)
+        warm = Workload(workload.prompt_lens[k], workload.output_lens[k],
+                        np.sort(workload.release_s[k]) if rate else np.zeros(len(k)), workload.prefix_tokens)
     t = run_phases(workload, deployment, concurrency=client.max_concurrency, warmup=warm, seed=client.seed)
     export = aiperf_export(t, tool=tool, concurrency=client.max_concurrency, request_rate=rate,
                            warmup=client.num_warmups, request_count=len(workload), model=deployment.model,
