@@ -54,13 +54,14 @@ class MeasuredPoint:
     extra: dict = field(default_factory=dict)
 
 
-def _get(d: dict, path: str, file: str, *, required: bool = True, default=None):
-    """d[a][b]... for path "a.b...", or a one-line error naming the file and the field."""
+def _get(d: dict, path: str, file: str, *, required: bool = True, default=None, prefix: str = ""):
+    """d[a][b]... for path "a.b...", or a one-line error naming the file and the field (`prefix`: where
+    `d` sits in the file)."""
     cur = d
     for key in path.split("."):
         if not isinstance(cur, dict) or key not in cur:
             if required:
-                raise ConfigError("missing (needed to replay this result)", file=file, field=path)
+                raise ConfigError("missing (needed to replay this result)", file=file, field=prefix + path)
             return default
         cur = cur[key]
     return cur
@@ -252,14 +253,15 @@ def _read_guidellm(d: dict, file: str, tool: str) -> list[MeasuredPoint]:
         if kind in ("constant", "poisson", "concurrent"):
             field_name = "rate" if kind != "concurrent" else "streams"
             rate = _num(rate, file, f"{where}.config.strategy.{field_name}", positive=True)
-        m = _get(b, "metrics", file)
-        prompt = _num(_get(m, "prompt_token_count.successful.mean", file), file,
-                      f"{where}.metrics.prompt_token_count.successful.mean")
-        out_tok = _num(_get(m, "output_token_count.successful.mean", file), file,
-                       f"{where}.metrics.output_token_count.successful.mean")
-        n = int(_num(_get(m, "output_token_count.successful.count", file), file,
-                     f"{where}.metrics.output_token_count.successful.count", positive=True))
-        _get(m, "time_to_first_token_ms.successful.mean", file)
+        m = _get(b, "metrics", file, prefix=f"{where}.")
+        mw = f"{where}.metrics."
+        prompt = _num(_get(m, "prompt_token_count.successful.mean", file, prefix=mw), file,
+                      f"{mw}prompt_token_count.successful.mean")
+        out_tok = _num(_get(m, "output_token_count.successful.mean", file, prefix=mw), file,
+                       f"{mw}output_token_count.successful.mean")
+        n = int(_num(_get(m, "output_token_count.successful.count", file, prefix=mw), file,
+                     f"{mw}output_token_count.successful.count", positive=True))
+        _get(m, "time_to_first_token_ms.successful.mean", file, prefix=mw)
         client = ServeClient(num_prompts=n, random_input_len=max(1, round(prompt)),
                              random_output_len=max(1, round(out_tok)), seed=seed,
                              max_concurrency=strat.get("max_concurrency"))
