@@ -158,3 +158,31 @@ def test_validate_without_trace_or_measured_is_a_one_line_error(tmp_path):
     assert res.exit_code == 2 and "TRACE" in res.output
     res = runner.invoke(app, ["validate", "--measured", str(tmp_path / "none.json"), *VALIDATE])
     assert res.exit_code == 2 and "file not found" in res.output
+
+
+# ---- a serving-corpus row ------------------------------------------------------------------------------------
+ROW = dict(row_id="r1", client="vllm-bench-serve", device="h100-sxm", model="llama-3.1-8b", quant="bf16",
+           engine="vllm", engine_flags="--max-num-seqs 64 --gpu-memory-utilization=0.95", kv_cache_dtype="auto",
+           tp="1", dataset="random", input_tokens="512", output_tokens="64", range_ratio="", num_prompts="40",
+           warmup="", load_kind="concurrency", max_concurrency="8", request_rate="", burstiness="")
+
+
+def test_a_corpus_row_replays_its_client_at_its_load_point():
+    from sim.bench.corpus import engine_overrides, point_from_row, predict_row
+
+    assert engine_overrides("--max-num-seqs 512 --kv-cache-dtype fp8 -tp 2 --enable-prefix-caching", None, None) == \
+        {"max_num_seqs": 512, "kv_dtype": "fp8", "tp": 2, "prefix_caching": True}
+    tool, client, dep = point_from_row(ROW)
+    assert tool == "vllm" and client.max_concurrency == 8 and client.num_prompts == 40
+    assert client.request_rate == float("inf") and dict(dep.overrides) == {"max_num_seqs": 64, "memory_fraction": 0.95,
+                                                                          "tp": 1}
+    v = predict_row(ROW)
+    r = run_client(client, dep, date="t")
+    assert v[("ttft_ms", "median")] == pytest.approx(r["median_ttft_ms"])
+    assert v[("output_tps", "value")] == pytest.approx(r["output_throughput"])
+    assert v[("tps_per_user", "value")] == pytest.approx(1000 / r["mean_tpot_ms"])
+    a = predict_row({**ROW, "client": "aiperf"})
+    g = predict_row({**ROW, "client": "guidellm"})
+    # one server, one load: the tools agree on TTFT; GuideLLM's TPOT counts the first token
+    assert a[("ttft_ms", "mean")] == pytest.approx(v[("ttft_ms", "mean")])
+    assert g[("tpot_ms", "mean")] > g[("itl_ms", "mean")]

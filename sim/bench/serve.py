@@ -420,12 +420,10 @@ def _peaks(t: Timings) -> tuple[float, int]:
         return 0.0, 0
     t0 = float(t.start_s[ok].min())
     end = float(t.finish_s[ok].max())
-    buckets = np.zeros(int(np.ceil(end - t0)) + 1)
-    for i in ok:
-        times = t.first_token_s[i] + np.concatenate(([0.0], np.cumsum(t.itls[i])))
-        idx = (times - t0).astype(np.int64)
-        idx = idx[(idx >= 0) & (idx < len(buckets))]
-        np.add.at(buckets, idx, 1)
+    size = int(np.ceil(end - t0)) + 1
+    times = np.concatenate([t.first_token_s[i] + np.concatenate(([0.0], np.cumsum(t.itls[i]))) for i in ok])
+    idx = (times - t0).astype(np.int64)
+    buckets = np.bincount(idx[(idx >= 0) & (idx < size)], minlength=size)
     events = sorted([(float(t.start_s[i]), 1) for i in ok] + [(float(t.finish_s[i]), -1) for i in ok])
     cur = peak = 0
     for _, d in events:
@@ -468,7 +466,7 @@ def vllm_metrics(t: Timings, client: ServeClient, duration_s: float) -> tuple[di
         "input_lens": [int(x) for x in t.prompt_lens],
         "output_lens": [int(x) for x in out_lens],
         "ttfts": [float(x) for x in t.ttft_s],
-        "itls": [[float(g) for g in x] for x in t.itls],
+        "itls": [x.tolist() for x in t.itls],
         "latencies": [float(x) for x in t.latency_s],
         "start_times": [float(x) if ok[i] else 0.0 for i, x in enumerate(t.start_s)],
         "queue_times": [float(s - r) if ok[i] else 0.0 for i, (s, r) in enumerate(zip(t.start_s, t.release_s))],
