@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -186,3 +187,35 @@ def test_a_corpus_row_replays_its_client_at_its_load_point():
     # one server, one load: the tools agree on TTFT; GuideLLM's TPOT counts the first token
     assert a[("ttft_ms", "mean")] == pytest.approx(v[("ttft_ms", "mean")])
     assert g[("tpot_ms", "mean")] > g[("itl_ms", "mean")]
+
+
+def test_a_pasted_vllm_console_block_is_a_result_file(tmp_path):
+    c = ServeClient(num_prompts=12, max_concurrency=4, request_rate=6.0, random_input_len=700, random_output_len=30,
+                    percentile_metrics=("ttft", "tpot", "itl"))
+    from sim.bench.serve import console_block
+
+    r = run_client(c, DEP, date="t")
+    text = "Traffic request rate: 6.0\nBurstiness factor: 1.0 (Poisson process)\n" + console_block(r, c)
+    path = tmp_path / "pasted.txt"
+    path.write_text("\n".join("# " + ln for ln in text.splitlines()))  # as pasted into a shell script
+    (p,) = read_results(path)
+    assert p.client.max_concurrency == 4 and p.client.request_rate == 6.0 and p.client.num_prompts == 12
+    assert set(p.workload.prompt_lens) == {700} and set(p.workload.output_lens) == {30}
+    assert p.measured["ttft_median_ms"] == pytest.approx(r["median_ttft_ms"], abs=0.005)
+    pred = predict(p, DEP)  # same lengths, rate and seed: the printed figures come back (to the print's 2 decimals)
+    for m in ("ttft_mean_ms", "tpot_mean_ms", "itl_p99_ms", "output_tps"):
+        assert pred[m] == pytest.approx(p.measured[m], abs=0.01), m
+    path.write_text(text.replace("Total generated tokens:", "Generated:"))
+    res = runner.invoke(app, ["validate", "--measured", str(path), *VALIDATE])
+    assert res.exit_code == 2 and str(path) in res.output and "Total generated tokens" in res.output
+
+
+def test_ramp_up_varies_the_rate_and_skips_the_rescaling():
+    from sim.bench.serve import release_times
+
+    c = ServeClient(num_prompts=400, ramp_up_strategy="linear", ramp_up_start_rps=1, ramp_up_end_rps=20, seed=2)
+    t = release_times(c, 400)
+    early, late = np.diff(t[:100]).mean(), np.diff(t[-100:]).mean()
+    assert early > 4 * late  # 1-5 req/s at the start, 15-20 at the end
+    r = run_client(replace(c, num_prompts=20), DEP, date="t")
+    assert r["ramp_up_strategy"] == "linear" and r["ramp_up_end_rps"] == 20

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -102,6 +103,8 @@ def read_results(path: str | Path) -> list[MeasuredPoint]:
         raise ConfigError("file not found", file=file)
     try:
         text = p.read_text(encoding="utf-8")
+        if "Serving Benchmark Result" in text and not text.lstrip().startswith("{"):
+            return _read_vllm(vllm_console(text, file), file, "vllm")
         data = json.loads(text)
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read: {e}", file=file) from None
@@ -128,6 +131,46 @@ def vllm_measured(r: dict) -> dict[str, float]:
             "e2el_mean_ms": "mean_e2el_ms", "output_tps": "output_throughput", "request_tps": "request_throughput",
             "total_tps": "total_token_throughput"}
     return {k: float(r[v]) for k, v in keys.items() if isinstance(r.get(v), (int, float))}
+
+
+#: the console lines of `vllm bench serve` -> its result JSON keys (older releases print "Total Token")
+_CONSOLE = {"successful requests": "completed", "failed requests": "failed",
+            "maximum request concurrency": "max_concurrency", "request rate configured (rps)": "request_rate",
+            "traffic request rate": "request_rate", "burstiness factor": "burstiness",
+            "benchmark duration (s)": "duration", "total input tokens": "total_input_tokens",
+            "total generated tokens": "total_output_tokens", "request throughput (req/s)": "request_throughput",
+            "output token throughput (tok/s)": "output_throughput",
+            "total token throughput (tok/s)": "total_token_throughput"}
+_CONSOLE_LINE = re.compile(r"^\s*(?:#\s*)?([A-Za-z][A-Za-z0-9 ().,/_-]*?):\s+([-+0-9.eE]+|inf)\b")
+
+
+def vllm_console(text: str, file: str) -> dict:
+    """The block `vllm bench serve` prints (pasted into an issue or a log), as its result dict: the
+    load (successful + failed requests, concurrency, rate, burstiness when printed, else 1.0), the
+    mean lengths from the token totals, and every Mean / Median / P.. metric line."""
+    d: dict = {}
+    for line in text.splitlines():
+        m = _CONSOLE_LINE.match(line)
+        if not m:
+            continue
+        label, value = m.group(1).strip().lower(), m.group(2)
+        v = float(value)
+        stat = re.match(r"^(mean|median|p[0-9.]+) (ttft|tpot|itl|e2el) \(ms\)$", label)
+        if stat:
+            d[f"{stat.group(1)}_{stat.group(2)}_ms"] = v
+        elif label in _CONSOLE:
+            d[_CONSOLE[label]] = v
+    for key, label in (("completed", "Successful requests"), ("total_input_tokens", "Total input tokens"),
+                       ("total_output_tokens", "Total generated tokens"),
+                       ("output_throughput", "Output token throughput (tok/s)")):
+        if key not in d:
+            raise ConfigError("missing (needed to replay this result)", file=file, field=label)
+    d["num_prompts"] = int(d["completed"] + d.get("failed", 0))
+    d.setdefault("request_rate", "inf")
+    d.setdefault("burstiness", 1.0)
+    conc = d.get("max_concurrency")
+    d["max_concurrency"] = None if conc is None else int(conc)
+    return d
 
 
 def _read_vllm(d: dict, file: str, tool: str) -> list[MeasuredPoint]:
