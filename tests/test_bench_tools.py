@@ -130,7 +130,7 @@ def test_validate_measured_prints_measured_vs_predicted(tmp_path):
 
 
 @pytest.mark.parametrize("tool, drops, field", [
-    ("vllm", [["burstiness"]], "burstiness"),
+    ("vllm", [["request_rate"]], "request_rate"),
     ("vllm", [["completed"], ["input_lens"], ["output_lens"]], "completed"),
     ("aiperf", [["input_config", "loadgen", "concurrency"], ["input_config", "loadgen", "request_rate"]],
      "input_config.loadgen.concurrency"),

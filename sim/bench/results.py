@@ -3,7 +3,8 @@ can replay it (`infersim validate --measured`, `infersim calibrate --from-bench`
 
 Formats (detected from the content):
 - `vllm bench serve --save-result` JSON (`num_prompts`, `request_rate`, `burstiness`,
-  `max_concurrency`, `completed`, `output_throughput`, `mean_ttft_ms`, ...; with --save-detailed
+  `max_concurrency`, `completed`, `output_throughput`, `mean_ttft_ms`, ...; `burstiness` and
+  `max_concurrency` may be absent, as in releases before those flags; with --save-detailed
   also `input_lens` / `output_lens`, which the replay then uses request by request; without them
   every request gets the mean lengths, `total_input_tokens` / `total_output_tokens` over
   `completed`). Release times are vLLM's for the file's rate and burstiness with seed `seed` (a
@@ -177,8 +178,9 @@ def _read_vllm(d: dict, file: str, tool: str) -> list[MeasuredPoint]:
     n = int(_num(_get(d, "num_prompts", file), file, "num_prompts", positive=True))
     rate_raw = _get(d, "request_rate", file)
     rate = float("inf") if rate_raw in ("inf", float("inf")) else _num(rate_raw, file, "request_rate", positive=True)
-    burst = _num(_get(d, "burstiness", file), file, "burstiness", positive=True)
-    conc = _get(d, "max_concurrency", file)
+    # older vLLM releases had neither --burstiness nor --max-concurrency (Poisson arrivals, no cap)
+    burst = _num(d.get("burstiness", 1.0), file, "burstiness", positive=True)
+    conc = d.get("max_concurrency")
     conc = None if conc is None else int(_num(conc, file, "max_concurrency", positive=True))
     _num(_get(d, "output_throughput", file), file, "output_throughput")
     seed = int(d.get("seed", 0)) if str(d.get("seed", 0)).lstrip("-").isdigit() else 0
