@@ -193,6 +193,7 @@ class Timings:
     errors: list[str]
     itls: list[np.ndarray]  # per request, the gaps between consecutive tokens [s]
     config: dict = field(default_factory=dict)  # the simulation's resolved configuration
+    summary: dict = field(default_factory=dict)  # the simulator's own summary of the run (`infersim run --json`)
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -207,7 +208,7 @@ class Timings:
         idx = np.asarray(idx)
         return Timings(self.prompt_lens[idx], self.output_lens[idx], self.release_s[idx], self.start_s[idx],
                        self.first_token_s[idx], self.finish_s[idx], self.success[idx],
-                       [self.errors[i] for i in idx], [self.itls[i] for i in idx], self.config)
+                       [self.errors[i] for i in idx], [self.itls[i] for i in idx], self.config, self.summary)
 
 
 # ---- the workload -------------------------------------------------------------------------------------
@@ -397,7 +398,7 @@ def simulate_workload(workload: Workload, deployment: Deployment, *, max_concurr
     itls = [_itls(ends, first[i], finish[i], int(workload.output_lens[i])) if success[i] else np.zeros(0)
             for i in range(n)]
     return Timings(workload.prompt_lens.copy(), workload.output_lens.copy(), workload.release_s.copy(), start,
-                   first, finish, success, errors, itls, config=summary["config"])
+                   first, finish, success, errors, itls, config=summary["config"], summary=summary)
 
 
 # ---- vLLM's metrics -----------------------------------------------------------------------------------
