@@ -321,7 +321,8 @@ def _read_guidellm(d: dict, file: str, tool: str) -> list[MeasuredPoint]:
 def predict(point: MeasuredPoint, deployment: Deployment) -> dict[str, float]:
     """Replay a load point on the simulated `deployment`; the same figures, by the same tool's rules."""
     if point.tool == "vllm":
-        return vllm_measured(run_client(point.client, deployment, workload=point.workload, date="replay"))
+        return vllm_measured(run_client(point.client, deployment, workload=point.workload, date="replay",
+                                        per_request=False))
     if point.tool in ("aiperf", "genai-perf"):
         from sim.bench.tools import run_aiperf
 

@@ -433,9 +433,11 @@ def _peaks(t: Timings) -> tuple[float, int]:
     return float(buckets.max()), peak
 
 
-def vllm_metrics(t: Timings, client: ServeClient, duration_s: float) -> tuple[dict, list[tuple[str, str, str]]]:
+def vllm_metrics(t: Timings, client: ServeClient, duration_s: float,
+                 per_request: bool = True) -> tuple[dict, list[tuple[str, str, str]]]:
     """`calculate_metrics` + `process_one_metric`: the result keys from "duration" on, and the
-    console lines of the percentile sections (header, label, value)."""
+    console lines of the percentile sections (header, label, value). Without `per_request` the
+    per-request lists and the peaks are left out (a fit needs only the statistics)."""
     ok = t.success
     out_lens = np.where(ok, t.output_lens, 0)
     ttfts = (t.first_token_s - t.start_s)[ok]
@@ -453,7 +455,7 @@ def vllm_metrics(t: Timings, client: ServeClient, duration_s: float) -> tuple[di
         good = int(np.all([v <= s for s, v in slo], axis=0).sum()) if slo else 0
     total_in = int(t.prompt_lens[ok].sum())
     total_out = int(out_lens.sum())
-    peak_tok, peak_conc = _peaks(t)
+    peak_tok, peak_conc = _peaks(t) if per_request else (None, None)
     result = {
         "duration": duration_s,
         "completed": completed,
@@ -464,19 +466,20 @@ def vllm_metrics(t: Timings, client: ServeClient, duration_s: float) -> tuple[di
         "request_goodput": good / duration_s if client.goodput else None,
         "output_throughput": total_out / duration_s,
         "total_token_throughput": (total_in + total_out) / duration_s,
-        "input_lens": [int(x) for x in t.prompt_lens],
-        "output_lens": [int(x) for x in out_lens],
-        "ttfts": [float(x) for x in t.ttft_s],
-        "itls": [x.tolist() for x in t.itls],
-        "latencies": [float(x) for x in t.latency_s],
-        "start_times": [float(x) if ok[i] else 0.0 for i, x in enumerate(t.start_s)],
-        "queue_times": [float(s - r) if ok[i] else 0.0 for i, (s, r) in enumerate(zip(t.start_s, t.release_s))],
-        "generated_texts": ["" for _ in range(len(t.success))],
-        "errors": list(t.errors),
-        "max_output_tokens_per_s": peak_tok,
-        "max_concurrent_requests": peak_conc,
-        "rtfx": 0.0,
     }
+    if per_request:
+        result.update({
+            "input_lens": [int(x) for x in t.prompt_lens],
+            "output_lens": [int(x) for x in out_lens],
+            "ttfts": [float(x) for x in t.ttft_s],
+            "itls": [x.tolist() for x in t.itls],
+            "latencies": [float(x) for x in t.latency_s],
+            "start_times": [float(x) if ok[i] else 0.0 for i, x in enumerate(t.start_s)],
+            "queue_times": [float(s - r) if ok[i] else 0.0 for i, (s, r) in enumerate(zip(t.start_s, t.release_s))],
+            "generated_texts": ["" for _ in range(len(t.success))],
+            "errors": list(t.errors),
+        })
+    result.update({"max_output_tokens_per_s": peak_tok, "max_concurrent_requests": peak_conc, "rtfx": 0.0})
     values = {"ttft": ttfts, "tpot": tpots, "itl": itls, "e2el": lat}
     headers = {"ttft": ("TTFT", "Time to First Token"), "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
                "itl": ("ITL", "Inter-token Latency"), "e2el": ("E2EL", "End-to-end Latency"),
@@ -518,7 +521,7 @@ def _deployment_note(t: Timings, deployment: Deployment, workload: Workload) -> 
 
 
 def run_client(client: ServeClient, deployment: Deployment, *, workload: Workload | None = None,
-               date: str | None = None) -> dict:
+               date: str | None = None, per_request: bool = True) -> dict:
     """One `vllm bench serve` run on the simulator: vLLM's result JSON as a dict (every key
     `--save-result --save-detailed` writes, in vLLM's order, plus `infersim` with the resolved
     deployment and the console lines under `_console`, which `result_json` drops).
@@ -526,6 +529,7 @@ def run_client(client: ServeClient, deployment: Deployment, *, workload: Workloa
     `workload` replays given requests (e.g. a result file's input/output lengths) instead of
     sampling the client's dataset. `client.num_warmups` warm-up requests run before the benchmark in
     vLLM, on an idle server and outside its clock: they do not change the simulated figures.
+    `per_request=False` leaves out the per-request lists and the peaks (what a fit does not read).
     """
     client.check()
     workload = workload if workload is not None else make_workload(client)
@@ -533,7 +537,7 @@ def run_client(client: ServeClient, deployment: Deployment, *, workload: Workloa
     done = np.isfinite(t.finish_s)
     duration = float(t.finish_s[done].max()) if done.any() else 0.0
     duration = duration if duration > 0 else float("nan")
-    metrics, lines = vllm_metrics(t, client, duration)
+    metrics, lines = vllm_metrics(t, client, duration, per_request)
     head = {
         "date": date or datetime.now().strftime("%Y%m%d-%H%M%S"),
         "endpoint_type": client.backend,
