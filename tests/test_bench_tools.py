@@ -75,9 +75,12 @@ def test_cli_writes_each_tools_files(tmp_path):
     csv_text = (tmp_path / "a" / "profile_export_aiperf.csv").read_text()
     assert csv_text.startswith("Metric,avg,min,max,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\n")
     assert len((tmp_path / "a" / "profile_export.jsonl").read_text().splitlines()) == 8
-    res = runner.invoke(app, ["bench", "serve", "--client", "genai-perf", "--num-prompts", "4", "--max-concurrency", "2",
-                              "--result-dir", str(tmp_path / "g")])
+    res = runner.invoke(app, ["bench", "serve", "--client", "genai-perf", "--request-count", "4", "--concurrency", "2",
+                              "--isl", "300", "--osl", "20", "--result-dir", str(tmp_path / "g")])  # AIPerf's names
     assert res.exit_code == 0 and (tmp_path / "g" / "profile_export_genai_perf.json").is_file()
+    g = json.loads((tmp_path / "g" / "profile_export_genai_perf.json").read_text())
+    assert g["input_config"]["concurrency"] == 2 and g["input_config"]["request_count"] == 4
+    assert g["input_sequence_length"]["avg"] == 300 and g["output_sequence_length"]["avg"] == 20
     res = runner.invoke(app, ["bench", "serve", "--client", "guidellm", "--guidellm-profile", "concurrent",
                               "--guidellm-rate", "1,4", "--num-prompts", "8", "--result-dir", str(tmp_path / "l")])
     assert res.exit_code == 0, res.output

@@ -8,6 +8,11 @@ and `infersim run`'s engine options, read from `run`'s own declarations). Flags 
 a server or shape the request body (`--host`, `--port`, `--base-url`, `--endpoint`, `--tokenizer`,
 sampling parameters, ...) are accepted and change nothing. A bad value is one line on stderr,
 exit status 2 (argparse would print its usage and exit 2; the usage is left out).
+
+For `--client aiperf|genai-perf` AIPerf's own names work too: `--concurrency` (= --max-concurrency),
+`--request-count` (--num-prompts), `--warmup-request-count` (--num-warmups),
+`--synthetic-input-tokens-mean` / `--isl` (--random-input-len), `--output-tokens-mean` / `--osl`
+(--random-output-len).
 """
 
 from __future__ import annotations
@@ -86,9 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     d = p.add_argument_group("dataset (vllm/benchmarks/datasets)")
     d.add_argument("--dataset-name", type=str, default="random", help="random or sharegpt")
     d.add_argument("--dataset-path", type=str, default=None, help="ShareGPT JSON (sharegpt)")
-    d.add_argument("--num-prompts", type=int, default=1000)
-    d.add_argument("--random-input-len", type=int, default=1024)
-    d.add_argument("--random-output-len", type=int, default=128)
+    d.add_argument("--num-prompts", "--request-count", dest="num_prompts", type=int, default=1000)
+    d.add_argument("--random-input-len", "--synthetic-input-tokens-mean", "--isl", dest="random_input_len", type=int,
+                   default=1024)
+    d.add_argument("--random-output-len", "--output-tokens-mean", "--osl", dest="random_output_len", type=int,
+                   default=128)
     d.add_argument("--random-range-ratio", type=float, default=0.0)
     d.add_argument("--random-prefix-len", type=int, default=0)
     d.add_argument("--sharegpt-output-len", type=int, default=None)
@@ -99,8 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--label", type=str, default=None)
     c.add_argument("--request-rate", type=float, default=INF)
     c.add_argument("--burstiness", type=float, default=1.0)
-    c.add_argument("--max-concurrency", type=int, default=None)
-    c.add_argument("--num-warmups", type=int, default=0)
+    c.add_argument("--max-concurrency", "--concurrency", dest="max_concurrency", type=int, default=None)
+    c.add_argument("--num-warmups", "--warmup-request-count", dest="num_warmups", type=int, default=0)
     c.add_argument("--ignore-eos", action="store_true")
     c.add_argument("--percentile-metrics", type=str, default=None)
     c.add_argument("--metric-percentiles", type=str, default="99")
