@@ -222,3 +222,16 @@ def test_ramp_up_varies_the_rate_and_skips_the_rescaling():
     assert early > 4 * late  # 1-5 req/s at the start, 15-20 at the end
     r = run_client(replace(c, num_prompts=20), DEP, date="t")
     assert r["ramp_up_strategy"] == "linear" and r["ramp_up_end_rps"] == 20
+
+
+def test_an_appended_vllm_result_file_is_a_sweep(tmp_path):
+    path = tmp_path / "sweep.json"
+    for c in (1, 4, 16):
+        res = runner.invoke(app, ["bench", "serve", "--num-prompts", "8", "--max-concurrency", str(c),
+                                  "--random-input-len", "256", "--random-output-len", "16", "--append-result",
+                                  "--result-filename", str(path)])
+        assert res.exit_code == 0, res.output
+    points = read_results(path)
+    assert [p.client.max_concurrency for p in points] == [1, 4, 16]
+    for p in points:
+        assert predict(p, DEP)["ttft_mean_ms"] == pytest.approx(p.measured["ttft_mean_ms"], rel=1e-6)

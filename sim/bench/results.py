@@ -110,14 +110,21 @@ def read_results(path: str | Path) -> list[MeasuredPoint]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read: {e}", file=file) from None
     except json.JSONDecodeError as e:
-        # vLLM's --append-result writes one JSON object per line: the last one
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        try:
-            data = json.loads(lines[-1]) if len(lines) > 1 else None
-        except json.JSONDecodeError:
-            data = None
-        if data is None:
+        # vLLM's --append-result: one JSON object per line, each a run (a sweep kept in one file)
+        lines = [(i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+        if len(lines) < 2:
             raise ConfigError(f"not JSON: {e.msg}", file=file, line=e.lineno) from None
+        points = []
+        for i, ln in lines:
+            try:
+                data = json.loads(ln)
+            except json.JSONDecodeError as e2:
+                raise ConfigError(f"not JSON: {e2.msg}", file=file, line=i) from None
+            if detect(data, file) != "vllm":
+                raise ConfigError("one JSON object per line is read as vllm bench serve --append-result output",
+                                  file=file, line=i)
+            points += _read_vllm(data, file, "vllm")
+        return points
     tool = detect(data, file)
     return {"vllm": _read_vllm, "aiperf": _read_aiperf, "genai-perf": _read_aiperf,
             "guidellm": _read_guidellm}[tool](data, file, tool)
