@@ -162,6 +162,12 @@ def test_validate_without_trace_or_measured_is_a_one_line_error(tmp_path):
     assert res.exit_code == 2 and "TRACE" in res.output
     res = runner.invoke(app, ["validate", "--measured", str(tmp_path / "none.json"), *VALIDATE])
     assert res.exit_code == 2 and "file not found" in res.output
+    (tmp_path / "export.csv").write_text("Metric,avg\n")
+    res = runner.invoke(app, ["validate", "--measured", str(tmp_path / "export.csv"), *VALIDATE])
+    assert res.exit_code == 2 and "JSON beside it" in res.output
+    (tmp_path / "junk.json").write_text("{not json")
+    res = runner.invoke(app, ["validate", "--measured", str(tmp_path / "junk.json"), *VALIDATE])
+    assert res.exit_code == 2 and "junk.json:1" in res.output and len(res.output.strip().splitlines()) == 1
 
 
 # ---- a serving-corpus row ------------------------------------------------------------------------------------

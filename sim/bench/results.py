@@ -102,6 +102,9 @@ def read_results(path: str | Path) -> list[MeasuredPoint]:
     file = str(p)
     if not p.is_file():
         raise ConfigError("file not found", file=file)
+    if p.suffix.lower() == ".csv":
+        raise ConfigError("the CSV export is not read: give the JSON beside it (profile_export_aiperf.json, "
+                          "profile_export_genai_perf.json, GuideLLM's benchmarks.json)", file=file)
     try:
         text = p.read_text(encoding="utf-8")
         if "Serving Benchmark Result" in text and not text.lstrip().startswith("{"):
