@@ -191,6 +191,7 @@ def test_a_corpus_row_replays_its_client_at_its_load_point():
     assert v[("ttft_ms", "median")] == pytest.approx(r["median_ttft_ms"])
     assert v[("output_tps", "value")] == pytest.approx(r["output_throughput"])
     assert v[("tps_per_user", "value")] == pytest.approx(1000 / r["mean_tpot_ms"])
+    assert point_from_row({**ROW, "range_ratio": "1.0"})[1].random_range_ratio == 0.0  # older vLLM: fixed lengths
     a = predict_row({**ROW, "client": "aiperf"})
     g = predict_row({**ROW, "client": "guidellm"})
     # one server, one load: the tools agree on TTFT; GuideLLM's TPOT counts the first token

@@ -17,7 +17,8 @@ Mapping (each column as the schema defines it):
 - load: `max_concurrency` (empty: unbounded), `request_rate` (empty or `inf`: all at once),
   `burstiness` (default 1.0), `num_prompts` (default 1000; a closed loop without it: 10 x C,
   at least 100), `warmup`.
-- dataset: `random` with `input_tokens`, `output_tokens`, `range_ratio` (empty: 0); any other
+- dataset: `random` with `input_tokens`, `output_tokens`, `range_ratio` (empty: 0; 1.0, older vLLM's
+  default, meant fixed lengths and replays as 0); any other
   dataset replays as fixed lengths at the stated means (ShareGPT's mean lengths are what the
   sources state; the corpus has no conversation text to resample).
 - deployment: `device` -> --hw, `model`, `quant`, `engine` (passed as written to the engine
@@ -113,6 +114,10 @@ def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
     if n is None:
         n = max(100, 10 * int(conc)) if conc else 1000
     rr = _f(row, "range_ratio", 0.0)
+    if rr >= 1.0:
+        # older vLLM (benchmark_serving.py sample_random_requests) drew from [I r, I], default r = 1.0:
+        # fixed lengths; today's [I(1-r), I(1+r)] takes r < 1 only
+        rr = 0.0
     client_s = ServeClient(
         num_prompts=int(n), request_rate=rate if rate and rate > 0 else math.inf, burstiness=_f(row, "burstiness", 1.0),
         max_concurrency=int(conc) if conc else None,
