@@ -192,6 +192,13 @@ def test_a_corpus_row_replays_its_client_at_its_load_point():
     assert v[("output_tps", "value")] == pytest.approx(r["output_throughput"])
     assert v[("tps_per_user", "value")] == pytest.approx(1000 / r["mean_tpot_ms"])
     assert point_from_row({**ROW, "range_ratio": "1.0"})[1].random_range_ratio == 0.0  # older vLLM: fixed lengths
+    # SGLang's bench_serving: lengths in [I r, I]; its default r = 0 spreads them over [1, I]
+    from sim.bench.serve import make_workload
+
+    sg = make_workload(replace(point_from_row({**ROW, "client": "sglang-bench-serving"})[1], num_prompts=2000))
+    assert sg.prompt_lens.min() < 20 and 490 < sg.prompt_lens.max() <= 512 and 230 < sg.prompt_lens.mean() < 280
+    sg1 = point_from_row({**ROW, "client": "sglang-bench-serving", "range_ratio": "1"})[1]
+    assert set(make_workload(sg1).prompt_lens) == {512}
     a = predict_row({**ROW, "client": "aiperf"})
     g = predict_row({**ROW, "client": "guidellm"})
     # one server, one load: the tools agree on TTFT; GuideLLM's TPOT counts the first token

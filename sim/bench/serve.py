@@ -94,6 +94,9 @@ class ServeClient:
     ramp_up_end_rps: int | None = None
     backend: str = "openai"
     label: str | None = None
+    #: how --random-range-ratio r spreads lengths: "vllm" (today's vLLM: [I(1-r), I(1+r)], r < 1) or
+    #: "sglang" (SGLang's bench_serving and vLLM before that change: [I r, I], r <= 1, 1 = fixed)
+    range_mode: str = "vllm"
 
     def check(self) -> "ServeClient":
         """The client's own checks (vLLM's `main_async`, `get_request`, `get_sampling_params`), as
@@ -113,8 +116,12 @@ class ServeClient:
             raise ConfigError(f"a positive burstiness factor is expected, got {self.burstiness}", field="--burstiness")
         if self.max_concurrency is not None and self.max_concurrency <= 0:
             raise ConfigError(f"must be greater than 0, got {self.max_concurrency}", field="--max-concurrency")
-        if not 0.0 <= self.random_range_ratio < 1.0:
-            raise ConfigError(f"must be in [0, 1), got {self.random_range_ratio}", field="--random-range-ratio")
+        if self.range_mode not in ("vllm", "sglang"):
+            raise ConfigError(f"'{self.range_mode}' is not vllm or sglang", field="range_mode")
+        top_ok = self.random_range_ratio < 1.0 if self.range_mode == "vllm" else self.random_range_ratio <= 1.0
+        if not (0.0 <= self.random_range_ratio and top_ok):
+            raise ConfigError(f"must be in [0, 1{')' if self.range_mode == 'vllm' else ']'}, got "
+                              f"{self.random_range_ratio}", field="--random-range-ratio")
         for v, f in ((self.random_input_len, "--random-input-len"), (self.random_output_len, "--random-output-len"),
                      (self.random_prefix_len, "--random-prefix-len")):
             if v < 0:
@@ -217,6 +224,13 @@ def sample_random(client: ServeClient) -> tuple[np.ndarray, np.ndarray]:
     output lengths), the prefix not included."""
     r = client.random_range_ratio
     i_len, o_len = client.random_input_len, client.random_output_len
+    if client.range_mode == "sglang":
+        # sglang/bench_serving.py sample_random_requests: randint(max(int(I r), 1), I + 1), outputs
+        # randint(int(O r), O + 1) (here at least 1 token); the same distribution, not SGLang's seed stream
+        rng = np.random.RandomState(client.seed)
+        inputs = rng.randint(max(int(i_len * r), 1), i_len + 1, size=client.num_prompts)
+        outputs = rng.randint(max(int(o_len * r), 1), max(o_len, 1) + 1, size=client.num_prompts)
+        return inputs.astype(np.int64), outputs.astype(np.int64)
     in_lo, in_hi = math.floor(i_len * (1 - r)), math.ceil(i_len * (1 + r))
     out_lo, out_hi = max(math.floor(o_len * (1 - r)), 1), max(math.ceil(o_len * (1 + r)), 1)
     rng = np.random.default_rng(client.seed)
