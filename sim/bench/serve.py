@@ -126,8 +126,9 @@ class ServeClient:
                      (self.random_prefix_len, "--random-prefix-len")):
             if v < 0:
                 raise ConfigError(f"must be >= 0, got {v}", field=f)
-        if self.dataset_name == "random" and \
-                self.random_prefix_len + math.floor(self.random_input_len * (1 - self.random_range_ratio)) < 1:
+        shortest = math.floor(self.random_input_len * (1 - self.random_range_ratio)) if self.range_mode == "vllm" \
+            else min(self.random_input_len, 1)
+        if self.dataset_name == "random" and self.random_prefix_len + shortest < 1:
             raise ConfigError("too small: the shortest prompt (prefix + sampled) would have no token",
                               field="--random-input-len")
         bad = [m for m in self.percentile_metrics if m not in PERCENTILE_METRICS]
