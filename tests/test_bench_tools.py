@@ -249,3 +249,26 @@ def test_an_appended_vllm_result_file_is_a_sweep(tmp_path):
     assert [p.client.max_concurrency for p in points] == [1, 4, 16]
     for p in points:
         assert predict(p, DEP)["ttft_mean_ms"] == pytest.approx(p.measured["ttft_mean_ms"], rel=1e-6)
+
+
+def test_an_sglang_bench_serving_output_file_is_replayed_with_its_length_spread(tmp_path):
+    c = ServeClient(num_prompts=30, max_concurrency=4, random_input_len=800, random_output_len=40,
+                    random_range_ratio=0.5, range_mode="sglang", percentile_metrics=("ttft", "tpot", "itl", "e2el"))
+    r = run_client(c, DEP, date="t")
+    # the keys sglang.bench_serving writes (no num_prompts; total_throughput, mean_e2e_latency_ms)
+    line = {"backend": "sglang", "dataset_name": "random", "request_rate": "inf", "max_concurrency": 4,
+            "sharegpt_output_len": None, "random_input_len": 800, "random_output_len": 40, "random_range_ratio": 0.5,
+            "duration": r["duration"], "completed": r["completed"], "total_input_tokens": r["total_input_tokens"],
+            "total_output_tokens": r["total_output_tokens"], "request_throughput": r["request_throughput"],
+            "output_throughput": r["output_throughput"], "total_throughput": r["total_token_throughput"],
+            "mean_e2e_latency_ms": r["mean_e2el_ms"], "mean_ttft_ms": r["mean_ttft_ms"],
+            "median_ttft_ms": r["median_ttft_ms"], "mean_tpot_ms": r["mean_tpot_ms"], "mean_itl_ms": r["mean_itl_ms"]}
+    path = tmp_path / "sglang.jsonl"
+    path.write_text(json.dumps(line) + "\n" + json.dumps({**line, "max_concurrency": 8}) + "\n")
+    points = read_results(path)
+    assert [p.tool for p in points] == ["sglang", "sglang"] and points[1].client.max_concurrency == 8
+    p = points[0]
+    assert p.client.range_mode == "sglang" and p.workload.prompt_lens.min() >= 400 and p.workload.prompt_lens.max() <= 800
+    pred = predict(p, DEP)  # same draws ([I r, I], seed 0): the file's figures come back
+    for m in ("ttft_mean_ms", "tpot_mean_ms", "e2el_mean_ms", "output_tps", "total_tps"):
+        assert pred[m] == pytest.approx(p.measured[m], rel=1e-9), m

@@ -9,6 +9,9 @@ Formats (detected from the content):
   every request gets the mean lengths, `total_input_tokens` / `total_output_tokens` over
   `completed`). Release times are vLLM's for the file's rate and burstiness with seed `seed` (a
   --metadata key) or vLLM's default 0.
+- `python -m sglang.bench_serving --output-file` JSON lines (its key names: `total_throughput`,
+  `mean_e2e_latency_ms`, no `num_prompts`: the completed requests are replayed), one load point
+  per line; vLLM's definitions, SGLang's length spread.
 - AIPerf `profile_export_aiperf.json` / genai-perf `profile_export_genai_perf.json`: the load from
   `input_config` (concurrency or request rate, request count, warm-up count), lengths from
   `input_sequence_length` / `output_sequence_length` (or per request from a `profile_export.jsonl`
@@ -32,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.bench.serve import Deployment, ServeClient, Workload, release_times, run_client
+from sim.bench.serve import Deployment, ServeClient, Workload, make_workload, release_times, run_client
 from sim.errors import ConfigError
 
 #: common names of the figures compared (ms for latencies, per second for throughputs). For AIPerf,
@@ -46,7 +49,7 @@ METRICS = ("ttft_mean_ms", "ttft_median_ms", "ttft_p99_ms", "tpot_mean_ms", "tpo
 class MeasuredPoint:
     """One load point of a result file: how to replay it and what it measured."""
 
-    tool: str  # vllm | aiperf | genai-perf | guidellm
+    tool: str  # vllm | sglang | aiperf | genai-perf | guidellm
     file: str
     label: str
     client: ServeClient
@@ -90,6 +93,9 @@ def detect(data, file: str) -> str:
     if isinstance(data, dict) and isinstance(data.get("time_to_first_token"), dict):
         cfg = data.get("input_config") or {}
         return "aiperf" if ("benchmark_duration" in data or "loadgen" in cfg) else "genai-perf"
+    if isinstance(data, dict) and "random_range_ratio" in data and "dataset_name" in data and \
+            ("total_throughput" in data or "mean_e2e_latency_ms" in data):
+        return "sglang"  # sglang.bench_serving --output-file: its own key names, no num_prompts
     if isinstance(data, dict) and ("num_prompts" in data or "mean_ttft_ms" in data or "backend" in data):
         return "vllm"
     raise ConfigError("not a vllm bench serve, AIPerf, genai-perf or GuideLLM result (no num_prompts, "
@@ -123,14 +129,14 @@ def read_results(path: str | Path) -> list[MeasuredPoint]:
                 data = json.loads(ln)
             except json.JSONDecodeError as e2:
                 raise ConfigError(f"not JSON: {e2.msg}", file=file, line=i) from None
-            if detect(data, file) != "vllm":
-                raise ConfigError("one JSON object per line is read as vllm bench serve --append-result output",
-                                  file=file, line=i)
-            points += _read_vllm(data, file, "vllm")
+            tool = detect(data, file)
+            if tool not in ("vllm", "sglang"):
+                raise ConfigError("one JSON object per line is read as vllm bench serve --append-result or "
+                                  "sglang.bench_serving --output-file output", file=file, line=i)
+            points += _READERS[tool](data, file, tool)
         return points
     tool = detect(data, file)
-    return {"vllm": _read_vllm, "aiperf": _read_aiperf, "genai-perf": _read_aiperf,
-            "guidellm": _read_guidellm}[tool](data, file, tool)
+    return _READERS[tool](data, file, tool)
 
 
 # ---- vLLM ------------------------------------------------------------------------------------------------------
@@ -212,6 +218,31 @@ def _read_vllm(d: dict, file: str, tool: str) -> list[MeasuredPoint]:
     wl = Workload(ins, outs, release_times(client, n_req))
     label = (f"C={conc}" if conc else "") + ("" if rate == float("inf") else f" {rate:g} req/s")
     return [MeasuredPoint(tool, file, label.strip() or "all at once", client, wl, vllm_measured(d))]
+
+
+def _read_sglang(d: dict, file: str, tool: str) -> list[MeasuredPoint]:
+    """`python -m sglang.bench_serving --output-file`: vLLM's metric definitions (it derives from
+    vLLM's benchmark_serving) under its own names; the random lengths spread as SGLang draws them
+    ([I r, I], ServeClient.range_mode "sglang") when the file has no per-request lengths."""
+    if d.get("request_rate") == "trace":
+        raise ConfigError("a trace-timed run is not replayed (its timestamps are not in the file)", file=file,
+                          field="request_rate")
+    v = dict(d)
+    if "num_prompts" not in v:
+        v["num_prompts"] = _num(_get(d, "completed", file), file, "completed", positive=True)
+    v.setdefault("total_token_throughput", d.get("total_throughput"))
+    v.setdefault("mean_e2el_ms", d.get("mean_e2e_latency_ms"))
+    points = _read_vllm(v, file, "sglang")
+    spread = d.get("dataset_name") == "random" and "input_lens" not in d and \
+        isinstance(d.get("random_input_len"), int) and isinstance(d.get("random_output_len"), int)
+    for p in points:
+        p.client = replace(p.client, range_mode="sglang")
+        if spread:  # the lengths as SGLang drew them, not every request at the mean
+            r = _num(d.get("random_range_ratio") or 0.0, file, "random_range_ratio")
+            p.client = replace(p.client, random_input_len=d["random_input_len"],
+                               random_output_len=d["random_output_len"], random_range_ratio=min(max(r, 0.0), 1.0))
+            p.workload = make_workload(p.client)
+    return points
 
 
 # ---- AIPerf / genai-perf --------------------------------------------------------------------------------------
@@ -327,10 +358,14 @@ def _read_guidellm(d: dict, file: str, tool: str) -> list[MeasuredPoint]:
     return points
 
 
+_READERS = {"vllm": _read_vllm, "sglang": _read_sglang, "aiperf": _read_aiperf, "genai-perf": _read_aiperf,
+            "guidellm": _read_guidellm}
+
+
 # ---- the replay -----------------------------------------------------------------------------------------------
 def predict(point: MeasuredPoint, deployment: Deployment) -> dict[str, float]:
     """Replay a load point on the simulated `deployment`; the same figures, by the same tool's rules."""
-    if point.tool == "vllm":
+    if point.tool in ("vllm", "sglang"):
         return vllm_measured(run_client(point.client, deployment, workload=point.workload, date="replay",
                                         per_request=False))
     if point.tool in ("aiperf", "genai-perf"):
