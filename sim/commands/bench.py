@@ -22,6 +22,7 @@ import inspect
 import json
 import sys
 import typing
+from pathlib import Path
 
 import typer
 
@@ -229,8 +230,6 @@ def serve(ctx: typer.Context) -> None:
     client = client_from_args(a)
     deployment = deployment_from_args(a)
     if a.client != "vllm":
-        from sim.bench.tools import run_tool_cli
-
         return run_tool_cli(a, client, deployment)
     from sim.bench.serve import console_block, result_filename, result_json, run_client
 
@@ -257,6 +256,45 @@ def serve(ctx: typer.Context) -> None:
         except OSError as e:
             raise ConfigError(f"cannot write the result: {e.strerror}", file=path, field="--result-filename") from None
         typer.echo(f"wrote {path}", err=True)
+
+
+# ---- the CLI (`infersim bench serve --client ...`) -------------------------------------------------------------
+def run_tool_cli(a, client, deployment) -> None:
+    """Write the tool's result files into --result-dir (default: ./artifacts/infersim-<tool>) and
+    print where, with the headline figures."""
+    from sim.bench.tools import aiperf_csv, aiperf_records, run_aiperf, run_guidellm
+
+    out_dir = Path(a.result_dir or f"artifacts/infersim-{a.client}")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot create the folder: {e.strerror}", file=out_dir, field="--result-dir") from None
+    if a.client == "guidellm":
+        rates = _floats(a.guidellm_rate, "--guidellm-rate") if a.guidellm_rate else None
+        res = run_guidellm(client, deployment, profile=a.guidellm_profile, rates=rates)
+        path = out_dir / (a.result_filename or "benchmarks.json")
+        path.write_text(json.dumps(res, indent=2) + "\n")
+        for b in res["benchmarks"]:
+            m = b["metrics"]
+            s = b["config"]["strategy"]
+            load = s.get("rate", s.get("streams"))
+            typer.echo(f"{s['type_']:<12} {'' if load is None else format(load, '.4g'):>8}  "
+                       f"req/s {m['requests_per_second']['successful']['mean']:8.2f}  "
+                       f"out tok/s {m['output_tokens_per_second']['successful']['mean']:9.1f}  "
+                       f"TTFT p50 {m['time_to_first_token_ms']['successful']['median']:8.1f} ms  "
+                       f"ITL p50 {m['inter_token_latency_ms']['successful']['median']:6.2f} ms")
+        typer.echo(f"wrote {path}", err=True)
+        return
+    export, t = run_aiperf(client, deployment, tool=a.client)
+    stem = "profile_export_aiperf" if a.client == "aiperf" else "profile_export_genai_perf"
+    (out_dir / f"{stem}.json").write_text(json.dumps(export, indent=2) + "\n")
+    (out_dir / f"{stem}.csv").write_text(aiperf_csv(export, a.client))
+    if a.client == "aiperf":
+        with open(out_dir / "profile_export.jsonl", "w") as f:
+            for rec in aiperf_records(t):
+                f.write(json.dumps(rec) + "\n")
+    typer.echo(aiperf_csv(export, a.client).rstrip())
+    typer.echo(f"wrote {out_dir}/{stem}.json, {stem}.csv", err=True)
 
 
 app = typer.Typer(help="Benchmark clients replayed on the simulator.", no_args_is_help=True,
