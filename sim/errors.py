@@ -68,3 +68,27 @@ def pydantic_error_to_config_error(
             more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
             return ConfigError(msg + more, file=file, line=line, field=(prefix + loc) or None)
     return ConfigError(str(exc), file=file, line=line)
+
+
+class Interrupted(ClickException):
+    """SIGINT (Ctrl-C) or SIGTERM stopped a command: one line on stderr saying what was kept and how
+    to go on, exit status 130 (128 + SIGINT, what a shell reports for a Ctrl-C'd program)."""
+
+    exit_code = 130
+
+    def __init__(self, what: str = "nothing was written") -> None:
+        self.what = what
+        super().__init__(what)
+
+    def show(self, file=None) -> None:  # noqa: D102 - click's hook
+        echo(f"interrupted: {self.what}", err=True, file=file)
+
+
+def sigterm_as_interrupt() -> None:
+    """Make SIGTERM raise KeyboardInterrupt like SIGINT, so `kill PID` stops a long command the same
+    way Ctrl-C does (what is finished is written, the rest is cleaned up). Main thread only."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
