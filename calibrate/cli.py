@@ -377,4 +377,9 @@ def extend_command(profile_name: str, model: str | None, rounds: int, out: Path 
 
 def register(app: typer.Typer) -> None:
     """Attach `calibrate` to the infersim CLI."""
-    app.command("calibrate", help="Measure this machine with llama.cpp (or a running server) and write a calibrated hardware profile.")(calibrate_command)
+    from sim.errors import interruptible
+
+    # A profile needs every probe: an interrupted calibration writes none (the old one stays whole).
+    stop = interruptible("no profile written (a fit needs every probe; an existing profile is unchanged); "
+                         "run the same command again to calibrate afresh")
+    app.command("calibrate", help="Measure this machine with llama.cpp (or a running server) and write a calibrated hardware profile.")(stop(calibrate_command))

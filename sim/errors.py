@@ -92,3 +92,33 @@ def sigterm_as_interrupt() -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+# Exit statuses of every command (documented in docs/invariants.md and `infersim --help`), after
+# pytest's: 0 all went well; 1 some of the work failed (requests rejected, sweep points or plan
+# candidates failed, a replay's requests failed or its engine stopped answering), what succeeded is
+# reported; 2 usage or input error (nothing ran); 3 all of the work failed (every request rejected,
+# every combination or candidate failed); 130 interrupted (SIGINT / SIGTERM), what finished is kept.
+EXIT_OK = 0
+EXIT_PARTIAL = 1
+EXIT_USAGE = 2
+EXIT_ALL_FAILED = 3
+EXIT_INTERRUPTED = 130
+
+
+def interruptible(what: str):
+    """Decorate a command: SIGTERM acts as SIGINT, and either ends it with `Interrupted(what)`
+    (exit 130, one line) instead of click's "Aborted!" (exit 1). For commands that keep nothing
+    partial; those that do catch KeyboardInterrupt themselves and say where it is."""
+    import functools
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            sigterm_as_interrupt()
+            try:
+                return fn(*args, **kwargs)
+            except (KeyboardInterrupt, Interrupted):  # Interrupted: a replay inside it stopped
+                raise Interrupted(what) from None
+        return run
+    return wrap

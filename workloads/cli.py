@@ -41,7 +41,9 @@ def schema(output: Optional[Path] = typer.Option(None, "-o", "--output", help="w
     if output is None:
         typer.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        from sim.files import atomic_write_text
+
+        atomic_write_text(output, text, field="--output")
 
 
 @app.command("validate")

@@ -16,7 +16,6 @@ import difflib
 import gzip
 import io
 import json
-import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -235,23 +234,24 @@ def write_trace(requests: Iterable[Request], path: str | Path | io.TextIOBase) -
     """Write requests as JSON Lines (gzip if the name ends in .gz); returns the count written."""
     if isinstance(path, io.TextIOBase):
         return _write_lines(requests, path)
+    from sim.files import atomic_path, write_error
+
     p = Path(path)
     if p.parent and not p.parent.exists():
         raise ConfigError("output folder does not exist", file=p.parent)
-    # write beside, then rename: a failure half-way never leaves a truncated trace under the real name
-    tmp = p.with_name(p.name + ".part")
-    try:
-        if p.suffix == ".gz":
-            # no file name and mtime=0 in the gzip header: the same trace always gives the same bytes
-            with open(tmp, "wb") as out, gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0) as raw, \
-                    io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as fh:
-                n = _write_lines(requests, fh)
-        else:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-                n = _write_lines(requests, fh)
-        os.replace(tmp, p)
-    finally:
-        tmp.unlink(missing_ok=True)
+    # write beside, then rename (sim.files): a failure half-way never leaves a truncated trace under the real name
+    with atomic_path(p, field="--output") as tmp:
+        try:
+            if p.suffix == ".gz":
+                # no file name and mtime=0 in the gzip header: the same trace always gives the same bytes
+                with open(tmp, "wb") as out, gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0) as raw, \
+                        io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as fh:
+                    n = _write_lines(requests, fh)
+            else:
+                with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+                    n = _write_lines(requests, fh)
+        except OSError as e:
+            raise write_error(p, e, field="--output") from None
     return n
 
 
