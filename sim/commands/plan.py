@@ -75,7 +75,7 @@ def sweep(
 
     if executor not in ("local", "ray"):
         raise ConfigError(f"unknown executor '{executor}'; choose local or ray", field="--executor")
-    _check_executor_options(executor, ray_address, ray_host)
+    _check_executor_options(executor, ray_address, ray_host, workers)
     from sim.files import check_writable
 
     check_writable(out)  # before minutes of simulation, not after
@@ -103,10 +103,13 @@ def sweep(
     raise typer.Exit(outcome_exit_code(len(df), result.failed))
 
 
-def _check_executor_options(executor: str, ray_address: str | None, ray_host: str) -> None:
+def _check_executor_options(executor: str, ray_address: str | None, ray_host: str, workers: int | None) -> None:
     """Ray options with the local executor would be ignored without a word: an error instead."""
     if executor != "ray" and (ray_address is not None or ray_host != "127.0.0.1"):
         raise ConfigError("--ray-address and --ray-host go with --executor ray", field="--executor")
+    if ray_address is not None and workers is not None:
+        raise ConfigError("--workers sets the CPUs of a Ray started here; a cluster at --ray-address has its own",
+                          field="--workers")
     if ray_address is not None and ray_host != "127.0.0.1":
         raise ConfigError("--ray-host sets up a Ray started here; with --ray-address the cluster's own setup applies",
                           field="--ray-host")
@@ -209,7 +212,7 @@ def plan(
         raise ConfigError(f"'{rank_by}': choose rental or ownership", field="--rank-by")
     if executor not in ("local", "ray"):
         raise ConfigError(f"unknown executor '{executor}'; choose local or ray", field="--executor")
-    _check_executor_options(executor, ray_address, ray_host)
+    _check_executor_options(executor, ray_address, ray_host, workers)
     if resume and out is None:
         raise ConfigError("--resume continues the plan journaled in --out DIR: give --out", field="--resume")
     if not trace.is_file():

@@ -87,6 +87,7 @@ def run(
         "prefix_caching": prefix_caching, "flash_attention": flash_attn,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    _check_conflicts(concurrency=concurrency, rate_scale=rate_scale, replicas=replicas, router=router, disagg=disagg)
     if flash_attn:  # forced on for every model (Ollama: OLLAMA_FLASH_ATTENTION=1), not per architecture
         overrides["flash_attention_architectures"] = ["*"]
     choices = {
@@ -188,6 +189,16 @@ def _exit_status(results) -> int:
     if rejected == 0:
         return EXIT_OK
     return EXIT_ALL_FAILED if rejected >= total else EXIT_PARTIAL
+
+
+def _check_conflicts(*, concurrency, rate_scale, replicas, router, disagg) -> None:
+    """Options that another option makes meaningless would be ignored without a word: errors instead."""
+    if concurrency and rate_scale != 1.0:
+        raise ConfigError("--rate-scale divides the trace's arrival times, which a closed loop (--concurrency: "
+                          "each client sends when answered) ignores; give one of them", field="--rate-scale")
+    if router and replicas <= 1 and not disagg:
+        raise ConfigError("--router picks a replica for each request: give --replicas N > 1 (or --disagg)",
+                          field="--router")
 
 
 # What rich would change in a line printed without highlighting: markup (`[`), emoji codes
