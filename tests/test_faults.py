@@ -121,6 +121,34 @@ def test_outputs_under_a_file_are_one_line_exit_2(tmp_path, args):
     assert time.perf_counter() - t0 < 5  # refused before a search, not after
 
 
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KiB tmpfs: a really full disk, where this machine lets the tests mount one (root with
+    CAP_SYS_ADMIN); skipped elsewhere (the ENOSPC tests above cover the same paths)."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True)
+    if res.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def test_a_really_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, tiny_disk):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"arrival_s": 0.01 * i, "prompt_tokens": 100, "output_tokens": 20}) + "\n"
+                             for i in range(2000)))
+    for args in (["run", str(trace), "--out", str(tiny_disk / "out")],
+                 ["trace", "gen", "-o", str(tiny_disk / "g.jsonl"), "-n", "5000", "--rate", "5"]):
+        res = subprocess.run([INFERSIM, *args], env=_env(), capture_output=True, text=True, timeout=60)
+        errors = [x for x in res.stderr.splitlines() if x.startswith("error:")]
+        assert res.returncode == 2 and len(errors) == 1 and "Traceback" not in res.stderr, res.stderr
+        assert "No space left on device" in errors[0]
+    assert _leftovers(tiny_disk) == []  # nothing cut mid-row, no temporaries
+
+
 def test_check_writable_refuses_a_folder_under_a_file(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(ConfigError, match="cannot write here"):
