@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -166,6 +167,12 @@ class _Server(ThreadingHTTPServer):
         self.mode = mode
         self.count = 0
         self.lock = threading.Lock()
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away mid-stream (an interrupted replay) is no server error: quiet."""
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
 
     def stop_listening(self) -> None:
         threading.Thread(target=self.shutdown, daemon=True).start()
