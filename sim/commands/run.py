@@ -158,6 +158,8 @@ def rejections_by_reason(result: SimResult) -> list[tuple[str, int]]:
     """(reason, requests) of the rejected requests of a run, most frequent first (ties by reason)."""
     from collections import Counter
 
+    if not result.summary["requests"]["rejected"]:  # the request table costs pandas (~0.3 s): only when needed
+        return []
     df = result.requests
     if df is None or "status" not in df or not len(df):
         return []
