@@ -202,6 +202,10 @@ def calibrate_command(
 
     _check_name(name)
     load_engine(engine)  # an unknown engine is a one-line error before minutes of probing
+    from calibrate.calibration import default_profile_path
+    from sim.files import check_writable
+
+    check_writable((out or default_profile_path(name)).parent, field="--out")  # ... and so is an unwritable folder
     console = Console(stderr=True)
     if endpoint is None:
         if not model:

@@ -98,6 +98,8 @@ def check_writable(folder: str | Path, *, field: str | None = "--out") -> Path:
     """Create `folder` if needed and prove a file can be created in it (then removed), so a long
     simulation does not end in a write error. Raises a one-line ConfigError otherwise."""
     folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError("cannot write here: a file, not a folder", file=folder, field=field)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".infersim-write-check.", dir=folder)
