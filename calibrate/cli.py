@@ -212,6 +212,10 @@ def calibrate_command(
 
     _check_name(name)
     load_engine(engine)  # an unknown engine is a one-line error before minutes of probing
+    from calibrate.calibration import default_profile_path
+    from sim.files import check_writable
+
+    check_writable((out or default_profile_path(name)).parent, field="--out")  # ... and so is an unwritable folder
     console = Console(stderr=True)
     if endpoint is None:
         if not model:
@@ -425,4 +429,9 @@ def extend_command(profile_name: str, model: str | None, rounds: int, out: Path 
 
 def register(app: typer.Typer) -> None:
     """Attach `calibrate` to the infersim CLI."""
-    app.command("calibrate", help="Measure this machine with llama.cpp (or a running server) and write a calibrated hardware profile.")(calibrate_command)
+    from sim.errors import interruptible
+
+    # A profile needs every probe: an interrupted calibration writes none (the old one stays whole).
+    stop = interruptible("no profile written (a fit needs every probe; an existing profile is unchanged); "
+                         "run the same command again to calibrate afresh")
+    app.command("calibrate", help="Measure this machine with llama.cpp (or a running server) and write a calibrated hardware profile.")(stop(calibrate_command))

@@ -100,15 +100,21 @@ def resolve(spec: RunSpec) -> tuple[HardwareProfile, EngineConfig]:
     return hw, engine
 
 
-def _scaled(requests: Iterator[Request], rate_scale: float) -> Iterator[Request]:
+def _scaled(requests: Iterator[Request], rate_scale: float, file: str | None = None) -> Iterator[Request]:
     """The same trace offered `rate_scale` times faster (arrival times divided by it)."""
     if rate_scale == 1.0:
         yield from requests
         return
     from dataclasses import replace
 
+    from workloads.request import MAX_TIME_S
+
     for r in requests:
-        yield replace(r, arrival_s=r.arrival_s / rate_scale)
+        arrival_s = r.arrival_s / rate_scale
+        if not arrival_s <= MAX_TIME_S:  # the trace's own times were checked; a tiny scale can push them out
+            raise ConfigError(f"{r.arrival_s:g} s / --rate-scale {rate_scale:g} = {arrival_s:g} s is past the "
+                              f"trace horizon of {MAX_TIME_S:g} s", file=file, line=r.line, field="arrival_s")
+        yield replace(r, arrival_s=arrival_s)
 
 
 def run_spec(spec: RunSpec) -> SimResult:
@@ -120,7 +126,7 @@ def run_spec(spec: RunSpec) -> SimResult:
     model = cache.model(spec.model)
     quant = spec.quant or engine.default_quant
     model.quant(quant)  # unknown names fail before the trace is read
-    requests = _scaled(iter_trace(spec.trace, sort=spec.sort), spec.rate_scale)
+    requests = _scaled(iter_trace(spec.trace, sort=spec.sort), spec.rate_scale, spec.trace)
     extra = {"trace": spec.trace, "rate_scale": spec.rate_scale, "efficiency_from": spec.efficiency_from}
     if spec.disagg:
         from sim.cluster.disagg import parse_disagg, simulate_disagg

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sim.errors import ConfigError
+from sim.errors import ConfigError, Interrupted, sigterm_as_interrupt
 
 
 def _split(text: str | None) -> list[str | None]:
@@ -46,14 +46,18 @@ def _stdout(stderr: bool = False) -> Console:
     return c if c.is_terminal else Console(stderr=stderr, width=200)
 
 
-def _executor(kind: str, workers: int | None, ray_address: str | None, n_items: int):
+_RAY_HOST_HELP = ("address a Ray started here listens on (default 127.0.0.1: this machine only; "
+                  "give one of its network addresses to let other Ray nodes join)")
+
+
+def _executor(kind: str, workers: int | None, ray_address: str | None, n_items: int, ray_host: str = "127.0.0.1"):
     from sim.plan.executors import make_executor
 
     if workers is not None and workers < 1:
         raise ConfigError(f"must be >= 1, got {workers}", field="--workers")
     if kind == "local" and workers is None:
         workers = max(1, min(os.cpu_count() or 1, n_items))
-    return make_executor(kind, workers=workers, ray_address=ray_address)
+    return make_executor(kind, workers=workers, ray_address=ray_address, ray_host=ray_host)
 
 
 def sweep(
@@ -63,6 +67,7 @@ def sweep(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address (default: start a local Ray)"),
     workers: Optional[int] = typer.Option(None, "--workers", help="parallel simulations (local: default = CPU cores, 1 = in this process; ray: CPUs of a Ray started here)"),
     resume: bool = typer.Option(False, "--resume", help="keep the finished combinations in OUT/results.jsonl and run only the rest"),
+    ray_host: str = typer.Option("127.0.0.1", "--ray-host", help=_RAY_HOST_HELP),
 ) -> None:
     """Simulate every combination of a sweep file; write a table and an HTML report."""
     from sim.plan.runner import run_sweep
@@ -70,18 +75,22 @@ def sweep(
 
     if executor not in ("local", "ray"):
         raise ConfigError(f"unknown executor '{executor}'; choose local or ray", field="--executor")
+    _check_executor_options(executor, ray_address, ray_host, workers)
+    from sim.files import check_writable
+
+    check_writable(out)  # before minutes of simulation, not after
     spec = load_sweep(sweep_file, cache_dir=out / "traces")
     err = _stdout(stderr=True)
     err.print(f"sweep {spec.name}: {len(spec.combinations)} combinations -> {out}")
     journal = out / "results.jsonl"
     if not resume and journal.is_file() and journal.stat().st_size:
         err.print(f"starting afresh: {journal} is replaced (use --resume to keep its finished combinations)")
-    ex = _executor(executor, workers, ray_address, len(spec.combinations))
+    ex = _executor(executor, workers, ray_address, len(spec.combinations), ray_host)
+    sigterm_as_interrupt()
     try:
         result = run_sweep(spec, out, ex, resume=resume, console=err)
     except KeyboardInterrupt:
-        err.print(f"interrupted: finished combinations are in {journal}; run again with --resume to go on")
-        raise typer.Exit(130) from None
+        raise Interrupted(f"finished combinations are in {journal}; run the same command with --resume to go on") from None
     df = result.frame
 
     out_console = _stdout()
@@ -91,6 +100,19 @@ def sweep(
         out_console.print(f"#{r['index']} failed: {r['error']}", markup=False)
     for name, path in result.files.items():
         out_console.print(f"{name}: {path}", markup=False)
+    raise typer.Exit(outcome_exit_code(len(df), result.failed))
+
+
+def _check_executor_options(executor: str, ray_address: str | None, ray_host: str, workers: int | None) -> None:
+    """Ray options with the local executor would be ignored without a word: an error instead."""
+    if executor != "ray" and (ray_address is not None or ray_host != "127.0.0.1"):
+        raise ConfigError("--ray-address and --ray-host go with --executor ray", field="--executor")
+    if ray_address is not None and workers is not None:
+        raise ConfigError("--workers sets the CPUs of a Ray started here; a cluster at --ray-address has its own",
+                          field="--workers")
+    if ray_address is not None and ray_host != "127.0.0.1":
+        raise ConfigError("--ray-host sets up a Ray started here; with --ray-address the cluster's own setup applies",
+                          field="--ray-host")
 
 
 def _given(x: Any) -> bool:
@@ -171,10 +193,15 @@ def plan(
     max_iterations: int = typer.Option(12, "--max-iterations", help="most bisection midpoints per candidate"),
     seed: int = typer.Option(0, "--seed"),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address (default: start a local Ray)"),
+    ray_host: str = typer.Option("127.0.0.1", "--ray-host", help=_RAY_HOST_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", help="candidates searched in parallel (local: 1 = in this process; ray: CPUs of a Ray started here)"),
     as_json: bool = typer.Option(False, "--json", help="print only the plan as JSON on stdout"),
     html_out: Optional[Path] = typer.Option(None, "--html", help="write the HTML report here"),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="folder for plan.json and the journal "
+                                       "candidates.jsonl (each candidate written as it finishes)"),
+    resume: bool = typer.Option(False, "--resume", help="keep the candidates already in OUT/candidates.jsonl "
+                                "and search only the rest"),
 ) -> None:
     """Highest request rate each candidate sustains within the SLOs, replicas for a target rate, cost."""
     from sim.plan.costs import OwnershipAssumptions
@@ -183,6 +210,11 @@ def plan(
 
     if rank_by not in ("rental", "ownership"):
         raise ConfigError(f"'{rank_by}': choose rental or ownership", field="--rank-by")
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"unknown executor '{executor}'; choose local or ray", field="--executor")
+    _check_executor_options(executor, ray_address, ray_host, workers)
+    if resume and out is None:
+        raise ConfigError("--resume continues the plan journaled in --out DIR: give --out", field="--resume")
     if not trace.is_file():
         raise ConfigError("trace file not found", file=trace, field="--trace")
     slo = SLO(
@@ -217,20 +249,49 @@ def plan(
             what = r.get("error") or r.get("note") or f"max {_fmt(r.get('max_rate_rps'), '.4g')} req/s"
             err.print(f"  done: {Candidate(r['hw'], r.get('engine'), r.get('model'), r.get('quant')).label()}: {what}")
 
-    ex = _executor(executor, workers, ray_address, len(candidates))
-    result = run_plan(trace=trace_path, candidates=candidates, slo=slo, target_rps=target_rps,
-                      assumptions=assumptions, settings=settings, seed=seed, executor=ex, rank_by=rank_by,
-                      on_done=progress)
+    journal = None
+    if out is not None:
+        from sim.files import check_writable
+        from sim.plan.plan_journal import PlanJournal
+
+        check_writable(out)
+        journal_file = out / "candidates.jsonl"
+        if not resume and journal_file.is_file() and journal_file.stat().st_size and not as_json:
+            err.print(f"starting afresh: {journal_file} is replaced (use --resume to keep its finished candidates)")
+        journal = PlanJournal(out, resume=resume)
+    if html_out is not None:
+        from sim.files import check_writable
+
+        check_writable(html_out.parent, field="--html")
+    ex = _executor(executor, workers, ray_address, len(candidates), ray_host)
+    sigterm_as_interrupt()
+    try:
+        result = run_plan(trace=trace_path, candidates=candidates, slo=slo, target_rps=target_rps,
+                          assumptions=assumptions, settings=settings, seed=seed, executor=ex, rank_by=rank_by,
+                          on_done=progress, journal=journal)
+    except KeyboardInterrupt:
+        if journal is None:
+            raise Interrupted("no --out: the candidates finished so far are only in the lines printed above; "
+                              "give --out DIR to journal them") from None
+        raise Interrupted(f"finished candidates are in {journal.path}; run the same command with --resume "
+                          "to go on") from None
     result = _json_safe(result)
+    if out is not None:
+        from sim.files import atomic_write_text
+
+        atomic_write_text(out / "plan.json", json.dumps(result, indent=2) + "\n", field="--out")
     if html_out is not None:
         from sim.plan.report import plan_report
 
-        html_out.parent.mkdir(parents=True, exist_ok=True)
-        html_out.write_text(plan_report(result))
+        from sim.files import atomic_write_text
+
+        atomic_write_text(html_out, plan_report(result), field="--html")
     bands = _error_bands(result)
+    status = outcome_exit_code(len(result["candidates"]),
+                               sum(1 for c in result["candidates"] if c.get("error") or c.get("max_rate_rps") is None))
     if as_json:
         typer.echo(json.dumps({**result, "expected_error": bands}, indent=2))
-        return
+        raise typer.Exit(status)
     table = Table(title=f"Capacity plan: {target_rps:g} req/s at {slo.describe()}")
     for col in ("rank", "hw", "engine", "model", "quant", "max req/s", "first fail", "replicas",
                 "rental $/M tok", "own $/M tok", "TTFT p90 s", "TPOT p90 ms", "note"):
@@ -253,6 +314,18 @@ def plan(
         out_console.print(f"{key}: {describe(err)}", markup=False, highlight=False, soft_wrap=True)
     if html_out is not None:
         out_console.print(f"html: {html_out}", markup=False)
+    if out is not None:
+        out_console.print(f"plan: {out / 'plan.json'}; journal: {out / 'candidates.jsonl'}", markup=False)
+    raise typer.Exit(status)
+
+
+def outcome_exit_code(total: int, failed: int) -> int:
+    """0 when every item succeeded, 1 when some failed, 3 when all failed (sim.errors exit codes)."""
+    from sim.errors import EXIT_ALL_FAILED, EXIT_OK, EXIT_PARTIAL
+
+    if failed <= 0:
+        return EXIT_OK
+    return EXIT_ALL_FAILED if failed >= total else EXIT_PARTIAL
 
 
 def _error_bands(result: dict) -> dict[str, dict]:

@@ -87,6 +87,7 @@ def run(
         "prefix_caching": prefix_caching, "flash_attention": flash_attn,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    _check_conflicts(concurrency=concurrency, rate_scale=rate_scale, replicas=replicas, router=router, disagg=disagg)
     if flash_attn:  # forced on for every model (Ollama: OLLAMA_FLASH_ATTENTION=1), not per architecture
         overrides["flash_attention_architectures"] = ["*"]
     choices = {
@@ -105,6 +106,10 @@ def run(
         )
         for c in (dict(zip(choices, combo)) for combo in itertools.product(*choices.values()))
     ]
+    if out is not None:  # before the simulation: a write error after minutes of it would waste them
+        from sim.files import check_writable
+
+        check_writable(out)
     results = []
     for i, spec in enumerate(specs):
         # The resolved configuration first, so nothing is assumed silently (stderr under --json).
@@ -129,7 +134,8 @@ def run(
 
             Console().print(_table(results[0]))
             _print_error_band(Console(), results[0].summary)
-        return
+        _report_rejections(results, as_json)
+        raise typer.Exit(_exit_status(results))
     if as_json:
         sys.stdout.write(json.dumps({"runs": [r.summary for r in results]}, indent=2, sort_keys=True) + "\n")
     else:
@@ -144,6 +150,57 @@ def run(
             if key not in seen:
                 seen.add(key)
                 _print_error_band(console, r.summary, prefix=f"{key[0]} / {key[1]}: ")
+    _report_rejections(results, as_json, labels=[_run_folder(i, s) for i, s in enumerate(specs)])
+    raise typer.Exit(_exit_status(results))
+
+
+def rejections_by_reason(result: SimResult) -> list[tuple[str, int]]:
+    """(reason, requests) of the rejected requests of a run, most frequent first (ties by reason)."""
+    from collections import Counter
+
+    if not result.summary["requests"]["rejected"]:  # the request table costs pandas (~0.3 s): only when needed
+        return []
+    df = result.requests
+    if df is None or "status" not in df or not len(df):
+        return []
+    counts = Counter(df.loc[df["status"] == "rejected", "reason"].astype(str))
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _report_rejections(results, as_json: bool, labels: list[str] | None = None) -> None:
+    """One line per rejection reason under the table (stderr under --json, whose stdout is JSON only)."""
+    for i, r in enumerate(results):
+        reasons = rejections_by_reason(r)
+        if not reasons:
+            continue
+        total = r.summary["requests"]["total"]
+        rejected = sum(n for _, n in reasons)
+        who = f"{labels[i]}: " if labels else ""
+        typer.echo(f"{who}rejected {rejected:,} of {total:,} requests:", err=as_json)
+        for reason, n in reasons:
+            typer.echo(f"  {n:,} x {reason or 'no reason recorded'}", err=as_json)
+
+
+def _exit_status(results) -> int:
+    """0: every request completed or none was rejected; 1: some rejected; 3: all rejected, in every
+    run (sim.errors exit codes)."""
+    from sim.errors import EXIT_ALL_FAILED, EXIT_OK, EXIT_PARTIAL
+
+    rejected = sum(r.summary["requests"]["rejected"] for r in results)
+    total = sum(r.summary["requests"]["total"] for r in results)
+    if rejected == 0:
+        return EXIT_OK
+    return EXIT_ALL_FAILED if rejected >= total else EXIT_PARTIAL
+
+
+def _check_conflicts(*, concurrency, rate_scale, replicas, router, disagg) -> None:
+    """Options that another option makes meaningless would be ignored without a word: errors instead."""
+    if concurrency and rate_scale != 1.0:
+        raise ConfigError("--rate-scale divides the trace's arrival times, which a closed loop (--concurrency: "
+                          "each client sends when answered) ignores; give one of them", field="--rate-scale")
+    if router and replicas <= 1 and not disagg:
+        raise ConfigError("--router picks a replica for each request: give --replicas N > 1 (or --disagg)",
+                          field="--router")
 
 
 # What rich would change in a line printed without highlighting: markup (`[`), emoji codes
@@ -285,13 +342,14 @@ def _config_line(spec, eng, prof, model) -> str:
 
 
 def _write_out(result: SimResult, out: Path) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"cannot create the output folder: {e.strerror}", file=out, field="--out") from None
-    (out / "summary.json").write_text(result.to_json() + "\n")
-    result.requests.to_csv(out / "requests.csv", index=False)
-    result.iterations.to_csv(out / ITERATIONS_FILE, index=False)
+    """Each file written whole or not at all (sim.files); the summary last, so a summary.json on
+    disk means its requests.csv and iterations.csv are complete."""
+    from sim.files import atomic_write_text, atomic_write_with, check_writable
+
+    check_writable(out)
+    atomic_write_with(out / "requests.csv", lambda p: result.requests.to_csv(p, index=False), field="--out")
+    atomic_write_with(out / ITERATIONS_FILE, lambda p: result.iterations.to_csv(p, index=False), field="--out")
+    atomic_write_text(out / "summary.json", result.to_json() + "\n", field="--out")
 
 
 def _fmt(x, scale: float = 1.0, digits: int = 1) -> str:

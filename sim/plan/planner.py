@@ -340,8 +340,13 @@ def run_plan(
     executor=None,
     rank_by: str = "rental",
     on_done: Callable[[dict[str, Any]], None] | None = None,
+    journal=None,
 ) -> dict[str, Any]:
     """Search every candidate (in parallel through `executor`), then cost and rank them.
+
+    `journal` (a `sim.plan.plan_journal.PlanJournal`): candidates it holds are not searched again,
+    and each new search result is appended to it as soon as it arrives (an interrupted plan loses
+    only the candidates in flight).
 
     Returns the plan as a JSON-ready dict: workload, slo, target_rps, search, assumptions and the
     ranked `candidates` (each with max_rate_rps, replicas and cost_per_million_output_tokens).
@@ -359,8 +364,20 @@ def run_plan(
     # before it are done), so a parallel plan prints the same progress lines as a serial one
     waiting: dict[int, dict[str, Any]] = {}
     told = 0  # candidates `on_done` has heard of: positions 0 .. told - 1
+    from sim.plan.executors import Outcome
+
+    resumed = [Outcome(t, journal.finished(t)) for t in tasks if journal is not None and journal.finished(t)]
+    todo = [t for t in tasks if journal is None or not journal.finished(t)]
+
+    def outcomes():
+        yield from resumed
+        for outcome in executor.map_unordered(search_candidate, todo):
+            if journal is not None and outcome.error is None:
+                journal.record(outcome.item, outcome.value)
+            yield outcome
+
     try:
-        for outcome in executor.map_unordered(search_candidate, tasks):
+        for outcome in outcomes():
             r = outcome.value if outcome.error is None else {**outcome.item["candidate"], "error": outcome.error}
             r = add_costs(r, target_rps=target_rps, mean_output_tokens=stats.mean_output_tokens,
                           assumptions=assumptions)

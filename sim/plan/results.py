@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from sim.files import atomic_write_text, atomic_write_with, write_error
 from sim.plan.sweep import Combination
 from sim.plan.workload import display_path
 
@@ -89,13 +91,19 @@ class ResultsJournal:
                 f.truncate(data.rfind(b"\n") + 1)
 
     def start_fresh(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text("")
+        atomic_write_text(self.path, "")
 
     def append(self, row: dict[str, Any]) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(row, default=_json_default) + "\n")
-            f.flush()
+        """One line, flushed and fsynced: a row appended is on disk before the next one starts. The
+        journal is the one file not written by rename: appending is what lets it survive a kill,
+        and a half-written last line is dropped when it is read back (`drop_partial_line`)."""
+        try:
+            with self.path.open("a") as f:
+                f.write(json.dumps(row, default=_json_default) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise write_error(self.path, e) from None
 
 
 def _json_default(x: Any) -> Any:
@@ -124,12 +132,12 @@ def write_tables(df: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
     """results.csv and results.parquet. Object columns holding mixed types (an override that is a
     number in one row and text in another) are written as text so Parquet accepts them."""
     csv_path, pq_path = out_dir / "results.csv", out_dir / "results.parquet"
-    df.to_csv(csv_path, index=False)
+    atomic_write_with(csv_path, lambda p: df.to_csv(p, index=False))
     pq = df.copy()
     for col in pq.columns:
         if pq[col].dtype == object:
             kinds = {type(v) for v in pq[col] if v is not None and not (isinstance(v, float) and math.isnan(v))}
             if len(kinds) > 1:
                 pq[col] = pq[col].map(lambda v: None if v is None else str(v))
-    pq.to_parquet(pq_path, index=False)
+    atomic_write_with(pq_path, lambda p: pq.to_parquet(p, index=False))
     return csv_path, pq_path

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sim.errors import ConfigError
+from sim.files import atomic_write_text, check_writable
 from sim.plan.costs import OwnershipAssumptions, ownership_usd_per_hour, usd_per_million_output_tokens
 from sim.plan.executors import Executor
 from sim.plan.results import (
@@ -144,7 +145,7 @@ def run_sweep(
     With `resume`, rows already in `out_dir/results.jsonl` with status ok are kept and their
     combinations skipped (a failed one is tried again); without it the journal starts empty.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_writable(out_dir)
     journal = ResultsJournal(out_dir / "results.jsonl")
     if resume:
         journal.drop_partial_line()
@@ -185,7 +186,6 @@ def run_sweep(
     if report:
         from sim.plan.report import sweep_report
 
-        files["html"] = out_dir / "report.html"
-        files["html"].write_text(sweep_report(frame, title=sweep.name))
+        files["html"] = atomic_write_text(out_dir / "report.html", sweep_report(frame, title=sweep.name))
     return SweepOutcome(frame, ran=len(tasks), skipped=len(sweep.combinations) - len(tasks),
                         failed=int((frame["status"] != "ok").sum()), out_dir=out_dir, files=files, wall_s=wall_s)
