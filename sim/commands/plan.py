@@ -89,6 +89,11 @@ def sweep(
                                        f"{result.failed} failed)"))
     for _, r in df[df["status"] != "ok"].iterrows():
         out_console.print(f"#{r['index']} failed: {r['error']}", markup=False)
+    for _, r in df[df["status"] == "ok"].iterrows():
+        judged = [x for x in (r.get("verdict_text"), r.get("slo_misses") and f"misses SLO: {r['slo_misses']}")
+                  if isinstance(x, str) and x and x != "stable"]
+        if judged:
+            out_console.print(f"#{r['index']}: {'; '.join(judged)}", markup=False, highlight=False)
     for name, path in result.files.items():
         out_console.print(f"{name}: {path}", markup=False)
 
@@ -113,6 +118,7 @@ def _load_text(r) -> str:
 def _sweep_table(df, title: str) -> Table:
     """One row per combination: the option fields that vary, the load and the headline metrics."""
     from sim.plan.report import _option_columns
+    from sim.plan.results import point_status
 
     options = _option_columns(df) or ["hw"]
     table = Table(title=title)
@@ -128,7 +134,7 @@ def _sweep_table(df, title: str) -> Table:
                  _fmt(r.get("kv_preemptions")), _fmt(r.get("requests_rejected")), _fmt(r.get("cost_rental_usd_per_million_output_tokens"), ",.3g"),
                  _fmt(r.get("cost_ownership_usd_per_million_output_tokens"), ",.3g")]
         table.add_row(str(r["index"]), *[_fmt(r.get(c)) for c in options], load,
-                      *(cells if ok else ["-"] * len(cells)), "ok" if ok else "error")
+                      *(cells if ok else ["-"] * len(cells)), point_status(r))
     return table
 
 

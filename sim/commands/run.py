@@ -128,6 +128,7 @@ def run(
             from rich.console import Console
 
             Console().print(_table(results[0]))
+            _print_verdict(Console(), results[0].summary)
             _print_error_band(Console(), results[0].summary)
         return
     if as_json:
@@ -167,6 +168,13 @@ def _print_config(line: str, *, err: bool) -> None:
     from rich.console import Console
 
     Console(stderr=err).print(line, highlight=False, soft_wrap=True)
+
+
+def _print_verdict(console: Console, summary: dict) -> None:
+    """Whether the figures above are steady-state figures (sim.engine.verdict), under the table."""
+    v = summary.get("verdict")
+    if v:
+        console.print(f"verdict: {v['text']}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _print_error_band(console: Console, summary: dict, prefix: str = "") -> None:
@@ -209,12 +217,15 @@ def _comparison_table(specs, results, varying: list[str]) -> Table:
     (only the differing options are columns, so the table fits 80 columns)."""
     from rich.table import Table
 
+    from sim.engine.verdict import short_text
+
     shown = varying or ["engine"]
     t = Table(title="infersim run: comparison", caption="TTFT and TPOT in ms, E2E in s; users = closed-loop clients")
     for label in shown:
         t.add_column("users" if label == "concurrency" else label)
     for label in ("out tok/s", "TTFT p50", "TTFT p90", "TPOT p50", "TPOT p90", "E2E p50", "rej."):
         t.add_column(label, justify="right")
+    t.add_column("verdict")
     for spec, res in zip(specs, results):
         s = res.summary
         names = {"hw": Path(spec.hw).stem, "engine": Path(spec.engine).stem, "model": Path(spec.model).stem,
@@ -224,7 +235,7 @@ def _comparison_table(specs, results, varying: list[str]) -> Table:
             *(names[k] for k in shown),
             _fmt(s["throughput"]["output_tok_s"]), _fmt(s["ttft_s"]["p50"], 1e3, 0), _fmt(s["ttft_s"]["p90"], 1e3, 0),
             _fmt(s["tpot_s"]["p50"], 1e3, 1), _fmt(s["tpot_s"]["p90"], 1e3, 1), _fmt(s["e2e_s"]["p50"], 1, 1),
-            f"{s['requests']['rejected']:,}",
+            f"{s['requests']['rejected']:,}", short_text(s.get("verdict")),
         )
     return t
 
@@ -318,6 +329,10 @@ def _table(result: SimResult) -> Table:
     t.add_row("KV cache", f"{kv['capacity_tokens']:,} tokens", f"peak used {kv['peak_used_fraction']:.1%}",
               f"peak reserved {kv['peak_reserved_fraction']:.1%}", f"{kv['preemptions']:,} preempted")
     t.add_row("batch size (per iteration)", _fmt(s["batch_size"]["mean"]), f"max {s['batch_size']['max']}", "", "")
+    if s.get("verdict"):
+        from sim.engine.verdict import short_text
+
+        t.add_row("verdict", short_text(s["verdict"]), "", "", "")
     pc = s.get("prefix_cache") or {}
     if pc.get("enabled"):
         t.add_row("prefix cache", f"hit rate {pc['hit_rate']:.1%}", f"{pc['hit_tokens']:,} tokens hit",

@@ -125,7 +125,7 @@ def sweep_report(frame: pd.DataFrame, *, title: str = "infersim sweep") -> str:
                                          "peak KV used / capacity"))
         sections.append(_pareto_figure(ok))
     sections.append("<h2>All combinations</h2>")
-    sections.append(_table_html(frame, ["index", "status", "hw", "engine", "model", "quant", "concurrency",
+    sections.append(_table_html(frame, ["index", "status", "verdict_text", "slo_met", "slo_misses", "hw", "engine", "model", "quant", "concurrency",
                                         "offered_rps", "throughput_output_tok_s", "ttft_s_p90", "tpot_s_p90",
                                         "e2e_s_p90", "kv_peak_used_fraction", "kv_preemptions",
                                         "requests_rejected", "cost_rental_usd_per_million_output_tokens",
