@@ -175,7 +175,12 @@ def plan(
     start_rps: Optional[float] = typer.Option(None, "--start-rps", help="first rate tried (default: the trace's native rate)"),
     rel_tol: float = typer.Option(0.02, "--rel-tol", help="stop when (first fail - last pass) / first fail <= this"),
     max_iterations: int = typer.Option(12, "--max-iterations", help="most bisection midpoints per candidate"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="seed of the resampling that extends a short trace and of the bootstrap"),
+    min_requests: int = typer.Option(
+        2000, "--min-requests", help="search on at least this many requests: a shorter trace is extended by "
+        "resampling its own lengths and inter-arrival gaps"),
+    replicates: int = typer.Option(
+        5, "--replicates", help="bootstrap re-searches on resamples of the trace, for the max rate's uncertainty (0: none)"),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address"),
     workers: Optional[int] = typer.Option(None, "--workers", help="candidates searched in parallel (local: 1 = in this process; ray: CPUs of a Ray started here)"),
@@ -208,25 +213,27 @@ def plan(
     _check_names(hw, engine, model, quant)
     candidates = [Candidate(hw=h, engine=e, model=m, quant=q)
                   for h in _split(hw) for e in _split(engine) for m in _split(model) for q in _split(quant)]
-    from sim.plan.workload import materialize
+    from sim.plan.workload import materialize, plan_workload
 
     trace_path = str(materialize(trace.resolve()))
     stats = trace_stats(trace_path)
+    workload = plan_workload(trace_path, min_requests=min_requests, replicates=replicates, seed=seed)
     err = _stdout(stderr=True)
     if not as_json:
         err.print(f"plan: {len(candidates)} candidates; trace {trace} ({stats.requests} requests, native rate "
                   f"{_fmt(stats.native_rate_rps, '.4g')} req/s); SLO {slo.describe()}; target {target_rps:g} req/s")
-        err.print(f"search: {settings.describe()}")
+        err.print(f"search: {settings.describe()}", markup=False)
+        err.print(f"workload: {workload.text}", markup=False)
 
     def progress(r: dict[str, Any]) -> None:
         if not as_json:
-            what = r.get("error") or r.get("note") or f"max {_fmt(r.get('max_rate_rps'), '.4g')} req/s"
+            what = r.get("error") or r.get("note") or f"max {_rate_text(r)} req/s"
             err.print(f"  done: {Candidate(r['hw'], r.get('engine'), r.get('model'), r.get('quant')).label()}: {what}")
 
     ex = _executor(executor, workers, ray_address, len(candidates))
     result = run_plan(trace=trace_path, candidates=candidates, slo=slo, target_rps=target_rps,
                       assumptions=assumptions, settings=settings, seed=seed, executor=ex, rank_by=rank_by,
-                      on_done=progress)
+                      on_done=progress, workload=workload)
     result = _json_safe(result)
     if html_out is not None:
         from sim.plan.report import plan_report
@@ -245,13 +252,22 @@ def plan(
         at = c.get("at_max_rate") or {}
         cost = c.get("cost_per_million_output_tokens") or {}
         tpot = at.get("tpot_p90_s")
+        rr = c.get("replicas_range")
+        replicas = _fmt(c.get("replicas")) + (f" ({rr[0]}-{rr[1]})" if rr and rr[0] != rr[1] else "")
+        note = c.get("error") or c.get("note") or ""
+        if not note and at.get("verdict_state") not in (None, "", "stable"):
+            note = f"at max rate: {at['verdict']}"
         table.add_row(str(i), c["hw"], _fmt(c.get("engine")), _fmt(c.get("model")), _fmt(c.get("quant")),
-                      _fmt(c.get("max_rate_rps"), ".4g"), _fmt(c.get("first_failing_rate_rps"), ".4g"),
-                      _fmt(c.get("replicas")), _fmt(cost.get("rental"), ",.3g"), _fmt(cost.get("ownership"), ",.3g"),
-                      _fmt(at.get("ttft_p90_s")), _fmt(None if tpot is None else tpot * 1e3),
-                      c.get("error") or c.get("note") or "")
+                      _rate_text(c), _fmt(c.get("first_failing_rate_rps"), ".4g"),
+                      replicas, _fmt(cost.get("rental"), ",.3g"), _fmt(cost.get("ownership"), ",.3g"),
+                      _fmt(at.get("ttft_p90_s")), _fmt(None if tpot is None else tpot * 1e3), note)
     out_console = _stdout()
     out_console.print(table)
+    out_console.print(f"workload: {result['workload']['text']}", markup=False, highlight=False)
+    if replicates:
+        out_console.print("max req/s (low-high): the range of the last passing and first failing rates over the "
+                          f"search and its {replicates} bootstrap re-searches; replicas (low-high) for that range",
+                          markup=False, highlight=False)
     out_console.print(f"costs: {result['assumptions']['text']}", markup=False)
     from sim.catalog.accuracy import describe
 
@@ -259,6 +275,13 @@ def plan(
         out_console.print(f"{key}: {describe(err)}", markup=False, highlight=False, soft_wrap=True)
     if html_out is not None:
         out_console.print(f"html: {html_out}", markup=False)
+
+
+def _rate_text(c: dict[str, Any]) -> str:
+    """The max rate, and its uncertainty interval where there is one: '13.4 (12.1-14.9)'."""
+    text = _fmt(c.get("max_rate_rps"), ".4g")
+    iv = c.get("max_rate_interval_rps")
+    return text + (f" ({iv[0]:.4g}-{iv[1]:.4g})" if iv else "")
 
 
 def _error_bands(result: dict) -> dict[str, dict]:
