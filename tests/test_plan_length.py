@@ -90,3 +90,12 @@ def test_an_overloaded_replay_fails_the_probe_even_when_its_percentiles_look_fin
     p = check_slo(res.summary, res.requests, SLO(ttft_p90_s=60.0), 20 * 0.953)
     assert p.ttft_p90_s < 60.0  # the percentile alone would pass ...
     assert not p.passed and p.verdict_state == "overloaded" and p.reason.startswith("overloaded from t = ")
+
+
+def test_a_trace_past_the_bootstrap_limit_is_searched_as_recorded_without_re_searches(tmp_path, monkeypatch):
+    import sim.plan.workload as workload
+
+    monkeypatch.setattr(workload, "MAX_BOOTSTRAP_REQUESTS", 150)
+    wl = plan_workload(CHAT, min_requests=100, replicates=5, cache_dir=tmp_path)
+    assert wl.path == CHAT and not wl.extended and wl.replicates == ()
+    assert "no bootstrap re-searches" in wl.text and not list(tmp_path.iterdir())  # nothing written
