@@ -18,8 +18,11 @@ says which, from the per-request records alone (arrival, leaving the system, sta
    `MIN_GROWTH_REQUESTS` over the half (a couple of requests is noise, not a trend). A stable queue
    has no trend: it fluctuates around lambda x (time in system). The onset X is the last arrival
    instant at which N(t) was still at its starting level (the median of N over the first 20
-   arrivals, or the first 10% if fewer): from then on the backlog never emptied back. An overload that drains before the
-   trace ends (a burst) is not flagged: it shows in the latencies, and the second half has no trend.
+   arrivals, or the first 10% if fewer): from then on the backlog never emptied back. An overload
+   that drains before the trace ends (a burst) is not flagged: it shows in the latencies, and the
+   second half has no trend; a burst that has not drained by the last arrival can be. On a short
+   trace the fill-up of an empty system can look like growth, so a short trace says so beside
+   an overload (criterion 2 is listed too).
 2. **Too short to reach steady state.** A system that starts empty needs several times the time a
    request spends in it before its queue forgets the empty start; the figures are steady-state
    figures only if the arrival window is at least `STEADY_STATE_SPANS` (10) median end-to-end
@@ -28,10 +31,12 @@ says which, from the per-request records alone (arrival, leaving the system, sta
 3. **Too few requests for pQQ.** The q-quantile of n samples rests on the n(1 - q) samples above
    it; with fewer than 10 of them it is one of the few largest values and moves with each one.
    A percentile is supported from n >= 10 / (1 - q) completed requests (p90: 100, p99: 1,000).
-   `run` judges p99 (the highest percentile it prints); `plan` judges its SLO's percentile.
+   `run` judges p99 (the highest percentile it prints); `sweep` and `plan` judge p90 (the
+   percentile their tables and SLOs name).
 
 Otherwise the run is **stable**. Closed-loop runs (N clients) cannot be overloaded (each client
-waits for its answer), so only 2 and 3 apply to them in practice.
+waits for its answer), so only 2 and 3 apply to them in practice. How sharp criterion 1 is on M/M/4
+queues of known utilisation is measured in docs/simulating.md.
 """
 
 from __future__ import annotations
