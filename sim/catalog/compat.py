@@ -106,11 +106,12 @@ def check_deployment(hw: HardwareProfile, engine: EngineConfig, model: ModelSpec
     from sim.catalog.quant import get_quant
 
     q = get_quant(quant).name
+    name = engine.name.split("@")[0]  # a release-pinned preset ("vllm@0.11") follows its engine's rules
     vendor, generation = str(hw.vendor or ""), str(getattr(hw, "generation", "") or "")
-    ctx: dict[str, Any] = {"engine": engine.name, "quant": q, "hw": hw.name, "vendor": vendor or "unknown vendor"}
+    ctx: dict[str, Any] = {"engine": name, "quant": q, "hw": hw.name, "vendor": vendor or "unknown vendor"}
     notes = []
     for rule in rules():
-        if not rule.matches(engine.name, q, vendor, generation):
+        if not rule.matches(name, q, vendor, generation):
             continue
         if rule.check == "tp_divides_heads":
             detail = tp_heads_problem(model, int(engine.tp or 1))
@@ -119,5 +120,5 @@ def check_deployment(hw: HardwareProfile, engine: EngineConfig, model: ModelSpec
             ctx["detail"] = detail
         if rule.outcome == "impossible":
             raise ConfigError(f"{rule.message.format(**ctx)} [{rule.id}]", field=rule.field)
-        notes.append(f"{engine.name} {q} on {hw.name} runs as {rule.runs_as}; priced so: {rule.pricing} [{rule.id}]")
+        notes.append(f"{name} {q} on {hw.name} runs as {rule.runs_as}; priced so: {rule.pricing} [{rule.id}]")
     return notes
