@@ -257,6 +257,8 @@ def plan(
         note = c.get("error") or c.get("note") or ""
         if not note and at.get("verdict_state") not in (None, "", "stable"):
             note = f"at max rate: {at['verdict']}"
+            if "too short" in at["verdict"]:
+                note += f"; search on more requests (--min-requests {2 * result['workload']['searched_requests']})"
         table.add_row(str(i), c["hw"], _fmt(c.get("engine")), _fmt(c.get("model")), _fmt(c.get("quant")),
                       _rate_text(c), _fmt(c.get("first_failing_rate_rps"), ".4g"),
                       replicas, _fmt(cost.get("rental"), ",.3g"), _fmt(cost.get("ownership"), ",.3g"),
