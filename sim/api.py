@@ -126,8 +126,11 @@ def run_spec(spec: RunSpec) -> SimResult:
     model = cache.model(spec.model)
     quant = spec.quant or engine.default_quant
     model.quant(quant)  # unknown names fail before the trace is read
+    notes = deployment_notes(spec, hw, engine, model, quant)  # impossible deployments fail here (exit 2)
     requests = _scaled(iter_trace(spec.trace, sort=spec.sort), spec.rate_scale, spec.trace)
     extra = {"trace": spec.trace, "rate_scale": spec.rate_scale, "efficiency_from": spec.efficiency_from}
+    if notes:
+        extra["deployment_notes"] = notes
     if spec.disagg:
         from sim.cluster.disagg import parse_disagg, simulate_disagg
 
@@ -145,10 +148,25 @@ def run_spec(spec: RunSpec) -> SimResult:
     return simulate(
         requests, hw=hw, model=model, quant=quant, engine=engine, concurrency=spec.concurrency, seed=spec.seed,
         record_iterations=spec.record_iterations, fast_forward=spec.fast_forward,
-        replicas=spec.replicas, router=spec.router,
-        config_extra={"trace": spec.trace, "rate_scale": spec.rate_scale,
-                      "efficiency_from": spec.efficiency_from},
+        replicas=spec.replicas, router=spec.router, config_extra=extra,
     )
+
+
+def deployment_notes(spec: RunSpec, hw: HardwareProfile, engine: EngineConfig, model, quant: str) -> list[str]:
+    """The engine x quantization x hardware x parallelism table (sim.catalog.compat) applied to a
+    spec: raises ConfigError for an impossible deployment (each pool's hardware under --disagg);
+    returns what runs differently from what was asked."""
+    from sim.catalog.compat import check_deployment
+
+    if not spec.disagg:
+        return check_deployment(hw, engine, model, quant)
+    from sim.cluster.disagg import parse_disagg
+
+    notes: list[str] = []
+    for pool in parse_disagg(spec.disagg):
+        pool_hw = resolve(spec.model_copy(update={"hw": pool.hw, "disagg": None}))[0]
+        notes += [n for n in check_deployment(pool_hw, resolve_engine(spec, pool_hw), model, quant) if n not in notes]
+    return notes
 
 
 def make_spec(**fields: Any) -> RunSpec:

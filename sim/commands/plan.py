@@ -98,6 +98,11 @@ def sweep(
                                        f"{result.failed} failed)"))
     for _, r in df[df["status"] != "ok"].iterrows():
         out_console.print(f"#{r['index']} failed: {r['error']}", markup=False)
+    for _, r in df[df["status"] == "ok"].iterrows():
+        judged = [x for x in (r.get("verdict_text"), r.get("slo_misses") and f"misses SLO: {r['slo_misses']}")
+                  if isinstance(x, str) and x and x != "stable"]
+        if judged:
+            out_console.print(f"#{r['index']}: {'; '.join(judged)}", markup=False, highlight=False)
     for name, path in result.files.items():
         out_console.print(f"{name}: {path}", markup=False)
     raise typer.Exit(outcome_exit_code(len(df), result.failed))
@@ -135,6 +140,7 @@ def _load_text(r) -> str:
 def _sweep_table(df, title: str) -> Table:
     """One row per combination: the option fields that vary, the load and the headline metrics."""
     from sim.plan.report import _option_columns
+    from sim.plan.results import point_status
 
     options = _option_columns(df) or ["hw"]
     table = Table(title=title)
@@ -150,7 +156,7 @@ def _sweep_table(df, title: str) -> Table:
                  _fmt(r.get("kv_preemptions")), _fmt(r.get("requests_rejected")), _fmt(r.get("cost_rental_usd_per_million_output_tokens"), ",.3g"),
                  _fmt(r.get("cost_ownership_usd_per_million_output_tokens"), ",.3g")]
         table.add_row(str(r["index"]), *[_fmt(r.get(c)) for c in options], load,
-                      *(cells if ok else ["-"] * len(cells)), "ok" if ok else "error")
+                      *(cells if ok else ["-"] * len(cells)), point_status(r))
     return table
 
 
@@ -191,7 +197,12 @@ def plan(
     start_rps: Optional[float] = typer.Option(None, "--start-rps", help="first rate tried (default: the trace's native rate)"),
     rel_tol: float = typer.Option(0.02, "--rel-tol", help="stop when (first fail - last pass) / first fail <= this"),
     max_iterations: int = typer.Option(12, "--max-iterations", help="most bisection midpoints per candidate"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="seed of the resampling that extends a short trace and of the bootstrap"),
+    min_requests: int = typer.Option(
+        2000, "--min-requests", help="search on at least this many requests: a shorter trace is extended by "
+        "resampling its own lengths and inter-arrival gaps"),
+    replicates: int = typer.Option(
+        5, "--replicates", help="bootstrap re-searches on resamples of the trace, for the max rate's uncertainty (0: none)"),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address (default: start a local Ray)"),
     ray_host: str = typer.Option("127.0.0.1", "--ray-host", help=_RAY_HOST_HELP),
@@ -234,19 +245,21 @@ def plan(
     _check_names(hw, engine, model, quant)
     candidates = [Candidate(hw=h, engine=e, model=m, quant=q)
                   for h in _split(hw) for e in _split(engine) for m in _split(model) for q in _split(quant)]
-    from sim.plan.workload import materialize
+    from sim.plan.workload import materialize, plan_workload
 
     trace_path = str(materialize(trace.resolve()))
     stats = trace_stats(trace_path)
+    workload = plan_workload(trace_path, min_requests=min_requests, replicates=replicates, seed=seed)
     err = _stdout(stderr=True)
     if not as_json:
         err.print(f"plan: {len(candidates)} candidates; trace {trace} ({stats.requests} requests, native rate "
                   f"{_fmt(stats.native_rate_rps, '.4g')} req/s); SLO {slo.describe()}; target {target_rps:g} req/s")
-        err.print(f"search: {settings.describe()}")
+        err.print(f"search: {settings.describe()}", markup=False)
+        err.print(f"workload: {workload.text}", markup=False)
 
     def progress(r: dict[str, Any]) -> None:
         if not as_json:
-            what = r.get("error") or r.get("note") or f"max {_fmt(r.get('max_rate_rps'), '.4g')} req/s"
+            what = r.get("error") or r.get("note") or f"max {_rate_text(r)} req/s"
             err.print(f"  done: {Candidate(r['hw'], r.get('engine'), r.get('model'), r.get('quant')).label()}: {what}")
 
     journal = None
@@ -268,7 +281,7 @@ def plan(
     try:
         result = run_plan(trace=trace_path, candidates=candidates, slo=slo, target_rps=target_rps,
                           assumptions=assumptions, settings=settings, seed=seed, executor=ex, rank_by=rank_by,
-                          on_done=progress, journal=journal)
+                          on_done=progress, journal=journal, workload=workload)
     except KeyboardInterrupt:
         if journal is None:
             raise Interrupted("no --out: the candidates finished so far are only in the lines printed above; "
@@ -300,13 +313,24 @@ def plan(
         at = c.get("at_max_rate") or {}
         cost = c.get("cost_per_million_output_tokens") or {}
         tpot = at.get("tpot_p90_s")
+        rr = c.get("replicas_range")
+        replicas = _fmt(c.get("replicas")) + (f" ({rr[0]}-{rr[1]})" if rr and rr[0] != rr[1] else "")
+        note = c.get("error") or c.get("note") or ""
+        if not note and at.get("verdict_state") not in (None, "", "stable"):
+            note = f"at max rate: {at['verdict']}"
+            if "too short" in at["verdict"]:
+                note += f"; search on more requests (--min-requests {2 * result['workload']['searched_requests']})"
         table.add_row(str(i), c["hw"], _fmt(c.get("engine")), _fmt(c.get("model")), _fmt(c.get("quant")),
-                      _fmt(c.get("max_rate_rps"), ".4g"), _fmt(c.get("first_failing_rate_rps"), ".4g"),
-                      _fmt(c.get("replicas")), _fmt(cost.get("rental"), ",.3g"), _fmt(cost.get("ownership"), ",.3g"),
-                      _fmt(at.get("ttft_p90_s")), _fmt(None if tpot is None else tpot * 1e3),
-                      c.get("error") or c.get("note") or "")
+                      _rate_text(c), _fmt(c.get("first_failing_rate_rps"), ".4g"),
+                      replicas, _fmt(cost.get("rental"), ",.3g"), _fmt(cost.get("ownership"), ",.3g"),
+                      _fmt(at.get("ttft_p90_s")), _fmt(None if tpot is None else tpot * 1e3), note)
     out_console = _stdout()
     out_console.print(table)
+    out_console.print(f"workload: {result['workload']['text']}", markup=False, highlight=False)
+    if replicates:
+        out_console.print("max req/s (low-high): the range of the last passing and first failing rates over the "
+                          f"search and its {replicates} bootstrap re-searches; replicas (low-high) for that range",
+                          markup=False, highlight=False)
     out_console.print(f"costs: {result['assumptions']['text']}", markup=False)
     from sim.catalog.accuracy import describe
 
@@ -326,6 +350,13 @@ def outcome_exit_code(total: int, failed: int) -> int:
     if failed <= 0:
         return EXIT_OK
     return EXIT_ALL_FAILED if failed >= total else EXIT_PARTIAL
+
+
+def _rate_text(c: dict[str, Any]) -> str:
+    """The max rate, and its uncertainty interval where there is one: '13.4 (12.1-14.9)'."""
+    text = _fmt(c.get("max_rate_rps"), ".4g")
+    iv = c.get("max_rate_interval_rps")
+    return text + (f" ({iv[0]:.4g}-{iv[1]:.4g})" if iv else "")
 
 
 def _error_bands(result: dict) -> dict[str, dict]:

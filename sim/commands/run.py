@@ -76,7 +76,7 @@ def run(
 
     Comma-separated --hw, --model, --quant, --engine or --concurrency values simulate every
     combination and print them side by side ("Ollama vs vLLM at 4 users" is one command)."""
-    from sim.api import make_spec, resolve, run_spec
+    from sim.api import deployment_notes, make_spec, resolve, run_spec
     from sim.catalog.lookup import get_model
 
     overrides = {
@@ -110,11 +110,19 @@ def run(
         from sim.files import check_writable
 
         check_writable(out)
-    results = []
-    for i, spec in enumerate(specs):
-        # The resolved configuration first, so nothing is assumed silently (stderr under --json).
+    # Every deployment checked against the compatibility table (sim.catalog.compat) before any runs:
+    # an impossible one is a one-line error (exit 2); a different one is said with its configuration.
+    resolved = []
+    for spec in specs:
         prof, eng = resolve(spec)
+        resolved.append((prof, eng, deployment_notes(spec, prof, eng, get_model(spec.model),
+                                                     spec.quant or eng.default_quant)))
+    results = []
+    for i, (spec, (prof, eng, notes)) in enumerate(zip(specs, resolved)):
+        # The resolved configuration first, so nothing is assumed silently (stderr under --json).
         _print_config(_config_line(spec, eng, prof, get_model(spec.model)), err=as_json)
+        for note in notes:
+            _print_config(f"note: {note}", err=as_json)
         t0 = time.perf_counter()
         result = run_spec(spec)
         wall_s = time.perf_counter() - t0
@@ -133,6 +141,7 @@ def run(
             from rich.console import Console
 
             Console().print(_table(results[0]))
+            _print_verdict(Console(), results[0].summary)
             _print_error_band(Console(), results[0].summary)
         _report_rejections(results, as_json)
         raise typer.Exit(_exit_status(results))
@@ -142,7 +151,10 @@ def run(
         from rich.console import Console
 
         console = Console()
+        if not console.is_terminal:  # piped: the table's natural width, not 80 columns (as `sweep` and `plan`)
+            console = Console(width=200)
         console.print(_comparison_table(specs, results, varying=[k for k, v in choices.items() if len(v) > 1]))
+        _print_verdicts(console, results)
         seen = set()
         for r in results:
             cfg = r.summary.get("config", {})
@@ -226,6 +238,25 @@ def _print_config(line: str, *, err: bool) -> None:
     Console(stderr=err).print(line, highlight=False, soft_wrap=True)
 
 
+def _print_verdict(console: Console, summary: dict) -> None:
+    """Whether the figures above are steady-state figures (sim.engine.verdict), under the table."""
+    v = summary.get("verdict")
+    if v:
+        console.print(f"verdict: {v['text']}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _print_verdicts(console: Console, results) -> None:
+    """The compared runs' verdicts under their table: once when they all agree, else one line per
+    run (numbered in table order)."""
+    texts = [(r.summary.get("verdict") or {}).get("text") for r in results]
+    if len(set(texts)) == 1:
+        if texts[0]:
+            console.print(f"verdict (every run): {texts[0]}", highlight=False, markup=False, soft_wrap=True)
+        return
+    for i, text in enumerate(texts, start=1):
+        console.print(f"verdict of row {i}: {text}", highlight=False, markup=False, soft_wrap=True)
+
+
 def _print_error_band(console: Console, summary: dict, prefix: str = "") -> None:
     """The expected error of the headline figures (sim.catalog.accuracy), under the table."""
     from sim.catalog.accuracy import describe
@@ -271,17 +302,18 @@ def _comparison_table(specs, results, varying: list[str]) -> Table:
     (only the differing options are columns, so the table fits 80 columns)."""
     from rich.table import Table
 
-    shown = varying or ["engine"]
+    rows = [_comparison_names(spec, res.summary) for spec, res in zip(specs, results)]
+    # every column whose resolved value differs between the runs (an engine's default quantization
+    # differs with the engine: `--engine ollama,vllm` compares q4_k_m with bf16, and says so)
+    shown = [k for k in COMPARISON_COLUMNS if k in varying or len({r[k] for r in rows}) > 1] or ["engine"]
     t = Table(title="infersim run: comparison", caption="TTFT and TPOT in ms, E2E in s; users = closed-loop clients")
-    for label in shown:
-        t.add_column("users" if label == "concurrency" else label)
+    for label in shown:  # what tells the rows apart is never cut: the figures' columns give way first
+        t.add_column({"concurrency": "users", "kv_dtype": "kv"}.get(label, label), no_wrap=True,
+                     min_width=max(len(r[label]) for r in rows))
     for label in ("out tok/s", "TTFT p50", "TTFT p90", "TPOT p50", "TPOT p90", "E2E p50", "rej."):
         t.add_column(label, justify="right")
-    for spec, res in zip(specs, results):
+    for res, names in zip(results, rows):
         s = res.summary
-        names = {"hw": Path(spec.hw).stem, "engine": _engine_label(spec.engine), "model": Path(spec.model).stem,
-                 "quant": str(s["config"].get("quant") or spec.quant),
-                 "concurrency": str(spec.concurrency) if spec.concurrency else "open"}
         t.add_row(
             *(names[k] for k in shown),
             _fmt(s["throughput"]["output_tok_s"]), _fmt(s["ttft_s"]["p50"], 1e3, 0), _fmt(s["ttft_s"]["p90"], 1e3, 0),
@@ -289,6 +321,18 @@ def _comparison_table(specs, results, varying: list[str]) -> Table:
             f"{s['requests']['rejected']:,}",
         )
     return t
+
+
+#: The configuration columns a comparison table may show, in this order.
+COMPARISON_COLUMNS = ("hw", "engine", "model", "quant", "kv_dtype", "concurrency")
+
+
+def _comparison_names(spec, summary: dict) -> dict[str, str]:
+    """What one compared run resolved to, as table cells (`COMPARISON_COLUMNS`)."""
+    cfg = summary.get("config") or {}
+    return {"hw": Path(spec.hw).stem, "engine": _engine_label(spec.engine), "model": Path(spec.model).stem,
+            "quant": str(cfg.get("quant") or spec.quant), "kv_dtype": str(cfg.get("kv_dtype") or "-"),
+            "concurrency": str(spec.concurrency) if spec.concurrency else "open"}
 
 
 def _speculative(method, k, acceptance, draft_model, draft_fraction) -> dict | None:
@@ -381,6 +425,10 @@ def _table(result: SimResult) -> Table:
     t.add_row("KV cache", f"{kv['capacity_tokens']:,} tokens", f"peak used {kv['peak_used_fraction']:.1%}",
               f"peak reserved {kv['peak_reserved_fraction']:.1%}", f"{kv['preemptions']:,} preempted")
     t.add_row("batch size (per iteration)", _fmt(s["batch_size"]["mean"]), f"max {s['batch_size']['max']}", "", "")
+    if s.get("verdict"):
+        from sim.engine.verdict import short_text
+
+        t.add_row("verdict", short_text(s["verdict"]), "", "", "")
     pc = s.get("prefix_cache") or {}
     if pc.get("enabled"):
         t.add_row("prefix cache", f"hit rate {pc['hit_rate']:.1%}", f"{pc['hit_tokens']:,} tokens hit",
