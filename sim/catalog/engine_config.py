@@ -402,7 +402,7 @@ def available_engines() -> dict[str, Path]:
     return {p.stem: p for p in sorted(_PRESETS_DIR.glob("*.yaml"))}
 
 
-def _read_yaml(path: Path) -> dict:
+def read_yaml(path: Path) -> dict:
     try:
         # libyaml's parser when pyyaml has it (same SafeLoader constructors and resolver, ~10x faster)
         data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -415,7 +415,7 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
-def _line_of(path: Path, field: str) -> int | None:
+def line_of(path: Path, field: str) -> int | None:
     """1-based line where a top-level `field:` key appears in a YAML file, for error messages."""
     top = field.split(".")[0]
     for i, text in enumerate(path.read_text().splitlines(), start=1):
@@ -429,11 +429,11 @@ def load_engine_file(path: str | Path) -> EngineConfig:
     path = Path(path)
     if not path.is_file():
         raise ConfigError("file not found", file=path, field="--engine")
-    data = _read_yaml(path)
+    data = read_yaml(path)
     base = data.pop("base", None)
     if base is not None:
         if not isinstance(base, str):
-            raise ConfigError("base must be a preset name", file=path, line=_line_of(path, "base"), field="base")
+            raise ConfigError("base must be a preset name", file=path, line=line_of(path, "base"), field="base")
         merged = load_engine(base).model_dump()
         if isinstance(data.get("efficiency_scale"), dict):
             data["efficiency_scale"] = {**merged["efficiency_scale"], **data["efficiency_scale"]}
@@ -445,7 +445,7 @@ def load_engine_file(path: str | Path) -> EngineConfig:
     except ValidationError as e:
         err = pydantic_error_to_config_error(e, file=path)
         if err.field and err.line is None:
-            err = ConfigError(err.problem, file=path, line=_line_of(path, err.field), field=err.field)
+            err = ConfigError(err.problem, file=path, line=line_of(path, err.field), field=err.field)
         raise err from None
 
 

@@ -3,7 +3,7 @@
 With a fixed batch whose contexts grow by one token per step, each step's compute and memory
 times are lines in the step index, so a run of k steps costs a sum of max-of-two-lines series
 (`_sum_max_of_lines`), split at the crossover; with pipeline stages a convex piecewise-linear sum
-(`_sum_pipeline_steps`). `_largest_within` inverts any such increasing run time. See the
+(`_sum_pipeline_steps`). `largest_within` inverts any such increasing run time. See the
 "Runs of decode steps" paragraph of `sim.cost.roofline`.
 """
 
@@ -97,7 +97,7 @@ def _sum_pipeline_steps(parts, comm_s: float, microbatches: float, count: int) -
     return total
 
 
-def _largest_within(run_time, budget_s: float, max_steps: int | None) -> int:
+def largest_within(run_time, budget_s: float, max_steps: int | None) -> int:
     """Largest k with run_time(k) <= budget_s (capped at max_steps), for run_time increasing in k:
     doubling then bisection on the exact closed form, O(log k) evaluations."""
     if run_time(1) > budget_s or max_steps == 0:

@@ -182,7 +182,7 @@ import numpy as np
 from sim.catalog.models import ModelSpec
 from sim.catalog.quant import QuantFormat
 from sim.cost.decode_runs import (
-    _largest_within,
+    largest_within,
     _steps_without_search,
     _sum_max_of_lines,
     _sum_max_of_two_lines,
@@ -376,8 +376,16 @@ class CostModel:
         self.placement = build_placement(model, params, parallel, offload)
         # Measured decode-step correction of a calibrated model (DecodeCorrection); one device only.
         self.decode_correction = decode_correction if self.placement is None else None
+        # what a speculative model (sim.cost.speculative) reports differently: one token per sequence and
+        # step, no draft model's weights beside this model's
+        self.tokens_per_step = 1.0
+        self.extra_weight_bytes = 0.0
         self._factors: dict[int, float] = {}
         self._decode_consts: dict[int, tuple] = {}  # batch size -> `_decode_constants`
+        # a decode batch's step time is one pair of lines in the step index, from its size and the sum
+        # of its contexts (`_decode_lines_of_sum`; the protocol's `run_time` then needs no contexts)
+        self._one_line = (self.window is None and not self.kv_pad and self.placement is None
+                          and self.decode_correction is None)
 
     @classmethod
     def from_names(
@@ -1084,9 +1092,9 @@ class CostModel:
             return trivial
         if self.placement is not None:
             lines = self._placed_decode_lines(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
-            return _largest_within(lambda k: self._placed_run_time(lines, k), budget_s, max_steps)
+            return largest_within(lambda k: self._placed_run_time(lines, k), budget_s, max_steps)
         if self.decode_correction is not None:  # the corrected run time is searched itself: an exact inverse
-            return _largest_within(lambda k: self.decode_run_time(decode_context, k), budget_s, max_steps)
+            return largest_within(lambda k: self.decode_run_time(decode_context, k), budget_s, max_steps)
         seg = self._decode_segments(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
         starts, a_c, b_c, a_m, b_m = seg
         if isinstance(starts, float):
@@ -1103,6 +1111,47 @@ class CostModel:
             float(a_c[idx]), float(b_c[idx]), float(a_m[idx]), float(b_m[idx]), budget_s - float(before[idx])
         )
         return self._fix_up(seg, k, budget_s, max_steps)
+
+    # ---- the engine's step-pricing protocol (sim.engine.pricing.StepModel) -------------------------
+    def batch_time(self, b) -> float:
+        """Seconds of one iteration of the batch `b` (a `sim.engine.pricing.StepBatch`): `step_time`."""
+        return self.step_time(b.prefill_tokens, b.prefill_context(), b.decode_contexts())
+
+    def _batch_lines(self, b):
+        """(lines, times) of a decode-only batch whose step time is one pair of lines in the step
+        index (`_decode_lines_of_sum`: no sliding window, no padded KV views, one device, no measured
+        correction), kept in `b.memo` for the event's other calls; None for any other model. `times`
+        keeps the run times `_fix_up` computed (k -> seconds)."""
+        if not self._one_line:
+            return None
+        memo = b.memo
+        if memo is None:
+            memo = b.memo = (self._decode_lines_of_sum(b.n_decode, float(b.decode_ctx_sum())), {})
+        return memo
+
+    def run_time(self, b, k: int) -> float:
+        """Seconds of k decode steps of the decode-only batch `b`: `decode_run_time`, or with one
+        pair of lines their closed form (`_sum_max_of_two_lines`) from the contexts' sum alone."""
+        memo = self._batch_lines(b)
+        if memo is None:
+            return self.decode_run_time(b.decode_contexts(), k)
+        t = memo[1].get(k)
+        return _sum_max_of_two_lines(*memo[0][1:], k) if t is None else t
+
+    def steps_within(self, b, budget_s: float, max_steps: int) -> int:
+        """Largest j <= max_steps with `run_time(b, j)` <= budget_s: `decode_steps_within`'s exact
+        inverse (on one pair of lines, its estimate and `_fix_up`'s correction directly)."""
+        memo = self._batch_lines(b)
+        if memo is None:
+            return self.decode_steps_within(b.decode_contexts(), budget_s, max_steps=max_steps)
+        if not math.isfinite(budget_s):
+            return max_steps
+        lines = memo[0]
+        return self._fix_up(lines, self._steps_in_lines(*lines[1:], budget_s), budget_s, max_steps, memo[1])
+
+    def run_limit(self, b) -> int | None:
+        """Steps before the batch's padded KV view grows a block (`steps_in_kv_block`), None without padding."""
+        return self.steps_in_kv_block(b.decode_contexts()) if self.kv_pad else None
 
     def _fix_up(self, seg, k: int, budget_s: float, max_steps: int | None, times: dict | None = None) -> int:
         """Move an estimate k to the exact largest k with run time <= budget_s (and <= max_steps).

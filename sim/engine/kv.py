@@ -29,7 +29,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from sim.cost.decode_runs import _largest_within
+from sim.cost.decode_runs import largest_within
 from sim.errors import ConfigError
 
 # ndarray.sum() of a 1-D array, minus the Python wrapper numpy puts around it (this runs once or
@@ -290,7 +290,7 @@ class PagedAllocator(KVAllocator):
         def extra(k: int) -> int:
             return int(np.maximum((context + k + (bs - 1)) // bs - held, 0).sum())
 
-        return _largest_within(extra, free, max_steps)  # extra(k) grows with k
+        return largest_within(extra, free, max_steps)  # extra(k) grows with k
 
 
 ALLOCATORS: dict[str, type[KVAllocator]] = {cls.name: cls for cls in (ContiguousAllocator, PagedAllocator)}
