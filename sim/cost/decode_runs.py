@@ -43,7 +43,7 @@ def _sum_max_of_two_lines(a1: float, b1: float, a2: float, b2: float, count: flo
         return count * a + b * (count - 1) * count / 2.0
     r = (a2 - a1) / db
     m = min(max(math.ceil(min(max(r, -1.0), count + 1.0)), 0), count)
-    if db > 0:  # (an if statement, not a conditional of nested tuples: Cython 3.3 crashes on that)
+    if db > 0:
         fa, fb, la, lb = a2, b2, a1, b1
     else:
         fa, fb, la, lb = a1, b1, a2, b2

@@ -382,6 +382,7 @@ class CostModel:
         self.extra_weight_bytes = 0.0
         self._factors: dict[int, float] = {}
         self._decode_consts: dict[int, tuple] = {}  # batch size -> `_decode_constants`
+        self._params_of, self._params_tuple = None, ()  # `_param_tuple()` of the params object `_params_of`
         # a decode batch's step time is one pair of lines in the step index, from its size and the sum
         # of its contexts (`_decode_lines_of_sum`; the protocol's `run_time` then needs no contexts)
         self._one_line = (self.window is None and not self.kv_pad and self.placement is None
@@ -519,7 +520,6 @@ class CostModel:
         attended by decode tokens, which costs `decode_attention_slowdown` times as much per FLOP.
         `logits`: rows through the LM head when not one per sequence (a speculative verify step)."""
         trailing_defaults = (0.0, 1.0, 0.0)  # matmul_half_rows, decode_attention_slowdown, matvec_s_per_weight
-        # (tuple concatenation, not a starred display: Cython 3.3 cannot unpack the latter)
         bw, mm, att, it_s, seq_s, half, slow, mv = tuple(p) + trailing_defaults[len(p) - 5:]
         effective_keys = layer_keys + (slow - 1.0) * decode_keys
         rows = seqs if logits is None else logits
@@ -549,7 +549,9 @@ class CostModel:
         max-of-two-lines closed forms."""
         matmul_s, weights_s, attention_s, kv_s, overhead_s = self._kernel_terms(
             p, tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys, logits)
-        gemm_s = np.maximum(matmul_s, weights_s)
+        # (one step's floats: the builtin max, the same value as numpy's without its call overhead)
+        gemm_s = max(matmul_s, weights_s) if type(matmul_s) is float and type(weights_s) is float \
+            else np.maximum(matmul_s, weights_s)
         return gemm_s + attention_s, gemm_s + kv_s, overhead_s
 
     def predict_times(self, params: CostParams | Sequence[float], features: StepFeatures) -> np.ndarray:
@@ -1114,8 +1116,33 @@ class CostModel:
 
     # ---- the engine's step-pricing protocol (sim.engine.pricing.StepModel) -------------------------
     def batch_time(self, b) -> float:
-        """Seconds of one iteration of the batch `b` (a `sim.engine.pricing.StepBatch`): `step_time`."""
-        return self.step_time(b.prefill_tokens, b.prefill_context(), b.decode_contexts())
+        """Seconds of one iteration of the batch `b` (a `sim.engine.pricing.StepBatch`): `step_time`.
+        With one pair of decode lines (`_one_line`) the decodes enter through their count and the
+        sum of their contexts alone (`_aggregate`'s decode terms, from the same exact sum)."""
+        if not self._one_line:
+            return self.step_time(b.prefill_tokens, b.prefill_context(), b.decode_contexts())
+        tokens = seqs = keys = kv_read = 0.0
+        L = self.n_layers
+        for p, c in zip(b.prefill_tokens, b.prefill_context()):  # `_aggregate`, window-free
+            tokens += p
+            seqs += 1
+            keys += L * (p * c + p * (p + 1) / 2.0)  # `_chunk_layer_keys`
+            kv_read += L * c  # `layer_tokens`
+        n_d = b.n_decode
+        keys_before_decodes = keys
+        if n_d:
+            s_d = float(b.decode_ctx_sum())
+            tokens += n_d
+            seqs += n_d
+            keys += L * (s_d + n_d)
+            kv_read += L * s_d
+        if tokens <= 0:
+            return 0.0
+        params = self.params
+        if self._params_of is not params:
+            self._params_of, self._params_tuple = params, self._param_tuple()
+        c, m, o = self._terms(self._params_tuple, tokens, seqs, keys, kv_read, keys - keys_before_decodes)
+        return float(max(c, m) + o)
 
     def _batch_lines(self, b):
         """(lines, times) of a decode-only batch whose step time is one pair of lines in the step
