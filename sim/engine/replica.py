@@ -207,7 +207,7 @@ class Replica:
             self.peak_used_tokens = st.used_tokens
         # Peak of reserved KV: allocation happens in plan (admission, growth) and in apply (a
         # fast-forwarded run's blocks) and nothing is freed between them, so after apply is the peak.
-        reserved = (kv.total_blocks - kv.free_blocks) * kv.block_size  # kv.reserved_tokens, inlined
+        reserved = kv.reserved_tokens
         if reserved > self.peak_reserved_tokens:
             self.peak_reserved_tokens = reserved
         if self.iterations.enabled:

@@ -14,7 +14,7 @@ from collections import deque
 
 import numpy as np
 
-from sim.engine.kv import KVAllocator
+from sim.engine.kv import BlockPhases, KVAllocator
 from sim.engine.metrics import STATUS_COMPLETED, RequestLog
 from workloads.request import Request
 
@@ -76,16 +76,15 @@ class ReplicaState:
         self._decode_array: np.ndarray | None = None
         self._decode_stop: np.ndarray | None = None  # stop_ctx[_decode_array] (stop_ctx is fixed while a lane decodes)
         self.decode_ctx: tuple | None = None  # (lanes, ctx[lanes]) the scheduler gathered this iteration
-        # Block phases of the decoding lanes (paged KV; see `boundary_lanes`): `decode_clock` counts
-        # the decode steps every decoding lane took together; a decoding lane whose blocks are
-        # exactly those its context needs sits in `phases[(ctx - decode_clock) % block_size]`,
-        # which stays its bucket while it steps with the clock. `phases_ok` is False once a lane
+        # Block phases of the decoding lanes (paged KV; the allocator's `BlockPhases`, whose block
+        # arithmetic this state only calls): `decode_clock` counts the decode steps every decoding
+        # lane took together; a decoding lane whose blocks are exactly those its context needs sits
+        # in bucket (ctx - decode_clock) mod block_size, which stays its bucket while it steps with the clock. `phases_ok` is False once a lane
         # broke that (it skipped a step it had grown for, or joined holding more blocks): the
         # scheduler then computes every growth from the arrays (`KVAllocator.grow_by`).
         self.decode_clock = 0
         self.phases_ok = kv.grows_on_decode
-        self.phases: list[list[int]] = [[] for _ in range(kv.block_size)] if self.phases_ok else []
-        self.phase_of: dict[int, int] = {}
+        self.phases = BlockPhases(kv.block_size) if self.phases_ok else None  # (the allocator's arithmetic)
         # Stop clocks: while every decoding lane steps with the clock (`lockstep`), a lane's last
         # token comes at clock stop_ctx - ctx + decode_clock, which does not change while it
         # decodes; a heap of them (pruned lazily: `_end_of` holds the live ones) gives the batch's
@@ -129,8 +128,7 @@ class ReplicaState:
 
     def start_decoding(self, lane: int) -> None:
         c = int(self.ctx[lane])
-        bs = self.kv.block_size
-        if self.phases_ok and int(self.kv.held[lane]) != -(-c // bs):
+        if self.phases_ok and not self.kv.holds_exactly(lane, c):
             if self.lazy:  # the lazy blocks need the phases: write the lanes out, then arrays only
                 self.sync()
                 self.lazy = False
@@ -148,9 +146,7 @@ class ReplicaState:
             self._end_of[lane] = e
             heapq.heappush(self._ends, (e, lane))
         if self.phases_ok:
-            key = (c - self.decode_clock) % bs
-            self.phases[key].append(lane)
-            self.phase_of[lane] = key
+            self.phases.join(lane, c, self.decode_clock)
 
     def sync(self) -> None:
         """With `lazy`: write every decoding lane's context, blocks (paged) and last token's time
@@ -161,8 +157,7 @@ class ReplicaState:
         c = self.cbase[dl] + self.decode_clock
         self.ctx[dl] = c
         if self.phases_ok:
-            bs = self.kv.block_size
-            self.kv.held[dl] = (c + (self.grown + bs - 1)) // bs
+            self.kv.hold_for(dl, c + self.grown)
         self.last_token_s[dl] = np.maximum(self.t_join[dl], self.last_step_s)
 
     def _settle(self, lane: int) -> None:
@@ -171,7 +166,7 @@ class ReplicaState:
             c = int(self.cbase[lane]) + self.decode_clock
             self.ctx[lane] = c
             if self.phases_ok:
-                self.kv.held[lane] = -(-(c + self.grown) // self.kv.block_size)
+                self.kv.hold_for(lane, c + self.grown)
             t = float(self.t_join[lane])
             self.last_token_s[lane] = t if t >= self.last_step_s else self.last_step_s
 
@@ -179,7 +174,7 @@ class ReplicaState:
         """With `phases_ok`: the decoding lanes whose context fills their last block (ctx a
         multiple of the block size), i.e. those that need one more block for their next token
         (`grow_by(lanes, ctx, 1)` gives each exactly one, the others none); in joining order."""
-        return self.phases[-self.decode_clock % len(self.phases)]
+        return self.phases.boundary(self.decode_clock)
 
     def stepped(self, n_dec: int, k: int) -> None:
         """The replica applied k decode steps to `n_dec` decoding lanes (after the scheduler grew
@@ -213,41 +208,14 @@ class ReplicaState:
 
     def steps_available(self, max_steps: int, keep_free_blocks: int) -> int:
         """`KVAllocator.decode_steps_available` for all the decoding lanes, right after the
-        scheduler grew them for one step (with `phases_ok`), from the phases: a lane whose context
-        is r past a block boundary holds s = block_size - r tokens of room, and needs its j-th
-        further block at step s + 1 + (j - 1) x block_size. All s lie within one block, so those
-        steps come in rounds of one block per lane, and the largest k with at most `free` blocks
-        needed is the (free mod n)-th smallest s plus (free // n) blocks' worth of steps."""
-        n = self.n_decoding
-        if not n or max_steps <= 0:
-            return max(0, max_steps)
-        kv = self.kv
-        bs = kv.block_size
-        free = kv.free_blocks - keep_free_blocks
-        if n * (-(-max_steps // bs) + 1) <= free:  # (grow_by's cheap sufficient test, first)
-            return max_steps
-        if free < 0:
-            return 0
-        rounds, j = divmod(free, n)
-        phases, clock = self.phases, self.decode_clock
-        seen = 0
-        for r in range(bs - 1, -1, -1):  # room bs - r, smallest first
-            seen += len(phases[(r - clock) % bs])
-            if seen > j:
-                return min(max_steps, bs - r + rounds * bs)
-        raise AssertionError("block phases out of step with the decoding lanes")  # pragma: no cover
+        scheduler grew them for one step (with `phases_ok`): the allocator's `BlockPhases`."""
+        return self.phases.steps_available(self.n_decoding, self.kv.free_blocks - keep_free_blocks,
+                                           self.decode_clock, max_steps)
 
     def blocks_for_steps(self, k: int) -> int:
         """Blocks all the decoding lanes need for k - 1 more steps after the scheduler grew them
-        for one (with `phases_ok`; the clock not yet moved): a lane r tokens past a block boundary
-        needs (r + k - 1) // block_size, i.e. a + [r >= bs - b] with k - 1 = a x bs + b."""
-        bs = self.kv.block_size
-        a, b = divmod(k - 1, bs)
-        total = a * self.n_decoding
-        phases, clock = self.phases, self.decode_clock
-        for r in range(bs - b, bs):
-            total += len(phases[(r - clock) % bs])
-        return total
+        for one (with `phases_ok`; the clock not yet moved): the allocator's `BlockPhases`."""
+        return self.phases.blocks_for_steps(self.n_decoding, k, self.decode_clock)
 
     def check_phases(self) -> None:
         """The stop clocks and `phases` against the arrays (the replica's `check_invariants`,
@@ -266,16 +234,8 @@ class ReplicaState:
             for lane in lanes:
                 if self._end_of[lane] != int(self.stop_ctx[lane] - self.ctx[lane]) + self.decode_clock:
                     raise AssertionError(f"lane {lane}: stop clock out of step")
-        if not self.phases_ok:
-            return
-        bs = self.kv.block_size
-        if sorted(self.phase_of) != lanes or sum(map(len, self.phases)) != len(lanes):
-            raise AssertionError("block phases out of step with the decoding lanes")
-        for lane in lanes:
-            c = int(self.ctx[lane])
-            if int(self.kv.held[lane]) != -(-c // bs) or self.phase_of[lane] != (c - self.decode_clock) % bs \
-                    or lane not in self.phases[self.phase_of[lane]]:
-                raise AssertionError(f"lane {lane}: block phase out of step")
+        if self.phases_ok:
+            self.phases.check(lanes, self.ctx[lanes].tolist(), self.kv, self.decode_clock)
 
     def _grow_lanes(self) -> None:
         old = len(self.ctx)
@@ -365,9 +325,8 @@ class ReplicaState:
             self.decode_ctx_sum -= c
             self._decode_array = self._decode_stop = None
             self._end_of.pop(lane, None)
-            key = self.phase_of.pop(lane, None)
-            if key is not None:
-                self.phases[key].remove(lane)
+            if self.phases is not None:
+                self.phases.leave(lane)
         else:
             self.prefilling.remove(lane)
         self.pending[lane] = None
