@@ -208,3 +208,12 @@ def test_the_private_member_check_catches_a_reach_across():
                "sim.engine.y": "from sim.cost.x import _lines\ndef f(c):\n    return c._fix()\n",
                "sim.engine.z": "def g(s):\n    return s._own()\ndef _own(): pass\n"}
     assert _private_uses(sources) == ["sim.engine.y:1 imports sim.cost.x._lines", "sim.engine.y:3 reads ._fix"]
+
+
+def test_no_build_products_in_the_source_tree():
+    """One way to run (issue 40): the packages run from their `.py` files. A compiled extension left
+    beside a source (an old Cython install's `.so`, its `.c`) would be imported instead of the `.py`
+    and run stale code silently: delete them (`find sim -name '*.so' -delete -o -name '*.c' -delete`)."""
+    found = sorted(str(p.relative_to(ROOT)) for pkg in PACKAGES for pattern in ("*.so", "*.pyd", "*.c", "*.pyx")
+                   for p in (ROOT / pkg).rglob(pattern))
+    assert not found, "build products in the source tree:\n" + "\n".join(found)
