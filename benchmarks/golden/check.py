@@ -6,7 +6,8 @@
 
 Each non-comment line of commands.txt is `infersim ARGS` (or `cd DIR && infersim ARGS`); it runs as `python -m sim.cli ARGS` from
 the repository root (this interpreter, PYTHONPATH = the root, COLUMNS=200 so tables have one width),
-`{OUT}` replaced by an empty scratch folder. Its stdout then stderr are compared, minus the lines
+`{OUT}` replaced by an empty scratch folder (and the folder's path written back as `{OUT}` in its
+output). Its stdout then stderr are compared, minus the lines
 that carry wall-clock time ("simulated N requests in X s wall (...)", a plan's "... s wall"), which
 are the only output that differs between two runs of the same tree. Exit 1 on any mismatch.
 """
@@ -58,6 +59,7 @@ def run(i: int, line: str) -> str:
     proc = subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600)
     text = f"$ {line}\n[exit {proc.returncode}]\n{proc.stdout}\n[stderr]\n{proc.stderr}"
+    text = text.replace(str(scratch), "{OUT}")  # the same text whatever the temporary folder is
     return "".join(l for l in text.splitlines(keepends=True) if not WALL.search(l))
 
 

@@ -559,7 +559,7 @@ def available_engines() -> dict[str, Path]:
     return {p.stem: p for p in sorted(_PRESETS_DIR.glob("*.yaml"))}
 
 
-def _read_yaml(path: Path) -> dict:
+def read_yaml(path: Path) -> dict:
     try:
         # libyaml's parser when pyyaml has it (same SafeLoader constructors and resolver, ~10x faster)
         data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -572,7 +572,7 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
-def _line_of(path: Path, field: str) -> int | None:
+def line_of(path: Path, field: str) -> int | None:
     """1-based line where a top-level `field:` key appears in a YAML file, for error messages."""
     top = field.split(".")[0]
     for i, text in enumerate(path.read_text().splitlines(), start=1):
@@ -595,7 +595,7 @@ def _apply_release(data: dict, path: Path, release: str | None) -> dict:
     default = data.pop("default_release", None)
     if not isinstance(releases, dict):
         raise ConfigError("releases must be a mapping of release -> fields", file=path,
-                          line=_line_of(path, "releases"), field="releases")
+                          line=line_of(path, "releases"), field="releases")
     if release is None:
         release = default
     if release is None:
@@ -607,7 +607,7 @@ def _apply_release(data: dict, path: Path, release: str | None) -> dict:
             parsed[str(key)] = EngineRelease.model_validate(value or {})
         except ValidationError as e:
             err = pydantic_error_to_config_error(e, file=path)
-            raise ConfigError(f"releases.{key}: {err.problem}", file=path, line=_line_of(path, "releases"),
+            raise ConfigError(f"releases.{key}: {err.problem}", file=path, line=line_of(path, "releases"),
                               field=f"releases.{key}.{err.field}" if err.field else "releases") from None
     asked = str(release)
     if asked not in parsed:
@@ -634,7 +634,7 @@ def engine_releases(name: str) -> tuple[str | None, dict[str, EngineRelease]]:
     path = engine_path(split_release(name)[0])
     if path is None or not path.is_file():
         return None, {}
-    data = _read_yaml(path)
+    data = read_yaml(path)
     rel = data.get("releases") or {}
     default = data.get("default_release")
     return (None if default is None else str(default)), {
@@ -657,11 +657,11 @@ def load_engine_file(path: str | Path, release: str | None = None) -> EngineConf
     path = Path(path)
     if not path.is_file():
         raise ConfigError("file not found", file=path, field="--engine")
-    data = _apply_release(_read_yaml(path), path, release)
+    data = _apply_release(read_yaml(path), path, release)
     base = data.pop("base", None)
     if base is not None:
         if not isinstance(base, str):
-            raise ConfigError("base must be a preset name", file=path, line=_line_of(path, "base"), field="base")
+            raise ConfigError("base must be a preset name", file=path, line=line_of(path, "base"), field="base")
         merged = load_engine(base).model_dump()
         if isinstance(data.get("efficiency_scale"), dict):
             data["efficiency_scale"] = {**merged["efficiency_scale"], **data["efficiency_scale"]}
@@ -673,7 +673,7 @@ def load_engine_file(path: str | Path, release: str | None = None) -> EngineConf
     except ValidationError as e:
         err = pydantic_error_to_config_error(e, file=path)
         if err.field and err.line is None:
-            err = ConfigError(err.problem, file=path, line=_line_of(path, err.field), field=err.field)
+            err = ConfigError(err.problem, file=path, line=line_of(path, err.field), field=err.field)
         raise err from None
 
 

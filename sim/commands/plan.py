@@ -139,10 +139,10 @@ def _load_text(r) -> str:
 
 def _sweep_table(df, title: str) -> Table:
     """One row per combination: the option fields that vary, the load and the headline metrics."""
-    from sim.plan.report import _option_columns
+    from sim.plan.report import option_columns
     from sim.plan.results import point_status
 
-    options = _option_columns(df) or ["hw"]
+    options = option_columns(df) or ["hw"]
     table = Table(title=title)
     for col in ["#", *options, "load", "out tok/s", "TTFT p50 s", "TTFT p90 s", "TPOT p90 ms", "KV peak",
                 "preempt", "rejected", "$/M tok rent", "$/M tok own", "status"]:

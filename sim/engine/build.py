@@ -28,6 +28,7 @@ from sim.cost.memory import (
     resolve_gpu_layers,
 )
 from sim.cost.params import CostParams
+from sim.cost.passes import make_step_model
 from sim.cost.speculative import make_cost_model
 from sim.engine.kv import make_allocator
 from sim.engine.metrics import GapLog, IterationLog, RequestLog, summarize
@@ -155,7 +156,7 @@ def deployment_config(hw: HardwareProfile, model: ModelSpec, quant: str, engine:
         "pp": engine.pp,
         "gpu_layers": resolve_gpu_layers(hw, model, quant, engine),
         "speculative": engine.speculative.model_dump() if engine.speculative is not None else None,
-        "spec_tokens_per_step": float(getattr(cost, "tokens_per_step", 1.0)),
+        "spec_tokens_per_step": float(cost.tokens_per_step),
     }
 
 
@@ -254,9 +255,7 @@ class ReplicaParts:
             "kv_bytes_per_token": self.kvp.kv_bytes_per_token,
             "cost_params": {k: getattr(self.params, k) for k in CostParams.FIELDS},
             # the calibration's measured decode-step correction, when this model and engine are the ones it measured
-            "decode_correction": (lambda c: c.to_dict() if c is not None else None)(
-                getattr(self.cost, "decode_correction", None) or getattr(getattr(self.cost, "target", None),
-                                                                        "decode_correction", None)),
+            "decode_correction": (lambda c: c.to_dict() if c is not None else None)(self.cost.decode_correction),
             **deployment_config(hw, self.model, q.name, engine, self.cost),
             # how far public measurements fell from held-out predictions of this device and engine family
             "expected_error": expected_error(hw, engine),
@@ -273,7 +272,7 @@ def replica_parts(hw: HardwareProfile, model: ModelSpec, quant: str | None, engi
     q = model.quant(quant or engine.default_quant)
     params = cost_params or CostParams.from_profile(hw, q, engine, model.is_moe)
     cost = make_cost_model(hw, model, q, engine, params=params)
-    kvp = plan_kv(hw, model, q.name, engine, getattr(cost, "extra_weight_bytes", 0.0))
+    kvp = plan_kv(hw, model, q.name, engine, cost.extra_weight_bytes)
     _, context_tokens = engine.context_limits(model.max_context, kvp.capacity_tokens)
     parts = ReplicaParts(hw, model, q, engine, params, cost, kvp, context_tokens)
     parts.make_scheduler()  # a bad scheduler setting fails here, before any replica runs
@@ -281,16 +280,18 @@ def replica_parts(hw: HardwareProfile, model: ModelSpec, quant: str | None, engi
 
 
 def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, source, *, record_iterations: bool = True,
-                  fast_forward: bool = True, check_invariants: bool = False) -> Replica:
-    """A replica with its own scheduler, KV cache, prefix cache and logs."""
+                  fast_forward: bool = True, check_invariants: bool = False, step_model=None) -> Replica:
+    """A replica with its own scheduler, KV cache, prefix cache and logs. Its batches are priced by
+    `step_model` (any `sim.engine.pricing.StepModel`), by default the deployment's cost model as the
+    engine runs it (`sim.cost.passes.make_step_model`: llama.cpp's passes where the engine splits batches)."""
     engine = parts.engine
     kv = make_allocator(engine.kv_allocator, parts.kvp.capacity_tokens, engine.block_size)
-    return Replica(env, cost=parts.cost, scheduler=parts.make_scheduler(), kv=kv, source=source, log=RequestLog(),
+    scheduler = parts.make_scheduler()
+    if step_model is None:
+        step_model = make_step_model(parts.cost, engine, scheduler.max_seqs)
+    return Replica(env, step_model=step_model, scheduler=scheduler, kv=kv, source=source, log=RequestLog(),
                    gaps=GapLog(), iterations=IterationLog(enabled=record_iterations), fast_forward=fast_forward,
-                   check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv),
-                   per_sequence_kv_streams=engine.per_sequence_kv_streams,
-                   # llama.cpp's passes per ubatch; a speculative model prices its rounds itself
-                   ubatch_tokens=engine.ubatch_tokens if hasattr(parts.cost, "simple_passes_time") else None)
+                   check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv))
 
 
 def check_drained(replica: Replica) -> None:

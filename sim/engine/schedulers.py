@@ -270,7 +270,7 @@ class Scheduler:
                 # free ones (a free lane holds no block), so that case is decided here, unchanged.
                 reserve = kv.admission_tokens(p.prompt_tokens, self.reservation_budget(p.prompt_tokens, p.max_tokens),
                                               chunk)
-                if -(-reserve // kv.block_size) > kv.free_blocks:
+                if kv.blocks_for(reserve) > kv.free_blocks:
                     break
             lane = self._admit(state, p, chunk, hit)
             if lane is None:
