@@ -349,15 +349,17 @@ def _speculative(method, k, acceptance, draft_model, draft_fraction) -> dict | N
 
 
 def _config_line(spec, eng, prof, model) -> str:
+    from sim.engine.kv import ALLOCATORS
+
     model_name = model.name
     hw_name = prof.name
     quant = spec.quant or eng.default_quant
     limits = f"max_num_seqs={eng.max_num_seqs} max_num_batched_tokens={eng.max_num_batched_tokens}"
     if eng.ubatch_tokens and eng.ubatch_tokens < (eng.max_num_batched_tokens or float("inf")):
         limits += f" ubatch={eng.ubatch_tokens}"  # only where it splits an iteration
-    if eng.kv_allocator == "paged":
+    if ALLOCATORS[eng.kv_allocator].block_granular:
         limits += f" block_size={eng.block_size}"
-    if eng.scheduler == "slots":
+    if eng.per_slot_context:
         limits += f" context_size={eng.context_size or 'model max'} ({eng.context_mode})"
     if eng.tp * eng.pp > 1:
         limits += f" tp={eng.tp} pp={eng.pp}"
