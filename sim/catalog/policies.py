@@ -22,8 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_core import PydanticCustomError
-
 
 @dataclass(frozen=True)
 class SchedulerPolicy:
@@ -84,6 +82,7 @@ def _one_of(value: Any, names) -> Any:
     names = list(names)
     if isinstance(value, str) and value in names:
         return value
+    from pydantic_core import PydanticCustomError  # here: `infersim` imports this module at start-up (light)
     quoted = [repr(n) for n in names]
     expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
     raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
