@@ -515,3 +515,17 @@ def make_scheduler(name: str, *, max_num_seqs: int, max_num_batched_tokens: int 
         raise ConfigError(f"unknown scheduler '{name}'; known: {', '.join(SCHEDULERS)}", field="--scheduler") from None
     return cls(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, context_tokens=context_tokens,
                shared_slots=shared_slots, new_token_ratio=new_token_ratio, watermark=watermark)
+
+
+def _import_policy_modules() -> None:
+    """Import every module of sim/engine/policies/: a scheduler in a file of its own registers itself."""
+    import importlib
+    import pkgutil
+
+    from sim.engine import policies
+
+    for mod in pkgutil.iter_modules(policies.__path__):
+        importlib.import_module(f"{policies.__name__}.{mod.name}")
+
+
+_import_policy_modules()
