@@ -52,6 +52,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from calibrate.public_corpus import REPO_SOURCE, PublicRow
+from sim.catalog.engine_config import kernel_family_of
 from sim.catalog.hardware import Efficiency
 from sim.catalog.quant import base_class, kernel_class
 from sim.cost.memory import GiB
@@ -61,20 +62,13 @@ from sim.cost.roofline import CostModel, StepFeatures
 
 # ---- kernel families and weight classes ---------------------------------------------------------
 
-# engine -> the kernels it runs (what its efficiencies are shared with)
-ENGINE_FAMILY = {
-    "llama.cpp": "ggml", "ollama": "ggml", "lmstudio": "ggml",
-    "mlx": "mlx",
-    "vllm": "torch", "sglang": "torch", "tgi": "torch",
-    "trtllm": "trtllm",
-}
-
-
 def engine_family(engine: str, settings: dict | None = None) -> str:
-    """The kernel family of an engine (LM Studio: the runtime its row names, llama.cpp by default)."""
-    if engine == "lmstudio" and settings and settings.get("runtime", "").lower().startswith("mlx"):
-        return "mlx"
-    return ENGINE_FAMILY.get(engine, engine)
+    """The kernels an engine runs (what its efficiencies are shared with): its preset's `kernel_family`
+    (sim/catalog/engines). LM Studio runs MLX or llama.cpp: a row naming its runtime takes that preset's."""
+    runtime = str((settings or {}).get("runtime", "")).lower() if engine == "lmstudio" else ""
+    if runtime:
+        engine = "mlx" if runtime.startswith("mlx") else "llama.cpp"
+    return kernel_family_of(engine)
 
 
 # ---- parameters ---------------------------------------------------------------------------------
@@ -561,7 +555,9 @@ def row_shape(row: PublicRow) -> Shape:
         # a paged engine's sequence holds isl + osl/2 tokens on average over its life (blocks are taken
         # as it grows); a contiguous one (TRT-LLM's GUARANTEED_NO_EVICT) reserves isl + osl at admission,
         # as the simulator's allocators do
-        per_seq = isl + osl if eng.kv_allocator == "contiguous" else isl + osl / 2
+        from sim.engine.kv import ALLOCATORS
+
+        per_seq = isl + osl / 2 if ALLOCATORS[eng.kv_allocator].grows_on_decode else isl + osl
         limit = min(row.batch or max_seqs, max_seqs if metric == "offline" else 10**9)
         b_mem = cap / per_seq if per_seq else limit
         b_budget = budget * osl / (isl + osl)

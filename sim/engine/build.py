@@ -30,7 +30,7 @@ from sim.cost.memory import (
 from sim.cost.params import CostParams
 from sim.cost.passes import make_step_model
 from sim.cost.speculative import make_cost_model
-from sim.engine.kv import make_allocator
+from sim.engine.kv import ALLOCATORS, make_allocator
 from sim.engine.metrics import GapLog, IterationLog, RequestLog, summarize
 from sim.engine.prefix_cache import BlockPrefixCache, SlotPromptCache
 from sim.engine.replica import Replica
@@ -131,7 +131,7 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
     if capacity <= 0 and engine.tp * engine.pp > 1:
         check_parallel_fit(hw, model, quant, engine.kv_dtype, 1, engine.tp, engine.pp, engine.memory_fraction,
                            reserve + extra_weight_bytes / engine.tp)
-    if engine.scheduler == "slots":
+    if engine.per_slot_context:
         buffer, _ = engine.context_limits(model.max_context, capacity)
         if buffer > capacity:
             raise ConfigError(
@@ -166,7 +166,7 @@ def make_prefix_cache(engine: EngineConfig, kv):
     prompts for a contiguous one."""
     if not engine.prefix_caching:
         return None
-    if kv.name == "paged":
+    if kv.block_granular:  # shared whole blocks
         kv.prefix = BlockPrefixCache(kv.block_size)
         return kv.prefix
     return SlotPromptCache(engine.max_num_seqs)
@@ -229,7 +229,7 @@ class ReplicaParts:
     def config(self, *, concurrency=None, seed=0, config_extra=None) -> dict:
         """`summary["config"]`: everything the run resolved to."""
         engine, hw, q = self.engine, self.hw, self.quant
-        block = 1 if engine.kv_allocator == "contiguous" else engine.block_size
+        block = engine.block_size if ALLOCATORS[engine.kv_allocator].block_granular else 1
         return {
             "hw": hw.name,
             "model": self.model.name,
@@ -244,7 +244,7 @@ class ReplicaParts:
             "block_size": block,
             "memory_fraction": engine.memory_fraction,
             "context_tokens": self.context_tokens,
-            "context_mode": engine.context_mode if engine.scheduler == "slots" else None,
+            "context_mode": engine.context_mode if engine.per_slot_context else None,
             "per_sequence_kv_streams": engine.per_sequence_kv_streams,
             "ubatch_tokens": engine.ubatch_tokens,
             "flash_attention": engine.flash_attention_for(self.model),

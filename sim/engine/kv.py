@@ -29,12 +29,16 @@ from typing import ClassVar
 
 import numpy as np
 
+from sim.catalog.policies import declare_allocator
 from sim.cost.decode_runs import largest_within
 from sim.errors import ConfigError
 
 # ndarray.sum() of a 1-D array, minus the Python wrapper numpy puts around it (this runs once or
 # twice per simulated event)
 _sum = np.add.reduce
+
+#: Every KV allocator by name (filled by `KVAllocator.__init_subclass__`).
+ALLOCATORS: dict[str, type["KVAllocator"]] = {}
 
 
 class KVAllocator:
@@ -47,6 +51,17 @@ class KVAllocator:
     name: ClassVar[str] = ""
     #: whether a decoding sequence can need new blocks (paged) or holds its whole budget (contiguous)
     grows_on_decode: ClassVar[bool] = True
+    #: whether KV is handed out in blocks of `block_size` tokens (paged: block_size matters, and prefix
+    #: caching shares whole blocks) rather than sized exactly, in one-token units (contiguous)
+    block_granular: ClassVar[bool] = True
+
+    @classmethod
+    def __init_subclass__(cls, **kw) -> None:
+        # a subclass with a name joins ALLOCATORS and the names presets and --kv accept (sim.catalog.policies)
+        super().__init_subclass__(**kw)
+        if cls.__dict__.get("name"):
+            declare_allocator(cls.name)
+            ALLOCATORS[cls.name] = cls
 
     def __init__(self, capacity_tokens: int, block_size: int, lanes: int = 64) -> None:
         if capacity_tokens < 0:
@@ -179,6 +194,7 @@ class ContiguousAllocator(KVAllocator):
 
     name = "contiguous"
     grows_on_decode = False
+    block_granular = False
 
     def __init__(self, capacity_tokens: int, block_size: int = 1, lanes: int = 64) -> None:
         # One-token granularity: a contiguous region is sized exactly (block_size is ignored).
@@ -376,7 +392,6 @@ class BlockPhases:
                 raise AssertionError(f"lane {lane}: block phase out of step")
 
 
-ALLOCATORS: dict[str, type[KVAllocator]] = {cls.name: cls for cls in (ContiguousAllocator, PagedAllocator)}
 
 
 def make_allocator(kind: str, capacity_tokens: int, block_size: int, lanes: int = 64) -> KVAllocator:

@@ -359,6 +359,6 @@ class ReplicaState:
         if ctx < p.prompt_tokens + min(p.output_tokens, p.max_tokens) - 1:
             log.reason[row] = log.reason_code("truncated: the slot's context is full (llama-server stops generation)")
         self._vacate(lane)
-        if self.prefix is not None and self.prefix.kind == "slots":
+        if self.prefix is not None and self.prefix.keeps_finished_prompts:
             self.prefix.put(p.request)
         return p
