@@ -175,8 +175,18 @@ def calibrate_command(
     report: Path = typer.Option(None, "--report", help="with --public: write the fidelity report (Markdown, "
                                 "and JSON beside it) here"),
     dry_run: bool = typer.Option(False, "--dry-run", help="with --public: fit and report, write no profile"),
+    from_bench: list[str] = typer.Option(None, "--from-bench", help="no probing: fit --hw's efficiencies and the "
+                                         "engine's overheads to benchmark result files (vllm bench serve JSON, AIPerf / "
+                                         "genai-perf export, GuideLLM benchmarks.json); repeat it or separate files with commas"),
+    hw: str = typer.Option(None, "--hw", help="with --from-bench: the profile the benchmarks ran on (its peaks)"),
+    holdout: float = typer.Option(0.25, "--holdout", min=0.0, max=0.5,
+                                  help="with --from-bench: share of load points held out of the fit"),
 ) -> None:
     """Measure this machine (or a running server), fit the cost model, write a hardware profile."""
+    if from_bench:
+        files = [f.strip() for item in from_bench for f in item.split(",") if f.strip()]
+        return from_bench_command(files, hw=hw, model=model, quant=quant, engine=engine, name=name, out=out,
+                                  seed=seed, holdout_fraction=holdout, as_json=as_json)
     if public:
         if model or endpoint or name or check or extend:
             raise ConfigError("--public fits the shipped profiles to the corpus: no --model, --endpoint, --name, "
@@ -265,6 +275,44 @@ def calibrate_command(
     console.print(f"wrote {result.path}; use it with --hw {name}")
     if as_json:
         sys.stdout.write(json.dumps(summary_json(result), indent=2) + "\n")
+
+
+def from_bench_command(files: list[str], *, hw: str | None, model: str | None, quant: str | None, engine: str,
+                       name: str | None, out: Path | None, seed: int, holdout_fraction: float, as_json: bool) -> None:
+    """`calibrate --from-bench FILE...`: fit a profile to benchmark results (calibrate/from_bench.py)."""
+    from calibrate.from_bench import calibrate_from_bench
+    from sim.bench.serve import Deployment
+
+    if not hw:
+        raise ConfigError("--from-bench needs --hw: the hardware profile the benchmarks ran on", field="--hw")
+    if not model:
+        raise ConfigError("--from-bench needs --model: the model the benchmarks served", field="--model")
+    if not name:
+        raise ConfigError("give --name for the new profile", field="--name")
+    _check_name(name)
+    console = Console(stderr=True)
+    with console.status("replaying the benchmarks and fitting"):
+        fit, prof, path = calibrate_from_bench(files, Deployment(hw=hw, model=model, quant=quant, engine=engine),
+                                               name=name, out=out, seed=seed, holdout_fraction=holdout_fraction)
+    table = Table(title=f"calibrate --from-bench: {len(fit.points)} load point(s), {engine} on {hw}", box=box.SIMPLE_HEAD)
+    for col in ("file", "point", "metric", "measured", "predicted", "error %", "set"):
+        table.add_column(col, justify="left" if col in ("file", "point", "metric", "set") else "right")
+    for r in fit.rows:
+        table.add_row(Path(r["file"]).name, r["point"], r["metric"], f"{r['measured']:.4g}",
+                      "-" if r["predicted"] is None else f"{r['predicted']:.4g}",
+                      "-" if r["error_pct"] is None else f"{r['error_pct']:+.1f}",
+                      "held out" if r["heldout"] else ("fit" if r["fitted"] else "shown"))
+    console.print(table)
+    pct = lambda x: "-" if x is None else f"{x:.1f}%"  # noqa: E731
+    console.print(f"bandwidth x{fit.scale_bandwidth:.3f}, compute x{fit.scale_compute:.3f} of {hw}'s {engine} figures; "
+                  f"iteration {fit.floor_ms:.3f} ms, per sequence {fit.per_sequence_ms:.4f} ms; median |error| "
+                  f"fit {pct(fit.train_median_abs_error_pct)}, held out {pct(fit.heldout_median_abs_error_pct)}",
+                  highlight=False)
+    for note in fit.notes:
+        console.print(f"note: {note}", highlight=False)
+    console.print(f"wrote {path}; use it with --hw {name} --engine {engine}", highlight=False)
+    if as_json:
+        sys.stdout.write(json.dumps({"path": str(path), "fit": fit.summary(), "rows": fit.rows}, indent=2) + "\n")
 
 
 def public_command(corpus: Path | None, report: Path | None, write: bool, as_json: bool) -> None:

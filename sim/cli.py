@@ -26,9 +26,9 @@ _HELP = "Simulate LLM inference on hardware you have or might buy, and plan capa
 # first argument -> the area that registers it (`_register`); tests check it against the whole tree
 AREA_OF_COMMAND = {
     "hw": "hw", "models": "models", "fit": "models", "run": "run", "trace": "workloads", "calibrate": "calibrate",
-    "sweep": "plan", "plan": "plan", "replay": "validate", "validate": "validate",
+    "sweep": "plan", "plan": "plan", "replay": "validate", "validate": "validate", "bench": "bench",
 }
-_AREAS = ("hw", "models", "run", "workloads", "calibrate", "plan", "validate")  # registration order
+_AREAS = ("hw", "models", "run", "workloads", "calibrate", "plan", "validate", "bench")  # registration order
 _NO_BLAS = ("run", "sweep", "plan")  # commands whose work calls no BLAS routine (one OpenBLAS thread)
 
 
@@ -60,7 +60,8 @@ def _register(app: typer.Typer, areas: tuple[str, ...] = _AREAS) -> typer.Typer:
             app.command("fit", help="What fits in memory on a machine: models x quantizations.")(models_cmd.fit)
         else:
             module = {"run": "sim.commands.run", "workloads": "workloads.cli", "calibrate": "calibrate.cli",
-                      "plan": "sim.commands.plan", "validate": "sim.commands.validate"}[area]
+                      "plan": "sim.commands.plan", "validate": "sim.commands.validate",
+                      "bench": "sim.commands.bench"}[area]
             importlib.import_module(module).register(app)
     return app
 

@@ -9,6 +9,7 @@ Layers, lowest first (a module may import its own layer and the layers below, ne
     sim.engine                            one replica: loop, state, schedulers, KV, metrics
     sim.cluster                           simulate(): one replica or several, routers, disaggregation
     sim.api                               names -> objects -> simulate (the Python API)
+    sim.bench                             benchmark clients (vllm bench serve, AIPerf, GuideLLM) replayed
     calibrate                             measuring real engines and fitting the cost model
     sim.plan                              sweeps, SLO search, reports
     sim.commands, sim.cli                 the command line
@@ -34,6 +35,7 @@ LAYERS = [
     ("sim.engine",),
     ("sim.cluster",),
     ("sim.api",),
+    ("sim.bench",),
     ("calibrate",),
     ("sim.plan",),
     ("sim.commands", "sim.cli"),

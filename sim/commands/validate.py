@@ -148,7 +148,7 @@ def _print_summary(s: dict, console: Console) -> None:
 
 # ---- validate ------------------------------------------------------------------------------------------
 def validate(
-    trace: Path = typer.Argument(..., help="JSONL trace"),
+    trace: Optional[Path] = typer.Argument(None, help="JSONL trace (not with --measured)"),
     hw: str = typer.Option(..., "--hw", help="hardware profile (name or YAML), e.g. a calibrated profile of this machine"),
     engine: str = typer.Option(..., "--engine", help="engine preset (name or YAML) to simulate"),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible server to measure"),
@@ -173,8 +173,20 @@ def validate(
     speed_margin: float = typer.Option(0.05, "--speed-margin", help="also predict on a machine this share faster "
                                        "and slower (0.05: every step 5 percent shorter / longer) and show each metric's "
                                        "range: how much of a miss a drifting machine could explain; 0: not"),
+    measured: Optional[Path] = typer.Option(
+        None, "--measured", help="a benchmark result file (vllm bench serve JSON, AIPerf / genai-perf export, "
+        "GuideLLM benchmarks.json): replay its load on the simulator, no engine needed"),
 ) -> None:
-    """Replay a trace on a real engine and simulate it; print measured vs predicted with the error."""
+    """Replay a trace on a real engine and simulate it; print measured vs predicted with the error.
+    With --measured FILE: replay a benchmark result's load on the simulator instead (sim.bench.results)."""
+    if measured is not None:
+        if trace is not None or endpoint or local:
+            raise ConfigError("--measured replays the file's own load: no TRACE, --endpoint or --local", field="--measured")
+        return _validate_measured(measured, hw=hw, engine=engine, model=model, quant=quant, json_out=json_out,
+                                  overrides={"scheduler": scheduler, "max_num_seqs": max_seqs,
+                                             "max_num_batched_tokens": max_batched_tokens})
+    if trace is None:
+        raise ConfigError("give a TRACE to replay (or --measured FILE)", field="TRACE")
     from calibrate.replay.validate import run_validation
 
     _check_target(endpoint, local)
@@ -215,6 +227,32 @@ def _print_comparison(report, console: Console) -> None:
             cells.append("-" if r.band is None else f"{_fmt(r.band[0])}–{_fmt(r.band[1])}")
         table.add_row(*cells)
     console.print(table)
+
+
+def _validate_measured(path: Path, *, hw: str, engine: str, model: str | None, quant: str | None, json_out: bool,
+                       overrides: dict) -> None:
+    """`validate --measured FILE`: every load point of a result file, measured vs predicted."""
+    from sim.bench.results import compare, read_results
+    from sim.bench.serve import Deployment
+
+    points = read_results(path)
+    if model is None:
+        raise ConfigError("give --model: the model the benchmark served (catalog name, GGUF or config.json)",
+                          field="--model")
+    dep = Deployment(hw=hw, model=model, quant=quant, engine=engine,
+                     overrides={k: v for k, v in overrides.items() if v is not None})
+    rows = compare(points, dep)
+    if json_out:
+        typer.echo(json.dumps({"file": str(path), "tool": points[0].tool, "hw": hw, "engine": engine, "model": model,
+                               "rows": [{"point": r.point, "metric": r.metric, "measured": r.measured,
+                                         "predicted": r.predicted, "error_pct": r.error_pct} for r in rows]}, indent=2))
+        return
+    table = Table(title=f"validate: {path.name} ({points[0].tool}) vs infersim ({engine} on {hw}, {model})")
+    for col in ("load point", "metric", "measured", "predicted", "error %"):
+        table.add_column(col, justify="left" if col in ("load point", "metric") else "right")
+    for r in rows:
+        table.add_row(r.point, r.metric, _fmt(r.measured), _fmt(r.predicted), _fmt(r.error_pct, "+.1f"))
+    Console().print(table)
 
 
 def register(app: typer.Typer) -> None:

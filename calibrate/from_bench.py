@@ -1,0 +1,249 @@
+"""`infersim calibrate --from-bench FILE...`: a profile fitted to the serving benchmarks you already ran.
+
+Each result file (`vllm bench serve` JSON, AIPerf / genai-perf export, GuideLLM benchmarks.json;
+sim.bench.results) is a set of load points: the load the client sent and what it measured. The
+fit replays every point on the simulator (sim.bench.results.predict: the tool's own load pattern
+and metric definitions) and moves four cost-model parameters (sim.cost.params.CostParams) until
+the replayed figures match the measured ones:
+
+- `bandwidth`: the memory bandwidth the engine's kernels reach, as a multiple s_b of what the
+  --hw profile gives this engine (datasheet bandwidth x its efficiency): decode steps stream the
+  weights and the KV cache at this rate;
+- `compute`: the matmul FLOP/s, likewise a multiple s_c; attention FLOP/s moves with it (one
+  factor: prompt processing is the only thing serving figures show of either, and their ratio
+  stays the profile's);
+- `floor_ms`: the fixed cost of one engine iteration (kernel launches, scheduling, sampling of
+  the batch), the device's and the engine's together;
+- `per_sequence_ms`: the cost per sequence per iteration (detokenisation, streaming, sampling).
+
+Residuals are log(predicted / measured) of TTFT (mean, median), TPOT (mean, median; AIPerf's and
+GuideLLM's inter-token latency per request is vLLM's TPOT), vLLM's ITL mean and the output
+throughput, each where the file has it, so a 10 ms TPOT and a 2,000 tok/s throughput weigh alike.
+`scipy.optimize.least_squares` (trust-region reflective, soft-L1 loss with a 5 % scale: one odd
+point cannot drag the fit) within physical bounds: s_b and s_c from 0.05 to the value that makes
+the efficiency 1 (never above the datasheet), floor 0-50 ms, per sequence 0-5 ms. The simulator's
+figures are piecewise smooth in these parameters (a batch changes shape at a threshold), so the
+finite-difference step is 1 % of each parameter, not machine precision.
+
+A seeded quarter of the points (at least one when there are three or more) is held out of the fit
+and its error reported; the profile written is a copy of --hw with this engine's efficiency entry
+(`engine_efficiency.<engine>`) replaced by the fitted values and `calibration` saying which files,
+points and residuals it came from. `CostParams.from_profile` of the written profile gives back the
+fitted parameters exactly (checked before writing).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from sim.bench.results import METRICS, MeasuredPoint, predict, read_results
+from sim.bench.serve import Deployment
+from sim.errors import ConfigError
+
+FIT_METRICS = ("ttft_mean_ms", "ttft_median_ms", "tpot_mean_ms", "tpot_median_ms", "itl_mean_ms", "output_tps")
+HOLDOUT_FRACTION = 0.25
+ROBUST_SCALE = 0.05
+MAX_FLOOR_MS = 50.0
+MAX_PER_SEQUENCE_MS = 5.0
+MIN_SCALE = 0.05
+FD_STEP = 0.01
+
+
+@dataclass
+class BenchFit:
+    """What `fit_from_bench` found."""
+
+    params: object  # CostParams
+    scale_bandwidth: float
+    scale_compute: float
+    floor_ms: float
+    per_sequence_ms: float
+    points: list[MeasuredPoint]
+    heldout: list[bool]
+    rows: list[dict]  # per point and metric: measured, predicted, error %, held out
+    train_median_abs_error_pct: float | None
+    heldout_median_abs_error_pct: float | None
+    evaluations: int
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {"scale_bandwidth": self.scale_bandwidth, "scale_compute": self.scale_compute,
+                "floor_ms": self.floor_ms, "per_sequence_ms": self.per_sequence_ms,
+                "train_median_abs_error_pct": self.train_median_abs_error_pct,
+                "heldout_median_abs_error_pct": self.heldout_median_abs_error_pct,
+                "points": len(self.points), "heldout_points": int(sum(self.heldout)),
+                "evaluations": self.evaluations, "notes": self.notes}
+
+
+def _base(deployment: Deployment):
+    """The --hw profile, engine, model, quantization and the cost parameters they give (the fit's start)."""
+    from sim.api import make_spec, resolve
+    from sim.catalog import cache
+    from sim.cost.params import CostParams
+
+    spec = make_spec(trace="<from-bench>", hw=deployment.hw, model=deployment.model, quant=deployment.quant,
+                     engine=deployment.engine, engine_file=deployment.engine_file,
+                     overrides=dict(deployment.overrides))
+    hw, engine = resolve(spec)
+    model = cache.model(spec.model).as_loaded_by(engine.kernel_family)
+    q = model.quant(spec.quant or engine.default_quant)
+    return hw, engine, model, q, CostParams.from_profile(hw, q, engine, model.is_moe)
+
+
+def holdout(n: int, *, seed: int = 0, fraction: float = HOLDOUT_FRACTION) -> list[bool]:
+    """A seeded choice of points kept out of the fit: round(fraction x n), at least one from 3 points."""
+    if n < 3 or fraction <= 0:
+        return [False] * n
+    k = min(n - 2, max(1, round(fraction * n)))
+    pick = set(np.random.default_rng(seed).choice(n, size=k, replace=False).tolist())
+    return [i in pick for i in range(n)]
+
+
+def _params(base, x: np.ndarray):
+    from sim.cost.params import CostParams
+
+    s_b, s_c = math.exp(x[0]), math.exp(x[1])
+    return CostParams(
+        bandwidth_bytes_per_s=base.bandwidth_bytes_per_s * s_b, matmul_flops_per_s=base.matmul_flops_per_s * s_c,
+        attention_flops_per_s=base.attention_flops_per_s * s_c, iteration_overhead_s=x[2] / 1e3,
+        per_sequence_overhead_s=x[3] / 1e3, matmul_half_rows=base.matmul_half_rows,
+        decode_attention_slowdown=base.decode_attention_slowdown, matvec_s_per_weight=base.matvec_s_per_weight)
+
+
+def fit_from_bench(points: list[MeasuredPoint], deployment: Deployment, *, seed: int = 0,
+                   holdout_fraction: float = HOLDOUT_FRACTION, metrics=FIT_METRICS) -> BenchFit:
+    """Fit bandwidth, compute, per-iteration and per-sequence overheads to the points (see the module
+    docstring)."""
+    from scipy.optimize import least_squares
+
+    hw, engine, model, q, base = _base(deployment)
+    used = [[m for m in metrics if m in p.measured and p.measured[m] > 0] for p in points]
+    if not any(used):
+        raise ConfigError(f"no usable figure ({', '.join(metrics)}) in the result files", field="--from-bench")
+    held = holdout(len(points), seed=seed, fraction=holdout_fraction)
+    train = [i for i in range(len(points)) if not held[i] and used[i]]
+    if not train:
+        raise ConfigError("every point was held out: give more result files or points", field="--from-bench")
+    peak_bw = hw.bandwidth_bytes_per_s
+    peak_c = hw.peak_flops(q.compute_format)
+    hi_b = math.log(peak_bw / base.bandwidth_bytes_per_s)
+    hi_c = math.log(min(peak_c / base.matmul_flops_per_s,
+                        hw.peak_flops("bf16") / base.attention_flops_per_s))
+    lo = np.array([math.log(MIN_SCALE), math.log(MIN_SCALE), 0.0, 0.0])
+    hi = np.array([max(hi_b, lo[0] + 1e-6), max(hi_c, lo[1] + 1e-6), MAX_FLOOR_MS, MAX_PER_SEQUENCE_MS])
+    x0 = np.clip(np.array([0.0, 0.0, base.iteration_overhead_s * 1e3, base.per_sequence_overhead_s * 1e3]),
+                 lo, hi - 1e-9)
+    x0[2] = max(x0[2], 0.05)  # a zero start would make the relative step zero
+    x0[3] = max(x0[3], 0.005)
+    evals = [0]
+    cache: dict[tuple, list[dict]] = {}
+
+    def predictions(x: np.ndarray, idx: list[int]) -> list[dict]:
+        key = (tuple(np.round(x, 12)), tuple(idx))
+        if key not in cache:
+            evals[0] += 1
+            dep = replace(deployment, cost_params=_params(base, x))
+            cache[key] = [predict(points[i], dep) for i in idx]
+        return cache[key]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        out = []
+        for i, pred in zip(train, predictions(x, train)):
+            for m in used[i]:
+                v = pred.get(m)
+                out.append(math.log(v / points[i].measured[m]) if v and v > 0 else 5.0)
+        return np.array(out)
+
+    sol = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=ROBUST_SCALE, diff_step=FD_STEP,
+                        x_scale=np.array([0.1, 0.1, max(x0[2], 0.5), max(x0[3], 0.05)]), max_nfev=200)
+    x = sol.x
+    all_idx = list(range(len(points)))
+    preds = predictions(x, all_idx)
+    rows, train_err, held_err = [], [], []
+    for i, (p, pred) in enumerate(zip(points, preds)):
+        for m in METRICS:
+            if m in p.measured and p.measured[m]:
+                v = pred.get(m)
+                err = None if v is None else (v / p.measured[m] - 1) * 100
+                rows.append({"file": p.file, "point": p.label, "metric": m, "measured": p.measured[m],
+                             "predicted": v, "error_pct": err, "heldout": held[i], "fitted": m in used[i]})
+                if err is not None and m in used[i]:
+                    (held_err if held[i] else train_err).append(abs(err))
+    notes = []
+    if not any(held):
+        notes.append(f"{len(points)} point(s): too few to hold any out (3 or more needed); the error shown is in-sample")
+    return BenchFit(_params(base, x), math.exp(x[0]), math.exp(x[1]), float(x[2]), float(x[3]), points, held, rows,
+                    float(np.median(train_err)) if train_err else None,
+                    float(np.median(held_err)) if held_err else None, evals[0], notes)
+
+
+def fitted_profile(fit: BenchFit, deployment: Deployment, *, name: str, files: list[str]):
+    """A copy of the --hw profile whose efficiency entry for this engine gives back the fitted
+    parameters (`CostParams.from_profile`), with the provenance in `calibration`."""
+    from sim.catalog.hardware import Efficiency, HardwareProfile
+    from sim.files import file_sha256
+
+    hw, engine, model, q, base = _base(deployment)
+    p = fit.params
+    family = engine.kernel_family or engine.name
+    donor = hw.efficiency_for(engine.name, family)
+    date = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    eff = Efficiency(**{
+        **donor.model_dump(),
+        "compute": p.matmul_flops_per_s / hw.peak_flops(q.compute_format),
+        "bandwidth": p.bandwidth_bytes_per_s / hw.bandwidth_bytes_per_s,
+        "attention_of_peak": p.attention_flops_per_s / hw.peak_flops("bf16"),
+        "compute_by_class": {}, "bandwidth_by_class": {},
+        "floor_ms": p.iteration_overhead_s * 1e3, "per_sequence_ms": p.per_sequence_overhead_s * 1e3,
+        "matmul_half_rows": p.matmul_half_rows,
+        "source": f"infersim calibrate --from-bench {date}: fitted to {len(fit.points)} load point(s) of "
+                  f"{', '.join(Path(f).name for f in files)} ({engine.name}, {model.name}, {q.name})",
+        "corpus_rows": [], "transferred_from": [], "error": {}, "current_build_share": None, "rows_timed_here": 0,
+    })
+    data = hw.model_dump()
+    data["name"] = name
+    data["display_name"] = f"{hw.display_name} (calibrated from benchmarks)"
+    data["engine_efficiency"] = {**{k: v for k, v in data.get("engine_efficiency", {}).items()}, engine.name: eff}
+    data["calibration"] = {
+        "method": "from-bench", "engine": engine.name, "date": date, "base_profile": hw.name,
+        "model": model.name, "quant": q.name,
+        "files": [{"path": str(f), "sha256": file_sha256(f)} for f in files],
+        "fit": fit.summary(),
+        "points": [{k: r[k] for k in ("file", "point", "metric", "measured", "predicted", "error_pct", "heldout",
+                                      "fitted")} for r in fit.rows],
+    }
+    prof = HardwareProfile(**data)
+    _check(prof, p, q, engine, model)
+    return prof
+
+
+def _check(prof, params, q, engine, model) -> None:
+    """`CostParams.from_profile` of the written profile equals the fit (calibrate.profile's
+    check_reproduces, for a resolved engine and a MoE model)."""
+    from sim.cost.params import CostParams
+
+    back = CostParams.from_profile(prof, q, engine, model.is_moe)
+    for f in CostParams.FIELDS:
+        a, b = getattr(back, f), getattr(params, f)
+        if not math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12):
+            raise AssertionError(f"calibrated profile does not reproduce {f}: {a} != {b}")
+
+
+def calibrate_from_bench(files: list[str], deployment: Deployment, *, name: str, out: Path | None = None,
+                         seed: int = 0, holdout_fraction: float = HOLDOUT_FRACTION, write: bool = True):
+    """Read, fit, build the profile and write it (to `out`, else the user profile folder)."""
+    from calibrate.calibration import default_profile_path
+    from calibrate.profile import write_profile_atomic
+
+    points = [p for f in files for p in read_results(f)]
+    fit = fit_from_bench(points, deployment, seed=seed, holdout_fraction=holdout_fraction)
+    prof = fitted_profile(fit, deployment, name=name, files=files)
+    path = None
+    if write:
+        path = write_profile_atomic(prof, out or default_profile_path(name))
+    return fit, prof, path

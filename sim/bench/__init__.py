@@ -1,0 +1,10 @@
+"""Benchmark clients replayed on the simulator: what `vllm bench serve`, AIPerf / genai-perf and
+GuideLLM would measure against a server, computed from a simulated one.
+
+- `sim.bench.serve`: the vLLM client (datasets, arrival process, semaphore) and its metrics;
+  `run_client(client, deployment)` is the one call a replay of a published load point needs.
+- `sim.bench.tools`: AIPerf / genai-perf concurrency runs and GuideLLM sweeps (load patterns and
+  result formats).
+- `sim.bench.results`: reading those tools' result files back (for `infersim validate --measured`
+  and `infersim calibrate --from-bench`).
+"""

@@ -1,0 +1,190 @@
+"""One row of the serving corpus (benchmarks/serving/*.csv, schema in benchmarks/serving/README.md)
+replayed: the client it names, at its load point, against the deployment it names.
+
+    from sim.bench.corpus import predict_row
+    predicted = predict_row(row)              # row: a mapping of the corpus columns (csv.DictReader)
+    predicted[("ttft_ms", "median")]          # the same quantity and statistic the row printed
+
+`point_from_row(row)` gives the pieces (`tool`, `ServeClient`, `Deployment`) for callers that
+want to batch rows of one curve or change the deployment.
+
+Mapping (each column as the schema defines it):
+- client: `vllm-bench-serve` and `sglang-bench-serving` (SGLang's bench_serving derives from
+  vLLM's benchmark_serving: same arrivals and metric definitions), `trtllm-bench` and `custom`
+  (no better definition known) replay as `vllm bench serve`; `aiperf`, `genai-perf` as AIPerf /
+  genai-perf (closed loop, warm-up dropped); `guidellm` as one GuideLLM strategy (concurrent
+  streams for load_kind concurrency, constant rate for rate).
+- load: `max_concurrency` (empty: unbounded), `request_rate` (empty or `inf`: all at once),
+  `burstiness` (default 1.0), `num_prompts` (default 1000; a closed loop without it: 10 x C,
+  at least 100), `warmup`.
+- dataset: `random` with `input_tokens`, `output_tokens`, `range_ratio` (empty: 0); any other
+  dataset replays as fixed lengths at the stated means (ShareGPT's mean lengths are what the
+  sources state; the corpus has no conversation text to resample).
+- deployment: `device` -> --hw, `model`, `quant`, `engine` (passed as written to the engine
+  lookup; a release such as `vllm@0.11` where the caller builds one), `tp`, `kv_cache_dtype`
+  (fp8 -> kv_dtype fp8) and the engine flags vLLM / SGLang / TensorRT-LLM print for batch limits,
+  KV dtype, prefix caching and memory share (`engine_overrides`).
+- quantities: ttft_ms, tpot_ms, itl_ms, e2el_ms with mean / median / p90 / p95 / p99;
+  output_tps, total_tps, request_tps; tps_per_user = 1000 / mean TPOT (tokens per second one
+  stream sees while decoding).
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Mapping
+
+from sim.bench.serve import Deployment, ServeClient, make_workload, run_client
+from sim.errors import ConfigError
+
+VLLM_LIKE = ("vllm-bench-serve", "sglang-bench-serving", "trtllm-bench", "custom")
+STATISTICS = ("mean", "median", "p90", "p95", "p99")
+
+#: server flags (vLLM, SGLang, trtllm-serve) -> EngineConfig field, value type
+_FLAGS = {
+    "--max-num-seqs": ("max_num_seqs", int), "--max-running-requests": ("max_num_seqs", int),
+    "--max_batch_size": ("max_num_seqs", int), "--max-batch-size": ("max_num_seqs", int),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", int), "--chunked-prefill-size": ("max_num_batched_tokens", int),
+    "--max_num_tokens": ("max_num_batched_tokens", int), "--max-num-tokens": ("max_num_batched_tokens", int),
+    "--kv-cache-dtype": ("kv_dtype", str), "--block-size": ("block_size", int), "--page-size": ("block_size", int),
+    "--gpu-memory-utilization": ("memory_fraction", float), "--mem-fraction-static": ("memory_fraction", float),
+    "--kv_cache_free_gpu_memory_fraction": ("memory_fraction", float),
+    "--tensor-parallel-size": ("tp", int), "-tp": ("tp", int), "--tp": ("tp", int), "--tp-size": ("tp", int),
+    "--tp_size": ("tp", int), "--pipeline-parallel-size": ("pp", int), "-pp": ("pp", int),
+}
+_SWITCHES = {"--enable-prefix-caching": ("prefix_caching", True), "--no-enable-prefix-caching": ("prefix_caching", False),
+             "--disable-radix-cache": ("prefix_caching", False)}
+
+
+def _blank(v) -> bool:
+    return v is None or str(v).strip() in ("", "not stated", "unknown", "none", "None")
+
+
+def _f(row: Mapping, key: str, default=None) -> float | None:
+    v = row.get(key)
+    if _blank(v):
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        raise ConfigError(f"not a number: {v!r}", file=row.get("source_ref") or row.get("row_id"), field=key) from None
+
+
+def engine_overrides(flags: str | None, kv_cache_dtype: str | None = None, tp=None) -> dict:
+    """EngineConfig overrides from a server's printed flags (those that change what is simulated)."""
+    out: dict = {}
+    words = shlex.split(flags or "")
+    i = 0
+    while i < len(words):
+        w = words[i]
+        key, eq, val = w.partition("=")
+        if key in _SWITCHES:
+            f, v = _SWITCHES[key]
+            out[f] = v
+        elif key in _FLAGS:
+            f, kind = _FLAGS[key]
+            if not eq and i + 1 < len(words):
+                val = words[i + 1]
+                i += 1
+            try:
+                out[f] = kind(val)
+            except ValueError:
+                pass  # a value this table cannot read (e.g. `auto`): the preset's stays
+        i += 1
+    if out.get("kv_dtype") in ("auto", None):
+        out.pop("kv_dtype", None)
+    if not _blank(kv_cache_dtype) and str(kv_cache_dtype).lower().startswith("fp8"):
+        out["kv_dtype"] = "fp8"
+    if not _blank(tp):
+        out["tp"] = int(float(tp))
+    return out
+
+
+def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
+    """(tool, client settings, deployment) of one corpus row."""
+    client = str(row.get("client") or "vllm-bench-serve").strip()
+    tool = "vllm" if client in VLLM_LIKE else client
+    if tool not in ("vllm", "aiperf", "genai-perf", "guidellm"):
+        raise ConfigError(f"unknown client {client!r}", file=row.get("row_id"), field="client")
+    conc = _f(row, "max_concurrency")
+    rate = _f(row, "request_rate", math.inf)
+    n = _f(row, "num_prompts")
+    if n is None:
+        n = max(100, 10 * int(conc)) if conc else 1000
+    rr = _f(row, "range_ratio", 0.0)
+    client_s = ServeClient(
+        num_prompts=int(n), request_rate=rate if rate and rate > 0 else math.inf, burstiness=_f(row, "burstiness", 1.0),
+        max_concurrency=int(conc) if conc else None,
+        random_input_len=int(round(_f(row, "input_tokens", 1024))), random_output_len=int(round(_f(row, "output_tokens", 128))),
+        random_range_ratio=rr if str(row.get("dataset") or "random").strip() == "random" else 0.0,
+        percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(90.0, 95.0, 99.0),
+        num_warmups=int(_f(row, "warmup", 0) or 0),
+    )
+    dep = Deployment(hw=str(row["device"]), model=str(row["model"]), quant=None if _blank(row.get("quant")) else
+                     str(row["quant"]), engine=str(row.get("engine") or "vllm"),
+                     overrides=engine_overrides(row.get("engine_flags"), row.get("kv_cache_dtype"), row.get("tp")))
+    return tool, client_s.check(), dep
+
+
+def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, load_kind: str = "concurrency") -> dict:
+    """{(quantity, statistic): value} for one load point, in the corpus's quantities."""
+    from sim.bench.tools import guidellm_benchmark, run_aiperf
+
+    out: dict[tuple[str, str], float] = {}
+    if tool == "vllm":
+        r = run_client(client, deployment, date="corpus")
+        for q in ("ttft", "tpot", "itl", "e2el"):
+            for stat, key in (("mean", f"mean_{q}_ms"), ("median", f"median_{q}_ms"), ("p90", f"p90_{q}_ms"),
+                              ("p95", f"p95_{q}_ms"), ("p99", f"p99_{q}_ms")):
+                if key in r:
+                    out[(f"{q}_ms", stat)] = r[key]
+        out[("output_tps", "value")] = r["output_throughput"]
+        out[("total_tps", "value")] = r["total_token_throughput"]
+        out[("request_tps", "value")] = r["request_throughput"]
+        tpot = r.get("mean_tpot_ms")
+    elif tool in ("aiperf", "genai-perf"):
+        e, _ = run_aiperf(client, deployment, tool=tool)
+        for q, key in (("ttft", "time_to_first_token"), ("tpot", "inter_token_latency"), ("itl", "inter_token_latency"),
+                       ("e2el", "request_latency")):
+            d = e.get(key) or {}
+            for stat, src in (("mean", "avg"), ("median", "p50"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99")):
+                if d.get(src) is not None:
+                    out[(f"{q}_ms", stat)] = d[src]
+        out[("output_tps", "value")] = e["output_token_throughput"]["avg"]
+        out[("request_tps", "value")] = e["request_throughput"]["avg"]
+        tpot = (e.get("inter_token_latency") or {}).get("avg")
+    else:
+        from dataclasses import replace
+
+        from sim.bench.serve import simulate_workload
+
+        wl = make_workload(replace(client, request_rate=math.inf, burstiness=1.0))
+        if load_kind == "rate" and client.request_rate != math.inf:
+            import numpy as np
+
+            wl = replace(wl, release_s=np.arange(len(wl)) / client.request_rate)
+            cap, strategy = client.max_concurrency, {"type_": "constant", "rate": client.request_rate}
+        else:
+            cap, strategy = client.max_concurrency or 1, {"type_": "concurrent", "streams": client.max_concurrency or 1}
+        b = guidellm_benchmark(simulate_workload(wl, deployment, max_concurrency=cap, seed=client.seed), strategy)
+        m = b["metrics"]
+        for q, key in (("ttft", "time_to_first_token_ms"), ("tpot", "time_per_output_token_ms"),
+                       ("itl", "inter_token_latency_ms")):
+            s = m[key]["successful"]
+            for stat, v in (("mean", s["mean"]), ("median", s["median"]), ("p90", s["percentiles"]["p90"]),
+                            ("p95", s["percentiles"]["p95"]), ("p99", s["percentiles"]["p99"])):
+                out[(f"{q}_ms", stat)] = v
+        out[("output_tps", "value")] = m["output_tokens_per_second"]["successful"]["mean"]
+        out[("total_tps", "value")] = m["tokens_per_second"]["successful"]["mean"]
+        out[("request_tps", "value")] = m["requests_per_second"]["successful"]["mean"]
+        tpot = m["inter_token_latency_ms"]["successful"]["mean"]
+    if tpot:
+        out[("tps_per_user", "value")] = 1000.0 / tpot
+    return out
+
+
+def predict_row(row: Mapping) -> dict:
+    """The simulator's figures for one corpus row's load point (see the module docstring)."""
+    tool, client, dep = point_from_row(row)
+    return predict_point(tool, client, dep, load_kind=str(row.get("load_kind") or "concurrency"))
