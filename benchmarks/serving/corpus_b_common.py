@@ -1,0 +1,90 @@
+"""Shared helpers for the corpus-b serving collections (sglang.csv, trtllm.csv,
+amd_rocm.csv, dgx_spark_mac.csv).
+
+Only the standard library: the scripts beside this file turn published benchmark
+text (read from a fetched git snapshot, or transcribed into the script with the
+figure exactly as printed) into rows of the serving-corpus schema
+(benchmarks/serving/README.md). They never download anything.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+COLUMNS = [
+    "row_id", "curve_id", "source", "source_ref", "publisher", "engine", "engine_version",
+    "engine_flags", "device", "device_variant", "n_devices", "tp", "model", "quant",
+    "kv_cache_dtype", "client", "dataset", "input_tokens", "output_tokens", "range_ratio",
+    "num_prompts", "warmup", "ramp_up", "ignore_eos", "load_kind", "max_concurrency",
+    "request_rate", "burstiness", "quantity", "statistic", "value", "as_printed",
+    "derivation", "notes",
+]
+
+# The lines of a `sglang.bench_serving` / `vllm bench serve` "Serving Benchmark Result"
+# block that carry a serving metric, mapped to (quantity, statistic). Units: the
+# printed unit is the schema's unit (ms for latencies, tok/s and req/s for
+# throughputs), so no conversion is needed for these.
+BENCH_LINES = {
+    "Request throughput (req/s)": ("request_tps", "value"),
+    "Output token throughput (tok/s)": ("output_tps", "value"),
+    "Total token throughput (tok/s)": ("total_tps", "value"),
+    "Total Token throughput (tok/s)": ("total_tps", "value"),
+    "Mean E2E Latency (ms)": ("e2el_ms", "mean"),
+    "Median E2E Latency (ms)": ("e2el_ms", "median"),
+    "P99 E2E Latency (ms)": ("e2el_ms", "p99"),
+    "Mean TTFT (ms)": ("ttft_ms", "mean"),
+    "Median TTFT (ms)": ("ttft_ms", "median"),
+    "P99 TTFT (ms)": ("ttft_ms", "p99"),
+    "Mean TPOT (ms)": ("tpot_ms", "mean"),
+    "Median TPOT (ms)": ("tpot_ms", "median"),
+    "P99 TPOT (ms)": ("tpot_ms", "p99"),
+    "Mean ITL (ms)": ("itl_ms", "mean"),
+    "Median ITL (ms)": ("itl_ms", "median"),
+    "P95 ITL (ms)": ("itl_ms", "p95"),
+    "P99 ITL (ms)": ("itl_ms", "p99"),
+}
+
+_LINE = re.compile(r"^\s*([A-Za-z0-9 ()/.\-]+?):\s+(\S.*?)\s*$")
+
+
+def parse_bench_block(text: str) -> dict[str, str]:
+    """Every `Label: value` line of a bench-serving result block, label -> value as printed."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if m:
+            out.setdefault(m.group(1).strip(), m.group(2).strip())
+    return out
+
+
+def num(s: str) -> float:
+    """A printed number (thousands separators allowed) as a float."""
+    return float(s.replace(",", ""))
+
+
+def fmt(x: float) -> str:
+    """A value for the CSV: as few digits as represent it (no float noise)."""
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x))
+    return repr(round(x, 6)).rstrip("0").rstrip(".") if "e" not in repr(x) else repr(x)
+
+
+def slug(s: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", s.lower()).strip("-")
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    ids = set()
+    for r in rows:
+        missing = [c for c in COLUMNS if c not in r]
+        if missing:
+            raise ValueError(f"{path.name}: row {r.get('row_id')} lacks {missing}")
+        if r["row_id"] in ids:
+            raise ValueError(f"{path.name}: duplicate row_id {r['row_id']}")
+        ids.add(r["row_id"])
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: r[c] for c in COLUMNS})
