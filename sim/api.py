@@ -59,9 +59,11 @@ def split_deployment(spec: RunSpec) -> RunSpec:
 
 
 def resolve_engine(spec: RunSpec, hw: HardwareProfile) -> EngineConfig:
-    """The preset, its defaults for this device (`for_hardware`), then the `engine_file` fields,
-    then the command-line overrides — a user's explicit value always wins."""
+    """The preset, its defaults for this device (`for_hardware`) and this checkpoint
+    (`for_checkpoint`: the KV dtype the engine picks for the quantization), then the `engine_file`
+    fields, then the command-line overrides — a user's explicit value always wins."""
     engine = cache.engine(spec.engine).for_hardware(hw)
+    engine = engine.for_checkpoint(cache.model(spec.model), spec.quant or engine.default_quant)
     if spec.engine_file:
         engine = _apply_engine_file(engine, Path(spec.engine_file))
     unknown = set(spec.overrides) - set(EngineConfig.model_fields)

@@ -25,7 +25,7 @@ _HELP = "Simulate LLM inference on hardware you have or might buy, and plan capa
 
 # first argument -> the area that registers it (`_register`); tests check it against the whole tree
 AREA_OF_COMMAND = {
-    "hw": "hw", "models": "models", "fit": "models", "run": "run", "trace": "workloads", "calibrate": "calibrate",
+    "hw": "hw", "engines": "hw", "models": "models", "fit": "models", "run": "run", "trace": "workloads", "calibrate": "calibrate",
     "sweep": "plan", "plan": "plan", "replay": "validate", "validate": "validate", "bench": "bench",
 }
 _AREAS = ("hw", "models", "run", "workloads", "calibrate", "plan", "validate", "bench")  # registration order
@@ -53,6 +53,9 @@ def _register(app: typer.Typer, areas: tuple[str, ...] = _AREAS) -> typer.Typer:
             from sim.commands import hw
 
             app.add_typer(hw.app, name="hw", help="List and show hardware profiles.")
+            from sim.commands import engines_cmd
+
+            app.command("engines", help="List the engine presets and their releases.")(engines_cmd.list_engines)
         elif area == "models":
             from sim.commands import models_cmd
 

@@ -40,7 +40,8 @@ def test_preset_loads_and_cites_a_versioned_source_for_every_default(name):
 def test_schedulers_and_allocators_follow_the_engines():
     kinds = {n: (load_engine(n).scheduler, load_engine(n).kv_allocator) for n in PRESETS}
     assert kinds["vllm"] == ("chunked", "paged")
-    assert kinds["sglang"] == ("chunked", "paged")
+    assert kinds["sglang"] == ("prefill_first", "paged")  # enable_mixed_chunk off (managers/scheduler.py)
+    assert kinds["trtllm"] == ("inflight", "contiguous")  # in-flight batching, GUARANTEED_NO_EVICT
     assert kinds["llama.cpp"] == ("slots", "contiguous")
     assert kinds["ollama"] == ("slots", "contiguous")
     assert kinds["hf"] == ("static", "contiguous")

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 from sim.catalog.quant import get_quant, kv_dtype_bytes
 from sim.errors import ConfigError, pydantic_error_to_config_error
 
-Scheduler = Literal["static", "continuous", "chunked", "sequential", "slots"]
+Scheduler = Literal["static", "continuous", "chunked", "sequential", "slots", "inflight", "prefill_first"]
 KVAllocatorKind = Literal["contiguous", "paged"]
 # How `context_size` relates to slots (llama.cpp / Ollama style servers):
 # - split:    one KV buffer of context_size tokens, each of the N slots owns context_size / N
@@ -148,6 +148,34 @@ class SpeculativeSettings(BaseModel):
         return self
 
 
+class NewTokenRatio(BaseModel):
+    """SGLang's admission reservation for tokens not yet generated (managers/scheduler.py,
+    schedule_policy.py PrefillAdder): a request is admitted only while the free KV tokens cover its
+    uncached prompt plus `ratio` x min(max_new_tokens, clip) for it and, for every running request,
+    `ratio` x min(its remaining max_new_tokens, clip). `ratio` starts at `init` x
+    schedule_conservativeness, falls linearly to init x `min_factor` over `decay_steps` decode steps,
+    is raised after a retraction (decode ran out of KV) to (decoded + `retract_steps` x n) / max_new
+    of the running batch, and returns to `init` when the running batch empties."""
+
+    model_config = _FROZEN
+    init: float = Field(0.7, gt=0, le=1, description="SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness")
+    min_factor: float = Field(0.14, gt=0, le=1, description="SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR")
+    decay_steps: float = Field(600, gt=0, description="SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS")
+    clip_max_new_tokens: int = Field(4096, gt=0, description="SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION")
+    retract_steps: int = Field(20, ge=0, description="retract_decode_steps: tokens per request the retraction estimate adds")
+
+
+class EngineRelease(BaseModel):
+    """One engine release in a preset's `releases:` section: the fields whose defaults differ from
+    the preset's top level (which describes the newest release) and the sources they were read from."""
+
+    model_config = _FROZEN
+    version: str = ""
+    set: dict[str, Any] = Field(default_factory=dict)
+    sources: list[EngineSource] = Field(default_factory=list)
+    note: str = ""
+
+
 class EngineConfig(BaseModel):
     """One serving engine's policy and limits, as the simulator uses them."""
 
@@ -156,6 +184,7 @@ class EngineConfig(BaseModel):
     name: str
     display_name: str = ""
     version: str = Field("", description="engine version the defaults were read from")
+    release: str = Field("", description="the preset release these defaults describe (`--engine vllm@0.7`); '' = none")
     scheduler: Scheduler
     kv_allocator: KVAllocatorKind
     max_num_seqs: int = Field(gt=0, description="concurrency limit: running sequences / slots / static batch size")
@@ -234,6 +263,54 @@ class EngineConfig(BaseModel):
     min_fit_context: int = Field(4096, gt=0, description="smallest context --fit may choose (llama-server --fit-ctx)")
     default_quant: str = "bf16"
     kv_dtype: str = "fp16"
+    kv_dtype_for_quant: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "KV-cache dtype the engine's `auto` picks for a checkpoint of this quantization (quant name -> "
+            "dtype), e.g. TensorRT-LLM keeps an FP8 KV cache for ModelOpt FP8 checkpoints. A quantization "
+            "not listed keeps `kv_dtype` (the model dtype); an explicit --kv-dtype wins (`for_checkpoint`)"
+        ),
+    )
+    chunked_prefill_min_context: int | None = Field(
+        None, gt=0,
+        description=(
+            "chunked prefill only for models whose max context exceeds this (vLLM V0: enabled by default when "
+            "max_model_len > 32K); other models run the `continuous` scheduler with "
+            "max_num_batched_tokens = max(max context, 2048). None = `scheduler` holds for every model"
+        ),
+    )
+    admission_watermark: float = Field(
+        0.0, ge=0, lt=1,
+        description=(
+            "share of the KV blocks kept free when a prompt is admitted: vLLM V0's BlockSpaceManager admits a "
+            "prompt only if its blocks leave watermark x total blocks free (0.01, "
+            "block_manager.can_allocate); V1 has none"
+        ),
+    )
+    new_token_ratio: NewTokenRatio | None = Field(
+        None, description="SGLang's reservation for tokens not yet generated (admission); None = reserve none (vLLM V1)"
+    )
+    cuda_graph_sizes: list[int] | None = Field(
+        None,
+        description=(
+            "decode batch sizes captured as CUDA graphs: a decode-only step of n sequences runs the graph of "
+            "the next captured size (its GEMMs priced at that many rows); above the largest it runs eagerly "
+            "and pays eager_overhead_ms. None = no graphs modelled (engines without them, or whose launch "
+            "cost is in iteration_overhead_ms)"
+        ),
+    )
+    cuda_graph_padding: bool = Field(
+        True,
+        description=(
+            "a decode batch between captured sizes is padded up to the next one (vLLM, SGLang); False: only "
+            "batches of exactly a captured size replay a graph, the others run eagerly (TensorRT-LLM's "
+            "CudaGraphConfig.enable_padding, default False)"
+        ),
+    )
+    eager_overhead_ms: float = Field(
+        0.0, ge=0,
+        description="host cost of launching one step's kernels one by one (a decode step above the largest graph)",
+    )
     prefix_caching: bool = False
     efficiency_scale: EfficiencyScale = EfficiencyScale()
     kernel_family: str | None = Field(
@@ -282,6 +359,14 @@ class EngineConfig(BaseModel):
             raise ValueError("gpu_layers (partial offload) cannot be combined with tp or pp > 1")
         get_quant(self.default_quant)  # raises ConfigError naming the known formats
         kv_dtype_bytes(self.kv_dtype)
+        for q, kv in self.kv_dtype_for_quant.items():
+            get_quant(q)
+            kv_dtype_bytes(kv)
+        if self.cuda_graph_sizes is not None:
+            if not self.cuda_graph_sizes or any(n < 1 for n in self.cuda_graph_sizes):
+                raise ValueError("cuda_graph_sizes must be a non-empty list of batch sizes >= 1")
+            if list(self.cuda_graph_sizes) != sorted(set(self.cuda_graph_sizes)):
+                raise ValueError("cuda_graph_sizes must be increasing, without repeats")
         if (
             self.scheduler == "slots"
             and self.context_mode == "split"
@@ -362,6 +447,35 @@ class EngineConfig(BaseModel):
                     changes["memory_fraction"] = round(max(0.05, 1.0 - rule.memory_reserved_gib / mem_gib), 3)
         return self.with_overrides(**changes) if changes else self
 
+    def for_checkpoint(self, model: "ModelSpec", quant: str) -> "EngineConfig":
+        """The engine's defaults for this checkpoint: the KV dtype its `auto` picks for the
+        quantization (`kv_dtype_for_quant`) and, for vLLM V0, chunked prefill only on long-context
+        models (`chunked_prefill_min_context`). Call after `for_hardware` and before the user's
+        overrides (an explicit --kv-dtype or --scheduler wins)."""
+        changes: dict[str, Any] = {}
+        kv = self.kv_dtype_for_quant.get(get_quant(quant).name) if self.kv_dtype_for_quant else None
+        if kv is not None and kv != self.kv_dtype:
+            changes["kv_dtype"] = kv
+        limit = self.chunked_prefill_min_context
+        if limit is not None and self.scheduler == "chunked" and model.max_context <= limit:
+            # vLLM V0 SchedulerConfig: without chunked prefill the token budget is
+            # max(max_model_len, _DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048)
+            changes["scheduler"] = "continuous"
+            changes["max_num_batched_tokens"] = max(self.context_size or model.max_context, 2048)
+        return self.with_overrides(**changes) if changes else self
+
+    def graph_batch(self, n: int) -> int | None:
+        """The captured CUDA-graph batch size a decode step of n sequences runs as (the next captured
+        size up, as vLLM's pad_for_cudagraph and SGLang's bisect over capture_bs do); None when n is
+        above the largest captured size (or no graphs are modelled): the step runs eagerly."""
+        sizes = self.cuda_graph_sizes
+        if not sizes or n > sizes[-1]:
+            return None
+        import bisect
+
+        g = sizes[bisect.bisect_left(sizes, n)]
+        return g if self.cuda_graph_padding or g == n else None
+
     @property
     def forward_tokens(self) -> int | None:
         """Tokens of one forward pass, what activation buffers are sized for: the physical batch
@@ -424,12 +538,65 @@ def _line_of(path: Path, field: str) -> int | None:
     return None
 
 
-def load_engine_file(path: str | Path) -> EngineConfig:
-    """An engine from a YAML file; `base: NAME` starts from that preset and overrides its fields."""
+def split_release(name: str) -> tuple[str, str | None]:
+    """`vllm@0.7` -> ("vllm", "0.7"); `vllm` -> ("vllm", None)."""
+    base, sep, release = str(name).partition("@")
+    return (base, release.strip()) if sep else (base, None)
+
+
+def _apply_release(data: dict, path: Path, release: str | None) -> dict:
+    """The preset's fields for one release: its `releases:` section's `set` over the top-level
+    fields (which describe `default_release`), with the release's sources added. No release named
+    = `default_release`. An unknown release is a ConfigError naming the known ones."""
+    releases = data.pop("releases", None) or {}
+    default = data.pop("default_release", None)
+    if not isinstance(releases, dict):
+        raise ConfigError("releases must be a mapping of release -> fields", file=path,
+                          line=_line_of(path, "releases"), field="releases")
+    if release is None:
+        release = default
+    if release is None:
+        return data
+    name = data.get("name", path.stem)
+    if str(release) not in {str(k) for k in releases}:
+        known = ", ".join(f"{name}@{k}" for k in releases) or "none"
+        raise ConfigError(f"unknown release '{name}@{release}'; known: {known}", field="--engine")
+    try:
+        rel = EngineRelease.model_validate(releases[next(k for k in releases if str(k) == str(release))] or {})
+    except ValidationError as e:
+        err = pydantic_error_to_config_error(e, file=path)
+        raise ConfigError(f"releases.{release}: {err.problem}", file=path, line=_line_of(path, "releases"),
+                          field=f"releases.{release}.{err.field}" if err.field else "releases") from None
+    merged = {**data, **rel.set, "release": str(release)}
+    if rel.version:
+        merged["version"] = rel.version
+    if "efficiency_scale" in rel.set and isinstance(data.get("efficiency_scale"), dict):
+        merged["efficiency_scale"] = {**data["efficiency_scale"], **rel.set["efficiency_scale"]}
+    merged["sources"] = [s.model_dump() for s in rel.sources] + list(data.get("sources") or [])
+    if rel.note:
+        merged["notes"] = (data.get("notes", "") + f" [{release}] {rel.note}").strip()
+    return merged
+
+
+def engine_releases(name: str) -> tuple[str | None, dict[str, EngineRelease]]:
+    """(default release, {release: its overrides}) of a shipped preset; (None, {}) without releases."""
+    path = engine_path(split_release(name)[0])
+    if path is None or not path.is_file():
+        return None, {}
+    data = _read_yaml(path)
+    rel = data.get("releases") or {}
+    default = data.get("default_release")
+    return (None if default is None else str(default)), {
+        str(k): EngineRelease.model_validate(v or {}) for k, v in rel.items()}
+
+
+def load_engine_file(path: str | Path, release: str | None = None) -> EngineConfig:
+    """An engine from a YAML file; `base: NAME` (or `NAME@RELEASE`) starts from that preset and
+    overrides its fields; a `releases:` section is resolved for `release` (None = its default)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError("file not found", file=path, field="--engine")
-    data = _read_yaml(path)
+    data = _apply_release(_read_yaml(path), path, release)
     base = data.pop("base", None)
     if base is not None:
         if not isinstance(base, str):
@@ -457,7 +624,10 @@ def _names_a_file(s: str) -> bool:
 def engine_path(name_or_path: str | Path) -> Path | None:
     """The file a preset name (or alias) or path names; None when there is none."""
     s = str(name_or_path)
-    return Path(s) if _names_a_file(s) else available_engines().get(_ALIASES.get(s.lower(), s.lower()))
+    if _names_a_file(s):
+        return Path(s)
+    s = split_release(s)[0]
+    return available_engines().get(_ALIASES.get(s.lower(), s.lower()))
 
 
 def load_engine(name_or_path: str | Path) -> EngineConfig:
@@ -466,9 +636,12 @@ def load_engine(name_or_path: str | Path) -> EngineConfig:
     if _names_a_file(s):
         return load_engine_file(s)
     presets = available_engines()
+    s, release = split_release(s)
     key = _ALIASES.get(s.lower(), s.lower())
     if key in presets:
-        return load_engine_file(presets[key])
+        if release == "":
+            raise ConfigError(f"empty release in '{name_or_path}'; write NAME@RELEASE (e.g. vllm@0.7)", field="--engine")
+        return load_engine_file(presets[key], release)
     names = list(presets) + list(_ALIASES)
     close = difflib.get_close_matches(s.lower(), names, n=4, cutoff=0.4)
     hint = f"; did you mean: {', '.join(close)}?" if close else f"; known: {', '.join(presets)}"

@@ -182,6 +182,7 @@ def fit(
     from sim.cost import memory
 
     prof = load_profile(hw)
+    explicit_kv = kv_dtype
     reserve_fraction = 0.0
     eng = None
     per_row_fraction = False
@@ -207,7 +208,10 @@ def fit(
         for q in quants:
             fraction = memory.engine_memory_fraction(prof, m, q, eng) if eng is not None and per_row_fraction \
                 else memory_fraction
-            r = memory.fit(prof, m, q, kv_dtype=kv_dtype, context=context, concurrency=concurrency,
+            # the KV dtype the engine picks for a checkpoint of this quantization (TensorRT-LLM: FP8 for
+            # FP8 checkpoints) unless --kv-dtype says otherwise
+            row_kv = explicit_kv or (eng.kv_dtype_for_quant.get(q, kv_dtype) if eng is not None else kv_dtype)
+            r = memory.fit(prof, m, q, kv_dtype=row_kv, context=context, concurrency=concurrency,
                            memory_fraction=fraction, max_batched_tokens=max_batched_tokens,
                            activation_reserve_fraction=reserve_fraction,
                            engine=eng if per_row_fraction else None)

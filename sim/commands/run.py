@@ -32,7 +32,7 @@ def run(
     efficiency_from: Optional[str] = typer.Option(
         None, "--efficiency-from", help="profile (e.g. calibrated) whose efficiencies replace --hw's"),
     engine_file: Optional[Path] = typer.Option(None, "--engine-file", help="YAML of engine fields to override"),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static|continuous|chunked|sequential|slots"),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static|continuous|chunked|inflight|prefill_first|sequential|slots"),
     kv: Optional[str] = typer.Option(None, "--kv", help="KV allocator: contiguous|paged"),
     max_seqs: Optional[int] = typer.Option(
         None, "--max-seqs", help="concurrency limit (vLLM max_num_seqs, llama-server slots, OLLAMA_NUM_PARALLEL)"),
@@ -275,7 +275,7 @@ def _config_line(spec, eng, prof, model) -> str:
         load += (f" | efficiencies from {spec.efficiency_from}: compute={eff.compute:.3g} "
                  f"bandwidth={eff.bandwidth:.3g} attention={eff.attention:.3g}, peaks from {hw_name}")
     return (f"config: hw={hw_name} model={model_name} quant={quant} kv_dtype={eng.kv_dtype} "
-            f"engine={eng.name} {eng.version} scheduler={eng.scheduler} kv={eng.kv_allocator} {limits} "
+            f"engine={eng.name}{'@' + eng.release if eng.release else ''} {eng.version} scheduler={eng.scheduler} kv={eng.kv_allocator} {limits} "
             f"| {load} | trace={spec.trace}")
 
 

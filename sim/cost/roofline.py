@@ -302,8 +302,17 @@ class CostModel:
         moe_expert_tile: int = 0,
         mmq_tile_bandwidth: float = 0.0,
         unfused_kv_reads: float = 1.0,
+        graph_sizes: Sequence[int] | None = None,
+        eager_overhead_s: float = 0.0,
+        graph_padding: bool = True,
     ):
         self.model = model
+        # CUDA-graph decode batches (EngineConfig.cuda_graph_sizes, increasing; None = not modelled) and
+        # the host cost of a step launched eagerly above the largest (`graph_extra_s`)
+        self.graph_sizes = tuple(graph_sizes) if graph_sizes else None
+        self.eager_overhead_s = float(eager_overhead_s)
+        self.graph_padding = bool(graph_padding)
+        self._graph_extra: dict[int, tuple[float, CostParams]] = {}
         # llama.cpp's CUDA MMQ tile traffic priced at this bandwidth [B/s] as a floor of the weight GEMMs
         # of steps of more than 8 rows (sim.cost.llamacpp `mmq_tile_traffic_bytes`,
         # `cuda_mmq_tile_bandwidth`); 0 = no such floor
@@ -423,6 +432,8 @@ class CostModel:
         return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload,
                    decode_correction=correction, kv_pad=eng.attention_kv_padding,
                    flash_attention=eng.flash_attention_for(spec),
+                   graph_sizes=eng.cuda_graph_sizes, eager_overhead_s=eng.eager_overhead_ms / 1e3,
+                   graph_padding=eng.cuda_graph_padding,
                    **llamacpp_kernel_args(prof, eng.kernel_family, q))
 
     # ---- token counts summed over layers ---------------------------------------------------------
@@ -806,6 +817,8 @@ class CostModel:
             rows = len(prefill_tokens) + len(decode_context)
             return float(self.placed_time(t, rows, keys, kv_read, logits=n))
         c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
+        if self.graph_sizes is not None and not len(prefill_tokens) and n == len(decode_context):
+            o += self.graph_extra_s(n)
         # the measured correction is for decode passes as the probes ran them: every row a
         # sequence's next token with its logits
         if self.decode_correction is not None and not len(prefill_tokens) and n == len(decode_context):
@@ -837,6 +850,35 @@ class CostModel:
         if p.tokens_per_seq == 1:
             return (), (), p.contexts
         return (p.tokens_per_seq,) * len(p.contexts), p.contexts, ()
+
+    def graph_extra_s(self, n: int) -> float:
+        """Seconds a decode-only step of n sequences costs beyond its own rows because of CUDA graphs
+        (`graph_sizes`, EngineConfig.cuda_graph_sizes): the step replays the graph captured for the
+        next size up, g >= n, whose weight GEMMs run g rows (the padding rows are computed and
+        dropped: vLLM's pad_for_cudagraph, SGLang's cuda_graph_runner), so it adds
+        max(matmul, weights)(g rows) - the same for n rows, logits only for the n real rows; above
+        the largest captured size the step runs eagerly and pays `eager_overhead_s` of kernel
+        launches, as does a step between captured sizes when padding is off (`graph_padding`:
+        TensorRT-LLM replays only exact sizes). 0 without graphs modelled. Cached per n and parameter set."""
+        if self.graph_sizes is None or n <= 0:
+            return 0.0
+        hit = self._graph_extra.get(n)
+        if hit is not None and hit[1] is self.params:
+            return hit[0]
+        import bisect
+
+        i = bisect.bisect_left(self.graph_sizes, n)
+        if i == len(self.graph_sizes) or (not self.graph_padding and self.graph_sizes[i] != n):
+            extra = self.eager_overhead_s
+        elif self.graph_sizes[i] == n:
+            extra = 0.0
+        else:
+            p = self._param_tuple()
+            m_n, w_n, *_ = self._kernel_terms(p, n, n, 0.0, 0.0)
+            m_g, w_g, *_ = self._kernel_terms(p, self.graph_sizes[i], n, 0.0, 0.0)
+            extra = max(0.0, max(float(m_g), float(w_g)) - max(float(m_n), float(w_n)))
+        self._graph_extra[n] = (extra, self.params)
+        return extra
 
     def decode_factor(self, n: int) -> float:
         """The measured correction of a decode pass of n sequences (1.0 without one; DecodeCorrection)."""
@@ -971,6 +1013,8 @@ class CostModel:
         # and nothing cached: what stays of a step when the contexts are left out)
         matmul_s, weights_s, _, kv_write_s, overhead = self._kernel_terms(p, n, n, 0.0, 0.0)
         gemm = max(matmul_s, float(weights_s))
+        if self.graph_sizes is not None:
+            overhead = overhead + self.graph_extra_s(n)
         compute0 = gemm + overhead
         memory0 = gemm + kv_write_s + overhead
         attn = self.attention_flops_per_layer_key * slow / att  # s per layer-key (all decode keys)

@@ -136,7 +136,11 @@ class SpeculativeCostModel:
         """Seconds of the target's verify pass (k + 1 positions per sequence, logits for each)."""
         n, p = len(d), self.k + 1
         keys, reads = _verify_aggregates_at(self.target, d, offsets, p)
-        return self.target.placed_time(float(n * p), float(n), keys, reads, logits=float(n * p))
+        t = self.target
+        # a verify pass of n x p rows replays (or, above the largest size, misses) a CUDA graph as a
+        # decode step of that many rows would (`CostModel.graph_extra_s`; single device, as step_time)
+        graphs = t.graph_extra_s(n * p) if t.placement is None else 0.0
+        return t.placed_time(float(n * p), float(n), keys, reads, logits=float(n * p)) + graphs
 
     def per_token_times(self, decode_context: Sequence[int] | np.ndarray, steps: int) -> np.ndarray:
         """Effective seconds of simulator steps 0 .. steps-1 (every sequence one token further each):

@@ -219,7 +219,8 @@ class ReplicaParts:
     def make_scheduler(self):
         e = self.engine
         return make_scheduler(e.scheduler, max_num_seqs=e.max_num_seqs, max_num_batched_tokens=e.max_num_batched_tokens,
-                              context_tokens=self.context_tokens, shared_slots=e.context_mode == "unified")
+                              context_tokens=self.context_tokens, shared_slots=e.context_mode == "unified",
+                              new_token_ratio=e.new_token_ratio, watermark=e.admission_watermark)
 
     def config(self, *, concurrency=None, seed=0, config_extra=None) -> dict:
         """`summary["config"]`: everything the run resolved to."""

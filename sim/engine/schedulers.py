@@ -18,6 +18,10 @@ Policies, picked by name from `SCHEDULERS`:
 - `chunked`: continuous batching with a per-iteration token budget (`max_num_batched_tokens`):
   every decode takes one token first, then prefill chunks (unfinished prefills first, then new
   admissions) fill what is left (Sarathi-Serve, OSDI 2024; vLLM v1's default).
+- `inflight`: TensorRT-LLM's in-flight batching without chunked context: decodes and whole prompts
+  share an iteration, up to the token budget (`InflightBatching`).
+- `prefill_first`: SGLang's default: a prefill batch (chunked at the budget) whenever one can be
+  formed, otherwise a decode batch; never mixed (`PrefillFirst`).
 - `sequential`: one request at a time, first come first served.
 - `slots`: llama-server: `max_num_seqs` slots, each limited to the slot context (`context_size //
   max_num_seqs` for a split buffer), batched like `chunked` with `n_batch` =
@@ -67,14 +71,70 @@ class Scheduler:
     name: ClassVar[str] = ""
     #: whether a prompt must fit in one iteration's token budget (no chunking)
     whole_prompt: ClassVar[bool] = True
+    #: whether a whole prompt that does not fit what the budget has left waits even when it would be the
+    #: iteration's only prefill (TensorRT-LLM's MicroBatchScheduler stops at max_num_tokens)
+    strict_budget: ClassVar[bool] = False
 
     def __init__(self, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int,
-                 shared_slots: bool = False) -> None:
+                 shared_slots: bool = False, new_token_ratio=None, watermark: float = 0.0) -> None:
         if max_num_seqs < 1:
             raise ConfigError(f"must be >= 1, got {max_num_seqs}", field="--max-seqs")
         self.max_seqs = int(max_num_seqs)
         self.token_budget = int(max_num_batched_tokens) if max_num_batched_tokens else math.inf
         self.context_tokens = int(context_tokens)
+        # vLLM V0: a prompt is admitted only if its blocks leave this share of all blocks free
+        self.watermark = float(watermark)
+        # SGLang's reservation for tokens not yet generated (EngineConfig.new_token_ratio); None: vLLM's
+        # admission, which reserves only the blocks of the chunk it computes
+        self.ntr = new_token_ratio
+        if new_token_ratio is not None:
+            self.ratio_min = new_token_ratio.init * new_token_ratio.min_factor
+            self.ratio_decay = (new_token_ratio.init - self.ratio_min) / new_token_ratio.decay_steps
+            self._ratio_base = new_token_ratio.init  # ratio when the decay last restarted
+            self._ratio_clock = 0  # state.decode_clock then
+            self._max_new = np.zeros(64, dtype=np.int64)  # max_tokens of the request in each lane
+
+    # ---- SGLang's new-token reservation ----------------------------------------------------------
+    def new_token_ratio(self, state: "ReplicaState") -> float:
+        """SGLang's `new_token_ratio` now: it falls by (init - min) / decay_steps per decode step
+        (`update_running_batch`: max(ratio - decay, min)) from its last restart."""
+        steps = state.decode_clock - self._ratio_clock
+        return max(self._ratio_base - self.ratio_decay * steps, self.ratio_min)
+
+    def _restart_ratio(self, state: "ReplicaState", ratio: float) -> None:
+        self._ratio_base = ratio
+        self._ratio_clock = state.decode_clock
+
+    def _running_generated(self, state: "ReplicaState", lanes: np.ndarray) -> np.ndarray:
+        """Tokens each running lane has generated (0 while it reads its prompt)."""
+        if state.lazy:
+            state.sync()
+        return np.where(state.is_decoding[lanes], state.ctx[lanes] - state.prompt[lanes] + 1, 0)
+
+    def _ratio_room(self, state: "ReplicaState") -> float:
+        """SGLang PrefillAdder's `rem_total_tokens`: free KV tokens (cached blocks nobody uses count
+        as free: the radix cache evicts them) minus, for each running request, new_token_ratio x
+        min(max_new_tokens - generated, clip)."""
+        free = state.kv.free_blocks * state.kv.block_size
+        if not state.running:
+            return float(free)
+        lanes = np.fromiter(state.running, dtype=np.int64, count=len(state.running))
+        left = self._max_new[lanes] - self._running_generated(state, lanes)
+        np.clip(left, 0, self.ntr.clip_max_new_tokens, out=left)
+        return free - self.new_token_ratio(state) * float(left.sum())
+
+    def _retracted(self, state: "ReplicaState") -> None:
+        """After a retraction (decode ran out of KV): SGLang's `retract_decode` sets the ratio to
+        (tokens decoded + retract_decode_steps x n) / sum of max_new_tokens over the batch that
+        stays, at most 1."""
+        if not state.running:
+            self._restart_ratio(state, self.ntr.init)
+            return
+        lanes = np.fromiter(state.running, dtype=np.int64, count=len(state.running))
+        decoded = float(self._running_generated(state, lanes).sum())
+        total = float(self._max_new[lanes].sum())
+        est = (decoded + self.ntr.retract_steps * len(lanes)) / total if total > 0 else 1.0
+        self._restart_ratio(state, min(1.0, est))
 
     # ---- admission ------------------------------------------------------------------------------
     def admission_error(self, prompt_tokens: int, max_tokens: int, state: "ReplicaState") -> str | None:
@@ -120,7 +180,14 @@ class Scheduler:
         cache serves; None if KV does not allow."""
         reserve = state.kv.admission_tokens(p.prompt_tokens, self.reservation_budget(p.prompt_tokens, p.max_tokens),
                                             hit + chunk)
-        return state.admit(p, reserve, self.context_limit(), hit)
+        lane = state.admit(p, reserve, self.context_limit(), hit)
+        if lane is not None and self.ntr is not None:
+            if lane >= len(self._max_new):
+                grown = np.zeros(max(lane + 1, 2 * len(self._max_new)), dtype=np.int64)
+                grown[: len(self._max_new)] = self._max_new
+                self._max_new = grown
+            self._max_new[lane] = p.max_tokens
+        return lane
 
     def _grow_decodes(self, state: "ReplicaState") -> np.ndarray:
         """Give every decoding lane room for one more token; when the paged cache has no free
@@ -176,14 +243,27 @@ class Scheduler:
         kv = state.kv
         waiting, running, max_seqs, whole = state.waiting, state.running, self.max_seqs, self.whole_prompt
         no_cache = state.prefix is None
+        room = self._ratio_room(state) if self.ntr is not None and waiting and len(running) < max_seqs else None
         while waiting and len(running) < max_seqs:
             p = waiting[0]
             # prompt tokens whose KV is cached: not computed again (`prefix_hit`, 0 without a cache)
             hit = 0 if no_cache and not p.transferred else state.prefix_hit(p)
             goal = p.prompt_tokens + p.generated - hit  # p.prefill_goal - hit
             chunk = goal if whole else int(min(goal, budget))
-            if chunk <= 0 or (lanes and chunk > budget):
+            if chunk <= 0 or ((lanes or self.strict_budget) and chunk > budget):
                 break
+            if self.watermark and not p.transferred:
+                # vLLM V0 BlockSpaceManager.can_allocate: the whole prompt's blocks (V0 allocates them at
+                # admission, chunked or not) must leave watermark_blocks = watermark x total free
+                if kv.blocks_for(goal) + int(self.watermark * kv.total_blocks) > kv.free_blocks:
+                    break
+            if room is not None:
+                # SGLang admits while its uncached prompt plus min(max_new_tokens, clip) fits what the
+                # running batch's reservations leave (PrefillAdder.add_one_req -> NO_TOKEN otherwise)
+                need = goal + min(max(p.max_tokens - p.generated, 0), self.ntr.clip_max_new_tokens)
+                if need > room:
+                    break
+                room -= need
             if not hit and state.free_lanes:
                 # A saturated server retries its queue head every iteration and mostly fails: without
                 # a prefix hit, `ReplicaState.admit` fails exactly when the head's blocks exceed the
@@ -254,6 +334,8 @@ class ChunkedPrefill(Scheduler):
     def plan(self, state: "ReplicaState") -> Batch:
         budget = self.token_budget
         preempted_before = state.preemptions
+        if self.ntr is not None and not state.running:
+            self._restart_ratio(state, self.ntr.init)  # SGLang: an idle server starts from init again
         decodes = self._grow_decodes(state)
         if not state.prefilling and not state.waiting and len(decodes) <= budget:
             return Batch([], [], decodes, stable=True)  # the common case: nothing but decodes
@@ -276,6 +358,8 @@ class ChunkedPrefill(Scheduler):
                 tokens.append(chunk)
                 budget -= chunk
         if state.preemptions != preempted_before:
+            if self.ntr is not None:
+                self._retracted(state)
             # Sequences preempted in this plan leave it; like vLLM v1, admit nobody new in an
             # iteration that had to preempt (so no lane is reused within one plan).
             decodes = decodes[state.active[decodes]]
@@ -283,6 +367,66 @@ class ChunkedPrefill(Scheduler):
             return Batch([lanes[i] for i in keep], [tokens[i] for i in keep], decodes)
         self._admit_waiting(state, lanes, tokens, budget)
         return Batch(lanes, tokens, decodes, stable=stable and not lanes)
+
+
+class InflightBatching(ChunkedPrefill):
+    """TensorRT-LLM's in-flight batching without chunked context (`enable_chunked_prefill` False, its
+    default): one iteration runs the generation requests' next tokens and whole context (prompt)
+    requests together, up to `max_num_tokens` tokens and `max_batch_size` requests
+    (batch_manager/microBatchScheduler.cpp: a generation request counts one token, a context request
+    its whole prompt; a context request that would pass max_num_tokens waits). Running requests come
+    first (they are the oldest), then new prompts in arrival order — the `chunked` policy with whole
+    prompts."""
+
+    name = "inflight"
+    whole_prompt = True
+    strict_budget = True
+
+
+class PrefillFirst(ChunkedPrefill):
+    """SGLang's default scheduling (`enable_mixed_chunk` False): an iteration is either a prefill
+    (extend) batch or a decode batch, never both (managers/scheduler.py get_next_batch_to_run: a new
+    prefill batch, when one can be formed, runs before the running batch's next decode step). The
+    prefill batch continues the unfinished chunked request first, then admits waiting requests,
+    chunking the last at what is left of `chunked_prefill_size` (= max_num_batched_tokens)
+    (schedule_policy.PrefillAdder); with `new_token_ratio`, admission keeps room for the tokens not yet
+    generated. When no prefill can be formed, every running sequence decodes."""
+
+    name = "prefill_first"
+
+    def plan(self, state: "ReplicaState") -> Batch:
+        preempted_before = state.preemptions
+        if self.ntr is not None and not state.running:
+            self._restart_ratio(state, self.ntr.init)  # an idle server starts from init again
+        budget = self.token_budget
+        lanes: list[int] = []
+        tokens: list[int] = []
+        for lane in list(state.prefilling):  # the chunked request(s), oldest first
+            if budget <= 0:
+                break
+            if not state.active[lane]:
+                continue
+            ctx = int(state.ctx[lane])
+            chunk = int(min(state.prefill_goal[lane] - ctx, budget))
+            if self._reserve_or_preempt(state, lane, ctx + chunk):
+                lanes.append(lane)
+                tokens.append(chunk)
+                budget -= chunk
+        if state.preemptions != preempted_before:
+            if self.ntr is not None:
+                self._retracted(state)
+            keep = [i for i, lane in enumerate(lanes) if state.active[lane]]
+            lanes, tokens = [lanes[i] for i in keep], [tokens[i] for i in keep]
+            if lanes:  # admit nobody new in an iteration that had to preempt (as `chunked`)
+                return Batch(lanes, tokens, _NO_LANES)
+        elif state.waiting and budget > 0:
+            self._admit_waiting(state, lanes, tokens, budget)
+        if lanes:
+            return Batch(lanes, tokens, _NO_LANES)
+        decodes = self._grow_decodes(state)
+        if state.preemptions != preempted_before and self.ntr is not None:
+            self._retracted(state)
+        return Batch([], [], decodes, stable=True)
 
 
 class Slots(ChunkedPrefill):
@@ -334,17 +478,20 @@ class Slots(ChunkedPrefill):
 
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
-    cls.name: cls for cls in (StaticBatching, ContinuousBatching, ChunkedPrefill, Sequential, Slots)
+    cls.name: cls for cls in (StaticBatching, ContinuousBatching, ChunkedPrefill, Sequential, Slots, InflightBatching,
+                              PrefillFirst)
 }
 
 
 def make_scheduler(name: str, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int,
-                   shared_slots: bool = False) -> Scheduler:
+                   shared_slots: bool = False, new_token_ratio=None, watermark: float = 0.0) -> Scheduler:
     """A scheduler by registry name. `context_tokens`: the most tokens one request may hold
-    (`EngineConfig.context_limits`); `shared_slots`: slots share one KV buffer (`unified`)."""
+    (`EngineConfig.context_limits`); `shared_slots`: slots share one KV buffer (`unified`);
+    `new_token_ratio`: SGLang's reservation for tokens not yet generated (`EngineConfig.new_token_ratio`);
+    `watermark`: vLLM V0's share of blocks a prompt's admission must leave free (`admission_watermark`)."""
     try:
         cls = SCHEDULERS[name]
     except KeyError:
         raise ConfigError(f"unknown scheduler '{name}'; known: {', '.join(SCHEDULERS)}", field="--scheduler") from None
     return cls(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, context_tokens=context_tokens,
-               shared_slots=shared_slots)
+               shared_slots=shared_slots, new_token_ratio=new_token_ratio, watermark=watermark)
