@@ -795,7 +795,7 @@ def fidelity_json(res: dict, targets: dict) -> dict:
         "rows_replayed": res["replayed_rows"],
         "rows_excluded": len(res["excluded"]),
         "excluded_by_reason": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
-        "excluded": res["excluded"],
+        "excluded_curves": _excluded_by_curve(res["excluded"]),
         "curves_replayed": sorted({p.curve_id for p in pts}),
         "load_points": len(pts),
         "replay_errors": res["errors"],
@@ -814,6 +814,19 @@ def fidelity_json(res: dict, targets: dict) -> dict:
         "rows_baseline": [_row_out(r) for r in res["baseline"]["records"]],
     }
     return out
+
+
+def _excluded_by_curve(excluded: list[dict]) -> list[dict]:
+    """Excluded rows per (curve, reason): the row ids of each (a whole curve shares its reason)."""
+    g: dict[tuple, list[str]] = defaultdict(list)
+    files = {}
+    for e in excluded:
+        g[(e["curve_id"], e["reason"])].append(e["row_id"])
+        files[e["curve_id"]] = e["file"]
+    per_curve = Counter(c for c, _ in g)
+    return [{"curve_id": c, "file": files[c], "reason": why, "rows": len(ids),
+             **({"row_ids": ids} if per_curve[c] > 1 or why.startswith(("outlier", "no positive")) else {})}
+            for (c, why), ids in sorted(g.items())]
 
 
 def _row_out(r: dict) -> dict:
