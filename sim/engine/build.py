@@ -256,7 +256,7 @@ class ReplicaParts:
                                                                         "decode_correction", None)),
             **deployment_config(hw, self.model, q.name, engine, self.cost),
             # how far public measurements fell from held-out predictions of this device and engine family
-            "expected_error": expected_error(hw, engine),
+            "expected_error": expected_error(hw, engine, concurrency=concurrency),
             **(config_extra or {}),
         }
 
