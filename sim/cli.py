@@ -25,8 +25,8 @@ _HELP = "Simulate LLM inference on hardware you have or might buy, and plan capa
 
 # first argument -> the area that registers it (`_register`); tests check it against the whole tree
 AREA_OF_COMMAND = {
-    "hw": "hw", "engines": "hw", "models": "models", "fit": "models", "run": "run", "trace": "workloads", "calibrate": "calibrate",
-    "sweep": "plan", "plan": "plan", "replay": "validate", "validate": "validate", "bench": "bench",
+    "hw": "hw", "engines": "hw", "models": "models", "fit": "models", "recommend": "models", "run": "run", "trace": "workloads",
+    "calibrate": "calibrate", "sweep": "plan", "plan": "plan", "replay": "validate", "validate": "validate", "bench": "bench",
 }
 _AREAS = ("hw", "models", "run", "workloads", "calibrate", "plan", "validate", "bench")  # registration order
 _NO_BLAS = ("run", "sweep", "plan")  # commands whose work calls no BLAS routine (one OpenBLAS thread)
@@ -61,6 +61,10 @@ def _register(app: typer.Typer, areas: tuple[str, ...] = _AREAS) -> typer.Typer:
 
             app.add_typer(models_cmd.app, name="models", help="List and show the model catalog.")
             app.command("fit", help="What fits in memory on a machine: models x quantizations.")(models_cmd.fit)
+            from sim.commands import recommend
+
+            app.command("recommend", help="What to run on this machine for a stated need, with the commands.")(
+                recommend.recommend)
         else:
             module = {"run": "sim.commands.run", "workloads": "workloads.cli", "calibrate": "calibrate.cli",
                       "plan": "sim.commands.plan", "validate": "sim.commands.validate",

@@ -293,3 +293,56 @@ def test_profiles_load_by_name_after_non_editable_install(tmp_path):
     folder, summary = out.stdout.splitlines()
     assert folder.startswith(site), "profiles come from the installed package, not the checkout"
     assert summary == f"dgx-spark {len(SHIPPED)}"
+
+
+# ---- the 2026 parts (issue 39) ----------------------------------------------------------------
+
+NEW_2026 = ["b200", "b300", "gb200", "rtx-pro-6000", "rtx-5080", "rtx-5070-ti", "jetson-agx-thor", "l20", "h20",
+            "mi325x", "mi355x", "ryzen-ai-max-395", "apple-m5", "apple-m5-pro", "apple-m5-max"]
+
+
+@pytest.mark.parametrize("name", NEW_2026)
+def test_a_2026_profile_cites_datasheets_and_carries_efficiencies_transferred_from_a_fitted_part(name):
+    p = load_profile(name)
+    assert sum(s.url.startswith("http") for s in p.sources) >= 2, "at least two datasheet/spec pages"
+    assert "peak_tflops" in p.provenance or "dense" in (Path(available_profiles()[name]).read_text()), \
+        "the dense peaks say how they follow from the headline figures"
+    # plausible physics for a 2024-26 accelerator or SoC
+    assert 100 <= p.memory_bandwidth_gb_per_s <= 10_000
+    assert 16 <= p.memory_bytes / 2**30 <= 300
+    assert 10e12 <= p.peak_flops("bf16") <= 3e15
+    # every kernel family that runs on it ships efficiencies borrowed from a fitted device, and says so
+    from calibrate.public_fit import families_for
+
+    assert set(p.engine_efficiency) == set(families_for(name))
+    for family, e in p.engine_efficiency.items():
+        assert e.transferred_from and not e.corpus_rows, family
+        assert "transferred from" in e.source and "profile_transfer" in e.source, family
+        for donor in e.transferred_from:
+            assert donor not in NEW_2026 and load_profile(donor).engine_efficiency[family].corpus_rows, \
+                f"{family} donor {donor} is a fitted device"
+
+
+def test_datacenter_blackwell_peaks_are_half_the_sparse_headlines_and_domains_are_stated():
+    b200, gb200, b300 = load_profile("b200"), load_profile("gb200"), load_profile("b300")
+    assert b200.peak_tflops["fp8"] == 9000 / 2 and b200.peak_tflops["fp4"] == 18000 / 2   # HGX B200 sparse 9 / 18 PF
+    assert gb200.peak_tflops["bf16"] == 5000 / 2                                        # GB200 at 1,200 W
+    assert (b200.scale_up_domain_devices, gb200.scale_up_domain_devices) == (8, 72)
+    assert "int8" not in b300.peak_tflops and "INT8" in b300.provenance["peak_tflops"]   # Blackwell Ultra cut INT8
+    # GeForce Blackwell keeps the rtx-5090's ratios (fp32 accumulate at half rate): bf16 = fp4 / 8
+    for name in ("rtx-5080", "rtx-5070-ti", "rtx-5090"):
+        tf = load_profile(name).peak_tflops
+        assert tf["bf16"] == pytest.approx(tf["fp4"] / 8, rel=0.01), name
+
+
+def test_the_shipped_transfers_of_the_2026_parts_are_what_profile_transfer_computes():
+    """The generated blocks are reproducible from the shipped fits (calibrate/profile_transfer.py)."""
+    from calibrate.profile_transfer import donor_groups, entries_for, shipped_transfer_bands
+
+    donors, bands = donor_groups(exclude=set(NEW_2026)), shipped_transfer_bands()
+    for name in ("b200", "mi355x", "ryzen-ai-max-395", "apple-m5-max"):
+        shipped = load_profile(name).engine_efficiency
+        for family, e in entries_for(name, donors, bands).items():
+            assert shipped[family].compute_by_class == e["compute_by_class"], (name, family)
+            assert shipped[family].bandwidth_by_class == e["bandwidth_by_class"], (name, family)
+            assert shipped[family].transferred_from == e["transferred_from"], (name, family)

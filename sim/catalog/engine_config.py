@@ -124,13 +124,16 @@ class SpeculativeSettings(BaseModel):
 
     - `method`: `draft` (a smaller model of the same vocabulary, `draft_model`, priced by the same
       cost model) or `eagle` (a one-layer head on the target's hidden states, priced as
-      `draft_cost_fraction` x one target decode step per drafted token).
+      `draft_cost_fraction` x one target decode step per drafted token) or `mtp` (the model's own
+      multi-token-prediction modules, DeepSeek-V3 / GLM-4.5 / Qwen3-Next: vLLM `--speculative-config
+      '{"method": "mtp", ...}'`; one draft step costs `ModelSpec.mtp_draft_cost_fraction` of a decode step
+      unless `draft_cost_fraction` says otherwise, and the MTP weights join the model's).
     - `acceptance_rate`: probability each drafted token is accepted, i.i.d. per token (Leviathan et
       al. 2023's alpha); measured acceptance depends on the model pair and the text.
     """
 
     model_config = _FROZEN
-    method: Literal["draft", "eagle"] = "draft"
+    method: Literal["draft", "eagle", "mtp"] = "draft"
     k: int = Field(4, ge=1, le=64, description="tokens drafted per verify step")
     acceptance_rate: float = Field(0.7, ge=0, le=1, description="per-token acceptance probability (i.i.d.)")
     draft_model: str | None = Field(None, description="catalog name or path of the draft model (method: draft)")
@@ -323,6 +326,10 @@ class EngineConfig(BaseModel):
     )
     tp: int = Field(1, ge=1, le=64, description="tensor-parallel degree: devices each layer is split across")
     pp: int = Field(1, ge=1, le=64, description="pipeline-parallel degree: stages the layers are split into")
+    expert_parallel: bool = Field(
+        False, description=("MoE models with tp > 1: routed experts placed whole on the tp ranks (E / tp each: "
+                            "vLLM --enable-expert-parallel, SGLang --ep-size) instead of split across them; attention "
+                            "stays tensor-parallel (sim.cost.parallel.expert_parallel_imbalance)"))
     gpu_layers: int | Literal["auto"] | None = Field(
         None, description="llama.cpp --n-gpu-layers: None = everything on the device, 'auto' = as many as fit"
     )

@@ -200,6 +200,14 @@ class HardwareProfile(BaseModel):
             "PCIe the host's fabric and memory set it, well below the link (sim.cost.parallel)"
         ),
     )
+    scale_up_domain_devices: int | None = Field(
+        None, ge=1,
+        description=(
+            "devices one scale-up fabric joins at `interconnect_bandwidth_gb_per_s` (an HGX baseboard's 8 "
+            "GPUs on NVSwitch, a GB200 NVL72 rack's 72); tensor/expert parallelism beyond it crosses the "
+            "scale-out network. None = not stated"
+        ),
+    )
     host_bandwidth_gb_per_s: float | None = Field(
         None, gt=0, description="per-direction host<->device link (PCIe) for offload; None for unified memory"
     )

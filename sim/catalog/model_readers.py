@@ -268,6 +268,27 @@ def _gguf_quant(meta: _GGUFMeta, tensors: list, n_bytes: int, spec_args: dict) -
     return best.name, f"{what} has no table entry; nearest by size: {best.name}"
 
 
+def _gguf_mla_args(meta: "_GGUFMeta", n_layers: int, n_experts: int) -> dict[str, Any]:
+    """ModelSpec fields of llama.cpp's deepseek2-style keys: MLA from attention.kv_lora_rank (+ q_lora_rank,
+    key_length(_mla) = d_nope + d_R, value_length(_mla) = d_v, rope.dimension_count = d_R), dense leading
+    layers from leading_dense_block_count, MTP modules from nextn_predict_layers. Empty for other archs."""
+    out: dict[str, Any] = {}
+    rank = meta.get_int("attention.kv_lora_rank", 0)
+    if rank:
+        rope = meta.get_int("rope.dimension_count")
+        key = meta.get_int("attention.key_length_mla", 0) or meta.get_int("attention.key_length")
+        value = meta.get_int("attention.value_length_mla", 0) or meta.get_int("attention.value_length")
+        out["mla"] = dict(kv_lora_rank=rank, q_lora_rank=meta.get_int("attention.q_lora_rank", 0) or None,
+                          qk_nope_head_dim=key - rope, qk_rope_head_dim=rope, v_head_dim=value)
+    dense = meta.get_int("leading_dense_block_count", 0)
+    if dense and n_experts:
+        out["n_moe_layers"] = n_layers - dense
+    nextn = meta.get_int("nextn_predict_layers", 0)
+    if nextn:
+        out["mtp_layers"] = nextn
+    return out
+
+
 def spec_from_gguf(path: str | Path) -> ModelSpec:
     """A ModelSpec from a GGUF file's header (metadata + tensor table; weights are not read).
 
@@ -332,6 +353,13 @@ def spec_from_gguf(path: str | Path) -> ModelSpec:
 
     n_bytes = sum(t.n_bytes for t in tensors)
     name = meta.raw("general.name")
+    # layers with a fixed-size recurrent state (llama.cpp's ssm.* keys: Mamba, Mamba-2, Qwen3-Next's Gated
+    # DeltaNet, Jamba, Granite 4, Nemotron-H) are not read from a GGUF header: refuse rather than price them as GQA
+    ssm = sorted(k for k in meta.fields if k.startswith(f"{meta.arch}.ssm."))
+    if ssm:
+        raise ConfigError(f"architecture '{meta.arch}' has recurrent-state (SSM / linear-attention) layers, which "
+                          "infersim reads from a config.json, not from a GGUF header", file=path, field=ssm[0])
+    extra = _gguf_mla_args(meta, n_layers, n_experts)
     spec_args: dict[str, Any] = dict(
         name=path.stem,
         display_name=name if isinstance(name, str) else path.stem,
@@ -345,7 +373,10 @@ def spec_from_gguf(path: str | Path) -> ModelSpec:
         n_shared_experts=meta.get_int("expert_shared_count", 0) if n_experts else 0,
         sliding_window=window, n_sliding_layers=n_sliding,
         sources=[str(path)],
+        **extra,
     )
+    if extra.get("mla"):
+        spec_args.update(n_kv_heads=n_heads, head_dim=None)  # MLA caches a latent, not K/V heads
     try:
         quant, how = _gguf_quant(meta, tensors, n_bytes, spec_args)
         return ModelSpec.model_validate({
@@ -369,6 +400,11 @@ class HFModelType:
     qkv_bias: bool | str = False  # True, or the config key that says so (e.g. "attention_bias")
     experts_key: str | None = None  # key holding the number of routed experts
     sliding: str = "none"  # "all" (every layer), "layer_types", "gemma_pattern", "qwen", "none"
+    # how the config states the 2026 architectures (`_hf_extra`): "deepseek" (MLA, first_k_dense_replace,
+    # n_shared_experts, num_nextn_predict_layers), "qwen3_next" (Gated DeltaNet layers, gated attention,
+    # shared expert), "llama4" (interleaved MoE, chunked attention), "glm4_moe", "granite_hybrid" (Mamba-2
+    # layers by layer_types), "nemotron_h" (hybrid_override_pattern), "jamba" (Mamba every attn_layer_period)
+    extra: str = ""
 
 
 # transformers config classes: LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config (Qwen2Attention
@@ -383,6 +419,14 @@ HF_MODEL_TYPES: dict[str, HFModelType] = {
     "qwen3_moe": HFModelType("qwen3moe", False, "attention_bias", experts_key="num_experts", sliding="qwen"),
     "gemma3_text": HFModelType("gemma3", True, "attention_bias", sliding="gemma_pattern"),
     "phi3": HFModelType("phi3", False),
+    "deepseek_v3": HFModelType("deepseek2", False, experts_key="n_routed_experts", extra="deepseek"),
+    "kimi_k2": HFModelType("deepseek2", False, experts_key="n_routed_experts", extra="deepseek"),
+    "qwen3_next": HFModelType("qwen3next", False, experts_key="num_experts", extra="qwen3_next"),
+    "llama4_text": HFModelType("llama4", False, experts_key="num_local_experts", extra="llama4"),
+    "glm4_moe": HFModelType("glm4moe", False, "attention_bias", experts_key="n_routed_experts", extra="deepseek"),
+    "granitemoehybrid": HFModelType("granitehybrid", False, experts_key="num_local_experts", extra="granite_hybrid"),
+    "nemotron_h": HFModelType("nemotron_h", False, extra="nemotron_h"),
+    "jamba": HFModelType("jamba", False, experts_key="num_experts", extra="jamba"),
 }
 
 # quantization_config.quant_method -> sim.catalog.quant name.
@@ -454,6 +498,83 @@ def _hf_sliding(cfg: _HFConfig, kind: HFModelType, n_layers: int, context: int) 
     return window, n
 
 
+def _hf_extra(cfg: _HFConfig, kind: HFModelType, n_layers: int, hidden: int, n_experts: int) -> dict[str, Any]:
+    """ModelSpec fields of the architectures beyond GQA transformers (`HFModelType.extra`), from the keys
+    each config class defines (transformers DeepseekV3Config, Qwen3NextConfig, Llama4TextConfig,
+    Glm4MoeConfig, GraniteMoeHybridConfig, NemotronHConfig, JambaConfig)."""
+    out: dict[str, Any] = {}
+    d = cfg.data
+    if kind.extra == "deepseek":
+        if d.get("kv_lora_rank"):
+            out["mla"] = dict(kv_lora_rank=cfg.int("kv_lora_rank"), q_lora_rank=cfg.int("q_lora_rank", 0) or None,
+                              qk_nope_head_dim=cfg.int("qk_nope_head_dim"), qk_rope_head_dim=cfg.int("qk_rope_head_dim"),
+                              v_head_dim=cfg.int("v_head_dim"))
+        dense = cfg.int("first_k_dense_replace", 0)
+        if n_experts and dense:
+            out["n_moe_layers"] = n_layers - dense
+        out["n_shared_experts"] = cfg.int("n_shared_experts", 0) if n_experts else 0
+        out["mtp_layers"] = cfg.int("num_nextn_predict_layers", 0)
+    elif kind.extra == "qwen3_next":
+        interval = cfg.int("full_attention_interval", 4)
+        types = d.get("layer_types")
+        linear = (sum(1 for t in types[:n_layers] if t == "linear_attention") if isinstance(types, list)
+                  else n_layers - n_layers // interval)
+        out["linear_attention"] = dict(kind="gated_deltanet", n_layers=linear,
+                                       n_heads=cfg.int("linear_num_value_heads"), head_dim=cfg.int("linear_value_head_dim"),
+                                       state_dim=cfg.int("linear_key_head_dim"), n_groups=cfg.int("linear_num_key_heads"),
+                                       conv_kernel=cfg.int("linear_conv_kernel_dim", 4))
+        out["attention_output_gate"] = True
+        out["n_shared_experts"] = 1 if cfg.int("shared_expert_intermediate_size", 0) else 0
+        out["mtp_layers"] = cfg.int("mtp_num_hidden_layers", 0)
+    elif kind.extra == "llama4":
+        step = cfg.int("interleave_moe_layer_step", 1)
+        out["n_moe_layers"] = n_layers // step
+        out["moe_intermediate_size"] = cfg.int("intermediate_size")
+        out["intermediate_size"] = cfg.int("intermediate_size_mlp", cfg.int("intermediate_size"))
+        out["n_shared_experts"] = 1
+        chunk = cfg.int("attention_chunk_size", 0)
+        if chunk:  # three of four layers attend within chunks (no_rope_layers), priced as a window
+            out["sliding_window"], out["n_sliding_layers"] = chunk, n_layers - n_layers // 4
+    elif kind.extra == "granite_hybrid":
+        types = d.get("layer_types")
+        if not isinstance(types, list):
+            raise ConfigError("expected a list of 'mamba' / 'attention'", file=cfg.path, field="layer_types")
+        heads = cfg.int("mamba_n_heads")
+        out["linear_attention"] = dict(kind="mamba2", n_layers=sum(1 for t in types[:n_layers] if t == "mamba"),
+                                       n_heads=heads, head_dim=cfg.int("mamba_d_head"),
+                                       state_dim=cfg.int("mamba_d_state"), n_groups=cfg.int("mamba_n_groups", 1),
+                                       conv_kernel=cfg.int("mamba_d_conv", 4))
+        out["n_shared_experts"] = 1 if cfg.int("shared_intermediate_size", 0) and n_experts else 0
+    elif kind.extra == "nemotron_h":
+        # one block per character: M = Mamba-2, * = attention, - = MLP. infersim's layers are the mixer
+        # blocks; the MLP blocks are counted apart (n_ffn_layers). Other block kinds (E = MoE in Nemotron 3)
+        # are not modelled
+        pattern = d.get("hybrid_override_pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise ConfigError("missing required field", file=cfg.path, field="hybrid_override_pattern")
+        mixers, mlps = sum(c in "M*" for c in pattern), pattern.count("-")
+        if any(c not in "M*-" for c in pattern):
+            raise ConfigError(f"block kinds {sorted(set(pattern) - set('M*-'))} are not modelled (M = Mamba-2, "
+                              "* = attention, - = MLP)", file=cfg.path, field="hybrid_override_pattern")
+        out["n_ffn_layers"] = mlps
+        out["linear_attention"] = dict(kind="mamba2", n_layers=pattern.count("M"), n_heads=cfg.int("mamba_num_heads"),
+                                       head_dim=cfg.int("mamba_head_dim"), state_dim=cfg.int("ssm_state_size"),
+                                       n_groups=cfg.int("n_groups", 1), conv_kernel=cfg.int("conv_kernel", 4))
+        out["n_layers"] = mixers
+        out["gated_mlp"] = False  # squared-ReLU MLP: up and down projections
+    elif kind.extra == "jamba":
+        period, offset = cfg.int("attn_layer_period", 8), cfg.int("attn_layer_offset", 4)
+        attention = sum(1 for i in range(n_layers) if i % period == offset)
+        inner = cfg.int("mamba_expand", 2) * hidden
+        out["linear_attention"] = dict(kind="mamba", n_layers=n_layers - attention, n_heads=1, head_dim=inner,
+                                       state_dim=cfg.int("mamba_d_state", 16), conv_kernel=cfg.int("mamba_d_conv", 4),
+                                       dt_rank=cfg.int("mamba_dt_rank", 0) or -(-hidden // 16))
+        if n_experts:
+            e_period, e_offset = cfg.int("expert_layer_period", 2), cfg.int("expert_layer_offset", 1)
+            out["n_moe_layers"] = sum(1 for i in range(n_layers) if i % e_period == e_offset)
+    return out
+
+
 def spec_from_hf_config(path: str | Path) -> ModelSpec:
     """A ModelSpec from a Hugging Face config.json (or a folder holding one).
 
@@ -495,8 +616,13 @@ def spec_from_hf_config(path: str | Path) -> ModelSpec:
 
     name_or_path = top.get("_name_or_path")
     name = file.parent.name if file.name == "config.json" and file.parent.name else file.stem
+    extra = _hf_extra(cfg, kind, n_layers, cfg.int("hidden_size"), n_experts)
+    if "mla" in extra:
+        extra.update(head_dim=None)  # MLA: num_key_value_heads is the head count, the cache a latent
+    if kind.extra == "nemotron_h":
+        n_layers = extra.pop("n_layers")
     try:
-        return ModelSpec.model_validate(dict(
+        return ModelSpec.model_validate({**dict(
             name=name,
             display_name=name_or_path if isinstance(name_or_path, str) and name_or_path else name,
             architecture=kind.architecture,
@@ -518,6 +644,6 @@ def spec_from_hf_config(path: str | Path) -> ModelSpec:
             default_quant=quant,
             sources=[str(file)],
             notes=f"read from config.json (model_type {model_type})",
-        ))
+        ), **extra})
     except ValidationError as e:
         raise pydantic_error_to_config_error(e, file=file) from None

@@ -7,7 +7,9 @@ need — parameter counts, weight bytes, KV bytes, FLOPs per token — is derive
 
 Notation in the docstrings: L layers, h hidden size, H attention heads, K KV heads, d head dim,
 F FFN width (per expert for MoE), E routed experts, k active experts, V vocabulary,
-W sliding window, L_swa layers with sliding-window attention.
+W sliding window, L_swa layers with sliding-window attention, L_attn layers with attention (the rest
+keep a fixed-size recurrent state: `linear_attention`), L_moe layers with routed experts. The per-layer-kind
+formulas (GQA, multi-head latent attention, Gated DeltaNet / Mamba state) live in sim.catalog.architectures.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sim.catalog import architectures as arch
+from sim.catalog.architectures import MLA, LinearAttention
 from sim.catalog.quant import QUANT_FORMATS, QuantFormat, get_quant, kv_dtype_bytes
 from sim.errors import ConfigError, pydantic_error_to_config_error
 
@@ -56,6 +60,19 @@ class ModelSpec(BaseModel):
     )
     sliding_window: int | None = Field(None, gt=0, description="attention window (tokens) of the sliding layers")
     n_sliding_layers: int = Field(0, ge=0, description="layers with sliding-window attention; the rest attend to all")
+    mla: MLA | None = Field(None, description="multi-head latent attention shapes (DeepSeek-V3, Kimi K2); None = GQA")
+    attention_output_gate: bool = Field(False, description="q_proj also produces a sigmoid output gate (Qwen3-Next)")
+    linear_attention: LinearAttention | None = Field(
+        None, description="layers with a fixed-size recurrent state instead of a KV cache (hybrid models)")
+    n_moe_layers: int | None = Field(
+        None, ge=0,
+        description=("layers with routed experts (DeepSeek's first_k_dense_replace, Llama 4's interleave step "
+                     "leave the others dense, FFN width intermediate_size); None = every layer of a MoE model"))
+    n_ffn_layers: int | None = Field(
+        None, ge=0, description="layers with an FFN when the model interleaves mixer-only blocks (Nemotron-H's "
+                                "hybrid_override_pattern); None = every layer")
+    mtp_layers: int = Field(0, ge=0, description="multi-token-prediction modules (num_nextn_predict_layers), not in "
+                            "the parameter count: loaded only when serving with MTP speculative decoding")
     default_quant: str = "bf16"
     weight_bytes_override: float | None = Field(
         None, gt=0, description="real weight bytes (e.g. a GGUF file's tensor data size)"
@@ -77,8 +94,14 @@ class ModelSpec(BaseModel):
             raise ValueError("n_experts_active must be in 1..n_experts for a MoE model")
         if not self.n_experts and self.n_experts_active:
             raise ValueError("n_experts_active is set but n_experts is 0")
-        if self.n_sliding_layers > self.n_layers:
-            raise ValueError(f"n_sliding_layers ({self.n_sliding_layers}) exceeds n_layers ({self.n_layers})")
+        if self.n_sliding_layers > self.n_attention_layers:
+            raise ValueError(f"n_sliding_layers ({self.n_sliding_layers}) exceeds the attention layers "
+                             f"({self.n_attention_layers})")
+        if self.linear_attention is not None and self.linear_attention.n_layers >= self.n_layers:
+            raise ValueError(f"linear_attention.n_layers ({self.linear_attention.n_layers}) must leave at least one "
+                             f"attention layer of {self.n_layers}")
+        if self.n_moe_layers is not None and (not self.n_experts or self.n_moe_layers > self.n_layers):
+            raise ValueError(f"n_moe_layers ({self.n_moe_layers}) needs n_experts and at most n_layers ({self.n_layers})")
         if self.n_sliding_layers and self.sliding_window is None:
             raise ValueError("n_sliding_layers > 0 needs sliding_window")
         unknown = [q for q in self.file_weight_bytes if q not in QUANT_FORMATS]
@@ -100,16 +123,49 @@ class ModelSpec(BaseModel):
         return self.moe_intermediate_size or self.intermediate_size
 
     @property
+    def n_cache_heads(self) -> int:
+        """Heads the KV cache splits by under tensor parallelism: K for GQA; 1 for MLA, whose latent is
+        shared by every head, so each tensor-parallel rank holds and reads all of it (vLLM replicates the
+        MLA cache across TP ranks; data-parallel attention is how SGLang avoids it)."""
+        return 1 if self.mla is not None else self.n_kv_heads
+
+    @property
+    def n_linear_layers(self) -> int:
+        """Layers with a fixed-size recurrent state (no KV cache)."""
+        return self.linear_attention.n_layers if self.linear_attention is not None else 0
+
+    @property
+    def n_attention_layers(self) -> int:
+        """L_attn: layers that attend over the context (and cache K/V or MLA latents)."""
+        return self.n_layers - self.n_linear_layers
+
+    @property
     def n_full_attention_layers(self) -> int:
-        return self.n_layers - self.n_sliding_layers
+        return self.n_attention_layers - self.n_sliding_layers
+
+    @property
+    def n_routed_layers(self) -> int:
+        """L_moe: layers with routed experts (all layers of a MoE model unless n_moe_layers says fewer)."""
+        if not self.is_moe:
+            return 0
+        return self.n_layers if self.n_moe_layers is None else self.n_moe_layers
 
     # ---- parameter counts -------------------------------------------------------------------------
     @property
     def attention_params_per_layer(self) -> int:
-        """q, k, v, o projections: h*H*d + 2*h*K*d + H*d*h, plus (H + 2K)*d biases when qkv_bias."""
-        h, d = self.hidden_size, self.d_head
-        bias = (self.n_heads + 2 * self.n_kv_heads) * d if self.qkv_bias else 0
-        return 2 * h * self.n_heads * d + 2 * h * self.n_kv_heads * d + bias
+        """One attention layer's projections: GQA q, k, v, o = h*H*d + 2*h*K*d + H*d*h (+ biases, + the output
+        gate), or MLA's (sim.catalog.architectures.mla_params)."""
+        if self.mla is not None:
+            return arch.mla_params(self.mla, self.hidden_size, self.n_heads)
+        return arch.gqa_params(self.hidden_size, self.n_heads, self.n_kv_heads, self.d_head,
+                               qkv_bias=self.qkv_bias, output_gate=self.attention_output_gate)
+
+    @property
+    def mixer_params(self) -> int:
+        """Token-mixer weights of all layers: L_attn x attention + L_lin x the fixed-state mixer's."""
+        linear = (self.n_linear_layers * arch.linear_params(self.linear_attention, self.hidden_size)
+                  if self.linear_attention is not None else 0)
+        return self.n_attention_layers * self.attention_params_per_layer + linear
 
     @property
     def ffn_params_per_expert(self) -> int:
@@ -137,30 +193,34 @@ class ModelSpec(BaseModel):
         """Input embedding + LM head (counted once when tied): V*h*(1 or 2)."""
         return self.token_embedding_params + self.lm_head_params
 
-    def _ffn_params_per_layer(self, experts: int) -> int:
-        if not self.is_moe:
-            return self.dense_ffn_params
+    def _moe_ffn_params_per_layer(self, experts: int) -> int:
+        """One MoE layer's FFN: `experts` routed experts + shared experts + router (h*E)."""
         router = self.hidden_size * self.n_experts
         shared = self.n_shared_experts * self.ffn_params_per_expert
         return experts * self.ffn_params_per_expert + shared + router
 
+    def _ffn_params(self, experts: int) -> int:
+        """FFN weights of all layers with `experts` routed experts per MoE layer:
+        L_moe x (experts x expert + shared + router) + (L - L_moe) x the dense FFN."""
+        ffn_layers = self.n_layers if self.n_ffn_layers is None else self.n_ffn_layers
+        if not self.is_moe:
+            return ffn_layers * self.dense_ffn_params
+        moe = self.n_routed_layers
+        return moe * self._moe_ffn_params_per_layer(experts) + (ffn_layers - moe) * self.dense_ffn_params
+
     @property
     def n_params_total(self) -> int:
-        """Total parameters: L * (attention + FFN(all E experts) + router + 2 norms*h) + embeddings + final norm h."""
-        per_layer = self.attention_params_per_layer + self._ffn_params_per_layer(self.n_experts) + 2 * self.hidden_size
-        return self.n_layers * per_layer + self.embedding_params + self.hidden_size
+        """Total parameters: mixers + FFNs (all E experts) + 2 norms*h per layer + embeddings + final norm h."""
+        return (self.mixer_params + self._ffn_params(self.n_experts) + 2 * self.hidden_size * self.n_layers
+                + self.embedding_params + self.hidden_size)
 
     @property
     def n_params_active(self) -> int:
-        """Parameters one token touches: as the total, but only k of the E experts per layer."""
+        """Parameters one token touches: as the total, but only k of the E experts per MoE layer."""
         if not self.is_moe:
             return self.n_params_total
-        per_layer = (
-            self.attention_params_per_layer
-            + self._ffn_params_per_layer(self.n_experts_active)
-            + 2 * self.hidden_size
-        )
-        return self.n_layers * per_layer + self.embedding_params + self.hidden_size
+        return (self.mixer_params + self._ffn_params(self.n_experts_active) + 2 * self.hidden_size * self.n_layers
+                + self.embedding_params + self.hidden_size)
 
     @property
     def block_params(self) -> int:
@@ -174,10 +234,8 @@ class ModelSpec(BaseModel):
         Active parameters minus the input-embedding lookup (a gather, no FLOPs) and the norms;
         the LM head (V*h) is a matmul even when it is tied to the embedding.
         """
-        per_layer = self.attention_params_per_layer + self._ffn_params_per_layer(
-            self.n_experts_active if self.is_moe else 0
-        )
-        return self.n_layers * per_layer + self.vocab_size * self.hidden_size
+        return (self.mixer_params + self._ffn_params(self.n_experts_active if self.is_moe else 0)
+                + self.vocab_size * self.hidden_size)
 
     # ---- bytes ------------------------------------------------------------------------------------
     def quant(self, quant: str | QuantFormat | None = None) -> QuantFormat:
@@ -187,8 +245,8 @@ class ModelSpec(BaseModel):
 
     @property
     def routed_expert_params(self) -> int:
-        """Parameters of the routed experts in all layers: L * E * (3 or 2)*h*F (0 for a dense model)."""
-        return self.n_layers * self.n_experts * self.ffn_params_per_expert if self.is_moe else 0
+        """Parameters of the routed experts in all layers: L_moe * E * (3 or 2)*h*F (0 for a dense model)."""
+        return self.n_routed_layers * self.n_experts * self.ffn_params_per_expert
 
     def as_loaded_by(self, kernel_family: str | None) -> "ModelSpec":
         """The spec as an engine of `kernel_family` holds it in memory: the catalog's measured sizes
@@ -266,7 +324,7 @@ class ModelSpec(BaseModel):
         return (head if self.tie_embeddings else vh * q.embedding_bits), head
 
     def expert_bytes(self, quant: str | QuantFormat | None = None) -> float:
-        """Bytes of one routed expert across all layers: L * (3 or 2)*h*F * bpw/8.
+        """Bytes of one routed expert across all MoE layers: L_moe * (3 or 2)*h*F * bpw/8.
 
         What a MoE decode step reads per distinct expert it touches. For a GGUF spec the figure is
         scaled by (real file bytes / nominal bytes), so it tracks the file's actual mix
@@ -276,44 +334,105 @@ class ModelSpec(BaseModel):
             return 0.0
         q = self.quant(quant)
         scale = self._byte_scales(q)[0]
-        return self.n_layers * self.ffn_params_per_expert * q.bits_per_weight / 8.0 * scale
+        return self.n_routed_layers * self.ffn_params_per_expert * q.bits_per_weight / 8.0 * scale
+
+    @property
+    def cache_elements_per_layer_token(self) -> int:
+        """Cached elements per token in one attention layer: 2 K d (GQA: K and V of the KV heads) or
+        r + d_R (MLA: the latent and the shared RoPE key; sim.catalog.architectures)."""
+        if self.mla is not None:
+            return arch.mla_cache_elements_per_token(self.mla)
+        return arch.gqa_cache_elements_per_token(self.n_kv_heads, self.d_head)
 
     def kv_bytes_per_token(self, kv_dtype: str = "fp16") -> float:
-        """KV-cache bytes per token in all layers: 2 (K and V) * L * K * d * bytes/element.
+        """KV-cache bytes per token in all attention layers: L_attn * (2 K d, or r + d_R for MLA) * bytes/element.
 
-        GQA-aware: only the K KV heads are cached, not all H attention heads. This is what an
-        allocator that ignores sliding windows reserves per token (an upper bound for SWA models;
-        see `kv_bytes_per_sequence`).
+        GQA-aware (only the K KV heads are cached), MLA-aware (one latent per token per layer) and
+        hybrid-aware (fixed-state layers cache nothing per token: `state_bytes_per_sequence`). This is
+        what an allocator that ignores sliding windows reserves per token (an upper bound for SWA
+        models; see `kv_bytes_per_sequence`).
         """
-        return 2.0 * self.n_layers * self.n_kv_heads * self.d_head * kv_dtype_bytes(kv_dtype)
+        return float(self.n_attention_layers * self.cache_elements_per_layer_token) * kv_dtype_bytes(kv_dtype)
+
+    def state_bytes_per_sequence(self, kv_dtype: str = "fp16") -> float:
+        """Bytes of fixed-size recurrent state one sequence holds, whatever its context: L_lin x
+        (recurrent + convolution state elements, sim.catalog.architectures.linear_state_elements) x
+        bytes. The state stays at 16 bits when the KV cache is quantized (vLLM keeps the Mamba /
+        Gated DeltaNet state in the model dtype, `mamba_ssm_cache_dtype: auto`); 0 without such layers."""
+        if self.linear_attention is None:
+            return 0.0
+        return float(self.n_linear_layers * arch.linear_state_elements(self.linear_attention)) * max(
+            2.0, kv_dtype_bytes(kv_dtype))
+
+    @property
+    def recurrent_flops_per_token(self) -> float:
+        """FLOPs of the fixed-state layers' recurrences per token, all such layers (beyond their projections)."""
+        if self.linear_attention is None:
+            return 0.0
+        return self.n_linear_layers * arch.linear_flops_per_token(self.linear_attention)
+
+    def attention_flops_per_layer_key(self, *, prompt: bool = False) -> float:
+        """Attention FLOPs per (query token, key, attention layer): 4 H d for GQA; for MLA the absorbed
+        form in decode and the unabsorbed one over up-projected K/V in a prompt
+        (sim.catalog.architectures.mla_flops_per_key)."""
+        if self.mla is not None:
+            return arch.mla_flops_per_key(self.mla, self.n_heads, absorbed=not prompt)
+        return arch.gqa_flops_per_key(self.n_heads, self.d_head)
+
+    def mtp_params(self) -> int:
+        """Weights of the multi-token-prediction modules (DeepSeek-V3 sec. 2.2: each is one more decoder
+        layer of the model's last kind, an h x 2h projection eh_proj and two RMSNorms; embedding and
+        LM head shared with the model): mtp_layers x (mixer + FFN of a MoE layer + 2h^2 + 4h)."""
+        if not self.mtp_layers:
+            return 0
+        ffn = self._moe_ffn_params_per_layer(self.n_experts) if self.is_moe else self.dense_ffn_params
+        layer = self.attention_params_per_layer + ffn + 2 * self.hidden_size
+        return self.mtp_layers * (layer + 2 * self.hidden_size * self.hidden_size + 2 * self.hidden_size)
+
+    def mtp_draft_cost_fraction(self) -> float:
+        """One MTP draft step over one target decode step, by matmul weights touched per token: (one
+        layer with k active experts + eh_proj + the shared LM head) / matmul_params_active."""
+        if not self.mtp_layers:
+            raise ConfigError(f"{self.name} has no multi-token-prediction layers (num_nextn_predict_layers)",
+                              field="speculative.method")
+        ffn = self._moe_ffn_params_per_layer(self.n_experts_active) if self.is_moe else self.dense_ffn_params
+        draft = (self.attention_params_per_layer + ffn + 2 * self.hidden_size * self.hidden_size
+                 + self.vocab_size * self.hidden_size)
+        return min(1.0, draft / self.matmul_params_active)
 
     def kv_bytes_per_sequence(self, context, kv_dtype: str = "fp16"):
-        """KV bytes one sequence of `context` tokens holds when sliding-window layers keep only W:
+        """KV bytes one sequence of `context` tokens holds when sliding-window layers keep only W,
+        plus the fixed-size state of its recurrent layers:
 
-        2 * K * d * bytes * ((L - L_swa) * context + L_swa * min(context, W)).
+        e * bytes * ((L_attn - L_swa) * context + L_swa * min(context, W)) + state_bytes_per_sequence,
 
-        Equals context * kv_bytes_per_token for models without sliding-window layers. `context`
-        may be a number or a numpy array.
+        e the cached elements per layer token (`cache_elements_per_layer_token`). Equals context *
+        kv_bytes_per_token for models without sliding-window or recurrent layers. `context` may be a
+        number or a numpy array.
         """
-        per_layer_token = 2.0 * self.n_kv_heads * self.d_head * kv_dtype_bytes(kv_dtype)
-        return per_layer_token * self._attended_tokens_sum(context)
+        per_layer_token = float(self.cache_elements_per_layer_token) * kv_dtype_bytes(kv_dtype)
+        return per_layer_token * self._attended_tokens_sum(context) + self.state_bytes_per_sequence(kv_dtype)
 
     def _attended_tokens_sum(self, context):
-        """Sum over layers of the tokens each layer's attention covers: L_full*c + L_swa*min(c, W)."""
+        """Sum over attention layers of the tokens each covers: L_full*c + L_swa*min(c, W)."""
         if self.n_sliding_layers:
             return self.n_full_attention_layers * context + self.n_sliding_layers * np.minimum(
                 context, self.sliding_window
             )
-        return self.n_layers * context
+        return self.n_attention_layers * context
 
     # ---- FLOPs ------------------------------------------------------------------------------------
     def attention_flops_per_token(self, context):
-        """Attention score + value FLOPs for one token attending to `context` earlier tokens:
+        """Attention score + value FLOPs for one decoded token attending to `context` earlier tokens,
+        plus the recurrent layers' state update:
 
-        2 (QK^T and PV) * 2 (multiply-add) * H * d * (L_full * context + L_swa * min(context, W)),
-        i.e. 4 * L * H * d * context for a model without sliding-window layers.
+        f * (L_full * context + L_swa * min(context, W)) + recurrent_flops_per_token,
+
+        f = `attention_flops_per_layer_key()` (4 H d for GQA: 4 * L * H * d * context without
+        sliding-window or recurrent layers; MLA's absorbed decode form).
         """
-        return 4.0 * self.n_heads * self.d_head * self._attended_tokens_sum(context)
+        return (self.attention_flops_per_layer_key() * self._attended_tokens_sum(context)
+                + self.recurrent_flops_per_token)
 
     def flops_per_token(self, context=0.0):
         """Forward FLOPs for one token at a given context: 2 * matmul_params_active + attention."""

@@ -146,7 +146,8 @@ def _split(values: Optional[str]) -> list[str]:
 
 
 def fit(
-    hw: str = typer.Option(..., "--hw", help="hardware profile name or YAML path"),
+    hw: Optional[str] = typer.Option(None, "--hw", help="hardware profile name or YAML path (default: detect this "
+                                     "machine: nvidia-smi, rocm-smi, sysctl, /proc/meminfo + lscpu; sim.catalog.detect)"),
     context: int = typer.Option(4096, "--context", min=1, help="tokens per sequence (prompt + output)"),
     concurrency: int = typer.Option(1, "--concurrency", min=1, help="sequences held in memory at once"),
     quant: Optional[str] = typer.Option(None, "--quant", help="comma-separated quantizations "
@@ -181,7 +182,13 @@ def fit(
     from sim.catalog.quant import get_quant, kv_dtype_bytes
     from sim.cost import memory
 
-    prof = load_profile(hw)
+    detected = None
+    if hw is None:
+        from sim.catalog.detect import detect_profile
+
+        prof, detected = detect_profile()
+    else:
+        prof = load_profile(hw)
     explicit_kv = kv_dtype
     reserve_fraction = 0.0
     eng = None
@@ -234,13 +241,15 @@ def fit(
                                          else load_engine(name).for_hardware(prof))
     if as_json:
         typer.echo(json.dumps({
-            "hw": prof.name, "engine": eng.name if eng else None, "memory_bytes": prof.memory_bytes,
+            "hw": prof.name, "detected": detected, "engine": eng.name if eng else None, "memory_bytes": prof.memory_bytes,
             "memory_budget_bytes": budget,
             "max_batched_tokens": tokens, "context": context, "concurrency": concurrency,
             "kv_dtype": kv_dtype, "rows": rows, "expected_error": bands,
         }, indent=2))
         return
     has_speed = any("decode_tok_s" in r for r in rows)
+    if detected:
+        _console().print(detected, markup=False, highlight=False, soft_wrap=True)
     title = (f"{prof.display_name or prof.name}: {prof.memory_bytes / GB:.1f} GB x "
              f"{budget / prof.memory_bytes:.2f} = {budget / GB:.1f} GB budget; {concurrency} x {context:,} tokens, "
              f"KV {kv_dtype}; activation reserve for {tokens:,} batched tokens"
@@ -270,6 +279,10 @@ def fit(
     if sliding:
         con.print(f"KV GB/1k tok counts every layer; the sliding-window layers of {', '.join(sliding)} hold at most "
                   "their window, which 'fits', 'max ctx' and 'max seqs' account for.")
+    hybrid = [f"{m.name} ({m.state_bytes_per_sequence() / 1e6:.0f} MB)" for m in models if m.linear_attention]
+    if hybrid:
+        con.print(f"Recurrent-state layers hold a fixed state per sequence, whatever its context: {', '.join(hybrid)}; "
+                  "'fits', 'max ctx' and 'max seqs' count it.")
     if has_speed:
         con.print("tok/s: single-stream decode at the context and prefill of one context-long prompt, from "
                   + (f"sim.cost with engine {eng.name}." if eng else

@@ -46,7 +46,7 @@ def run(
     pp: Optional[int] = typer.Option(None, "--pp", help="pipeline-parallel degree (stages)"),
     gpu_layers: Optional[str] = typer.Option(
         None, "--gpu-layers", help="llama.cpp -ngl: layers on the GPU, N or 'auto' (the rest run from host memory)"),
-    spec_method: Optional[str] = typer.Option(None, "--spec-method", help="speculative decoding: draft|eagle"),
+    spec_method: Optional[str] = typer.Option(None, "--spec-method", help="speculative decoding: draft|eagle|mtp (the model's own MTP layers)"),
     spec_k: Optional[int] = typer.Option(None, "--spec-k", help="tokens drafted per verify step"),
     spec_acceptance: Optional[float] = typer.Option(
         None, "--spec-acceptance", help="per-token acceptance probability of drafted tokens"),

@@ -211,8 +211,8 @@ def max_context_tokens(model: ModelSpec, kv_budget: float, kv_dtype: str, concur
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     per_seq = kv_budget / concurrency
-    if per_seq <= 0:
-        return 0
+    if per_seq <= 0 or model.kv_bytes_per_sequence(0, kv_dtype) > per_seq:
+        return 0  # nothing fits (a hybrid model's fixed per-sequence state alone is larger than the share)
     if model.kv_bytes_per_sequence(model.max_context, kv_dtype) <= per_seq:
         return model.max_context
     lo, hi = 0, model.max_context  # invariant: fits(lo), not fits(hi)
@@ -348,7 +348,7 @@ def device_memory_bytes(
     from sim.cost.parallel import kv_heads_per_device, stage_layer_counts
 
     layers, embedding, head, tied = _weight_shares(model, quant)
-    kv_share = kv_heads_per_device(model.n_kv_heads, tp) / model.n_kv_heads
+    kv_share = kv_heads_per_device(model.n_cache_heads, tp) / model.n_cache_heads  # MLA: replicated
     counts = stage_layer_counts(model.n_layers, pp)
     out = []
     for s, n in enumerate(counts):

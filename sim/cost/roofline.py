@@ -190,7 +190,7 @@ from sim.cost.decode_runs import (
 )
 from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, _mmq_tile_traffic_one, gemm_rows, gemm_start_rows,
                                llamacpp_kernel_args, mmq_tile_traffic_bytes, moe_expert_rows)
-from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement
+from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement, expert_parallel_imbalance
 from sim.cost.params import CostParams
 
 if TYPE_CHECKING:
@@ -333,13 +333,20 @@ class CostModel:
         # experts' GEMMs run per touched expert over that expert's rows only (grouped GEMM, llama.cpp
         # mul_mat_id), so their start-up (Hockney's n_1/2) is paid once per touched expert
         # (`_layer_matmul_flops`).
-        self.expert_flops_per_row = 2.0 * model.n_layers * model.ffn_params_per_expert if model.is_moe else 0.0
+        self.expert_flops_per_row = 2.0 * model.n_routed_layers * model.ffn_params_per_expert if model.is_moe else 0.0
         self.non_expert_flops_per_token = self.flops_per_token - model.n_experts_active * self.expert_flops_per_row
         self.flops_per_sequence = 2.0 * lm_head
-        # Attention FLOPs per (query token, key, layer): 2 (QK^T, PV) x 2 (multiply-add) x heads x head_dim.
-        self.attention_flops_per_layer_key = 4.0 * model.n_heads * model.d_head
-        # K and V bytes of one token in one layer: 2 x kv_heads x head_dim x bytes per element.
-        self.kv_bytes_per_layer_token = model.kv_bytes_per_token(kv_dtype) / model.n_layers
+        # Attention FLOPs per (query token, key, attention layer): 2 (QK^T, PV) x 2 (multiply-add) x heads x
+        # head_dim for GQA; MLA's absorbed form (sim.catalog.architectures). A prompt's keys cost
+        # `prompt_key_flops_ratio` times that (MLA prefill runs unabsorbed over up-projected K/V; 1 for GQA).
+        self.attention_flops_per_layer_key = model.attention_flops_per_layer_key()
+        self.prompt_key_flops_ratio = model.attention_flops_per_layer_key(prompt=True) / self.attention_flops_per_layer_key
+        # K and V bytes of one token in one attention layer: 2 x kv_heads x head_dim (MLA: r + d_R) x bytes.
+        self.kv_bytes_per_layer_token = model.kv_bytes_per_token(kv_dtype) / model.n_attention_layers
+        # Hybrid models: each sequence's fixed-size recurrent state is read and written once per step [B],
+        # and the recurrences' FLOPs per new token (priced with the weight GEMMs); 0 without such layers
+        self.state_bytes_per_sequence_step = 2.0 * model.state_bytes_per_sequence(kv_dtype)
+        self.recurrent_flops_per_token = model.recurrent_flops_per_token
         # Attention scores through memory per (query token, key, layer): SCORE_BYTES x heads without
         # flash attention (the engine's flash_attention), 0 with it (module docstring).
         self.flash_attention = bool(flash_attention)
@@ -347,11 +354,12 @@ class CostModel:
         # K/V bytes read per cached token and layer: once with flash attention; without it each K/V head
         # once per query head of its group, of which a cache catches part (`unfused_kv_reads`; module
         # docstring)
-        group = model.n_heads // model.n_kv_heads
+        group = 1 if model.mla is not None else model.n_heads // model.n_kv_heads  # MLA: one latent for all heads
         self.kv_read_bytes_per_layer_token = self.kv_bytes_per_layer_token * (
             1.0 if flash_attention else min(float(group), max(1.0, float(unfused_kv_reads))))
-        self.n_layers = model.n_layers
-        self.n_full_layers = model.n_layers - model.n_sliding_layers
+        # layers that attend (the token-count aggregates below are over these; recurrent layers hold state)
+        self.n_layers = model.n_attention_layers
+        self.n_full_layers = model.n_full_attention_layers
         self.n_sliding_layers = model.n_sliding_layers
         self.window = model.sliding_window if model.n_sliding_layers else None
         # Weights streamed from memory per iteration. The untied input embedding is a gather of T
@@ -362,6 +370,8 @@ class CostModel:
         embedding, head = model.vocab_bytes(self.quant)
         streamed = total - (0.0 if model.tie_embeddings else embedding)
         self.expert_bytes = model.expert_bytes(self.quant)  # one routed expert, all layers [B]
+        # expert parallelism: ranks holding whole experts (1 = experts split like every matrix)
+        self.ep_ranks = parallel.tp if parallel is not None and parallel.expert_parallel and model.is_moe else 1
         self.non_expert_bytes = streamed - model.n_experts * self.expert_bytes
         self.dense_weight_bytes = streamed
         # The LM head's bytes, for placements that put it on one device (the last pipeline stage, the
@@ -416,7 +426,8 @@ class CostModel:
         params = params or CostParams.from_profile(prof, q, eng, spec.is_moe)
         # an engine family's fitted all-reduce step latency replaces the profile's (Efficiency)
         latency_us = prof.efficiency_for(eng.name, eng.kernel_family or eng.name).interconnect_latency_us
-        parallel = (ParallelConfig.for_profile(prof, eng.tp, eng.pp, latency_us=latency_us)
+        parallel = (ParallelConfig.for_profile(prof, eng.tp, eng.pp, latency_us=latency_us,
+                                               expert_parallel=eng.expert_parallel)
                     if eng.tp * eng.pp > 1 else None)
         offload = None
         if eng.gpu_layers is not None:
@@ -466,6 +477,8 @@ class CostModel:
             return self.dense_weight_bytes  # broadcasts against array arguments
         touched = expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, new_tokens,
                                             self.model.expert_pool_fraction)
+        if self.ep_ranks > 1:  # the busiest rank's experts set the step (sim.cost.parallel)
+            touched = touched * expert_parallel_imbalance(touched, self.model.n_experts, self.ep_ranks)
         return self.non_expert_bytes + touched * self.expert_bytes
 
     def _layer_matmul_flops(self, tokens, half: float):
@@ -525,8 +538,11 @@ class CostModel:
         # (tuple concatenation, not a starred display: Cython 3.3 cannot unpack the latter)
         bw, mm, att, it_s, seq_s, half, slow, mv = tuple(p) + trailing_defaults[len(p) - 5:]
         effective_keys = layer_keys + (slow - 1.0) * decode_keys
+        if self.prompt_key_flops_ratio != 1.0:  # MLA: prompt keys unabsorbed
+            effective_keys = effective_keys + (self.prompt_key_flops_ratio - 1.0) * (layer_keys - decode_keys)
         rows = seqs if logits is None else logits
-        matmul_s = (self._layer_matmul_flops(tokens, half) + self.flops_per_sequence * gemm_rows(rows, half)) / mm
+        matmul_s = (self._layer_matmul_flops(tokens, half) + self.flops_per_sequence * gemm_rows(rows, half)
+                    + self.recurrent_flops_per_token * tokens) / mm
         if self.mmq_tile_bandwidth > 0:
             # llama.cpp's MMQ cannot run faster than its tile traffic at the datasheet bandwidth
             tile_s = self._mmq_tile_s(tokens)
@@ -535,7 +551,7 @@ class CostModel:
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
         kv_s = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
                 + self.kv_bytes_per_layer_token * self.n_layers * tokens
-                + self.score_bytes_per_layer_key * layer_keys) / bw
+                + self.score_bytes_per_layer_key * layer_keys + self.state_bytes_per_sequence_step * seqs) / bw
         return matmul_s, weights_s, attention_s, kv_s, it_s + seq_s * seqs
 
     def _terms(self, p: Sequence[float], tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys=0.0,
@@ -617,13 +633,15 @@ class CostModel:
         pl = self.placement
         layer_bytes = self.weight_bytes_read(tokens) - self.head_bytes
         kv_bytes = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
-                    + self.kv_bytes_per_layer_token * self.n_layers * tokens)
+                    + self.kv_bytes_per_layer_token * self.n_layers * tokens
+                    + self.state_bytes_per_sequence_step * seqs)  # hybrid models' recurrent state (0 otherwise)
         parts = []
         for p in pl.parts:
             f, h = p.layer_fraction, float(p.head)
             # the part's GEMM start-up (n_1/2 rows, `DevicePart.matmul_half_rows`; 0 = plain roofline),
             # as `_terms` prices one device: layers from two rows on, the LM head with its leftover tile
-            matmul_flops = (f * self._layer_matmul_flops(tokens, p.matmul_half_rows)
+            matmul_flops = (f * (self._layer_matmul_flops(tokens, p.matmul_half_rows)
+                                 + self.recurrent_flops_per_token * tokens)
                             + h * self.flops_per_sequence * gemm_rows(logits, p.matmul_half_rows))
             weight_bytes = f * layer_bytes + h * self.head_bytes
             stream_s = weight_stream_s(tokens, weight_bytes, p.bandwidth_bytes_per_s, self.matvec_weights_per_byte,
@@ -815,6 +833,8 @@ class CostModel:
             return 0.0
         if self.placement is not None:
             rows = len(prefill_tokens) + len(decode_context)
+            if self.prompt_key_flops_ratio != 1.0:  # MLA: prompt keys at the unabsorbed rate (`_kernel_terms`)
+                keys = self.prompt_key_flops_ratio * (keys - dkeys) + dkeys
             return float(self.placed_time(t, rows, keys, kv_read, logits=n))
         c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
         if self.graph_sizes is not None and not len(prefill_tokens) and n == len(decode_context):
@@ -908,11 +928,14 @@ class CostModel:
             "new_tokens": t,
             "sequences": n,
             "matmul_flops": self.flops_per_token * t + self.flops_per_sequence * n,
-            "attention_flops": self.attention_flops_per_layer_key * keys,
+            # prompt keys at the prompt's rate (MLA: unabsorbed), decode keys at the decode rate
+            "attention_flops": self.attention_flops_per_layer_key * (
+                keys if self.prompt_key_flops_ratio == 1.0 else self.prompt_key_flops_ratio * (keys - dkeys) + dkeys),
             "decode_attention_flops": self.attention_flops_per_layer_key * dkeys,
             "weight_bytes": float(self.weight_bytes_read(t)) if ran else 0.0,
             "kv_read_bytes": self.kv_read_bytes_per_layer_token * kv_read,
             "kv_write_bytes": self.kv_bytes_per_layer_token * self.n_layers * t,
+            "recurrent_state_bytes": self.state_bytes_per_sequence_step * n,  # hybrid models: read + write
             "attention_score_bytes": self.score_bytes_per_layer_key * keys,
             # every FLOP at its rate, every byte at the bandwidth
             "compute_s": float(mm_s + att_s) if ran else 0.0,

@@ -251,5 +251,12 @@ def make_cost_model(
             raise ConfigError(
                 f"draft model {draft.model.name} has vocabulary {draft.model.vocab_size}, the target "
                 f"{target.model.vocab_size}: speculative decoding needs the same tokenizer", field="draft_model")
+    if spec.method == "mtp":
+        # the model's own MTP modules draft (sim.catalog.models.ModelSpec.mtp_draft_cost_fraction); their
+        # weights are loaded beside the model's
+        fraction = spec.draft_cost_fraction or target.model.mtp_draft_cost_fraction()
+        scm = SpeculativeCostModel(target, spec.k, spec.acceptance_rate, draft_cost_fraction=fraction)
+        scm.extra_weight_bytes = target.model.mtp_params() * target.quant.bits_per_weight / 8.0
+        return scm
     return SpeculativeCostModel(target, spec.k, spec.acceptance_rate, draft=draft,
                                 draft_cost_fraction=spec.draft_cost_fraction if spec.method == "eagle" else None)

@@ -114,7 +114,10 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
         engine = engine.with_overrides(memory_fraction=engine_memory_fraction(hw, model, quant, engine),
                                        activation_reserve_fraction=0.0)
     budget = memory_budget_bytes(hw, engine.memory_fraction)
-    reserve = max(activations, engine.activation_reserve_fraction * budget)
+    # hybrid models: the recurrent layers' fixed state of every sequence the engine may run is allocated
+    # beside the KV cache (vLLM sizes its Mamba-state pool by max_num_seqs); 0 for attention-only models
+    reserve = (max(activations, engine.activation_reserve_fraction * budget)
+               + model.state_bytes_per_sequence(engine.kv_dtype) * engine.max_num_seqs)
     per_token = model.kv_bytes_per_token(engine.kv_dtype)
     placed = engine.tp * engine.pp > 1 or engine.gpu_layers is not None
     if not placed and weights + extra_weight_bytes >= budget:

@@ -1,0 +1,135 @@
+"""Machine detection (sim.catalog.detect) on recorded outputs of nvidia-smi, rocm-smi, sysctl,
+system_profiler, /proc/meminfo and lscpu (tests/data/detect), and `fit` / `recommend` without --hw."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sim.catalog import detect
+from sim.catalog.detect import Detected, detect_machine, match_profile
+from sim.cli import app
+from sim.commands.recommend import rank, recommend_rows, run_command
+from sim.catalog.hardware import load_profile
+from sim.catalog.models import load_catalog
+
+DATA = Path(__file__).parent / "data" / "detect"
+runner = CliRunner()
+GiB = 2**30
+
+
+def machine(files: dict[str, str], platform: str = "linux") -> Detected:
+    """detect_machine with each tool answering from a recorded file (absent tools answer None)."""
+    def run(cmd):
+        name = files.get(cmd[0])
+        return (DATA / name).read_text() if name else None
+
+    def read(path):
+        name = files.get(path)
+        return (DATA / name).read_text() if name else None
+
+    return detect_machine(run=run, read=read, platform=platform)
+
+
+def test_an_rtx_4090_is_matched_to_its_shipped_profile():
+    d = machine({"nvidia-smi": "nvidia-smi-rtx4090.csv", "lscpu": "lscpu-xeon.txt", "/proc/meminfo": "meminfo-xeon.txt"})
+    assert (d.source, d.device, d.count) == ("nvidia-smi", "NVIDIA GeForce RTX 4090", 1)
+    assert d.device_memory_bytes == 24564 * 2**20
+    p, how = match_profile(d)
+    assert p.name == "rtx-4090" and "shipped profile rtx-4090" in how and "nvidia-smi" in how
+
+
+def test_an_8_gpu_h100_node_is_one_h100_sxm_profile_and_says_how_many():
+    p, how = match_profile(machine({"nvidia-smi": "nvidia-smi-8xh100.csv"}))
+    assert p.name == "h100-sxm" and "x8" in how and "8 found" in how
+
+
+def test_a_dgx_spark_reports_no_gpu_memory_and_keeps_its_profile():
+    d = machine({"nvidia-smi": "nvidia-smi-gb10.csv"})
+    assert d.device == "NVIDIA GB10" and d.device_memory_bytes is None
+    assert match_profile(d)[0].name == "dgx-spark"
+
+
+def test_mi300x_cards_are_read_from_rocm_smi():
+    d = machine({"rocm-smi": "rocm-smi-mi300x.json"})
+    assert (d.source, d.count, d.device_memory_bytes) == ("rocm-smi", 2, 206141652992)
+    assert match_profile(d)[0].name == "mi300x"
+
+
+def test_a_strix_halo_box_is_named_by_its_cpu_and_counts_the_gpu_carve_out():
+    d = machine({"rocm-smi": "rocm-smi-strix-halo.json", "lscpu": "lscpu-strix-halo.txt",
+                 "/proc/meminfo": "meminfo-strix-halo.txt"})
+    assert d.source == "lscpu" and "RYZEN AI MAX+ 395" in d.device
+    p, how = match_profile(d)
+    # 30.3 GiB MemTotal + 96 GiB carve-out -> the 128 GiB machine: the shipped profile as it is
+    assert p.name == "ryzen-ai-max-395" and p.memory_bytes == 128 * GiB
+
+
+def test_a_64_gb_m4_max_keeps_the_datasheet_figures_with_the_measured_memory():
+    d = machine({"sysctl": "sysctl-m4max-64g.txt", "system_profiler": "system-profiler-m4max.json"}, platform="darwin")
+    assert (d.device, d.gpu_cores, d.device_memory_bytes) == ("Apple M4 Max", 40, 64 * GiB)
+    p, how = match_profile(d)
+    shipped = load_profile("apple-m4-max")
+    assert p.memory_bytes == 64 * GiB and p.memory_bandwidth_gb_per_s == shipped.memory_bandwidth_gb_per_s
+    assert p.engine_efficiency == shipped.engine_efficiency
+    assert "measured 64 GiB" in how and "built" in how
+
+
+def test_a_machine_without_an_accelerator_gets_a_cpu_profile_built_from_its_measurements():
+    d = machine({"lscpu": "lscpu-xeon.txt", "/proc/meminfo": "meminfo-xeon.txt"})
+    assert (d.cpu_cores, d.device) == (2, "")
+    p, how = match_profile(d)
+    generic = load_profile("cpu-x86-generic")
+    assert p.kind == "cpu" and p.memory_bytes == pytest.approx(8005256 * 1024, rel=1e-3)  # GiB to 2 decimals
+    assert p.peak_tflops["fp32"] == pytest.approx(generic.peak_tflops["fp32"] * 2 / 8)  # 2 of the generic 8 cores
+    assert "built from cpu-x86-generic" in how
+
+
+def test_the_build_vms_recorded_lscpu_and_meminfo_parse():
+    name, cores = detect.parse_lscpu((DATA / "lscpu-infersim-build-vm.txt").read_text())
+    assert name and cores >= 1
+    assert detect.parse_meminfo((DATA / "meminfo-infersim-build-vm.txt").read_text()) > GiB
+
+
+def test_fit_without_hw_detects_this_machine_says_what_it_did_and_answers_quickly():
+    start = time.perf_counter()
+    result = runner.invoke(app, ["fit", "--model", "llama-3.1-8b", "--json"])
+    elapsed = time.perf_counter() - start
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["detected"] and ("detected" in out["detected"] or "built" in out["detected"])
+    assert elapsed < 2.0
+
+
+def test_recommend_ranks_what_meets_the_need_and_prints_runnable_commands():
+    hw = load_profile("rtx-4090")
+    cat = load_catalog()
+    models = [cat[n] for n in ("llama-3.1-8b", "qwen3-30b-a3b", "llama-3.1-70b", "gemma-3-27b")]
+    rows = recommend_rows(hw, models, context=8192, users=4, prompt_tokens=4096, min_tok_s=20, max_ttft_s=None)
+    best = rank(rows)
+    assert best and all(r["meets"] and r["decode_tok_s_per_user"] >= 20 for r in best)
+    assert "llama-3.1-70b" not in {r["model"] for r in best}  # 70B does not fit in 24 GB with 4 x 8k tokens
+    assert [r["params_b"] for r in best] == sorted((r["params_b"] for r in best), reverse=True)
+    assert len({r["model"] for r in best}) == len(best)
+    m = cat["qwen3-30b-a3b"]
+    assert run_command(m, "q4_k_m", "ollama", 8192, 4) == \
+        "OLLAMA_NUM_PARALLEL=4 OLLAMA_CONTEXT_LENGTH=8192 ollama serve & ollama run qwen3:30b-a3b"
+    assert run_command(m, "q4_k_m", "llama.cpp", 8192, 4).startswith("llama-server -m qwen3-30b-a3b-Q4_K_M.gguf -c 32768 -np 4")
+    assert run_command(m, "fp8", "vllm", 8192, 4) == \
+        "vllm serve Qwen/Qwen3-30B-A3B --max-model-len 8192 --max-num-seqs 4 --quantization fp8"
+    assert run_command(m, "mlx-4bit", "mlx", 8192, 1).startswith("mlx_lm.server --model mlx-community/Qwen3-30B-A3B-4bit")
+    assert run_command(cat["qwen3-next-80b-a3b"], "q4_k_m", "ollama", 8192, 1) is None  # no library tag: no guess
+
+
+def test_recommend_cli_prints_the_commands_and_the_offer_to_measure():
+    result = runner.invoke(app, ["recommend", "--hw", "apple-m4-max", "--context", "16384", "--users", "2",
+                                 "--min-tok-s", "15", "--model", "llama-3.1-8b,qwen3-30b-a3b,llama-3.3-70b"])
+    assert result.exit_code == 0, result.output
+    assert "run:" in result.output and "measure: infersim calibrate --endpoint http://127.0.0.1:" in result.output
+    assert "--peaks-from apple-m4-max" in result.output
+    impossible = runner.invoke(app, ["recommend", "--hw", "rtx-5070-ti", "--model", "llama-3.3-70b", "--users", "64"])
+    assert impossible.exit_code == 0 and "nothing meets it" in impossible.output
