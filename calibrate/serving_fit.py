@@ -385,6 +385,8 @@ class Cache:
 
     def save(self):
         if self.path and self.dirty:
+            fp = tree_fingerprint() + ":"  # entries of other trees are dead weight: dropped
+            self.data = {k: v for k, v in self.data.items() if k.startswith(fp)}
             self.path.write_text(json.dumps(self.data, sort_keys=True))
             self.dirty = False
 
@@ -393,9 +395,26 @@ def _param_key(params: dict | None) -> str:
     return json.dumps(params or {}, sort_keys=True)
 
 
+_TREE: list[str] = []
+
+
+def tree_fingerprint() -> str:
+    """A hash of everything a replay depends on (the simulator's code, presets, profiles, catalog): a
+    cache entry made by another tree is never reused."""
+    if not _TREE:
+        h = hashlib.sha256(CACHE_VERSION.encode())
+        files = sorted([*ROOT.glob("sim/**/*.py"), *ROOT.glob("sim/**/*.yaml"), *ROOT.glob("workloads/*.py"),
+                        *ROOT.glob("hardware_profiles/*.yaml")])
+        for f in files:
+            h.update(str(f.relative_to(ROOT)).encode())
+            h.update(f.read_bytes())
+        _TREE.append(h.hexdigest()[:16])
+    return _TREE[0]
+
+
 def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = None) -> dict:
     """{"quantity|statistic": predicted} for one load point with engine overrides `params` added."""
-    k = f"{CACHE_VERSION}:{point.key()}:{_param_key(params)}"
+    k = f"{tree_fingerprint()}:{point.key()}:{_param_key(params)}"
     if cache is not None and cache.get(k) is not None:
         return cache.get(k)
     from sim.bench.serve import Deployment, ServeClient, Workload, run_client
