@@ -180,8 +180,15 @@ def test_the_band_widens_off_support_and_says_so(tmp_path):
     assert fast["off_load"] and "rate 20/s" in fast["basis"]
     other = accuracy.serving_error("vllm", "l40s", concurrency=8, path=path)
     assert other["off_device"] and "no serving rows of vllm on l40s" in other["basis"]
+    assert "WIDENED" in other["basis"]
     assert other["figures"]["ttft_p50"]["pct"] == 45.0  # the by-device band, wider
     assert other["figures"]["tpot_itl"]["pct"] == 10.0  # never narrower than the by-source band
+    data = json.loads(path.read_text())
+    data["bands_off_device"]["*"] = {"tpot_itl": {"pct": 25.0, "n": 90, "pooled": True}}
+    path.write_text(json.dumps(data))
+    accuracy._SERVING_CACHE.clear()
+    other = accuracy.serving_error("vllm", "l40s", path=path)
+    assert other["figures"]["tpot_itl"]["pct"] == 25.0  # all families' transfer error: wider still
     none = accuracy.serving_error("llama.cpp", "h100-sxm", path=path)
     assert none["figures"] == {} and "unknown" in accuracy.describe_serving(none)
     line = accuracy.describe_serving(far)

@@ -141,8 +141,9 @@ def expected_error_for(hw_name: str, engine_name: str | None, *, concurrency: fl
 # ---- figures under load: bands from the serving corpus --------------------------------------------
 #: sim/catalog/data/serving_bands.json, written by benchmarks/serving_fit.py (calibrate/serving_fit.py):
 #: per engine family and metric, the 80th percentile of |predicted / measured - 1| of serving-corpus
-#: rows (benchmarks/serving) held out by source; per family, the devices and the largest loads of the
-#: replayed curves; the held-out-by-device bands for a device without serving rows.
+#: rows (benchmarks/serving) replayed with the presets, none of which was fitted to them (so every row
+#: is held out); per family, the devices and the largest loads of the replayed curves; the band of all
+#: families for a device without serving rows.
 SERVING_BANDS = Path(__file__).parent / "data" / "serving_bands.json"
 SERVING_LABELS = {"ttft_p50": "TTFT", "ttft_p99": "TTFT p99", "tpot_itl": "TPOT", "output_tps": "throughput"}
 _SERVING_CACHE: dict[str, dict] = {}
@@ -164,8 +165,8 @@ def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None
     """The band of figures under load for `engine` (a preset name, a release such as vllm@0.7 is its
     family) on `hw_name`: {"figures": {metric: {"pct", "n", "pooled"}}, "basis", "off_device",
     "off_load", "n"}. Off support the band widens and `basis` says why:
-    - a device with no serving rows of this family: the held-out-by-device band (each device of the
-      corpus predicted from the others), never narrower than the by-source band;
+    - a device with no serving rows of this family: the wider of the family's band and the band of
+      all families on all devices (`bands_off_device`);
     - a load past the largest any replayed curve of this family reached (a closed loop's concurrency,
       an open loop's rate): x `off_support_factor`.
     Empty `figures` when the corpus holds no replayable rows of this family."""
@@ -180,12 +181,14 @@ def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None
     notes = []
     off_device = hw_name not in support.get("devices", [])
     if off_device:
-        dev = (data.get("bands_off_device") or {}).get(family) or {}
-        for m, v in figures.items():
-            d = dev.get(m)
-            if d and d["pct"] > v["pct"]:
-                figures[m] = dict(d)
-        notes.append(f"no serving rows of {family} on {hw_name}: bands from predicting each device from the others")
+        # the widest of: this family's by-device band, all families' by-device band (a family measured
+        # on one device has no transfer of its own to learn from), the by-source band
+        off = data.get("bands_off_device") or {}
+        for m, v in list(figures.items()):
+            for d in ((off.get(family) or {}).get(m), (off.get("*") or {}).get(m)):
+                if d and d["pct"] > figures[m]["pct"]:
+                    figures[m] = dict(d)
+        notes.append(f"no serving rows of {family} on {hw_name}: the widest of its and all engines' bands")
     off_load = False
     if concurrency is not None and support.get("max_concurrency") and concurrency > support["max_concurrency"]:
         off_load = True
