@@ -516,8 +516,10 @@ def curve_knees(points: list[LoadPoint], predictions: dict[str, dict]) -> dict[s
         if km is None or kp is None:
             continue
         err = (kp / km - 1.0) if math.isfinite(km) and math.isfinite(kp) else (0.0 if km == kp else None)
+        crossed = (any(t is not None and t >= KNEE_FACTOR * meas[0] for t in meas)
+                   or any(t is not None and pred[0] and t >= KNEE_FACTOR * pred[0] for t in pred))
         out[cid] = {"measured": km, "predicted": kp, "loads": loads, "error": err,
-                    "saturates": any(t is not None and t >= KNEE_FACTOR * meas[0] for t in meas)}
+                    "saturates": crossed}  # the measured or the predicted curve crosses 3x within the sweep
     return out
 
 
@@ -910,7 +912,8 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
         k = _knee_summary(kn)
         lines.append(f"{name}: " + " · ".join(f"{m} {_fmt(s.get(m))}" for m in ("ttft_p50", "ttft_p99", "tpot_itl",
                                                                                    "output_tps"))
-                     + f" · knee {_fmt(k)} ({k['within_15pct']}/{k['curves']} within 15%)")
+                     + f" · knee {_fmt(k)} ({k['within_15pct']}/{k['curves']} within 15%; "
+                       f"{_fmt(k, 'saturating_median_abs_pct')} on the {k['saturating_curves']} crossing 3x)")
     cov = nested_coverage(res["baseline"]["records"], "source")
     lines.append(f"80% band coverage (bands from the other sources): {cov['coverage_pct']}% of {cov['n']}")
     return lines
@@ -942,11 +945,16 @@ def report_markdown(res: dict, targets: dict) -> str:
     h = fj["heldout_by_source"]["by_metric"]
     for m, goal in targets.items():
         if m == "knee":
-            bv, hv = fj["baseline"]["knee"]["median_abs_pct"], fj["heldout_by_source"]["knee"]["median_abs_pct"]
+            bk, hk = fj["baseline"]["knee"], fj["heldout_by_source"]["knee"]
+            bv, hv = bk["median_abs_pct"], hk["median_abs_pct"]
+            L.append(f"| knee median, curves whose measured or predicted TTFT crosses 3x in the sweep "
+                     f"({hk['saturating_curves']} of {hk['curves']}) | <= {goal:.0f}% | "
+                     f"{_fmt(bk, 'saturating_median_abs_pct')} | {_fmt(hk, 'saturating_median_abs_pct')} | "
+                     f"{'yes' if (hk['saturating_median_abs_pct'] or 1e9) <= goal else 'no'} |")
         else:
             bv, hv = (b.get(m) or {}).get("median_abs_pct"), (h.get(m) or {}).get("median_abs_pct")
         met = "yes" if hv is not None and hv <= goal else "no"
-        L.append(f"| {m} median | <= {goal:.0f}% | {'-' if bv is None else f'{bv:.1f}%'} | "
+        L.append(f"| {m} median{' (all curves)' if m == 'knee' else ''} | <= {goal:.0f}% | {'-' if bv is None else f'{bv:.1f}%'} | "
                  f"{'-' if hv is None else f'{hv:.1f}%'} | {met} |")
         L[-1] = L[-1]
     cov = fj["coverage"]["baseline_by_source"]
