@@ -84,7 +84,7 @@ def test_exclusions_name_their_reason():
     sharegpt = _curve("f", base)
     for r in sharegpt:
         r.update(dataset="sharegpt", input_tokens="", output_tokens="")
-    assert "lengths not stated" in sf.exclusion(sharegpt, **SETS)
+    assert "not available offline" in sf.exclusion(sharegpt, **SETS)
 
 
 def _points_for_folds():
@@ -189,8 +189,14 @@ def test_the_band_widens_off_support_and_says_so(tmp_path):
     accuracy._SERVING_CACHE.clear()
     other = accuracy.serving_error("vllm", "l40s", path=path)
     assert other["figures"]["tpot_itl"]["pct"] == 25.0  # all families' transfer error: wider still
-    none = accuracy.serving_error("llama.cpp", "h100-sxm", path=path)
+    none = accuracy.serving_error("llama.cpp", "h100-sxm", path=path)  # no "*" band in this file
     assert none["figures"] == {} and "unknown" in accuracy.describe_serving(none)
+    data["bands"]["*"] = {"ttft_p50": {"pct": 50.0, "n": 60, "pooled": True}}
+    path.write_text(json.dumps(data))
+    accuracy._SERVING_CACHE.clear()
+    lone = accuracy.serving_error("llama.cpp", "h100-sxm", concurrency=100, path=path)
+    assert lone["figures"]["ttft_p50"]["pct"] == 100.0 and "no replayable serving rows of llama.cpp" in lone["basis"]
+    assert "past the largest fitted (64)" in lone["basis"]
     line = accuracy.describe_serving(far)
     assert line.startswith("expected error under load: TTFT ±60%") and "TPOT ±20%" in line
 

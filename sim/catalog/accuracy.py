@@ -169,16 +169,26 @@ def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None
       all families on all devices (`bands_off_device`);
     - a load past the largest any replayed curve of this family reached (a closed loop's concurrency,
       an open loop's rate): x `off_support_factor`.
-    Empty `figures` when the corpus holds no replayable rows of this family."""
+    An engine without replayable rows takes the band of all engines (and says so); empty `figures`
+    only when the bands file holds none."""
     data = _serving_data(path)
     family = str(engine).split("@")[0]
     bands = (data.get("bands") or {}).get(family)
     support = (data.get("support") or {}).get(family)
+    pooled = (data.get("bands") or {}).get("*")
     if not bands or not support:
-        return {"figures": {}, "n": 0, "off_device": False, "off_load": False,
-                "basis": f"no replayable serving-corpus rows of {family}: error under load unknown"}
+        if not pooled:
+            return {"figures": {}, "n": 0, "off_device": False, "off_load": False,
+                    "basis": f"no replayable serving-corpus rows of {family}: error under load unknown"}
+        # an engine the corpus has no replayable rows of: the band of all engines, on their loads
+        all_support = (data.get("support") or {}).values()
+        bands = pooled
+        support = {"devices": [], "max_concurrency": max((x.get("max_concurrency") or 0 for x in all_support), default=0),
+                   "max_rate": max((x.get("max_rate") or 0 for x in all_support), default=0)}
+        notes = [f"no replayable serving rows of {family}: the band of all engines"]
+    else:
+        notes = []
     figures = {m: dict(v) for m, v in bands.items()}
-    notes = []
     off_device = hw_name not in support.get("devices", [])
     if off_device:
         # the widest of: this family's by-device band, all families' by-device band (a family measured
@@ -188,7 +198,8 @@ def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None
             for d in ((off.get(family) or {}).get(m), (off.get("*") or {}).get(m)):
                 if d and d["pct"] > figures[m]["pct"]:
                     figures[m] = dict(d)
-        notes.append(f"no serving rows of {family} on {hw_name}: the widest of its and all engines' bands")
+        if support.get("devices"):
+            notes.append(f"no serving rows of {family} on {hw_name}: the wider of its and all engines' bands")
     off_load = False
     if concurrency is not None and support.get("max_concurrency") and concurrency > support["max_concurrency"]:
         off_load = True
@@ -203,7 +214,8 @@ def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None
         notes.append(f"bands x{f:g}")
     n = max((v.get("n", 0) for v in figures.values()), default=0)
     basis = (f"80% of held-out serving-corpus rows of {family} (held out by source, "
-             f"{', '.join(support.get('devices', []))})")
+             f"{', '.join(support.get('devices', []))})" if support.get("devices") else
+             "80% of held-out serving-corpus rows of all engines (held out by source)")
     if notes:
         basis += "; WIDENED: " + "; ".join(notes)
     return {"figures": figures, "n": n, "off_device": off_device, "off_load": off_load, "basis": basis}
