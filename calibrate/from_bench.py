@@ -25,8 +25,8 @@ the efficiency 1 (never above the datasheet), floor 0-50 ms, per sequence 0-5 ms
 figures are piecewise smooth in these parameters (a batch changes shape at a threshold), so the
 finite-difference step is 1 % of each parameter, not machine precision.
 
-A seeded quarter of the points (at least one when there are three or more) is held out of the fit
-and its error reported; the profile written is a copy of --hw with this engine's efficiency entry
+A seeded quarter of the files (of the points when there are fewer than three files; at least one
+from three) is held out of the fit and its error reported; the profile written is a copy of --hw with this engine's efficiency entry
 (`engine_efficiency.<engine>`) replaced by the fitted values and `calibration` saying which files,
 points and residuals it came from. `CostParams.from_profile` of the written profile gives back the
 fitted parameters exactly (checked before writing).
@@ -96,12 +96,25 @@ def _base(deployment: Deployment):
 
 
 def holdout(n: int, *, seed: int = 0, fraction: float = HOLDOUT_FRACTION) -> list[bool]:
-    """A seeded choice of points kept out of the fit: round(fraction x n), at least one from 3 points."""
+    """A seeded choice of n groups kept out of the fit: round(fraction x n), at least one from 3."""
     if n < 3 or fraction <= 0:
         return [False] * n
     k = min(n - 2, max(1, round(fraction * n)))
     pick = set(np.random.default_rng(seed).choice(n, size=k, replace=False).tolist())
     return [i in pick for i in range(n)]
+
+
+def holdout_points(points: list[MeasuredPoint], *, seed: int = 0,
+                   fraction: float = HOLDOUT_FRACTION) -> tuple[list[bool], str]:
+    """Which points the fit leaves out, and how they were chosen: whole files when there are three
+    or more (the points of one file share a server, a day and a client: holding out some of them
+    while fitting the others says little), else single points."""
+    files = sorted({p.file for p in points})
+    if len(files) >= 3:
+        out = holdout(len(files), seed=seed, fraction=fraction)
+        held = {f for f, h in zip(files, out) if h}
+        return [p.file in held for p in points], "file"
+    return holdout(len(points), seed=seed, fraction=fraction), "point"
 
 
 def _params(base, x: np.ndarray):
@@ -125,7 +138,7 @@ def fit_from_bench(points: list[MeasuredPoint], deployment: Deployment, *, seed:
     used = [[m for m in metrics if m in p.measured and p.measured[m] > 0] for p in points]
     if not any(used):
         raise ConfigError(f"no usable figure ({', '.join(metrics)}) in the result files", field="--from-bench")
-    held = holdout(len(points), seed=seed, fraction=holdout_fraction)
+    held, basis = holdout_points(points, seed=seed, fraction=holdout_fraction)
     train = [i for i in range(len(points)) if not held[i] and used[i]]
     if not train:
         raise ConfigError("every point was held out: give more result files or points", field="--from-bench")
@@ -177,6 +190,8 @@ def fit_from_bench(points: list[MeasuredPoint], deployment: Deployment, *, seed:
     notes = []
     if not any(held):
         notes.append(f"{len(points)} point(s): too few to hold any out (3 or more needed); the error shown is in-sample")
+    else:
+        notes.append(f"held out by {basis}: {sum(held)} of {len(points)} point(s)")
     return BenchFit(_params(base, x), math.exp(x[0]), math.exp(x[1]), float(x[2]), float(x[3]), points, held, rows,
                     float(np.median(train_err)) if train_err else None,
                     float(np.median(held_err)) if held_err else None, evals[0], notes)

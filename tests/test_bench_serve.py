@@ -242,3 +242,14 @@ def test_bench_serve_runs_as_a_subprocess(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "Request rate configured (RPS):           3.00" in out.stdout
     assert json.loads((tmp_path / "r.json").read_text())["completed"] == 6
+
+
+def test_token_gaps_rebuilt_per_request_agree_with_the_simulators_own_gap_log():
+    # a loaded open loop (prefills interleaved with decodes, fast-forwarded runs split into steps)
+    c = ServeClient(num_prompts=200, request_rate=25.0, random_input_len=2048, random_output_len=128,
+                    random_range_ratio=0.5)
+    r = run_client(c, DEP, date="t")
+    gaps = r["_timings"].summary["itl_s"]  # exact order statistics of every gap (sim.engine.metrics)
+    assert r["mean_itl_ms"] == pytest.approx(gaps["mean"] * 1e3, rel=1e-9)
+    assert r["median_itl_ms"] == pytest.approx(gaps["p50"] * 1e3, rel=0.01)
+    assert r["p99_itl_ms"] == pytest.approx(gaps["p99"] * 1e3, rel=0.01)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -74,9 +75,12 @@ def test_cli_writes_each_tools_files(tmp_path):
     csv_text = (tmp_path / "a" / "profile_export_aiperf.csv").read_text()
     assert csv_text.startswith("Metric,avg,min,max,p1,p5,p10,p25,p50,p75,p90,p95,p99,std\n")
     assert len((tmp_path / "a" / "profile_export.jsonl").read_text().splitlines()) == 8
-    res = runner.invoke(app, ["bench", "serve", "--client", "genai-perf", "--num-prompts", "4", "--max-concurrency", "2",
-                              "--result-dir", str(tmp_path / "g")])
+    res = runner.invoke(app, ["bench", "serve", "--client", "genai-perf", "--request-count", "4", "--concurrency", "2",
+                              "--isl", "300", "--osl", "20", "--result-dir", str(tmp_path / "g")])  # AIPerf's names
     assert res.exit_code == 0 and (tmp_path / "g" / "profile_export_genai_perf.json").is_file()
+    g = json.loads((tmp_path / "g" / "profile_export_genai_perf.json").read_text())
+    assert g["input_config"]["concurrency"] == 2 and g["input_config"]["request_count"] == 4
+    assert g["input_sequence_length"]["avg"] == 300 and g["output_sequence_length"]["avg"] == 20
     res = runner.invoke(app, ["bench", "serve", "--client", "guidellm", "--guidellm-profile", "concurrent",
                               "--guidellm-rate", "1,4", "--num-prompts", "8", "--result-dir", str(tmp_path / "l")])
     assert res.exit_code == 0, res.output
@@ -129,7 +133,7 @@ def test_validate_measured_prints_measured_vs_predicted(tmp_path):
 
 
 @pytest.mark.parametrize("tool, drops, field", [
-    ("vllm", [["burstiness"]], "burstiness"),
+    ("vllm", [["request_rate"]], "request_rate"),
     ("vllm", [["completed"], ["input_lens"], ["output_lens"]], "completed"),
     ("aiperf", [["input_config", "loadgen", "concurrency"], ["input_config", "loadgen", "request_rate"]],
      "input_config.loadgen.concurrency"),
@@ -158,6 +162,12 @@ def test_validate_without_trace_or_measured_is_a_one_line_error(tmp_path):
     assert res.exit_code == 2 and "TRACE" in res.output
     res = runner.invoke(app, ["validate", "--measured", str(tmp_path / "none.json"), *VALIDATE])
     assert res.exit_code == 2 and "file not found" in res.output
+    (tmp_path / "export.csv").write_text("Metric,avg\n")
+    res = runner.invoke(app, ["validate", "--measured", str(tmp_path / "export.csv"), *VALIDATE])
+    assert res.exit_code == 2 and "JSON beside it" in res.output
+    (tmp_path / "junk.json").write_text("{not json")
+    res = runner.invoke(app, ["validate", "--measured", str(tmp_path / "junk.json"), *VALIDATE])
+    assert res.exit_code == 2 and "junk.json:1" in res.output and len(res.output.strip().splitlines()) == 1
 
 
 # ---- a serving-corpus row ------------------------------------------------------------------------------------
@@ -181,8 +191,84 @@ def test_a_corpus_row_replays_its_client_at_its_load_point():
     assert v[("ttft_ms", "median")] == pytest.approx(r["median_ttft_ms"])
     assert v[("output_tps", "value")] == pytest.approx(r["output_throughput"])
     assert v[("tps_per_user", "value")] == pytest.approx(1000 / r["mean_tpot_ms"])
+    assert point_from_row({**ROW, "range_ratio": "1.0"})[1].random_range_ratio == 0.0  # older vLLM: fixed lengths
+    # SGLang's bench_serving: lengths in [I r, I]; its default r = 0 spreads them over [1, I]
+    from sim.bench.serve import make_workload
+
+    sg = make_workload(replace(point_from_row({**ROW, "client": "sglang-bench-serving"})[1], num_prompts=2000))
+    assert sg.prompt_lens.min() < 20 and 490 < sg.prompt_lens.max() <= 512 and 230 < sg.prompt_lens.mean() < 280
+    sg1 = point_from_row({**ROW, "client": "sglang-bench-serving", "range_ratio": "1"})[1]
+    assert set(make_workload(sg1).prompt_lens) == {512}
     a = predict_row({**ROW, "client": "aiperf"})
     g = predict_row({**ROW, "client": "guidellm"})
     # one server, one load: the tools agree on TTFT; GuideLLM's TPOT counts the first token
     assert a[("ttft_ms", "mean")] == pytest.approx(v[("ttft_ms", "mean")])
     assert g[("tpot_ms", "mean")] > g[("itl_ms", "mean")]
+
+
+def test_a_pasted_vllm_console_block_is_a_result_file(tmp_path):
+    c = ServeClient(num_prompts=12, max_concurrency=4, request_rate=6.0, random_input_len=700, random_output_len=30,
+                    percentile_metrics=("ttft", "tpot", "itl"))
+    from sim.bench.serve import console_block
+
+    r = run_client(c, DEP, date="t")
+    text = "Traffic request rate: 6.0\nBurstiness factor: 1.0 (Poisson process)\n" + console_block(r, c)
+    path = tmp_path / "pasted.txt"
+    path.write_text("\n".join("# " + ln for ln in text.splitlines()))  # as pasted into a shell script
+    (p,) = read_results(path)
+    assert p.client.max_concurrency == 4 and p.client.request_rate == 6.0 and p.client.num_prompts == 12
+    assert set(p.workload.prompt_lens) == {700} and set(p.workload.output_lens) == {30}
+    assert p.measured["ttft_median_ms"] == pytest.approx(r["median_ttft_ms"], abs=0.005)
+    pred = predict(p, DEP)  # same lengths, rate and seed: the printed figures come back (to the print's 2 decimals)
+    for m in ("ttft_mean_ms", "tpot_mean_ms", "itl_p99_ms", "output_tps"):
+        assert pred[m] == pytest.approx(p.measured[m], abs=0.01), m
+    path.write_text(text.replace("Total generated tokens:", "Generated:"))
+    res = runner.invoke(app, ["validate", "--measured", str(path), *VALIDATE])
+    assert res.exit_code == 2 and str(path) in res.output and "Total generated tokens" in res.output
+
+
+def test_ramp_up_varies_the_rate_and_skips_the_rescaling():
+    from sim.bench.serve import release_times
+
+    c = ServeClient(num_prompts=400, ramp_up_strategy="linear", ramp_up_start_rps=1, ramp_up_end_rps=20, seed=2)
+    t = release_times(c, 400)
+    early, late = np.diff(t[:100]).mean(), np.diff(t[-100:]).mean()
+    assert early > 4 * late  # 1-5 req/s at the start, 15-20 at the end
+    r = run_client(replace(c, num_prompts=20), DEP, date="t")
+    assert r["ramp_up_strategy"] == "linear" and r["ramp_up_end_rps"] == 20
+
+
+def test_an_appended_vllm_result_file_is_a_sweep(tmp_path):
+    path = tmp_path / "sweep.json"
+    for c in (1, 4, 16):
+        res = runner.invoke(app, ["bench", "serve", "--num-prompts", "8", "--max-concurrency", str(c),
+                                  "--random-input-len", "256", "--random-output-len", "16", "--append-result",
+                                  "--result-filename", str(path)])
+        assert res.exit_code == 0, res.output
+    points = read_results(path)
+    assert [p.client.max_concurrency for p in points] == [1, 4, 16]
+    for p in points:
+        assert predict(p, DEP)["ttft_mean_ms"] == pytest.approx(p.measured["ttft_mean_ms"], rel=1e-6)
+
+
+def test_an_sglang_bench_serving_output_file_is_replayed_with_its_length_spread(tmp_path):
+    c = ServeClient(num_prompts=30, max_concurrency=4, random_input_len=800, random_output_len=40,
+                    random_range_ratio=0.5, range_mode="sglang", percentile_metrics=("ttft", "tpot", "itl", "e2el"))
+    r = run_client(c, DEP, date="t")
+    # the keys sglang.bench_serving writes (no num_prompts; total_throughput, mean_e2e_latency_ms)
+    line = {"backend": "sglang", "dataset_name": "random", "request_rate": "inf", "max_concurrency": 4,
+            "sharegpt_output_len": None, "random_input_len": 800, "random_output_len": 40, "random_range_ratio": 0.5,
+            "duration": r["duration"], "completed": r["completed"], "total_input_tokens": r["total_input_tokens"],
+            "total_output_tokens": r["total_output_tokens"], "request_throughput": r["request_throughput"],
+            "output_throughput": r["output_throughput"], "total_throughput": r["total_token_throughput"],
+            "mean_e2e_latency_ms": r["mean_e2el_ms"], "mean_ttft_ms": r["mean_ttft_ms"],
+            "median_ttft_ms": r["median_ttft_ms"], "mean_tpot_ms": r["mean_tpot_ms"], "mean_itl_ms": r["mean_itl_ms"]}
+    path = tmp_path / "sglang.jsonl"
+    path.write_text(json.dumps(line) + "\n" + json.dumps({**line, "max_concurrency": 8}) + "\n")
+    points = read_results(path)
+    assert [p.tool for p in points] == ["sglang", "sglang"] and points[1].client.max_concurrency == 8
+    p = points[0]
+    assert p.client.range_mode == "sglang" and p.workload.prompt_lens.min() >= 400 and p.workload.prompt_lens.max() <= 800
+    pred = predict(p, DEP)  # same draws ([I r, I], seed 0): the file's figures come back
+    for m in ("ttft_mean_ms", "tpot_mean_ms", "e2el_mean_ms", "output_tps", "total_tps"):
+        assert pred[m] == pytest.approx(p.measured[m], rel=1e-9), m

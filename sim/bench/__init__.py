@@ -5,6 +5,8 @@ GuideLLM would measure against a server, computed from a simulated one.
   `run_client(client, deployment)` is the one call a replay of a published load point needs.
 - `sim.bench.tools`: AIPerf / genai-perf concurrency runs and GuideLLM sweeps (load patterns and
   result formats).
-- `sim.bench.results`: reading those tools' result files back (for `infersim validate --measured`
-  and `infersim calibrate --from-bench`).
+- `sim.bench.results`: reading those tools' result files back (vLLM JSON or console block, SGLang
+  bench_serving lines, AIPerf / genai-perf exports, GuideLLM benchmarks.json), for `infersim
+  validate --measured` and `infersim calibrate --from-bench`.
+- `sim.bench.corpus`: one row of the serving corpus (benchmarks/serving) replayed, `predict_row(row)`.
 """

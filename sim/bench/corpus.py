@@ -17,7 +17,10 @@ Mapping (each column as the schema defines it):
 - load: `max_concurrency` (empty: unbounded), `request_rate` (empty or `inf`: all at once),
   `burstiness` (default 1.0), `num_prompts` (default 1000; a closed loop without it: 10 x C,
   at least 100), `warmup`.
-- dataset: `random` with `input_tokens`, `output_tokens`, `range_ratio` (empty: 0); any other
+- dataset: `random` with `input_tokens`, `output_tokens`, `range_ratio` (empty: the client's
+  default, 0). vLLM's lengths are uniform in [I(1-r), I(1+r)] (1.0, older vLLM's default when its
+  range was [I r, I], meant fixed lengths and replays as 0); SGLang's bench_serving draws from
+  [I r, I], so its default 0 means lengths uniform in [1, I] (mean I / 2) and 1 fixed lengths. Any other
   dataset replays as fixed lengths at the stated means (ShareGPT's mean lengths are what the
   sources state; the corpus has no conversation text to resample).
 - deployment: `device` -> --hw, `model`, `quant`, `engine` (passed as written to the engine
@@ -113,13 +116,18 @@ def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
     if n is None:
         n = max(100, 10 * int(conc)) if conc else 1000
     rr = _f(row, "range_ratio", 0.0)
+    mode = "sglang" if client == "sglang-bench-serving" else "vllm"
+    if mode == "vllm" and rr >= 1.0:
+        # older vLLM (benchmark_serving.py sample_random_requests) drew from [I r, I], default r = 1.0:
+        # fixed lengths; today's [I(1-r), I(1+r)] takes r < 1 only
+        rr = 0.0
     client_s = ServeClient(
         num_prompts=int(n), request_rate=rate if rate and rate > 0 else math.inf, burstiness=_f(row, "burstiness", 1.0),
         max_concurrency=int(conc) if conc else None,
         random_input_len=int(round(_f(row, "input_tokens", 1024))), random_output_len=int(round(_f(row, "output_tokens", 128))),
         random_range_ratio=rr if str(row.get("dataset") or "random").strip() == "random" else 0.0,
         percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(90.0, 95.0, 99.0),
-        num_warmups=int(_f(row, "warmup", 0) or 0),
+        num_warmups=int(_f(row, "warmup", 0) or 0), range_mode=mode,
     )
     dep = Deployment(hw=str(row["device"]), model=str(row["model"]), quant=None if _blank(row.get("quant")) else
                      str(row["quant"]), engine=str(row.get("engine") or "vllm"),

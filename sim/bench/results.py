@@ -3,11 +3,15 @@ can replay it (`infersim validate --measured`, `infersim calibrate --from-bench`
 
 Formats (detected from the content):
 - `vllm bench serve --save-result` JSON (`num_prompts`, `request_rate`, `burstiness`,
-  `max_concurrency`, `completed`, `output_throughput`, `mean_ttft_ms`, ...; with --save-detailed
+  `max_concurrency`, `completed`, `output_throughput`, `mean_ttft_ms`, ...; `burstiness` and
+  `max_concurrency` may be absent, as in releases before those flags; with --save-detailed
   also `input_lens` / `output_lens`, which the replay then uses request by request; without them
   every request gets the mean lengths, `total_input_tokens` / `total_output_tokens` over
   `completed`). Release times are vLLM's for the file's rate and burstiness with seed `seed` (a
   --metadata key) or vLLM's default 0.
+- `python -m sglang.bench_serving --output-file` JSON lines (its key names: `total_throughput`,
+  `mean_e2e_latency_ms`, no `num_prompts`: the completed requests are replayed), one load point
+  per line; vLLM's definitions, SGLang's length spread.
 - AIPerf `profile_export_aiperf.json` / genai-perf `profile_export_genai_perf.json`: the load from
   `input_config` (concurrency or request rate, request count, warm-up count), lengths from
   `input_sequence_length` / `output_sequence_length` (or per request from a `profile_export.jsonl`
@@ -25,12 +29,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from sim.bench.serve import Deployment, ServeClient, Workload, release_times, run_client
+from sim.bench.serve import Deployment, ServeClient, Workload, make_workload, release_times, run_client
 from sim.errors import ConfigError
 
 #: common names of the figures compared (ms for latencies, per second for throughputs). For AIPerf,
@@ -44,7 +49,7 @@ METRICS = ("ttft_mean_ms", "ttft_median_ms", "ttft_p99_ms", "tpot_mean_ms", "tpo
 class MeasuredPoint:
     """One load point of a result file: how to replay it and what it measured."""
 
-    tool: str  # vllm | aiperf | genai-perf | guidellm
+    tool: str  # vllm | sglang | aiperf | genai-perf | guidellm
     file: str
     label: str
     client: ServeClient
@@ -88,6 +93,9 @@ def detect(data, file: str) -> str:
     if isinstance(data, dict) and isinstance(data.get("time_to_first_token"), dict):
         cfg = data.get("input_config") or {}
         return "aiperf" if ("benchmark_duration" in data or "loadgen" in cfg) else "genai-perf"
+    if isinstance(data, dict) and "random_range_ratio" in data and "dataset_name" in data and \
+            ("total_throughput" in data or "mean_e2e_latency_ms" in data):
+        return "sglang"  # sglang.bench_serving --output-file: its own key names, no num_prompts
     if isinstance(data, dict) and ("num_prompts" in data or "mean_ttft_ms" in data or "backend" in data):
         return "vllm"
     raise ConfigError("not a vllm bench serve, AIPerf, genai-perf or GuideLLM result (no num_prompts, "
@@ -100,23 +108,35 @@ def read_results(path: str | Path) -> list[MeasuredPoint]:
     file = str(p)
     if not p.is_file():
         raise ConfigError("file not found", file=file)
+    if p.suffix.lower() == ".csv":
+        raise ConfigError("the CSV export is not read: give the JSON beside it (profile_export_aiperf.json, "
+                          "profile_export_genai_perf.json, GuideLLM's benchmarks.json)", file=file)
     try:
         text = p.read_text(encoding="utf-8")
+        if "Serving Benchmark Result" in text and not text.lstrip().startswith("{"):
+            return _read_vllm(vllm_console(text, file), file, "vllm")
         data = json.loads(text)
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read: {e}", file=file) from None
     except json.JSONDecodeError as e:
-        # vLLM's --append-result writes one JSON object per line: the last one
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        try:
-            data = json.loads(lines[-1]) if len(lines) > 1 else None
-        except json.JSONDecodeError:
-            data = None
-        if data is None:
+        # vLLM's --append-result: one JSON object per line, each a run (a sweep kept in one file)
+        lines = [(i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+        if len(lines) < 2:
             raise ConfigError(f"not JSON: {e.msg}", file=file, line=e.lineno) from None
+        points = []
+        for i, ln in lines:
+            try:
+                data = json.loads(ln)
+            except json.JSONDecodeError as e2:
+                raise ConfigError(f"not JSON: {e2.msg}", file=file, line=i) from None
+            tool = detect(data, file)
+            if tool not in ("vllm", "sglang"):
+                raise ConfigError("one JSON object per line is read as vllm bench serve --append-result or "
+                                  "sglang.bench_serving --output-file output", file=file, line=i)
+            points += _READERS[tool](data, file, tool)
+        return points
     tool = detect(data, file)
-    return {"vllm": _read_vllm, "aiperf": _read_aiperf, "genai-perf": _read_aiperf,
-            "guidellm": _read_guidellm}[tool](data, file, tool)
+    return _READERS[tool](data, file, tool)
 
 
 # ---- vLLM ------------------------------------------------------------------------------------------------------
@@ -130,12 +150,53 @@ def vllm_measured(r: dict) -> dict[str, float]:
     return {k: float(r[v]) for k, v in keys.items() if isinstance(r.get(v), (int, float))}
 
 
+#: the console lines of `vllm bench serve` -> its result JSON keys (older releases print "Total Token")
+_CONSOLE = {"successful requests": "completed", "failed requests": "failed",
+            "maximum request concurrency": "max_concurrency", "request rate configured (rps)": "request_rate",
+            "traffic request rate": "request_rate", "burstiness factor": "burstiness",
+            "benchmark duration (s)": "duration", "total input tokens": "total_input_tokens",
+            "total generated tokens": "total_output_tokens", "request throughput (req/s)": "request_throughput",
+            "output token throughput (tok/s)": "output_throughput",
+            "total token throughput (tok/s)": "total_token_throughput"}
+_CONSOLE_LINE = re.compile(r"^\s*(?:#\s*)?([A-Za-z][A-Za-z0-9 ().,/_-]*?):\s+([-+0-9.eE]+|inf)\b")
+
+
+def vllm_console(text: str, file: str) -> dict:
+    """The block `vllm bench serve` prints (pasted into an issue or a log), as its result dict: the
+    load (successful + failed requests, concurrency, rate, burstiness when printed, else 1.0), the
+    mean lengths from the token totals, and every Mean / Median / P.. metric line."""
+    d: dict = {}
+    for line in text.splitlines():
+        m = _CONSOLE_LINE.match(line)
+        if not m:
+            continue
+        label, value = m.group(1).strip().lower(), m.group(2)
+        v = float(value)
+        stat = re.match(r"^(mean|median|p[0-9.]+) (ttft|tpot|itl|e2el) \(ms\)$", label)
+        if stat:
+            d[f"{stat.group(1)}_{stat.group(2)}_ms"] = v
+        elif label in _CONSOLE:
+            d[_CONSOLE[label]] = v
+    for key, label in (("completed", "Successful requests"), ("total_input_tokens", "Total input tokens"),
+                       ("total_output_tokens", "Total generated tokens"),
+                       ("output_throughput", "Output token throughput (tok/s)")):
+        if key not in d:
+            raise ConfigError("missing (needed to replay this result)", file=file, field=label)
+    d["num_prompts"] = int(d["completed"] + d.get("failed", 0))
+    d.setdefault("request_rate", "inf")
+    d.setdefault("burstiness", 1.0)
+    conc = d.get("max_concurrency")
+    d["max_concurrency"] = None if conc is None else int(conc)
+    return d
+
+
 def _read_vllm(d: dict, file: str, tool: str) -> list[MeasuredPoint]:
     n = int(_num(_get(d, "num_prompts", file), file, "num_prompts", positive=True))
     rate_raw = _get(d, "request_rate", file)
     rate = float("inf") if rate_raw in ("inf", float("inf")) else _num(rate_raw, file, "request_rate", positive=True)
-    burst = _num(_get(d, "burstiness", file), file, "burstiness", positive=True)
-    conc = _get(d, "max_concurrency", file)
+    # older vLLM releases had neither --burstiness nor --max-concurrency (Poisson arrivals, no cap)
+    burst = _num(d.get("burstiness", 1.0), file, "burstiness", positive=True)
+    conc = d.get("max_concurrency")
     conc = None if conc is None else int(_num(conc, file, "max_concurrency", positive=True))
     _num(_get(d, "output_throughput", file), file, "output_throughput")
     seed = int(d.get("seed", 0)) if str(d.get("seed", 0)).lstrip("-").isdigit() else 0
@@ -157,6 +218,31 @@ def _read_vllm(d: dict, file: str, tool: str) -> list[MeasuredPoint]:
     wl = Workload(ins, outs, release_times(client, n_req))
     label = (f"C={conc}" if conc else "") + ("" if rate == float("inf") else f" {rate:g} req/s")
     return [MeasuredPoint(tool, file, label.strip() or "all at once", client, wl, vllm_measured(d))]
+
+
+def _read_sglang(d: dict, file: str, tool: str) -> list[MeasuredPoint]:
+    """`python -m sglang.bench_serving --output-file`: vLLM's metric definitions (it derives from
+    vLLM's benchmark_serving) under its own names; the random lengths spread as SGLang draws them
+    ([I r, I], ServeClient.range_mode "sglang") when the file has no per-request lengths."""
+    if d.get("request_rate") == "trace":
+        raise ConfigError("a trace-timed run is not replayed (its timestamps are not in the file)", file=file,
+                          field="request_rate")
+    v = dict(d)
+    if "num_prompts" not in v:
+        v["num_prompts"] = _num(_get(d, "completed", file), file, "completed", positive=True)
+    v.setdefault("total_token_throughput", d.get("total_throughput"))
+    v.setdefault("mean_e2el_ms", d.get("mean_e2e_latency_ms"))
+    points = _read_vllm(v, file, "sglang")
+    spread = d.get("dataset_name") == "random" and "input_lens" not in d and \
+        isinstance(d.get("random_input_len"), int) and isinstance(d.get("random_output_len"), int)
+    for p in points:
+        p.client = replace(p.client, range_mode="sglang")
+        if spread:  # the lengths as SGLang drew them, not every request at the mean
+            r = _num(d.get("random_range_ratio") or 0.0, file, "random_range_ratio")
+            p.client = replace(p.client, random_input_len=d["random_input_len"],
+                               random_output_len=d["random_output_len"], random_range_ratio=min(max(r, 0.0), 1.0))
+            p.workload = make_workload(p.client)
+    return points
 
 
 # ---- AIPerf / genai-perf --------------------------------------------------------------------------------------
@@ -272,11 +358,16 @@ def _read_guidellm(d: dict, file: str, tool: str) -> list[MeasuredPoint]:
     return points
 
 
+_READERS = {"vllm": _read_vllm, "sglang": _read_sglang, "aiperf": _read_aiperf, "genai-perf": _read_aiperf,
+            "guidellm": _read_guidellm}
+
+
 # ---- the replay -----------------------------------------------------------------------------------------------
 def predict(point: MeasuredPoint, deployment: Deployment) -> dict[str, float]:
     """Replay a load point on the simulated `deployment`; the same figures, by the same tool's rules."""
-    if point.tool == "vllm":
-        return vllm_measured(run_client(point.client, deployment, workload=point.workload, date="replay"))
+    if point.tool in ("vllm", "sglang"):
+        return vllm_measured(run_client(point.client, deployment, workload=point.workload, date="replay",
+                                        per_request=False))
     if point.tool in ("aiperf", "genai-perf"):
         from sim.bench.tools import run_aiperf
 

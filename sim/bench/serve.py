@@ -94,6 +94,9 @@ class ServeClient:
     ramp_up_end_rps: int | None = None
     backend: str = "openai"
     label: str | None = None
+    #: how --random-range-ratio r spreads lengths: "vllm" (today's vLLM: [I(1-r), I(1+r)], r < 1) or
+    #: "sglang" (SGLang's bench_serving and vLLM before that change: [I r, I], r <= 1, 1 = fixed)
+    range_mode: str = "vllm"
 
     def check(self) -> "ServeClient":
         """The client's own checks (vLLM's `main_async`, `get_request`, `get_sampling_params`), as
@@ -113,14 +116,19 @@ class ServeClient:
             raise ConfigError(f"a positive burstiness factor is expected, got {self.burstiness}", field="--burstiness")
         if self.max_concurrency is not None and self.max_concurrency <= 0:
             raise ConfigError(f"must be greater than 0, got {self.max_concurrency}", field="--max-concurrency")
-        if not 0.0 <= self.random_range_ratio < 1.0:
-            raise ConfigError(f"must be in [0, 1), got {self.random_range_ratio}", field="--random-range-ratio")
+        if self.range_mode not in ("vllm", "sglang"):
+            raise ConfigError(f"'{self.range_mode}' is not vllm or sglang", field="range_mode")
+        top_ok = self.random_range_ratio < 1.0 if self.range_mode == "vllm" else self.random_range_ratio <= 1.0
+        if not (0.0 <= self.random_range_ratio and top_ok):
+            raise ConfigError(f"must be in [0, 1{')' if self.range_mode == 'vllm' else ']'}, got "
+                              f"{self.random_range_ratio}", field="--random-range-ratio")
         for v, f in ((self.random_input_len, "--random-input-len"), (self.random_output_len, "--random-output-len"),
                      (self.random_prefix_len, "--random-prefix-len")):
             if v < 0:
                 raise ConfigError(f"must be >= 0, got {v}", field=f)
-        if self.dataset_name == "random" and \
-                self.random_prefix_len + math.floor(self.random_input_len * (1 - self.random_range_ratio)) < 1:
+        shortest = math.floor(self.random_input_len * (1 - self.random_range_ratio)) if self.range_mode == "vllm" \
+            else min(self.random_input_len, 1)
+        if self.dataset_name == "random" and self.random_prefix_len + shortest < 1:
             raise ConfigError("too small: the shortest prompt (prefix + sampled) would have no token",
                               field="--random-input-len")
         bad = [m for m in self.percentile_metrics if m not in PERCENTILE_METRICS]
@@ -193,6 +201,7 @@ class Timings:
     errors: list[str]
     itls: list[np.ndarray]  # per request, the gaps between consecutive tokens [s]
     config: dict = field(default_factory=dict)  # the simulation's resolved configuration
+    summary: dict = field(default_factory=dict)  # the simulator's own summary of the run (`infersim run --json`)
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -207,7 +216,7 @@ class Timings:
         idx = np.asarray(idx)
         return Timings(self.prompt_lens[idx], self.output_lens[idx], self.release_s[idx], self.start_s[idx],
                        self.first_token_s[idx], self.finish_s[idx], self.success[idx],
-                       [self.errors[i] for i in idx], [self.itls[i] for i in idx], self.config)
+                       [self.errors[i] for i in idx], [self.itls[i] for i in idx], self.config, self.summary)
 
 
 # ---- the workload -------------------------------------------------------------------------------------
@@ -216,6 +225,13 @@ def sample_random(client: ServeClient) -> tuple[np.ndarray, np.ndarray]:
     output lengths), the prefix not included."""
     r = client.random_range_ratio
     i_len, o_len = client.random_input_len, client.random_output_len
+    if client.range_mode == "sglang":
+        # sglang/bench_serving.py sample_random_requests: randint(max(int(I r), 1), I + 1), outputs
+        # randint(int(O r), O + 1) (here at least 1 token); the same distribution, not SGLang's seed stream
+        rng = np.random.RandomState(client.seed)
+        inputs = rng.randint(max(int(i_len * r), 1), i_len + 1, size=client.num_prompts)
+        outputs = rng.randint(max(int(o_len * r), 1), max(o_len, 1) + 1, size=client.num_prompts)
+        return inputs.astype(np.int64), outputs.astype(np.int64)
     in_lo, in_hi = math.floor(i_len * (1 - r)), math.ceil(i_len * (1 + r))
     out_lo, out_hi = max(math.floor(o_len * (1 - r)), 1), max(math.ceil(o_len * (1 + r)), 1)
     rng = np.random.default_rng(client.seed)
@@ -397,7 +413,7 @@ def simulate_workload(workload: Workload, deployment: Deployment, *, max_concurr
     itls = [_itls(ends, first[i], finish[i], int(workload.output_lens[i])) if success[i] else np.zeros(0)
             for i in range(n)]
     return Timings(workload.prompt_lens.copy(), workload.output_lens.copy(), workload.release_s.copy(), start,
-                   first, finish, success, errors, itls, config=summary["config"])
+                   first, finish, success, errors, itls, config=summary["config"], summary=summary)
 
 
 # ---- vLLM's metrics -----------------------------------------------------------------------------------
@@ -432,9 +448,11 @@ def _peaks(t: Timings) -> tuple[float, int]:
     return float(buckets.max()), peak
 
 
-def vllm_metrics(t: Timings, client: ServeClient, duration_s: float) -> tuple[dict, list[tuple[str, str, str]]]:
+def vllm_metrics(t: Timings, client: ServeClient, duration_s: float,
+                 per_request: bool = True) -> tuple[dict, list[tuple[str, str, str]]]:
     """`calculate_metrics` + `process_one_metric`: the result keys from "duration" on, and the
-    console lines of the percentile sections (header, label, value)."""
+    console lines of the percentile sections (header, label, value). Without `per_request` the
+    per-request lists and the peaks are left out (a fit needs only the statistics)."""
     ok = t.success
     out_lens = np.where(ok, t.output_lens, 0)
     ttfts = (t.first_token_s - t.start_s)[ok]
@@ -452,7 +470,7 @@ def vllm_metrics(t: Timings, client: ServeClient, duration_s: float) -> tuple[di
         good = int(np.all([v <= s for s, v in slo], axis=0).sum()) if slo else 0
     total_in = int(t.prompt_lens[ok].sum())
     total_out = int(out_lens.sum())
-    peak_tok, peak_conc = _peaks(t)
+    peak_tok, peak_conc = _peaks(t) if per_request else (None, None)
     result = {
         "duration": duration_s,
         "completed": completed,
@@ -463,19 +481,20 @@ def vllm_metrics(t: Timings, client: ServeClient, duration_s: float) -> tuple[di
         "request_goodput": good / duration_s if client.goodput else None,
         "output_throughput": total_out / duration_s,
         "total_token_throughput": (total_in + total_out) / duration_s,
-        "input_lens": [int(x) for x in t.prompt_lens],
-        "output_lens": [int(x) for x in out_lens],
-        "ttfts": [float(x) for x in t.ttft_s],
-        "itls": [x.tolist() for x in t.itls],
-        "latencies": [float(x) for x in t.latency_s],
-        "start_times": [float(x) if ok[i] else 0.0 for i, x in enumerate(t.start_s)],
-        "queue_times": [float(s - r) if ok[i] else 0.0 for i, (s, r) in enumerate(zip(t.start_s, t.release_s))],
-        "generated_texts": ["" for _ in range(len(t.success))],
-        "errors": list(t.errors),
-        "max_output_tokens_per_s": peak_tok,
-        "max_concurrent_requests": peak_conc,
-        "rtfx": 0.0,
     }
+    if per_request:
+        result.update({
+            "input_lens": [int(x) for x in t.prompt_lens],
+            "output_lens": [int(x) for x in out_lens],
+            "ttfts": [float(x) for x in t.ttft_s],
+            "itls": [x.tolist() for x in t.itls],
+            "latencies": [float(x) for x in t.latency_s],
+            "start_times": [float(x) if ok[i] else 0.0 for i, x in enumerate(t.start_s)],
+            "queue_times": [float(s - r) if ok[i] else 0.0 for i, (s, r) in enumerate(zip(t.start_s, t.release_s))],
+            "generated_texts": ["" for _ in range(len(t.success))],
+            "errors": list(t.errors),
+        })
+    result.update({"max_output_tokens_per_s": peak_tok, "max_concurrent_requests": peak_conc, "rtfx": 0.0})
     values = {"ttft": ttfts, "tpot": tpots, "itl": itls, "e2el": lat}
     headers = {"ttft": ("TTFT", "Time to First Token"), "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
                "itl": ("ITL", "Inter-token Latency"), "e2el": ("E2EL", "End-to-end Latency"),
@@ -517,7 +536,7 @@ def _deployment_note(t: Timings, deployment: Deployment, workload: Workload) -> 
 
 
 def run_client(client: ServeClient, deployment: Deployment, *, workload: Workload | None = None,
-               date: str | None = None) -> dict:
+               date: str | None = None, per_request: bool = True) -> dict:
     """One `vllm bench serve` run on the simulator: vLLM's result JSON as a dict (every key
     `--save-result --save-detailed` writes, in vLLM's order, plus `infersim` with the resolved
     deployment and the console lines under `_console`, which `result_json` drops).
@@ -525,6 +544,7 @@ def run_client(client: ServeClient, deployment: Deployment, *, workload: Workloa
     `workload` replays given requests (e.g. a result file's input/output lengths) instead of
     sampling the client's dataset. `client.num_warmups` warm-up requests run before the benchmark in
     vLLM, on an idle server and outside its clock: they do not change the simulated figures.
+    `per_request=False` leaves out the per-request lists and the peaks (what a fit does not read).
     """
     client.check()
     workload = workload if workload is not None else make_workload(client)
@@ -532,7 +552,7 @@ def run_client(client: ServeClient, deployment: Deployment, *, workload: Workloa
     done = np.isfinite(t.finish_s)
     duration = float(t.finish_s[done].max()) if done.any() else 0.0
     duration = duration if duration > 0 else float("nan")
-    metrics, lines = vllm_metrics(t, client, duration)
+    metrics, lines = vllm_metrics(t, client, duration, per_request)
     head = {
         "date": date or datetime.now().strftime("%Y%m%d-%H%M%S"),
         "endpoint_type": client.backend,

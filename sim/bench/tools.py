@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
@@ -309,6 +307,8 @@ def run_guidellm(client: ServeClient, deployment: Deployment, *, profile: str = 
             raise ConfigError(f"profile {profile} needs --guidellm-rate", field="--guidellm-rate")
         if any(r <= 0 for r in rates):
             raise ConfigError("rates must be > 0", field="--guidellm-rate")
+        if profile == "concurrent" and any(r != int(r) for r in rates):
+            raise ConfigError("concurrent streams are whole numbers", field="--guidellm-rate")
         runs = [(profile, r) for r in rates]
     benchmarks = []
 
@@ -331,42 +331,3 @@ def run_guidellm(client: ServeClient, deployment: Deployment, *, profile: str = 
                                               "random_seed": client.seed},
             "infersim": {"simulated": True, "hw": deployment.hw, "model": deployment.model,
                          "engine": deployment.engine, "quant": deployment.quant}}
-
-
-# ---- the CLI (`infersim bench serve --client ...`) -------------------------------------------------------------
-def run_tool_cli(a, client: ServeClient, deployment: Deployment) -> None:
-    """Write the tool's result files into --result-dir (default: ./artifacts/infersim-<tool>) and
-    print where, with the headline figures."""
-    import typer
-
-    out_dir = Path(a.result_dir or f"artifacts/infersim-{a.client}")
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"cannot create the folder: {e.strerror}", file=out_dir, field="--result-dir") from None
-    if a.client == "guidellm":
-        rates = tuple(float(x) for x in a.guidellm_rate.split(",")) if a.guidellm_rate else None
-        res = run_guidellm(client, deployment, profile=a.guidellm_profile, rates=rates)
-        path = out_dir / (a.result_filename or "benchmarks.json")
-        path.write_text(json.dumps(res, indent=2) + "\n")
-        for b in res["benchmarks"]:
-            m = b["metrics"]
-            s = b["config"]["strategy"]
-            load = s.get("rate", s.get("streams"))
-            typer.echo(f"{s['type_']:<12} {'' if load is None else format(load, '.4g'):>8}  "
-                       f"req/s {m['requests_per_second']['successful']['mean']:8.2f}  "
-                       f"out tok/s {m['output_tokens_per_second']['successful']['mean']:9.1f}  "
-                       f"TTFT p50 {m['time_to_first_token_ms']['successful']['median']:8.1f} ms  "
-                       f"ITL p50 {m['inter_token_latency_ms']['successful']['median']:6.2f} ms")
-        typer.echo(f"wrote {path}", err=True)
-        return
-    export, t = run_aiperf(client, deployment, tool=a.client)
-    stem = "profile_export_aiperf" if a.client == "aiperf" else "profile_export_genai_perf"
-    (out_dir / f"{stem}.json").write_text(json.dumps(export, indent=2) + "\n")
-    (out_dir / f"{stem}.csv").write_text(aiperf_csv(export, a.client))
-    if a.client == "aiperf":
-        with open(out_dir / "profile_export.jsonl", "w") as f:
-            for rec in aiperf_records(t):
-                f.write(json.dumps(rec) + "\n")
-    typer.echo(aiperf_csv(export, a.client).rstrip())
-    typer.echo(f"wrote {out_dir}/{stem}.json, {stem}.csv", err=True)

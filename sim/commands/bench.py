@@ -8,6 +8,11 @@ and `infersim run`'s engine options, read from `run`'s own declarations). Flags 
 a server or shape the request body (`--host`, `--port`, `--base-url`, `--endpoint`, `--tokenizer`,
 sampling parameters, ...) are accepted and change nothing. A bad value is one line on stderr,
 exit status 2 (argparse would print its usage and exit 2; the usage is left out).
+
+For `--client aiperf|genai-perf` AIPerf's own names work too: `--concurrency` (= --max-concurrency),
+`--request-count` (--num-prompts), `--warmup-request-count` (--num-warmups),
+`--synthetic-input-tokens-mean` / `--isl` (--random-input-len), `--output-tokens-mean` / `--osl`
+(--random-output-len).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import inspect
 import json
 import sys
 import typing
+from pathlib import Path
 
 import typer
 
@@ -86,9 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     d = p.add_argument_group("dataset (vllm/benchmarks/datasets)")
     d.add_argument("--dataset-name", type=str, default="random", help="random or sharegpt")
     d.add_argument("--dataset-path", type=str, default=None, help="ShareGPT JSON (sharegpt)")
-    d.add_argument("--num-prompts", type=int, default=1000)
-    d.add_argument("--random-input-len", type=int, default=1024)
-    d.add_argument("--random-output-len", type=int, default=128)
+    d.add_argument("--num-prompts", "--request-count", dest="num_prompts", type=int, default=1000)
+    d.add_argument("--random-input-len", "--synthetic-input-tokens-mean", "--isl", dest="random_input_len", type=int,
+                   default=1024)
+    d.add_argument("--random-output-len", "--output-tokens-mean", "--osl", dest="random_output_len", type=int,
+                   default=128)
     d.add_argument("--random-range-ratio", type=float, default=0.0)
     d.add_argument("--random-prefix-len", type=int, default=0)
     d.add_argument("--sharegpt-output-len", type=int, default=None)
@@ -99,8 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--label", type=str, default=None)
     c.add_argument("--request-rate", type=float, default=INF)
     c.add_argument("--burstiness", type=float, default=1.0)
-    c.add_argument("--max-concurrency", type=int, default=None)
-    c.add_argument("--num-warmups", type=int, default=0)
+    c.add_argument("--max-concurrency", "--concurrency", dest="max_concurrency", type=int, default=None)
+    c.add_argument("--num-warmups", "--warmup-request-count", dest="num_warmups", type=int, default=0)
     c.add_argument("--ignore-eos", action="store_true")
     c.add_argument("--percentile-metrics", type=str, default=None)
     c.add_argument("--metric-percentiles", type=str, default="99")
@@ -222,8 +230,6 @@ def serve(ctx: typer.Context) -> None:
     client = client_from_args(a)
     deployment = deployment_from_args(a)
     if a.client != "vllm":
-        from sim.bench.tools import run_tool_cli
-
         return run_tool_cli(a, client, deployment)
     from sim.bench.serve import console_block, result_filename, result_json, run_client
 
@@ -267,6 +273,45 @@ def _print_band(result: dict, client) -> None:
     rate = client.request_rate if math.isfinite(client.request_rate) else None
     conc = client.max_concurrency if client.max_concurrency else (client.num_prompts if rate is None else None)
     typer.echo(describe_serving(serving_error(engine, info["hw"], concurrency=conc, rate=rate)), err=True)
+
+
+# ---- the CLI (`infersim bench serve --client ...`) -------------------------------------------------------------
+def run_tool_cli(a, client, deployment) -> None:
+    """Write the tool's result files into --result-dir (default: ./artifacts/infersim-<tool>) and
+    print where, with the headline figures."""
+    from sim.bench.tools import aiperf_csv, aiperf_records, run_aiperf, run_guidellm
+
+    out_dir = Path(a.result_dir or f"artifacts/infersim-{a.client}")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot create the folder: {e.strerror}", file=out_dir, field="--result-dir") from None
+    if a.client == "guidellm":
+        rates = _floats(a.guidellm_rate, "--guidellm-rate") if a.guidellm_rate else None
+        res = run_guidellm(client, deployment, profile=a.guidellm_profile, rates=rates)
+        path = out_dir / (a.result_filename or "benchmarks.json")
+        path.write_text(json.dumps(res, indent=2) + "\n")
+        for b in res["benchmarks"]:
+            m = b["metrics"]
+            s = b["config"]["strategy"]
+            load = s.get("rate", s.get("streams"))
+            typer.echo(f"{s['type_']:<12} {'' if load is None else format(load, '.4g'):>8}  "
+                       f"req/s {m['requests_per_second']['successful']['mean']:8.2f}  "
+                       f"out tok/s {m['output_tokens_per_second']['successful']['mean']:9.1f}  "
+                       f"TTFT p50 {m['time_to_first_token_ms']['successful']['median']:8.1f} ms  "
+                       f"ITL p50 {m['inter_token_latency_ms']['successful']['median']:6.2f} ms")
+        typer.echo(f"wrote {path}", err=True)
+        return
+    export, t = run_aiperf(client, deployment, tool=a.client)
+    stem = "profile_export_aiperf" if a.client == "aiperf" else "profile_export_genai_perf"
+    (out_dir / f"{stem}.json").write_text(json.dumps(export, indent=2) + "\n")
+    (out_dir / f"{stem}.csv").write_text(aiperf_csv(export, a.client))
+    if a.client == "aiperf":
+        with open(out_dir / "profile_export.jsonl", "w") as f:
+            for rec in aiperf_records(t):
+                f.write(json.dumps(rec) + "\n")
+    typer.echo(aiperf_csv(export, a.client).rstrip())
+    typer.echo(f"wrote {out_dir}/{stem}.json, {stem}.csv", err=True)
 
 
 app = typer.Typer(help="Benchmark clients replayed on the simulator.", no_args_is_help=True,
