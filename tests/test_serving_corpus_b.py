@@ -1,4 +1,4 @@
-"""The corpus-b serving collections (benchmarks/serving/{sglang,dgx_spark_mac,trtllm,amd_rocm}.csv)
+"""The corpus-b serving collections (benchmarks/serving/{sglang,dgx_spark_mac,trtllm,amd_rocm,vllm_independent}.csv)
 keep the serving-corpus schema and their own promises: every row's figure is either found in its
 `as_printed` text or carries a derivation, row ids are unique, a curve varies only in load, and
 the transcribed llama-batched-bench tables are arithmetically consistent."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 SERVING = Path(__file__).resolve().parent.parent / "benchmarks" / "serving"
-FILES = ["sglang.csv", "dgx_spark_mac.csv", "trtllm.csv", "amd_rocm.csv"]
+FILES = ["sglang.csv", "dgx_spark_mac.csv", "trtllm.csv", "amd_rocm.csv", "vllm_independent.csv"]
 COLUMNS = [
     "row_id", "curve_id", "source", "source_ref", "publisher", "engine", "engine_version",
     "engine_flags", "device", "device_variant", "n_devices", "tp", "model", "quant",
@@ -96,3 +96,12 @@ def test_batched_bench_rows_are_consistent():
             assert math.isclose(v, t_tg * 1000 / tg, rel_tol=1e-3)
         if r["quantity"] == "output_tps":
             assert math.isclose(v, b * tg / t, rel_tol=1e-3)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_ids_carry_the_collection_name(name):
+    """Row and curve ids start with the file's stem, so no other collection can reuse them."""
+    stem = name[:-4] + "-"
+    for r in _rows(name):
+        assert r["row_id"].startswith(stem) and r["curve_id"].startswith(stem), r["row_id"]
+        assert r["row_id"].startswith(r["curve_id"]), r["row_id"]

@@ -148,7 +148,7 @@ def batched_bench_rows() -> list[dict]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         pp, tg, b, nkv, tpp, spp, ttg, stg, t, s = cells
         model, quant, gguf_note = GGUF[section]
-        curve = f"dgxspark-llamacpp-batchedbench-{slug(model.split('/')[-1])}-{quant}-pp{pp}-tg{tg}"
+        curve = f"dgx_spark_mac-dgxspark-llamacpp-batchedbench-{slug(model.split('/')[-1])}-{quant}-pp{pp}-tg{tg}"
         base = {
             "curve_id": curve, "source": LLAMA_URL,
             "source_ref": f"ggml-org/llama.cpp@{LLAMA_COMMIT[:7]}:benches/dgx-spark.md, section {section}, llama-batched-bench table",
@@ -189,7 +189,7 @@ def batched_bench_rows() -> list[dict]:
 def llama_server_m2ultra_rows() -> list[dict]:
     """ggml-org/llama.cpp issue #10473 (2024-11-24): llama-server -np 4 on an M2 Ultra."""
     src = "https://github.com/ggml-org/llama.cpp/issues/10473"
-    curve = "mac-llamacpp-server-m2ultra-qwen2.5-14b-q4_0-np4"
+    curve = "dgx_spark_mac-llamacpp-server-m2ultra-qwen2.5-14b-q4_0-np4"
     data = [("1", "49", "49.00"), ("2", "20", "10.00"), ("4", "36", "9.00")]
     rows = []
     for n, total, avg in data:
@@ -223,7 +223,7 @@ def llama_server_m2ultra_rows() -> list[dict]:
 def omlx_m4max_rows() -> list[dict]:
     """jundot/omlx issue #1783: oMLX 0.4.2 admin-panel benchmark, continuous batching, pp1024/tg128."""
     src = "https://github.com/jundot/omlx/issues/1783"
-    curve = "mac-omlx-0.4.2-m4max-qwen3-coder-next-6bit-pp1024-tg128"
+    curve = "dgx_spark_mac-omlx-0.4.2-m4max-qwen3-coder-next-6bit-pp1024-tg128"
     # Batch | pp TPS (total) | pp TPS/req | TTFT (ms) | tg TPS | E2E (s) -- as printed; the 8x row's E2E
     # is not legible in the stored copy of the issue and is left out.
     data = [("1", "914.5", "914.5", "1,119.7", "78.4", "2.753"),
@@ -265,7 +265,7 @@ def omlx_m4max_rows() -> list[dict]:
 def mtplx_m3max_rows() -> list[dict]:
     """youssofal/MTPLX issue #265 (2026-08-16): continuous batching, pp1024 / tg128, M3 Max."""
     src = "https://github.com/youssofal/MTPLX/issues/265"
-    curve = "mac-mtplx-m3max-qwen3.8-27b-4bit-pp1024-tg128"
+    curve = "dgx_spark_mac-mtplx-m3max-qwen3.8-27b-4bit-pp1024-tg128"
     # Batch | tg TPS | Speedup | pp TPS | pp TPS/req | TTFT (ms) | E2E (s) -- as printed
     data = [("1", "42.8", "1.00", "192.8", "192.8", "5,292", "8.287"),
             ("2", "17.7", "0.41", "133.3", "66.7", "15,355", "29.790"),

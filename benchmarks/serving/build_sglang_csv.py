@@ -157,7 +157,9 @@ def curve_rows(path, hw, launch, isl, osl, pts) -> list[dict]:
                 f"client command as printed: `{bench_cmd}`. {ckpt_note}. "
                 f"No --random-range-ratio on the command (client default); the printed totals give mean lengths "
                 f"{m['Total input tokens']}/{m['Successful requests']} = {mean_in:.1f} input and "
-                f"{m['Total generated tokens']}/{m['Successful requests']} = {mean_out:.1f} output tokens per request. "
+                f"{m['Total generated tokens']}/{m['Successful requests']} = {mean_out:.1f} output tokens per request "
+                f"(sglang.bench_serving draws random lengths between ratio x L and L, so with its default ratio the means sit "
+                f"near L/2 -- not vLLM's L x (1 +/- ratio)); replay with these means, not with fixed L. "
                 f"ignore_eos true: sglang.bench_serving ignores EOS unless --disable-ignore-eos, which the command lacks. "
                 f"Warm-up not stated (the client's own default). Realised mean concurrency printed: {m.get('Concurrency', 'n/a')}. "
                 f"request_rate inf: {'as printed' if 'request-rate' in bf else 'client default (printed Traffic request rate: ' + m.get('Traffic request rate', '?') + ')'}.")

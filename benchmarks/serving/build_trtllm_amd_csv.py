@@ -132,7 +132,7 @@ GEMMA_ROWS = [  # Strategy | TP | Concurrency | TTFT (ms) | TPOT (ms) | Throughp
 
 def gemma_rows() -> list[dict]:
     rows = []
-    curve = "amd-sglang-pr31216-gemma-4-31b-it-mi300x-tp1-1000-1000"
+    curve = "amd_rocm-sglang-pr31216-gemma-4-31b-it-mi300x-tp1-1000-1000"
     for c, ttft, tpot, tput, per_gpu in GEMMA_ROWS:
         base = {
             "curve_id": curve, "source": PR31216,
@@ -162,7 +162,7 @@ def gemma_rows() -> list[dict]:
 
 def main() -> None:
     trt = blog_rows("h100", "trtllm")
-    amd = blog_rows("mi300x", "amd") + gemma_rows()
+    amd = blog_rows("mi300x", "amd_rocm") + gemma_rows()
     write_csv(HERE / "trtllm.csv", trt)
     write_csv(HERE / "amd_rocm.csv", amd)
     for name, rows in (("trtllm.csv", trt), ("amd_rocm.csv", amd)):
