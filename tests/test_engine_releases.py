@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.catalog.engine_config import NewTokenRatio, engine_releases, load_engine
+from sim.catalog.engine_config import NewTokenRatio, engine_releases, load_engine, release_for_version
 from sim.catalog.lookup import get_model
 from sim.cost.roofline import CostModel
 from sim.engine.kv import PagedAllocator
@@ -55,12 +55,23 @@ def test_releases_differ_where_their_sources_say():
 
 
 def test_unknown_release_is_an_error_naming_the_known_ones():
-    with pytest.raises(ConfigError, match=r"unknown release 'vllm@0\.3'; known: vllm@0\.11, vllm@0\.10, vllm@0\.7"):
+    with pytest.raises(ConfigError, match=r"unknown release 'vllm@0\.3'; known: vllm@0\.11 \(0\.11-0\.12\), "
+                                         r"vllm@0\.10 \(0\.9-0\.10\), vllm@0\.7 \(0\.6-0\.7\)"):
         load_engine("vllm@0.3")
     with pytest.raises(ConfigError, match="known: none"):
         load_engine("llama.cpp@b4000")  # a preset without releases
     with pytest.raises(ConfigError, match="empty release"):
         load_engine("vllm@")
+
+
+def test_a_full_version_runs_the_release_that_covers_it():
+    assert load_engine("vllm@0.10.1").release == "0.10"
+    assert load_engine("vllm@v0.6.3.post1").release == "0.7"
+    assert load_engine("sglang@0.4.6.post5").release == "0.4"
+    assert load_engine("trtllm@1.0.0rc4").release == "1.0" and load_engine("trtllm@0.17.0").release == "0.x"
+    assert release_for_version("vllm", "0.12.0") == "0.11" and release_for_version("vllm", "0.5.4") is None
+    with pytest.raises(ConfigError, match="unknown release 'trtllm@0.9.0'"):
+        load_engine("trtllm@0.9.0")
 
 
 def test_a_user_file_may_start_from_a_release(tmp_path):
@@ -81,7 +92,7 @@ def test_cli_names_the_release_and_rejects_an_unknown_one_in_one_line():
     bad = _run("--engine", "sglang@9.9")
     assert bad.returncode == 2
     lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "sglang@0.5, sglang@0.4" in lines[0]
+    assert len(lines) == 1 and "sglang@0.5 (0.5-0.5), sglang@0.4 (0.4-0.4)" in lines[0]
 
 
 # ---- KV dtype the engine picks for the checkpoint ----------------------------------------------------
@@ -264,3 +275,29 @@ def test_prefill_first_never_mixes_prefills_with_decodes_and_chunks_at_the_budge
     _apply(st, b)
     b = s.plan(st)  # nothing left to prefill: both decode
     assert not b.prefill_lanes and len(b.decode_lanes) == 2 and b.stable
+
+
+def test_a_comparison_of_releases_labels_each_row_with_its_release():
+    r = _run("--engine", "vllm@0.7,vllm@0.11", "--concurrency", "8")
+    assert r.returncode == 0, r.stderr
+    assert "vllm@0.7" in r.stdout and "vllm@0.11" in r.stdout
+
+
+@pytest.mark.parametrize("name", sorted(RELEASES))
+def test_the_load_deciding_defaults_are_cited(name):
+    e = load_engine(name)
+    covered = {f for s in e.sources for f in s.fields}
+    needed = {"cuda_graph_sizes", "kv_dtype_for_quant", "eager_overhead_ms", "scheduler", "iteration_overhead_ms",
+              "per_sequence_overhead_ms"} | ({"new_token_ratio"} if name == "sglang" else set())
+    assert not needed - covered, f"{name}: uncited {needed - covered}"
+
+
+def test_sglang_retraction_resets_the_ratio_to_the_batchs_own_estimate():
+    st = _state(PagedAllocator(100_000, 1), _req(0, 100, output=40), _req(1, 100, output=40))
+    sg = make_scheduler("prefill_first", max_num_seqs=8, max_num_batched_tokens=16384, context_tokens=100_000,
+                        new_token_ratio=NewTokenRatio())
+    _apply(st, sg.plan(st))  # both prefilled: one token generated each
+    sg._retracted(st)  # retract_decode: (decoded + retract_decode_steps x n) / sum max_new_tokens, at most 1
+    assert sg.new_token_ratio(st) == pytest.approx((2 + 20 * 2) / 80)  # 0.525
+    st.decode_clock += 100  # then it decays again, by (init - min) / decay_steps per step
+    assert sg.new_token_ratio(st) == pytest.approx(0.525 - 100 * (0.7 - 0.098) / 600)

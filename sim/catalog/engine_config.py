@@ -174,9 +174,45 @@ class EngineRelease(BaseModel):
 
     model_config = _FROZEN
     version: str = ""
+    covers: list[str] = Field(
+        default_factory=list,
+        description="[first, last] engine versions this release stands for when a full version is asked for "
+                    "(`vllm@0.10.1` -> 0.10): the nearest modelled release, not a claim that every default is equal",
+    )
     set: dict[str, Any] = Field(default_factory=dict)
     sources: list[EngineSource] = Field(default_factory=list)
     note: str = ""
+
+    @field_validator("covers")
+    @classmethod
+    def _two_versions(cls, v: list[str]) -> list[str]:
+        if v and (len(v) != 2 or _version_key(v[0]) > _version_key(v[1])):
+            raise ValueError("covers must be [first, last] versions, first <= last")
+        return v
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    """'0.10.1' -> (0, 10, 1); 'v0.5.4.post1' -> (0, 5, 4); '1.0.0rc4' -> (1, 0, 0); non-numeric parts end it."""
+    import re
+
+    parts = []
+    for piece in str(v).strip().lstrip("vV").split("."):
+        m = re.match(r"\d+", piece)
+        if not m:
+            break
+        parts.append(int(m.group()))
+        if m.end() != len(piece):
+            break
+    return tuple(parts)
+
+
+def _covers(rel: "EngineRelease", version: str) -> bool:
+    """Whether `version` falls in the release's `covers` range (compared on as many parts as the bounds give)."""
+    if not rel.covers:
+        return False
+    key = _version_key(version)
+    lo, hi = (_version_key(b) for b in rel.covers)
+    return bool(key) and lo <= key[: len(lo)] and key[: len(hi)] <= hi
 
 
 class EngineConfig(BaseModel):
@@ -565,15 +601,23 @@ def _apply_release(data: dict, path: Path, release: str | None) -> dict:
     if release is None:
         return data
     name = data.get("name", path.stem)
-    if str(release) not in {str(k) for k in releases}:
-        known = ", ".join(f"{name}@{k}" for k in releases) or "none"
-        raise ConfigError(f"unknown release '{name}@{release}'; known: {known}", field="--engine")
-    try:
-        rel = EngineRelease.model_validate(releases[next(k for k in releases if str(k) == str(release))] or {})
-    except ValidationError as e:
-        err = pydantic_error_to_config_error(e, file=path)
-        raise ConfigError(f"releases.{release}: {err.problem}", file=path, line=_line_of(path, "releases"),
-                          field=f"releases.{release}.{err.field}" if err.field else "releases") from None
+    parsed: dict[str, EngineRelease] = {}
+    for key, value in releases.items():
+        try:
+            parsed[str(key)] = EngineRelease.model_validate(value or {})
+        except ValidationError as e:
+            err = pydantic_error_to_config_error(e, file=path)
+            raise ConfigError(f"releases.{key}: {err.problem}", file=path, line=_line_of(path, "releases"),
+                              field=f"releases.{key}.{err.field}" if err.field else "releases") from None
+    asked = str(release)
+    if asked not in parsed:
+        # a full version (vllm@0.10.1) runs the modelled release whose `covers` range holds it
+        release = next((k for k, r in parsed.items() if _covers(r, asked)), None)
+        if release is None:
+            known = ", ".join(f"{name}@{k}" + (f" ({r.covers[0]}-{r.covers[1]})" if r.covers else "")
+                              for k, r in parsed.items()) or "none"
+            raise ConfigError(f"unknown release '{name}@{asked}'; known: {known}", field="--engine")
+    rel = parsed[str(release)]
     merged = {**data, **rel.set, "release": str(release)}
     if rel.version:
         merged["version"] = rel.version
@@ -595,6 +639,16 @@ def engine_releases(name: str) -> tuple[str | None, dict[str, EngineRelease]]:
     default = data.get("default_release")
     return (None if default is None else str(default)), {
         str(k): EngineRelease.model_validate(v or {}) for k, v in rel.items()}
+
+
+def release_for_version(name: str, version: str) -> str | None:
+    """The modelled release of preset `name` that stands for an engine version as printed
+    ('0.10.1', 'v0.5.4.post1', '1.0.0rc4'): the release of that name, else the one whose `covers`
+    range holds it; None when no release does (e.g. for a corpus row's engine_version)."""
+    _, releases = engine_releases(name)
+    if str(version) in releases:
+        return str(version)
+    return next((k for k, r in releases.items() if _covers(r, version)), None)
 
 
 def load_engine_file(path: str | Path, release: str | None = None) -> EngineConfig:

@@ -196,9 +196,14 @@ def _positive_int(text: str, option: str) -> int:
     return n
 
 
+def _engine_label(engine: str) -> str:
+    """A preset name as given (`vllm@0.7` keeps its release), a YAML file by its stem."""
+    return Path(engine).stem if engine.endswith((".yaml", ".yml")) or "/" in engine else engine
+
+
 def _run_folder(i: int, spec) -> str:
     """One folder per compared run: index + what names it (safe characters only)."""
-    name = f"{i:02d}-{Path(spec.hw).stem}-{Path(spec.engine).stem}-{spec.quant or 'default'}"
+    name = f"{i:02d}-{Path(spec.hw).stem}-{_engine_label(spec.engine)}-{spec.quant or 'default'}"
     if spec.concurrency:
         name += f"-c{spec.concurrency}"
     return "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in name)
@@ -217,7 +222,7 @@ def _comparison_table(specs, results, varying: list[str]) -> Table:
         t.add_column(label, justify="right")
     for spec, res in zip(specs, results):
         s = res.summary
-        names = {"hw": Path(spec.hw).stem, "engine": Path(spec.engine).stem, "model": Path(spec.model).stem,
+        names = {"hw": Path(spec.hw).stem, "engine": _engine_label(spec.engine), "model": Path(spec.model).stem,
                  "quant": str(s["config"].get("quant") or spec.quant),
                  "concurrency": str(spec.concurrency) if spec.concurrency else "open"}
         t.add_row(
