@@ -119,9 +119,19 @@ def curves(rows: list[dict]) -> dict[str, list[dict]]:
 
 
 def release_of(engine: str, version: str) -> str | None:
-    """The engine preset release (`vllm@0.11`) for a printed engine version; None if no preset."""
+    """The engine preset release (`vllm@0.11`) for a printed engine version; None if no preset. The
+    release whose `covers` range holds the version (sim.catalog.engine_config.release_for_version);
+    a version outside every range (newer, older, `nightly`, a dev image) the nearest release below."""
     from sim.catalog.engine_config import load_engine
 
+    try:
+        from sim.catalog.engine_config import release_for_version
+
+        rel = release_for_version(engine, str(version or "").strip().lstrip("v"))
+        if rel:
+            return f"{engine}@{rel}"
+    except Exception:  # noqa: BLE001 - no releases for this preset (llama.cpp ...): the mapping below
+        pass
     v = str(version or "").strip().lower()
     m = re.search(r"(\d+)\.(\d+)", v)
     major_minor = (int(m.group(1)), int(m.group(2))) if m else None
@@ -204,6 +214,23 @@ def stated_means(row: dict) -> tuple[float, float] | None:
     return None
 
 
+_OUT_MEAN_RE = re.compile(r"(\d+) / (\d+) = ([\d.]+) tokens per request")
+
+
+def _mean_lengths(row: dict) -> tuple[float, float] | None:
+    """(mean input, mean output) a non-random row states: its columns, the client's printed totals, or
+    a note's 'TOTAL / N = M tokens per request' for the outputs."""
+    means = stated_means(row)
+    li = _num(row.get("input_tokens"))
+    lo = _num(row.get("output_tokens"))
+    if means is not None:
+        li, lo = li or means[0], lo or means[1]
+    if lo is None:
+        m = _OUT_MEAN_RE.search(row.get("notes") or "")
+        lo = float(m.group(3)) if m else None
+    return (li, lo) if li and lo else None
+
+
 def exclusion(curve: list[dict], *, hw: set[str] | None = None, catalog: set[str] | None = None,
               public: set[str] | None = None) -> str | None:
     """Why a curve cannot be replayed, or None. One reason, the first that applies."""
@@ -229,10 +256,17 @@ def exclusion(curve: list[dict], *, hw: set[str] | None = None, catalog: set[str
         return f"client {r.get('client')!r} not replayable"
     ds = (r.get("dataset") or "").strip().lower()
     if kind == "serve" and ds != "random":
-        # no ShareGPT file offline; its stated mean lengths alone would replay every request with the same
-        # lengths, in lock-step (a closed loop of C prefilling C prompts at once), which the real run,
-        # with its spread of conversation lengths, did not do
-        return f"{ds or 'dataset'} dataset not available offline (mean lengths alone would replay a lock-step)"
+        # no ShareGPT file offline: only its stated mean lengths. A closed loop replayed with equal lengths
+        # runs in lock-step (C prompts prefilled at once, every round), which the real run, with its spread
+        # of conversation lengths, did not do; an open loop's Poisson arrivals do not synchronise, so an
+        # open loop with both mean lengths stated is replayed at them. Multi-turn conversations reuse
+        # their earlier turns' KV (prefix caching) by amounts no row states.
+        if "multi-turn" in ds:
+            return "multi-turn conversations (prefix reuse between turns not stated)"
+        if any((x.get("load_kind") or "").strip() != "rate" for x in curve):
+            return f"{ds or 'dataset'} dataset not available offline (mean lengths alone would replay a lock-step)"
+        if _mean_lengths(r) is None:
+            return f"{ds or 'dataset'} mean lengths not stated (no dataset file offline)"
     if r.get("engine") not in ("vllm", "sglang", "trtllm", "llama.cpp"):
         return f"engine {r['engine']} not replayed by the serving fit"
     return None
@@ -284,9 +318,11 @@ def _lengths(r: dict, kind: str, n: int, rng: np.random.Generator) -> tuple[np.n
     li = int(round(_num(r.get("input_tokens"), 0) or 0))
     lo_ = int(round(_num(r.get("output_tokens"), 0) or 0))
     means = stated_means(r)
-    if kind == "static" or (r.get("dataset") or "").strip().lower() != "random":
-        if means is not None and (li == 0 or (r.get("dataset") or "").strip().lower() != "random"):
-            li, lo_ = int(round(means[0])), int(round(means[1]))
+    if kind == "static":
+        return np.full(n, max(li, 1)), np.full(n, max(lo_, 1))
+    if (r.get("dataset") or "").strip().lower() != "random":  # an open loop at the stated mean lengths
+        ml = _mean_lengths(r)
+        li, lo_ = (int(round(ml[0])), int(round(ml[1]))) if ml else (li, lo_)
         return np.full(n, max(li, 1)), np.full(n, max(lo_, 1))
     rr = _num(r.get("range_ratio"), None)
     if client == "vllm-bench-serve":

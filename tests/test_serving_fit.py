@@ -84,7 +84,18 @@ def test_exclusions_name_their_reason():
     sharegpt = _curve("f", base)
     for r in sharegpt:
         r.update(dataset="sharegpt", input_tokens="", output_tokens="")
-    assert "not available offline" in sf.exclusion(sharegpt, **SETS)
+    assert "not available offline" in sf.exclusion(sharegpt, **SETS)  # a closed loop: lock-step
+    for r in sharegpt:
+        r.update(load_kind="rate", request_rate="2", max_concurrency="")
+    assert "mean lengths not stated" in sf.exclusion(sharegpt, **SETS)
+    for r in sharegpt:
+        r.update(input_tokens="207.5", notes="this run 59478 / 300 = 198.3 tokens per request")
+    assert sf.exclusion(sharegpt, **SETS) is None  # an open loop with both means: replayed at them
+    p = sf.load_points(sharegpt, catalog=SETS["catalog"])[0]
+    assert set(p.prompt_lens) == {208} and set(p.output_lens) == {198} and p.load_kind == "rate"
+    for r in sharegpt:
+        r["dataset"] = "sharegpt: custom multi-turn conversations"
+    assert "multi-turn" in sf.exclusion(sharegpt, **SETS)
 
 
 def _points_for_folds():
