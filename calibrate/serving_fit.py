@@ -837,8 +837,21 @@ def _load_support(points: list[LoadPoint]) -> dict:
     for p in points:
         s = sup[p.family]
         s["devices"].add(p.device)
+        # the request rate a point reached: an open loop's offered rate or, higher, its measured request
+        # throughput (or output throughput / mean output length, for a closed loop)
+        mean_out = float(np.mean(p.output_lens)) if p.output_lens else 0.0
+        reached = p.measured.get(("request_tps", "value")) or (
+            p.measured.get(("output_tps", "value"), 0.0) / mean_out if mean_out else 0.0)
+        offered = p.load if p.load_kind == "rate" and math.isfinite(p.load) else 0.0
+        s["max_rate"] = max(s["max_rate"], round(float(max(reached, offered)), 3))
         if p.load_kind == "concurrency" and math.isfinite(p.load):
             s["max_concurrency"] = max(s["max_concurrency"], p.load)
+        elif p.load_kind == "rate" and math.isfinite(p.load):
+            # an open loop's mean number of requests in the server (Little's law: rate x mean latency)
+            e2e = p.measured.get(("e2el_ms", "mean")) or p.measured.get(("e2el_ms", "median"))
+            if e2e:
+                s["max_concurrency"] = max(s["max_concurrency"],
+                                           round(min(p.load * e2e / 1000.0, p.num_prompts), 1))
         elif p.load_kind == "rate" and math.isfinite(p.load):
             s["max_rate"] = max(s["max_rate"], p.load)
         else:
@@ -855,7 +868,8 @@ def bands_json(res: dict) -> dict:
       residuals take the all-family band, marked pooled);
     - `bands_off_device`: the all-family band ("*"), for a device with no serving rows of the family
       (its error is that of any device, whatever the family);
-    - `support`: per family, the devices and the largest concurrency / rate its replayed curves reached;
+    - `support`: per family, the devices, the largest concurrency of its replayed curves and the largest
+      request rate they sustained (an open loop's rate, a closed loop's measured request throughput);
     - `coverage`: each source's residuals against bands built from the other sources only."""
     base = res["baseline"]["records"]
     bands = _bands(base)

@@ -201,9 +201,9 @@ def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None
         if support.get("devices"):
             notes.append(f"no serving rows of {family} on {hw_name}: the wider of its and all engines' bands")
     off_load = False
-    if concurrency is not None and support.get("max_concurrency") and concurrency > support["max_concurrency"]:
+    if concurrency is not None and concurrency > (support.get("max_concurrency") or 0.0):
         off_load = True
-        notes.append(f"concurrency {concurrency:g} is past the largest fitted ({support['max_concurrency']:g})")
+        notes.append(f"concurrency {concurrency:g} is past the largest fitted ({support.get('max_concurrency') or 0:g})")
     if rate is not None and math.isfinite(rate) and rate > (support.get("max_rate") or 0.0):
         off_load = True
         notes.append(f"rate {rate:g}/s is past the largest fitted ({support.get('max_rate') or 0:g}/s)")
