@@ -303,12 +303,16 @@ class LoadPoint:
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def prompt_cap(load_kind: str, load: float, num_prompts: int) -> int:
+def prompt_cap(load_kind: str, load: float, num_prompts: int, overloaded: bool = False) -> int:
     """Requests replayed per point: a closed loop of C keeps min(N, max(8 C, 32)) (8 rounds of the
-    loop reach the steady state the figures describe); an open loop keeps min(N, 400) (a rate run's
-    queue, and so its TTFT past saturation, grows with N: only longer runs than 400 are shortened)."""
+    loop reach the steady state the figures describe); an open loop below saturation keeps
+    min(N, 400) (its queue is stable, 400 arrivals cover its spread); an overloaded open loop (all at
+    once, or a measured request throughput under 90% of the offered rate) keeps all N, because its
+    queue, and so its TTFT, grows with N."""
     if load_kind == "concurrency" and math.isfinite(load):
         return int(min(num_prompts, max(8 * int(load), 32)))
+    if overloaded or not math.isfinite(load):
+        return int(num_prompts)
     return int(min(num_prompts, 400))
 
 
@@ -378,7 +382,9 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
             n_src = int(conc or 1)
         if n_src <= 0:
             n_src = int(max(100, 10 * conc)) if conc else 1000
-        n = prompt_cap(load_kind, load, n_src) if kind == "serve" else n_src
+        rtps = next((_num(x.get("value")) for x in rs if x["quantity"] == "request_tps"), None)
+        overloaded = load_kind == "rate" and (not math.isfinite(load) or (rtps is not None and rtps < 0.9 * load))
+        n = prompt_cap(load_kind, load, n_src, overloaded) if kind == "serve" else n_src
         rng = np.random.default_rng(seed)
         ins, outs = _lengths(r, kind, n, rng)
         if load_kind == "rate" and math.isfinite(load):
@@ -986,7 +992,8 @@ def report_markdown(res: dict, targets: dict) -> str:
          f"**{fj['rows_total']} corpus rows: {fj['rows_replayed']} replayed** in {len(pts)} load points of "
          f"{len(fj['curves_replayed'])} curves; {fj['rows_excluded']} excluded (reasons below, every row listed "
          "in serving_fidelity.json). Requests per point: a closed loop of C replays min(N, max(8 C, 32)) of "
-         "the source's N prompts, an open loop min(N, 400). "
+         "the source's N prompts, an open loop below saturation min(N, 400), an overloaded open loop (all at "
+         "once, or a measured request throughput under 90% of the offered rate) all N (its TTFT grows with N). "
          f"Replay time (2 shared cores, cache cold): see the script's last line; this run {res.get('runtime_s')} s.", "",
          "Metrics: **TTFT p50** (median TTFT, or the mean where only the mean is printed), **TTFT p99**, "
          "**TPOT/ITL** (median and mean TPOT and ITL), **output throughput**. Load regions: below / above "
