@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Callable, Sequence
 from urllib.parse import urlsplit
 
-from calibrate.fit import FitResult, Observation, fit_cost_params, int8_speedup_for, physical_bounds
+from calibrate.fit import (
+    FitResult,
+    Observation,
+    fit_cost_params,
+    int8_speedup_for,
+    physical_bounds,
+    unreliable_reasons,
+)
 from calibrate.machine import RawRates, describe_machine, measure_raw_rates_isolated
 from calibrate.probes import ProbePoint, ProbeRun, build_plan, run_plan
 from calibrate.profile import build_profile, write_profile_atomic
@@ -40,6 +47,9 @@ class CalibrationResult:
     raw: RawRates | None
     probe_run: ProbeRun | None
     path: Path | None
+    # why the fit is unreliable (calibrate/fit.py `unreliable_reasons`); with reasons and no
+    # `force`, nothing was written (`path` is None)
+    unreliable: tuple[str, ...] = ()
 
 
 def default_profile_path(name: str) -> Path:
@@ -105,7 +115,7 @@ def _finish(
     *, name: str, spec: ModelSpec, quant: QuantFormat, observations: list[Observation], raw: RawRates | None,
     peaks: tuple[float, float] | None, int8_speedup: float, memory_bytes: float | None, seed: int, engine: str,
     calibration: dict, kind: str, display_name: str, vendor: str, out: Path | None, write: bool,
-    points: Sequence[ProbePoint] | None = None, probe_run: ProbeRun | None = None,
+    points: Sequence[ProbePoint] | None = None, probe_run: ProbeRun | None = None, force: bool = False,
 ) -> CalibrationResult:
     # the probes ran on `engine`: price them with its KV-view padding (llama.cpp: 256 cells), as the
     # simulator will price that engine's iterations
@@ -114,8 +124,11 @@ def _finish(
     bw_peak, mm_peak = peaks if peaks else (None, None)
     bounds = physical_bounds(bw_peak, mm_peak, int8_speedup=int8_speedup)
     fit = fit_cost_params(cost, observations, bounds, seed=seed)
+    unreliable = tuple(unreliable_reasons(fit))
     calibration = {**calibration, "fit": {**fit.to_dict(), "attention_kv_padding": kv_pad},
                    "probe_points": _point_records(observations, fit, points)}
+    if unreliable:  # written only with --force, and marked so: `run` prints it in its error band
+        calibration["unreliable"] = list(unreliable)
     profile = build_profile(
         name=name, params=fit.params, quant=quant,
         raw_bandwidth_bytes_per_s=bw_peak or fit.params.bandwidth_bytes_per_s,
@@ -124,9 +137,9 @@ def _finish(
         calibration=calibration,
     )
     path = None
-    if write:
+    if write and (force or not unreliable):
         path = write_profile_atomic(profile, out or default_profile_path(name))
-    return CalibrationResult(profile, tuple(observations), fit, raw, probe_run, path)
+    return CalibrationResult(profile, tuple(observations), fit, raw, probe_run, path, unreliable)
 
 
 def calibrate_model(
@@ -142,6 +155,7 @@ def calibrate_model(
     engine: str = "llama.cpp",
     out: Path | None = None,
     write: bool = True,
+    force: bool = False,
     on_event: Callable[[dict], None] | None = None,
     timeout_s: float = 1800.0,
 ) -> CalibrationResult:
@@ -193,7 +207,7 @@ def calibrate_model(
         peaks=None if gpu_layers else (raw.memory_bandwidth_bytes_per_s, raw.matmul_fp32_flops_per_s),
         int8_speedup=int8_speedup_for(machine["simd"]), memory_bytes=machine["memory_bytes"], seed=seed, engine=engine,
         calibration=calibration, kind="cpu" if not gpu_layers else "gpu",
-        display_name=f"{machine['cpu']} x{threads} threads (calibrated)", vendor=vendor, out=out, write=write,
+        display_name=f"{machine['cpu']} x{threads} threads (calibrated)", vendor=vendor, out=out, write=write, force=force,
         points=run.points, probe_run=run,
     )
 
@@ -220,6 +234,7 @@ def calibrate_endpoint(
     allow_remote: bool = False,
     out: Path | None = None,
     write: bool = True,
+    force: bool = False,
     on_phase: Callable[[str], None] | None = None,
     timeout_s: float = 600.0,
 ) -> CalibrationResult:
@@ -268,7 +283,7 @@ def calibrate_endpoint(
     return _finish(
         name=name, spec=spec, quant=quant, observations=observations, raw=raw, peaks=peaks, int8_speedup=int8_speedup,
         memory_bytes=memory_bytes, seed=seed, engine=engine, calibration=calibration, kind=kind,
-        display_name=display, vendor=vendor, out=out, write=write,
+        display_name=display, vendor=vendor, out=out, write=write, force=force,
     )
 
 
@@ -300,6 +315,7 @@ def extend_calibration(
     rounds: int = 1,
     out: Path | None = None,
     write: bool = True,
+    force: bool = False,
     on_event: Callable[[dict], None] | None = None,
     timeout_s: float = 1800.0,
 ) -> CalibrationResult:
@@ -361,6 +377,6 @@ def extend_calibration(
         name=profile.name, spec=spec, quant=quant, observations=observations_from_points(points), raw=None,
         peaks=peaks, int8_speedup=int8_speedup_for(then.get("simd") or []), memory_bytes=then.get("memory_bytes"),
         seed=seed, engine=cal.get("engine") or "llama.cpp", calibration=calibration, kind=profile.kind,
-        display_name=profile.display_name, vendor=profile.vendor, out=out, write=write, points=points,
+        display_name=profile.display_name, vendor=profile.vendor, out=out, write=write, force=force, points=points,
         probe_run=run,
     )

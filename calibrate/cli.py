@@ -133,6 +133,29 @@ def machine_busy_warning(calibration: dict) -> str | None:
     return "the machine was busy (" + "; ".join(reasons) + "): timings are noisy, calibrate again when it is idle"
 
 
+#: Exit status of a calibration whose fit was refused (nothing written): the measurement ran, its
+#: result is not usable (2 stays for bad input, as everywhere in infersim).
+EXIT_UNRELIABLE = 1
+
+
+def refuse_or_warn(console: Console, result, *, retry: str, as_json: bool = False) -> None:
+    """A fit that failed `calibrate.fit.unreliable_reasons` was not written: say why and how to
+    retry, exit EXIT_UNRELIABLE. Written anyway (--force): say it is marked unreliable."""
+    if not result.unreliable:
+        return
+    why = "; ".join(result.unreliable)
+    if result.path is None:
+        if as_json:  # the fit summary still goes to stdout (path null, `unreliable` says why)
+            sys.stdout.write(json.dumps(summary_json(result), indent=2) + "\n")
+        console.print(f"error: calibration not saved: {why}. Retry on a quieter machine (stop other work; "
+                      f"`uptime` load below the core count), with more probes ({retry}), or give --force to save "
+                      "it marked unreliable", markup=False, highlight=False,
+                      soft_wrap=True)
+        raise typer.Exit(EXIT_UNRELIABLE)
+    console.print(f"warning: saved with --force and marked unreliable: {why}", markup=False, highlight=False,
+                  soft_wrap=True)
+
+
 def summary_json(result) -> dict:
     fit = result.fit
     return {
@@ -143,6 +166,7 @@ def summary_json(result) -> dict:
         "peaks": {"memory_bandwidth_gb_per_s": result.profile.memory_bandwidth_gb_per_s,
                   "peak_tflops": result.profile.peak_tflops},
         "points": (result.profile.calibration or {}).get("probe_points", []),
+        "unreliable": list(result.unreliable),
     }
 
 
@@ -181,6 +205,8 @@ def calibrate_command(
     hw: str = typer.Option(None, "--hw", help="with --from-bench: the profile the benchmarks ran on (its peaks)"),
     holdout: float = typer.Option(0.25, "--holdout", min=0.0, max=0.5,
                                   help="with --from-bench: share of load points held out of the fit"),
+    force: bool = typer.Option(False, "--force", help="write the profile even when the fit is unreliable (held-out "
+                               "error too high, parameters at their bounds); it is marked so and `run` says it"),
 ) -> None:
     """Measure this machine (or a running server), fit the cost model, write a hardware profile."""
     if from_bench:
@@ -200,7 +226,7 @@ def calibrate_command(
         if endpoint or name:
             raise ConfigError("--extend adds probe rounds to an existing profile: no --name or --endpoint",
                               field="--extend")
-        return extend_command(extend, model, rounds, out, timeout_s, as_json)
+        return extend_command(extend, model, rounds, out, timeout_s, as_json, force)
     if not name:
         raise ConfigError("give --name for the new profile (or --check PROFILE to test an existing one)", field="--name")
     from calibrate.calibration import calibrate_endpoint, calibrate_model
@@ -212,6 +238,10 @@ def calibrate_command(
 
     _check_name(name)
     load_engine(engine)  # an unknown engine is a one-line error before minutes of probing
+    from calibrate.calibration import default_profile_path
+    from sim.files import check_writable
+
+    check_writable((out or default_profile_path(name)).parent, field="--out")  # ... and so is an unwritable folder
     console = Console(stderr=True)
     if endpoint is None:
         if not model:
@@ -244,7 +274,7 @@ def calibrate_command(
             try:
                 result = calibrate_model(
                     path, name=name, spec=spec, quant=q, quick=quick, threads=n_threads, gpu_layers=gpu_layers,
-                    seed=seed, engine=engine, out=out, on_event=on_event, timeout_s=timeout_s,
+                    seed=seed, engine=engine, out=out, on_event=on_event, timeout_s=timeout_s, force=force,
                 )
             except ProbeError as e:
                 raise ConfigError(str(e), file=path) from None
@@ -265,13 +295,14 @@ def calibrate_command(
                 result = calibrate_endpoint(
                     endpoint, name=name, spec=spec, quant=q, quick=quick, seed=seed, engine=engine,
                     peaks_from=peaks, threads=threads, allow_remote=allow_remote, out=out,
-                    on_phase=lambda s: status.update(f"endpoint: {s}"), timeout_s=timeout_s,
+                    on_phase=lambda s: status.update(f"endpoint: {s}"), timeout_s=timeout_s, force=force,
                 )
             except EngineUnreachable as e:
                 raise ConfigError(str(e), field="--endpoint") from None
             except ValueError as e:  # too few usable points (requests failed or ended early)
                 raise ConfigError(f"{e} (from {endpoint})", field="--endpoint") from None
     render_summary(console, result)
+    refuse_or_warn(console, result, retry="drop --quick for more probe points", as_json=as_json)
     console.print(f"wrote {result.path}; use it with --hw {name}")
     if as_json:
         sys.stdout.write(json.dumps(summary_json(result), indent=2) + "\n")
@@ -381,7 +412,7 @@ def check_command(profile_name: str, model: str | None, threads: int | None, gpu
 
 
 def extend_command(profile_name: str, model: str | None, rounds: int, out: Path | None, timeout_s: float,
-                   as_json: bool) -> None:
+                   as_json: bool, force: bool = False) -> None:
     """`calibrate --extend PROFILE`: more rounds of the profile's probe plan, pooled, fitted again."""
     from calibrate.calibration import extend_calibration, extension_plan
     from calibrate.probes import ProbeError, count_probes
@@ -414,10 +445,11 @@ def extend_command(profile_name: str, model: str | None, rounds: int, out: Path 
 
         try:
             result = extend_calibration(prof, path, origin=origin, rounds=rounds, out=out or origin,
-                                        on_event=on_event, timeout_s=timeout_s)
+                                        on_event=on_event, timeout_s=timeout_s, force=force)
         except ProbeError as e:
             raise ConfigError(str(e), file=path) from None
     render_summary(console, result)
+    refuse_or_warn(console, result, retry="add --rounds", as_json=as_json)
     console.print(f"wrote {result.path}: {result.profile.calibration['rounds']} rounds pooled")
     if as_json:
         sys.stdout.write(json.dumps(summary_json(result), indent=2) + "\n")
@@ -425,4 +457,9 @@ def extend_command(profile_name: str, model: str | None, rounds: int, out: Path 
 
 def register(app: typer.Typer) -> None:
     """Attach `calibrate` to the infersim CLI."""
-    app.command("calibrate", help="Measure this machine with llama.cpp (or a running server) and write a calibrated hardware profile.")(calibrate_command)
+    from sim.errors import interruptible
+
+    # A profile needs every probe: an interrupted calibration writes none (the old one stays whole).
+    stop = interruptible("no profile written (a fit needs every probe; an existing profile is unchanged); "
+                         "run the same command again to calibrate afresh")
+    app.command("calibrate", help="Measure this machine with llama.cpp (or a running server) and write a calibrated hardware profile.")(stop(calibrate_command))

@@ -70,6 +70,16 @@ MAX_DECODE_ATTENTION_SLOWDOWN = 32.0
 _TRAILING_DEFAULTS = (0.0, 1.0, 0.0)
 
 
+#: A fit is not saved (calibrate refuses, unless --force) when its held-out median |error| exceeds
+#: this: twice the worst held-out prefill target (10%, docs/calibration.md) and above the worst
+#: `--quick` run measured there (9.5%). The failed run of issue 41 (a busy machine) had 69%.
+MAX_HELDOUT_ERROR = 0.20
+#: ... or when more than this many parameters sit on a bound (`params_at_bounds`): one can be the
+#: machine's real limit (bandwidth at 2 x STREAM copy when the weights are partly cache-resident);
+#: two or more mean the cost model could not describe the timings inside physical limits.
+MAX_PARAMS_AT_BOUNDS = 1
+
+
 @dataclass(frozen=True)
 class Observation:
     """One iteration shape with its measured seconds (the fit's unit of data)."""
@@ -354,3 +364,37 @@ def fit_cost_params(
         bounds=bounds,
         notes=notes,
     )
+
+
+def params_at_bounds(fit: FitResult, rel: float = 1e-4) -> list[str]:
+    """The fitted parameters that sit on a bound that no real machine explains: any parameter at its
+    upper bound, and a rate (bandwidth, matmul, attention) at its lower bound (1e6 per second). An
+    overhead of 0, an n_1/2 of 0 rows (plain roofline) or a decode-attention slowdown of 1 are
+    natural values, not fitting failures."""
+    lower, upper = fit.bounds.lower, fit.bounds.upper
+    out = []
+    for i, name in enumerate(CostParams.FIELDS):
+        if i >= len(upper) or i >= len(lower) or upper[i] <= lower[i]:  # pinned or not fitted
+            continue
+        x = float(getattr(fit.params, name))
+        if np.isfinite(upper[i]) and abs(x - upper[i]) <= rel * max(abs(upper[i]), 1e-12):
+            out.append(f"{name} at its upper bound ({upper[i]:.4g})")
+        elif i < 3 and abs(x - lower[i]) <= rel * max(abs(lower[i]), 1e-12):
+            out.append(f"{name} at its lower bound ({lower[i]:.4g})")
+    return out
+
+
+def unreliable_reasons(fit: FitResult) -> list[str]:
+    """Why a fit must not be saved as a profile (empty: it may). Held-out median |error| above
+    `MAX_HELDOUT_ERROR` (the training error when nothing was held out), or more than
+    `MAX_PARAMS_AT_BOUNDS` parameters on a bound (`params_at_bounds`)."""
+    reasons = []
+    err, what = fit.heldout_median_abs_error, "held-out"
+    if err is None:
+        err, what = fit.train_median_abs_error, "fit (nothing held out)"
+    if err is not None and err > MAX_HELDOUT_ERROR:
+        reasons.append(f"{what} median error {err:.0%} > {MAX_HELDOUT_ERROR:.0%}")
+    bound = params_at_bounds(fit)
+    if len(bound) > MAX_PARAMS_AT_BOUNDS:
+        reasons.append(f"{len(bound)} parameters at their bounds ({'; '.join(bound)})")
+    return reasons

@@ -19,8 +19,6 @@ way `CostParams.from_profile(profile, quant, engine)` reproduces the fitted para
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -195,19 +193,8 @@ def write_profile_atomic(profile: HardwareProfile, path: str | Path) -> Path:
     interruption at any point before the rename leaves the target untouched and removes the
     temporary file.
     """
-    path = Path(path)
-    text = profile_to_yaml(profile)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    from sim.files import atomic_write_text
+
+    return atomic_write_text(Path(path), profile_to_yaml(profile), field="--out")
 
 

@@ -100,15 +100,21 @@ def resolve(spec: RunSpec) -> tuple[HardwareProfile, EngineConfig]:
     return hw, engine
 
 
-def _scaled(requests: Iterator[Request], rate_scale: float) -> Iterator[Request]:
+def _scaled(requests: Iterator[Request], rate_scale: float, file: str | None = None) -> Iterator[Request]:
     """The same trace offered `rate_scale` times faster (arrival times divided by it)."""
     if rate_scale == 1.0:
         yield from requests
         return
     from dataclasses import replace
 
+    from workloads.request import MAX_TIME_S
+
     for r in requests:
-        yield replace(r, arrival_s=r.arrival_s / rate_scale)
+        arrival_s = r.arrival_s / rate_scale
+        if not arrival_s <= MAX_TIME_S:  # the trace's own times were checked; a tiny scale can push them out
+            raise ConfigError(f"{r.arrival_s:g} s / --rate-scale {rate_scale:g} = {arrival_s:g} s is past the "
+                              f"trace horizon of {MAX_TIME_S:g} s", file=file, line=r.line, field="arrival_s")
+        yield replace(r, arrival_s=arrival_s)
 
 
 def run_spec(spec: RunSpec) -> SimResult:
@@ -120,8 +126,11 @@ def run_spec(spec: RunSpec) -> SimResult:
     model = cache.model(spec.model)
     quant = spec.quant or engine.default_quant
     model.quant(quant)  # unknown names fail before the trace is read
-    requests = _scaled(iter_trace(spec.trace, sort=spec.sort), spec.rate_scale)
+    notes = deployment_notes(spec, hw, engine, model, quant)  # impossible deployments fail here (exit 2)
+    requests = _scaled(iter_trace(spec.trace, sort=spec.sort), spec.rate_scale, spec.trace)
     extra = {"trace": spec.trace, "rate_scale": spec.rate_scale, "efficiency_from": spec.efficiency_from}
+    if notes:
+        extra["deployment_notes"] = notes
     if spec.disagg:
         from sim.cluster.disagg import parse_disagg, simulate_disagg
 
@@ -139,10 +148,25 @@ def run_spec(spec: RunSpec) -> SimResult:
     return simulate(
         requests, hw=hw, model=model, quant=quant, engine=engine, concurrency=spec.concurrency, seed=spec.seed,
         record_iterations=spec.record_iterations, fast_forward=spec.fast_forward,
-        replicas=spec.replicas, router=spec.router,
-        config_extra={"trace": spec.trace, "rate_scale": spec.rate_scale,
-                      "efficiency_from": spec.efficiency_from},
+        replicas=spec.replicas, router=spec.router, config_extra=extra,
     )
+
+
+def deployment_notes(spec: RunSpec, hw: HardwareProfile, engine: EngineConfig, model, quant: str) -> list[str]:
+    """The engine x quantization x hardware x parallelism table (sim.catalog.compat) applied to a
+    spec: raises ConfigError for an impossible deployment (each pool's hardware under --disagg);
+    returns what runs differently from what was asked."""
+    from sim.catalog.compat import check_deployment
+
+    if not spec.disagg:
+        return check_deployment(hw, engine, model, quant)
+    from sim.cluster.disagg import parse_disagg
+
+    notes: list[str] = []
+    for pool in parse_disagg(spec.disagg):
+        pool_hw = resolve(spec.model_copy(update={"hw": pool.hw, "disagg": None}))[0]
+        notes += [n for n in check_deployment(pool_hw, resolve_engine(spec, pool_hw), model, quant) if n not in notes]
+    return notes
 
 
 def make_spec(**fields: Any) -> RunSpec:

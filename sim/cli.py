@@ -22,11 +22,19 @@ import sys
 import typer
 
 _HELP = "Simulate LLM inference on hardware you have or might buy, and plan capacity."
+# "\b" keeps click from re-wrapping the lines of the paragraph that follows it
+_EPILOG = ("\b\nExit status (docs/invariants.md):\n"
+           "  0    success\n"
+           "  1    partial failure: some requests rejected, some sweep points or plan candidates failed,\n"
+           "       some replayed requests failed or the engine stopped answering\n"
+           "  2    usage or input error (one line: file, line, field); nothing ran\n"
+           "  3    total failure: every request rejected, every sweep point or plan candidate failed\n"
+           "  130  interrupted (Ctrl-C, SIGTERM): finished work is written, the message says how to resume")
 
 # first argument -> the area that registers it (`_register`); tests check it against the whole tree
 AREA_OF_COMMAND = {
-    "hw": "hw", "engines": "hw", "models": "models", "fit": "models", "recommend": "models", "run": "run", "trace": "workloads",
-    "calibrate": "calibrate", "sweep": "plan", "plan": "plan", "replay": "validate", "validate": "validate", "bench": "bench",
+    "hw": "hw", "engines": "hw", "models": "models", "fit": "models", "recommend": "models", "run": "run", "trace": "workloads", "calibrate": "calibrate",
+    "sweep": "plan", "plan": "plan", "replay": "validate", "validate": "validate", "bench": "bench",
 }
 _AREAS = ("hw", "models", "run", "workloads", "calibrate", "plan", "validate", "bench")  # registration order
 _NO_BLAS = ("run", "sweep", "plan")  # commands whose work calls no BLAS routine (one OpenBLAS thread)
@@ -36,6 +44,7 @@ def _new_app() -> typer.Typer:
     return typer.Typer(
         name="infersim",
         help=_HELP,
+        epilog=_EPILOG,
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         add_completion=False,

@@ -8,6 +8,16 @@ transfer encoding, one chunk per token. Behaviours, chosen per server:
   no [DONE]) — a stream that stops early.
 - "die_after:N": requests 1..N are served normally; request N+1 streams 2 tokens, then the server
   closes the connection mid-body and stops listening — a server that dies mid-run.
+- "slow": every token 0.1 s apart (a stream that takes a while, to interrupt).
+
+Misbehaving servers (tests/test_hostile.py; each stops when the client goes away):
+
+- "endless": streams token chunks forever, never a finish_reason.
+- "huge_line": one server-sent line that never ends (`data: xxxx...` with no line break).
+- "keepalive": `: ping` comments every 20 ms forever, never a token.
+- "bad_chunks": chunks that are JSON but not completion chunks (`[1, 2]`, `{"choices": 5}`).
+- "garbage": `GET /v1/models` answers 200 with a body that is not JSON.
+- "trickle_models": `GET /v1/models` promises a body and sends one byte every 50 ms forever.
 """
 
 from __future__ import annotations
@@ -15,7 +25,9 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
 
@@ -35,6 +47,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:  # noqa: N802
+        mode = self.server.mode
+        if self.path == "/v1/models" and mode == "garbage":
+            body = b"<html>this is not JSON</html>"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if self.path == "/v1/models" and mode == "trickle_models":
+            self.send_response(200)
+            self.send_header("Content-Length", str(1 << 30))
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:  # the client gave up
+                return
         if self.path == "/v1/models":
             self._json({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
         else:
@@ -65,12 +96,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 
+        if mode in _HOSTILE:
+            try:
+                _HOSTILE[mode](self, event)
+            except OSError:  # the client gave up: what a hostile server hopes never happens
+                pass
+            self.close_connection = True
+            return
         n_tokens = int(body.get("max_tokens", 16))
         if mode == "stop_early":
             n_tokens = 3
         if dying:
             n_tokens = 2
         for i in range(n_tokens):
+            if mode == "slow":
+                time.sleep(0.1)
             event({"choices": [{"index": 0, "text": f" t{i}", "finish_reason": None}]})
         if dying:
             self.wfile.flush()
@@ -85,14 +125,54 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+def _endless(handler, event) -> None:
+    i = 0
+    while True:
+        event({"choices": [{"index": 0, "text": f" t{i}", "finish_reason": None}]})
+        i += 1
+
+
+def _huge_line(handler, event) -> None:
+    piece = b"x" * 65536
+    handler.wfile.write(b"%x\r\n%s\r\n" % (6, b"data: "))
+    while True:
+        handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        handler.wfile.flush()
+
+
+def _keepalive(handler, event) -> None:
+    while True:
+        data = b": ping\n\n"
+        handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        handler.wfile.flush()
+        time.sleep(0.02)
+
+
+def _bad_chunks(handler, event) -> None:
+    event(b"[1, 2]")
+    event({"choices": 5})
+    event(b"[DONE]")
+    handler.wfile.write(b"0\r\n\r\n")
+
+
+_HOSTILE = {"endless": _endless, "huge_line": _huge_line, "keepalive": _keepalive, "bad_chunks": _bad_chunks}
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    latest: "_Server | None" = None  # the server started last (tests wait on its request count)
 
     def __init__(self, mode: str) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.mode = mode
         self.count = 0
         self.lock = threading.Lock()
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away mid-stream (an interrupted replay) is no server error: quiet."""
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
 
     def stop_listening(self) -> None:
         threading.Thread(target=self.shutdown, daemon=True).start()
@@ -103,6 +183,7 @@ class _Server(ThreadingHTTPServer):
 def fake_server(mode: str = "ok") -> Iterator[str]:
     """Run the scripted server on a free loopback port; yield its base URL."""
     srv = _Server(mode)
+    _Server.latest = srv
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

@@ -5,7 +5,9 @@ be several times its quiet value when another process takes a core. The end-to-e
 checks that the written profile reproduces the held-out probe points within a factor of 2
 (median over the held-out points), and checks exactly (to 1e-6) everything that is not timing:
 the profile's parameters, predictions and provenance. The fit's accuracy itself is pinned on
-noise-controlled points in test_calibrate_fit.py.
+noise-controlled points in test_calibrate_fit.py. For the same reason the calibrations here pass
+--force: on a busy machine the fit may fail the checks that refuse to save it (issue 41,
+tests/test_calibrate_refuse.py), and what these tests pin is what is written.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def calibrated(tiny_gguf, tmp_path_factory):
     home = tmp_path_factory.mktemp("infersim-home")
     env = {"INFERSIM_HOME": str(home), "COLUMNS": "120"}
     result = CliRunner().invoke(
-        app, ["calibrate", "--model", str(tiny_gguf), "--name", "tiny-box", "--quick", "--threads", "1", "--json"],
+        app, ["calibrate", "--model", str(tiny_gguf), "--name", "tiny-box", "--quick", "--threads", "1", "--json",
+                   "--force"],
         env=env,
     )
     assert result.exit_code == 0, result.output
@@ -148,7 +151,7 @@ def test_extend_pools_new_probe_runs_with_the_stored_ones_and_fits_again(calibra
     before = load_profile("tiny-box").calibration
     out = tmp_path / "extended.yaml"
     result = CliRunner().invoke(app, ["calibrate", "--extend", "tiny-box", "--model", str(model_path), "--out", str(out),
-                                      "--json"], env={"INFERSIM_HOME": str(home), "COLUMNS": "120"})
+                                      "--json", "--force"], env={"INFERSIM_HOME": str(home), "COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["path"] == str(out)
     after = load_profile(str(out)).calibration

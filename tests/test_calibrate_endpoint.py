@@ -69,6 +69,9 @@ def test_calibrate_endpoint_against_llama_cpp_server(tiny_gguf, tmp_path):
         result = CliRunner().invoke(app, [
             "calibrate", "--endpoint", url, "--model", str(tiny_gguf), "--name", "tiny-server", "--quick",
             "--threads", "1", "--out", str(out), "--json", "--timeout", "120",
+            # on a busy shared machine the fit may fail the checks that refuse to save it (issue 41);
+            # what this test pins is the endpoint's plan and what is written, so it saves regardless
+            "--force",
         ])
     assert result.exit_code == 0, result.output
     prof = load_profile_file(out)

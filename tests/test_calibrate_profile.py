@@ -13,6 +13,7 @@ from sim.catalog.engine_config import load_engine
 from sim.catalog.hardware import apply_efficiencies, load_profile, load_profile_file
 from sim.catalog.quant import get_quant
 from sim.cost.params import CostParams
+import sim.files as files_mod  # where the atomic write (and its os calls) lives
 
 Q4 = get_quant("q4_k_m")
 
@@ -61,7 +62,7 @@ def test_interrupted_write_leaves_the_old_profile_and_no_temporary_file(tmp_path
     def interrupted(src, dst):
         raise KeyboardInterrupt  # Ctrl-C between writing the temporary file and the rename
 
-    monkeypatch.setattr(profile_mod.os, "replace", interrupted)
+    monkeypatch.setattr(files_mod.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_profile_atomic(_profile(CostParams(30e9, 150e9, 30e9)), target)
     assert target.read_bytes() == before
@@ -72,7 +73,7 @@ def test_interrupted_first_write_leaves_no_profile_at_all(tmp_path, monkeypatch)
     def fail_midway(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(profile_mod.os, "fsync", fail_midway)  # after part of the text is written
+    monkeypatch.setattr(files_mod.os, "fsync", fail_midway)  # after part of the text is written
     with pytest.raises(KeyboardInterrupt):
         write_profile_atomic(_profile(CostParams(30e9, 150e9, 30e9)), tmp_path / "new.yaml")
     assert os.listdir(tmp_path) == []

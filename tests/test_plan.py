@@ -49,7 +49,10 @@ def test_search_finds_a_rate_that_meets_the_slo_and_a_slightly_higher_one_that_d
     at_lo, at_hi = _replay(trace, lo, slo), _replay(trace, hi, slo)
     assert at_lo.passed, at_lo.reason
     assert not at_hi.passed
-    assert at_lo.ttft_p90_s <= 0.5 and (at_hi.ttft_p90_s > 0.5 or at_hi.tpot_p90_s > 0.1)
+    # the first failing rate misses an SLO, or outruns the deployment (issue 41: an overload fails)
+    assert at_lo.ttft_p90_s <= 0.5 and (at_hi.ttft_p90_s > 0.5 or at_hi.tpot_p90_s > 0.1
+                                        or at_hi.verdict_state == "overloaded")
+    assert at_lo.verdict_state != "overloaded"
     assert out["simulations"] == len(out["probes"]) >= 3
 
 
@@ -58,13 +61,19 @@ def test_plan_json_has_the_contract_fields_and_costs_that_check_by_hand(tmp_path
     res = CliRunner().invoke(app, [
         "plan", "--trace", str(trace), "--hw", "rtx-4090,dgx-spark", "--engine", "vllm", "--model", "llama-3.1-8b",
         "--quant", "fp8", "--ttft-p90", "800ms", "--tpot-p90", "0.1", "--target-rps", "20", "--years", "4",
-        "--electricity-usd-per-kwh", "0.2", "--utilization", "0.5", "--workers", "1", "--json",
+        "--electricity-usd-per-kwh", "0.2", "--utilization", "0.5", "--workers", "1", "--replicates", "2", "--json",
         "--html", str(tmp_path / "plan.html")])
     assert res.exit_code == 0, res.output
     plan = json.loads(res.stdout)
     assert {c["hw"] for c in plan["candidates"]} == {"rtx-4090", "dgx-spark"}
     mean_out = trace_stats(str(trace.resolve())).mean_output_tokens
+    wl = plan["workload"]  # 80 requests: extended by resampling to the 2,000 a plan searches on (issue 41)
+    assert (wl["requests"], wl["searched_requests"], wl["extended"], wl["bootstrap_replicates"]) == (80, 2000, True, 2)
     for c in plan["candidates"]:
+        lo, hi = c["max_rate_interval_rps"]
+        assert lo <= c["max_rate_rps"] < hi and len(c["replicate_max_rates_rps"]) == 2
+        assert c["replicas_range"][0] <= c["replicas"] <= c["replicas_range"][1]
+        assert c["at_max_rate"]["verdict_state"] != "overloaded"
         assert {"hw", "engine", "model", "quant", "max_rate_rps", "replicas", "cost_per_million_output_tokens"} <= set(c)
         assert (c["engine"], c["model"], c["quant"]) == ("vllm", "llama-3.1-8b", "fp8")
         assert c["replicas"] == math.ceil(20 / c["max_rate_rps"])
@@ -125,8 +134,11 @@ def test_a_parallel_plan_reports_its_candidates_in_their_input_order(tmp_path):
     candidates = [Candidate(hw=h, engine="vllm", model="llama-3.1-8b", quant="fp8")
                   for h in ("rtx-4090", "h100-sxm", "dgx-spark")]
     heard = []
+    from sim.plan.workload import plan_workload
+
     out = run_plan(trace=trace, candidates=candidates, slo=SLO(ttft_p90_s=1.0), target_rps=5.0,
                    settings=SearchSettings(rel_tol=0.2, max_iterations=4), executor=Backwards(),
+                   workload=plan_workload(trace, min_requests=40, replicates=0, cache_dir=tmp_path),
                    on_done=lambda r: heard.append((r["hw"], r.get("error"))))
     assert heard == [("rtx-4090", None), ("h100-sxm", "not run"), ("dgx-spark", None)]
     assert {c["hw"] for c in out["candidates"]} == {"rtx-4090", "h100-sxm", "dgx-spark"}

@@ -80,7 +80,10 @@ def _summary(ttft_p90, tpot_p90, rejected=0):
 def test_slo_check_applies_only_the_slos_given_and_computes_goodput_per_request():
     reqs = pd.DataFrame({"status": ["completed"] * 4 + ["rejected"],
                          "ttft_s": [0.1, 0.2, 0.3, 3.0, float("nan")],
-                         "tpot_s": [0.01, 0.2, float("nan"), 0.01, float("nan")]})
+                         "tpot_s": [0.01, 0.2, float("nan"), 0.01, float("nan")],
+                         # the columns the verdict reads (issue 41); a calm replay, not an overload
+                         "arrival_s": [0.0, 1.0, 2.0, 3.0, 4.0], "finish_s": [0.5, 1.5, 2.5, 6.5, 4.0],
+                         "e2e_s": [0.5, 0.5, 0.5, 3.5, float("nan")]})
     slo = SLO(ttft_p90_s=1.0, tpot_p90_s=0.05)
     # meets both: rows 0 and 2 (one-token output: no TPOT) -> 2 of 5 requests
     p = check_slo(_summary(0.5, 0.04), reqs, slo, 1.0)

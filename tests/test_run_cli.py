@@ -27,6 +27,9 @@ SUMMARY_KEYS = {
     "decode_tok_s_per_request": {"mean", "p50"},
     "kv": {"capacity_tokens", "peak_used_fraction", "peak_reserved_fraction", "preemptions"},
     "batch_size": {"mean", "max"},
+    "verdict": {"state", "issues", "text", "percentile", "min_completed_for_percentile", "completed",
+                "overloaded_from_s", "offered_rps", "served_rps", "in_system_growth_rps", "arrival_window_s",
+                "median_e2e_s", "window_over_e2e"},  # issue 41, additive
     "prefix_cache": None,  # issue 8, additive: {enabled, kind, hit_rate, hit_tokens, ...}
 }
 CSV_COLUMNS = ["id", "arrival_s", "scheduled_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens",

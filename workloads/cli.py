@@ -41,7 +41,9 @@ def schema(output: Optional[Path] = typer.Option(None, "-o", "--output", help="w
     if output is None:
         typer.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        from sim.files import atomic_write_text
+
+        atomic_write_text(output, text, field="--output")
 
 
 @app.command("validate")
@@ -97,6 +99,7 @@ def gen(
 
     data = load_spec(spec) if spec is not None else {}
     arr = dict(data.get("arrival") or {})
+    _check_gen_conflicts(arrival, rate, clients, burstiness, arr)
     if arrival is not None:
         arr["process"] = arrival.value
     if rate is not None:
@@ -109,7 +112,9 @@ def gen(
         arr["clients"] = clients
     closed = arr.get("process") == "closed"
     if closed:
-        arr.pop("rate_per_s", None)
+        for k in ("rate_per_s", "schedule", "daily"):  # from --spec, replaced by --arrival closed
+            if arrival is not None:
+                arr.pop(k, None)
     elif not any(k in arr for k in ("rate_per_s", "schedule", "daily")):
         raise ConfigError("give --rate (requests per second), or a schedule/daily curve in --spec", field="--rate")
     sessions = dict(data.get("sessions") or {}) if (turns is not None or "sessions" in data) else None
@@ -140,6 +145,23 @@ def gen(
     n = _write(reqs, output)
     if str(output) != "-":
         _note(f"wrote {n} requests to {output}")
+
+
+def _check_gen_conflicts(arrival, rate, clients, burstiness, spec_arrival: dict) -> None:
+    """Options of the other kind of loop would be ignored without a word (issue 41: --clients with
+    --rate): one-line errors naming the options instead."""
+    process = arrival.value if arrival is not None else spec_arrival.get("process", "poisson")
+    if clients is not None and process != "closed":
+        if rate is not None:
+            raise ConfigError("--clients (closed loop: users waiting for answers) and --rate (open loop: "
+                              "requests per second) exclude each other; give one", field="--clients")
+        raise ConfigError(f"--clients needs --arrival closed (arrivals are {process})", field="--clients")
+    if rate is not None and process == "closed":
+        raise ConfigError("--rate is for open-loop arrivals; a closed loop sends when answered (give --clients)",
+                          field="--rate")
+    if burstiness is not None and process != "gamma":
+        raise ConfigError(f"--burstiness shapes gamma arrivals; add --arrival gamma (arrivals are {process})",
+                          field="--burstiness")
 
 
 # ---- convert ------------------------------------------------------------------------------------

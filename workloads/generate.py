@@ -182,11 +182,18 @@ class Arrival(BaseModel):
 
     @model_validator(mode="after")
     def _one_rate(self):
+        # options of the other loop would be ignored without a word: conflicts are errors
+        if self.process != "closed" and self.clients is not None:
+            raise ValueError(f"clients is the closed loop's user count; process {self.process} sends at a rate "
+                             "(use process closed, or drop clients)")
         if self.rate_per_s == math.inf and self.process != "closed":
             return self
         if self.process == "closed":
             if self.clients is None:
                 raise ValueError("process closed needs clients")
+            given = [k for k in ("rate_per_s", "schedule", "daily") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"a closed loop sends when answered: {', '.join(given)} would be ignored (drop it)")
             return self
         given = [k for k in ("rate_per_s", "schedule", "daily") if getattr(self, k) is not None]
         if len(given) != 1:

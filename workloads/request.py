@@ -4,6 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Physical ranges of a request's numbers, checked on every trace line (`workloads.trace.TraceLine`,
+# which both `infersim trace validate` and `infersim run` read through) and on scaled arrivals.
+#: Most tokens in one count: token ids, positions and lengths are 32-bit signed integers in the
+#: engines simulated (llama.cpp `llama_token` / `llama_pos` are int32_t, include/llama.h; vLLM and
+#: SGLang position tensors are torch.int32/int64 but their context limits are far below 2^31).
+#: Whether a request also fits a model's context is the simulator's call: it is rejected at arrival
+#: with that reason (docs/simulating.md), as a real server would answer it.
+MAX_TOKENS = 2**31 - 1
+#: Latest time a trace may name, seconds: 1e8 s is 3.2 years, longer than any published trace
+#: (Azure 2023: one week; BurstGPT: 121 days). float64 keeps 15 ns resolution up to there, far below
+#: a token's time; at 1e308 s adding a second changes nothing (the issue-41 case: TTFT 0).
+MAX_TIME_S = 1e8
+
 
 @dataclass(frozen=True, slots=True)
 class Request:

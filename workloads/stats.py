@@ -166,4 +166,6 @@ def write_html(cols: TraceColumns, stats: TraceStats, path: str | Path, title: s
               f"prefix reuse {stats.prefix_reuse:.1%}" + (" (token counts estimated)" if stats.tokens_estimated else ""),
         showlegend=False, height=760,
     )
-    fig.write_html(str(path), include_plotlyjs=True, full_html=True)
+    from sim.files import atomic_write_with
+
+    atomic_write_with(path, lambda p: fig.write_html(str(p), include_plotlyjs=True, full_html=True), field="--html")

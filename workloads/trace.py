@@ -16,16 +16,15 @@ import difflib
 import gzip
 import io
 import json
-import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sim.errors import ConfigError
-from workloads.request import Request
+from workloads.request import MAX_TIME_S, MAX_TOKENS, Request
 
 SCHEMA_ID = "https://infersim.dev/schema/trace-line-v1.json"
 
@@ -46,19 +45,19 @@ class TraceLine(BaseModel):
     )
 
     arrival_s: float = Field(
-        ge=0, allow_inf_nan=False,
+        ge=0, le=MAX_TIME_S, allow_inf_nan=False,
         description="Seconds from the start of the trace when the request is sent. Non-decreasing from line to line.",
     )
-    prompt_tokens: int = Field(ge=1, description="Tokens in the prompt (the whole prompt, shared prefix included).")
-    output_tokens: int = Field(ge=1, description="Tokens the model really generates for this request.")
+    prompt_tokens: int = Field(ge=1, le=MAX_TOKENS, description="Tokens in the prompt (the whole prompt, shared prefix included).")
+    output_tokens: int = Field(ge=1, le=MAX_TOKENS, description="Tokens the model really generates for this request.")
     max_tokens: int | None = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_TOKENS,
         description="The client's output budget (what a server knows); >= output_tokens. Default: output_tokens.",
     )
     id: str | int | None = Field(None, description="Request id; default: the line number.")
     session_id: str | int | None = Field(None, description="Conversation / client this request belongs to.")
     think_s: float | None = Field(
-        None, ge=0, allow_inf_nan=False,
+        None, ge=0, le=MAX_TIME_S, allow_inf_nan=False,
         description=(
             "Closed loop: send this request think_s seconds after the response to the previous request of "
             "the same session_id completes; arrival_s is then the earliest send time. Needs session_id."
@@ -67,8 +66,8 @@ class TraceLine(BaseModel):
     prefix_id: str | int | None = Field(
         None, description="Requests with the same prefix_id share their first prefix_tokens prompt tokens (cacheable)."
     )
-    prefix_tokens: int = Field(0, ge=0, description="Length of the shared prefix; <= prompt_tokens; needs prefix_id.")
-    prefix_blocks: list[int] | None = Field(
+    prefix_tokens: int = Field(0, ge=0, le=MAX_TOKENS, description="Length of the shared prefix; <= prompt_tokens; needs prefix_id.")
+    prefix_blocks: list[Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]] | None = Field(
         None,
         description="Hashes of the prompt's KV blocks, in order (Mooncake style): equal hashes are reusable KV.",
     )
@@ -111,6 +110,18 @@ def _cross_check(t: TraceLine) -> tuple[str, str] | None:
     return None
 
 
+_TOKENS_WHY = "a token count is a 32-bit integer in the engines simulated"
+_TIME_WHY = "the trace horizon, 3.2 years: later times lose their sub-microsecond resolution"
+#: field -> why its upper bound (workloads.request.MAX_TOKENS, MAX_TIME_S), for the error line
+_LIMITS = {"prompt_tokens": _TOKENS_WHY, "output_tokens": _TOKENS_WHY, "max_tokens": _TOKENS_WHY,
+           "prefix_tokens": _TOKENS_WHY, "arrival_s": _TIME_WHY, "think_s": _TIME_WHY}
+
+
+def _num(x) -> str:
+    """A number for an error line: exact when short, else 6 significant digits (1e+23)."""
+    return str(x) if isinstance(x, int) and abs(x) < 10**12 else f"{x:.6g}"
+
+
 def _line_error(exc: ValidationError, file: str, line: int) -> ConfigError:
     """The first problem of a line, as `FILE:LINE: field: problem`. An unknown field comes first
     (with the closest real name): a misspelling also causes the "Field required" of the real one."""
@@ -128,6 +139,9 @@ def _line_error(exc: ValidationError, file: str, line: int) -> ConfigError:
         return ConfigError(f"invalid JSON: {msg}", file=file, line=line)
     if first["type"] == "model_type":
         return ConfigError(f"expected a JSON object, got {type(first['input']).__name__}", file=file, line=line)
+    if first["type"] == "less_than_equal" and field in _LIMITS:
+        return ConfigError(f"{_num(first['input'])} is above the limit of {_num(first['ctx']['le'])} ({_LIMITS[field]})"
+                           + more, file=file, line=line, field=field)
     return ConfigError(first["msg"] + more, file=file, line=line, field=field)
 
 
@@ -235,23 +249,24 @@ def write_trace(requests: Iterable[Request], path: str | Path | io.TextIOBase) -
     """Write requests as JSON Lines (gzip if the name ends in .gz); returns the count written."""
     if isinstance(path, io.TextIOBase):
         return _write_lines(requests, path)
+    from sim.files import atomic_path, write_error
+
     p = Path(path)
     if p.parent and not p.parent.exists():
         raise ConfigError("output folder does not exist", file=p.parent)
-    # write beside, then rename: a failure half-way never leaves a truncated trace under the real name
-    tmp = p.with_name(p.name + ".part")
-    try:
-        if p.suffix == ".gz":
-            # no file name and mtime=0 in the gzip header: the same trace always gives the same bytes
-            with open(tmp, "wb") as out, gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0) as raw, \
-                    io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as fh:
-                n = _write_lines(requests, fh)
-        else:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-                n = _write_lines(requests, fh)
-        os.replace(tmp, p)
-    finally:
-        tmp.unlink(missing_ok=True)
+    # write beside, then rename (sim.files): a failure half-way never leaves a truncated trace under the real name
+    with atomic_path(p, field="--output") as tmp:
+        try:
+            if p.suffix == ".gz":
+                # no file name and mtime=0 in the gzip header: the same trace always gives the same bytes
+                with open(tmp, "wb") as out, gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0) as raw, \
+                        io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as fh:
+                    n = _write_lines(requests, fh)
+            else:
+                with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+                    n = _write_lines(requests, fh)
+        except OSError as e:
+            raise write_error(p, e, field="--output") from None
     return n
 
 

@@ -69,14 +69,14 @@ SYSTEMS = {
         flags="benchmark_latency.py per ROCm/MAD standalone instructions (blog note); FP8 checkpoints amd/*-FP8-KV with --kv-cache-dtype fp8 in the blog's serving commands",
         device="mi300x",
         variant="8x AMD Instinct MI300X (192GB, 750W) in Supermicro AS-8125GS-TNMR2, 2x EPYC 9654, host driver 6.2.1 (endnote MI300-074)",
-        client="vllm benchmark_latency.py (one static batch)", publisher="AMD (AMD Performance Labs, ROCm blog)",
+        client="vllm-benchmark-latency", publisher="AMD (AMD Performance Labs, ROCm blog)",
         kv="fp8 (FP8-KV checkpoint; not printed for this table)", col="Latency (ms), MI300X"),
     "h100": dict(
         engine="trtllm", version="0.16.0 (trtllm_v0.16.0; CUDA 12.6, NVIDIA-SMI 560.35.03)",
         flags="gptManagerBenchmark emulated static batching (TensorRT-LLM benchmarks/cpp#emulated-static-batching); engine build config not printed",
         device="h100-sxm",
         variant="8x NVIDIA H100 80GiB 700W (SXM5 per endnote MI300-05A) in Supermicro AS-8125GS-TNHR, 2x EPYC 9654, VBIOS 96.00.74.00.01 (endnote MI300-074)",
-        client="trtllm gptManagerBenchmark (emulated static batch)", publisher="AMD (AMD Performance Labs, ROCm blog) measuring TensorRT-LLM",
+        client="trtllm-static-batch", publisher="AMD (AMD Performance Labs, ROCm blog) measuring TensorRT-LLM",
         kv="not stated", col="Latency (ms), H100"),
 }
 
@@ -141,7 +141,7 @@ def gemma_rows() -> list[dict]:
             "engine_flags": "strategy Balanced, TP 1 (auto-selected); docker lmsysorg/sglang:v0.5.13.post1-rocm720-mi30x; other flags not printed in the PR description",
             "device": "mi300x", "device_variant": "AMD Instinct MI300X (server 8x192 GB HBM3; one GPU used)",
             "n_devices": "1", "tp": "1", "model": "google/gemma-4-31B-it", "quant": "bf16",
-            "kv_cache_dtype": "not stated", "client": "sglang-bench-serving (per the cookbook workflow; command not printed)",
+            "kv_cache_dtype": "not stated", "client": "sglang-bench-serving",
             "dataset": "random (not printed in this PR; ISL/OSL given)", "input_tokens": "1000", "output_tokens": "1000",
             "range_ratio": "", "num_prompts": "", "warmup": "", "ramp_up": "", "ignore_eos": "not stated",
             "load_kind": "concurrency", "max_concurrency": c, "request_rate": "inf", "burstiness": "1.0", "derivation": "",

@@ -128,7 +128,8 @@ def cdf_html(measured, predicted, path: str | Path, title: str) -> Path:
         fig.update_xaxes(title_text="ms", row=1, col=col)
         fig.update_yaxes(title_text="fraction of requests", range=[0, 1], row=1, col=col)
     fig.update_layout(title=title, template="plotly_white")
+    from sim.files import atomic_write_with
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.write_html(path, include_plotlyjs=True, full_html=True)  # inlined: opens offline
+    atomic_write_with(path, lambda p: fig.write_html(p, include_plotlyjs=True, full_html=True))  # inlined: opens offline
     return path

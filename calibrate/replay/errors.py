@@ -8,6 +8,8 @@ try:  # same click import dance as sim.errors
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import ClickException, echo
 
+from sim.errors import Interrupted
+
 
 class EngineUnreachable(ClickException):
     """The engine could not be reached or stopped answering; the CLI prints one line and exits 1.
@@ -25,3 +27,11 @@ class EngineUnreachable(ClickException):
 
     def show(self, file=None) -> None:  # noqa: D102 - click's hook
         echo(f"error: engine unreachable: {self.reason}", err=True, file=file)
+
+
+class ReplayInterrupted(Interrupted):
+    """SIGINT or SIGTERM stopped a replay; `partial` carries what was measured (or None)."""
+
+    def __init__(self, what: str = "nothing was measured", *, partial=None) -> None:
+        self.partial = partial
+        super().__init__(what)

@@ -6,8 +6,14 @@ server's own switch where it has one (`SERVERS` below); the prompt is built to t
 count with the server's tokenizer endpoint where it has one (`calibrate.replay.prompts`).
 
 Bounded: at most `max_requests` requests (the caller trims the trace), `timeout_s` wall seconds in
-all; connection failures end the replay with `EngineUnreachable` carrying what was measured. Only
-loopback addresses are accepted unless the caller allows remote hosts.
+all — server detection and prompt tokenization included, so a server that trickles keep-alive
+bytes forever is cut off at the deadline like one that never answers; connection failures end the
+replay with `EngineUnreachable` carrying what was measured. Bounded in memory: a reply is read in
+pieces and abandoned past `MAX_REPLY_BYTES` (a JSON answer) or `MAX_LINE_BYTES` per server-sent
+line and `stream_byte_cap(max_tokens)` per stream, so an endless body costs a few MiB, not the
+machine. A reply that is not what an OpenAI-compatible server sends (not JSON, no token list) is
+a `ConfigError` naming the endpoint (one line, exit 2), as is a URL that cannot be used (bad scheme,
+port out of range). Only loopback addresses are accepted unless the caller allows remote hosts.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from calibrate.replay.dispatch import Dispatcher
-from calibrate.replay.errors import EngineUnreachable
+from calibrate.replay.errors import EngineUnreachable, ReplayInterrupted
 from calibrate.replay.prompts import build_prompts
 from calibrate.replay.records import FAILED, REJECTED, Measurement, ReplayResult
 from sim.errors import ConfigError
@@ -82,10 +88,83 @@ SERVERS: tuple[ServerKind, ...] = (
 )
 GENERIC = ServerKind("openai-compatible", ("GET", "/v1/models", None), None)
 
+# Size bounds of what a server may send. A streamed completion chunk is one `data: {...}` line of a
+# few hundred bytes (id, model name, one token's text, a finish_reason; ~250 B from vLLM and
+# llama-server); a line of 1 MiB is no completion chunk. A whole stream may carry, per requested
+# token, up to 64 KiB (room for logprobs and long ids), plus 1 MiB of headers and pings. A plain
+# JSON reply (model list, tokenizer output of a prompt of at most 2^31 tokens is far more, but the
+# prompts built here are at most a context window: 8 bytes per token id of a 1M-token prompt) is
+# capped at 16 MiB.
+MAX_LINE_BYTES = 1 << 20
+MAX_REPLY_BYTES = 16 << 20
+_STREAM_BYTES_PER_TOKEN = 64 << 10
+
+
+def stream_byte_cap(max_tokens: int) -> int:
+    """Most bytes one streamed completion of `max_tokens` tokens may take before it is abandoned."""
+    return MAX_LINE_BYTES + _STREAM_BYTES_PER_TOKEN * max(1, max_tokens)
+
+
+class ReplyTooLarge(Exception):
+    """A server sent more bytes than the bound of what it was asked for."""
+
+
+async def _iter_lines(resp, *, max_line_bytes: int, max_total_bytes: int):
+    """The response body's lines (decoded, without the line break), read in pieces: raises
+    `ReplyTooLarge` as soon as one line or the whole body passes its bound, whatever the server
+    keeps sending (httpx's own `aiter_lines` would buffer an endless line whole)."""
+    buf = b""
+    total = 0
+    async for piece in resp.aiter_bytes():
+        total += len(piece)
+        if total > max_total_bytes:
+            raise ReplyTooLarge(f"reply passed {max_total_bytes:,} bytes")
+        buf += piece
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0:
+                break
+            line, buf = buf[:nl], buf[nl + 1:]
+            yield line.rstrip(b"\r").decode(errors="replace")
+        if len(buf) > max_line_bytes:
+            raise ReplyTooLarge(f"a line passed {max_line_bytes:,} bytes")
+    if buf:
+        yield buf.rstrip(b"\r").decode(errors="replace")
+
+
+async def _read_capped(resp, max_bytes: int = MAX_REPLY_BYTES) -> bytes:
+    """A whole (non-streamed) body, refusing to hold more than `max_bytes`."""
+    chunks, total = [], 0
+    async for piece in resp.aiter_bytes():
+        total += len(piece)
+        if total > max_bytes:
+            raise ReplyTooLarge(f"reply passed {max_bytes:,} bytes")
+        chunks.append(piece)
+    return b"".join(chunks)
+
+
+async def _request_json(client, method: str, path: str, body: dict | None = None, *, timeout=None):
+    """(status, parsed JSON or None when the body is not JSON) of one bounded request."""
+    kw = {} if timeout is None else {"timeout": timeout}
+    async with client.stream(method, path, json=body, **kw) as r:
+        raw = await _read_capped(r)
+    try:
+        return r.status_code, json.loads(raw)
+    except ValueError:
+        return r.status_code, None
+
+
+def _not_openai(base: str, path: str, what: str) -> ConfigError:
+    return ConfigError(f"{base}{path} {what}; is this an OpenAI-compatible server?", field="--endpoint")
+
 
 def check_endpoint(url: str, *, allow_remote: bool = False) -> str:
     """The base URL (scheme://host:port, no trailing /v1); refuses a non-loopback host unless allowed."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port outside 0-65535 or not a number
+    except ValueError as e:
+        raise ConfigError(f"unusable URL {url!r}: {e}", field="--endpoint") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"not an http(s) URL: {url!r}", field="--endpoint")
     host = parts.hostname
@@ -114,22 +193,26 @@ async def _detect(client, base: str) -> _Server:
     import httpx
 
     try:
-        r = await client.get("/v1/models")
-    except httpx.HTTPError as e:
+        status, doc = await _request_json(client, "GET", "/v1/models")
+    except (httpx.HTTPError, httpx.InvalidURL) as e:
         raise EngineUnreachable(f"cannot connect to {base}: {type(e).__name__}: {e}") from e
-    if r.status_code != 200:
-        raise EngineUnreachable(f"{base}/v1/models answered HTTP {r.status_code}; is this an OpenAI-compatible server?")
+    except ReplyTooLarge as e:
+        raise _not_openai(base, "/v1/models", f"sent too much ({e})") from None
+    if status != 200:
+        raise EngineUnreachable(f"{base}/v1/models answered HTTP {status}; is this an OpenAI-compatible server?")
+    if not isinstance(doc, dict):
+        raise _not_openai(base, "/v1/models", "answered something that is not a JSON object")
     try:
-        model = r.json()["data"][0]["id"]
-    except (ValueError, KeyError, IndexError, TypeError):
+        model = str(doc["data"][0]["id"])
+    except (KeyError, IndexError, TypeError):
         model = "default"
     for kind in SERVERS:
         method, path, body = kind.probe
         try:
-            p = await client.request(method, path, json=body)
-        except httpx.HTTPError:
+            p_status, _ = await _request_json(client, method, path, body)
+        except (httpx.HTTPError, ReplyTooLarge):
             continue
-        if p.status_code == 200:
+        if p_status == 200:
             return _Server(kind, model)
     return _Server(GENERIC, model)
 
@@ -141,10 +224,19 @@ _EOG_MARKERS = ("<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<
 
 
 async def _token_ids(client, server: _Server, text: str) -> list[int]:
+    import httpx
+
     path, body = server.kind.tokenize
-    r = await client.post(path, json=body(text, server.model))
-    r.raise_for_status()
-    return list(r.json()["tokens"])
+    try:
+        status, doc = await _request_json(client, "POST", path, body(text, server.model))
+    except ReplyTooLarge as e:
+        raise _not_openai(str(client.base_url).rstrip("/"), path, f"sent too much ({e})") from None
+    if status != 200:
+        raise httpx.HTTPStatusError(f"{path} answered HTTP {status}", request=None, response=None)
+    tokens = doc.get("tokens") if isinstance(doc, dict) else None
+    if not isinstance(tokens, list):
+        raise _not_openai(str(client.base_url).rstrip("/"), path, "answered without a token list")
+    return tokens
 
 
 async def _eog_bias(client, server: _Server) -> dict[str, float]:
@@ -175,14 +267,22 @@ async def _one(client, server: _Server, prompt: str, meas: Measurement, clock) -
     finish_reason = None
     got_done = False
     meas.arrival_s = clock()
+    # a chunk carries at most one token here (`choices` of n=1); more chunks than this is a server
+    # that does not stop: twice the budget plus a few for role/usage/terminator chunks
+    max_chunks = 2 * n_out + 16
+    chunks = 0
     try:
         async with client.stream("POST", "/v1/completions", json=body) as resp:
             if resp.status_code != 200:
-                text = (await resp.aread()).decode(errors="replace")[:200].replace("\n", " ")
+                try:
+                    text = (await _read_capped(resp, 64 << 10)).decode(errors="replace")
+                except ReplyTooLarge:
+                    text = "(error body over 64 KiB)"
+                text = text[:200].replace("\n", " ")
                 status = REJECTED if 400 <= resp.status_code < 500 else FAILED
                 meas.fail(f"HTTP {resp.status_code}: {text}", status=status)
                 return
-            async for line in resp.aiter_lines():
+            async for line in _iter_lines(resp, max_line_bytes=MAX_LINE_BYTES, max_total_bytes=stream_byte_cap(n_out)):
                 t = clock()
                 if not line.startswith("data:"):
                     continue  # blank separators and ": ping" comments
@@ -190,26 +290,40 @@ async def _one(client, server: _Server, prompt: str, meas: Measurement, clock) -
                 if data == "[DONE]":
                     got_done = True
                     break
+                chunks += 1
+                if chunks > max_chunks:
+                    meas.fail(f"server kept streaming: {chunks} chunks for max_tokens={n_out}; stopped reading")
+                    return
                 try:
                     chunk = json.loads(data)
                 except ValueError:
                     meas.fail(f"unparseable stream chunk after {len(meas.token_times_s)} tokens: {data[:80]!r}")
                     return
+                if not isinstance(chunk, dict):
+                    meas.fail(f"stream chunk is not a JSON object after {len(meas.token_times_s)} tokens: {data[:80]!r}")
+                    return
                 if "error" in chunk:
                     meas.fail(f"server error after {len(meas.token_times_s)} tokens: {str(chunk['error'])[:200]}")
                     return
-                usage = chunk.get("usage")
-                if usage and usage.get("completion_tokens") is not None:
-                    meas.output_tokens = int(usage["completion_tokens"])
-                for choice in chunk.get("choices") or ():
-                    fr = choice.get("finish_reason")
-                    # a chunk carries a token unless it is a bare terminator (finish_reason, no text)
-                    if fr is None or choice.get("text"):
-                        meas.token(t)
-                    if fr is not None:
-                        finish_reason = fr
+                try:
+                    usage = chunk.get("usage")
+                    if usage and usage.get("completion_tokens") is not None:
+                        meas.output_tokens = int(usage["completion_tokens"])
+                    for choice in chunk.get("choices") or ():
+                        fr = choice.get("finish_reason")
+                        # a chunk carries a token unless it is a bare terminator (finish_reason, no text)
+                        if fr is None or choice.get("text"):
+                            meas.token(t)
+                        if fr is not None:
+                            finish_reason = fr
+                except (AttributeError, TypeError, ValueError, OverflowError):
+                    meas.fail(f"malformed stream chunk after {len(meas.token_times_s)} tokens: {data[:80]!r}")
+                    return
     except httpx.TimeoutException as e:
         meas.fail(f"timed out after {len(meas.token_times_s)} tokens ({type(e).__name__})")
+        return
+    except ReplyTooLarge as e:
+        meas.fail(f"reply too large after {len(meas.token_times_s)} tokens: {e}; stopped reading")
         return
     except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
         meas.fail(f"connection lost after {len(meas.token_times_s)} of {n_out} tokens: {type(e).__name__}: {e}")
@@ -235,9 +349,10 @@ async def _one(client, server: _Server, prompt: str, meas: Measurement, clock) -
 async def _alive(client) -> bool:
     import httpx
 
-    try:
-        return (await client.get("/v1/models", timeout=3.0)).status_code == 200
-    except httpx.HTTPError:
+    try:  # 3 s in all: a server trickling bytes would reset a per-read timeout forever
+        status, _ = await asyncio.wait_for(_request_json(client, "GET", "/v1/models", timeout=3.0), 3.0)
+        return status == 200
+    except (httpx.HTTPError, ReplyTooLarge, asyncio.TimeoutError):
         return False
 
 
@@ -249,43 +364,103 @@ async def replay_http_async(
     timeout_s: float = 600.0,
     allow_remote: bool = False,
 ) -> ReplayResult:
-    """Replay `requests` against the server at `endpoint`; see the module docstring."""
+    """Replay `requests` against the server at `endpoint`; see the module docstring.
+
+    SIGINT and SIGTERM stop the replay like its deadline does: requests in flight are cancelled
+    (their tokens kept) and `ReplayInterrupted` carries what was measured."""
     import httpx
 
     if not requests:
         raise ConfigError("the trace has no requests", field="trace")
     base = check_endpoint(endpoint, allow_remote=allow_remote)
+    deadline = time.perf_counter() + timeout_s
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
     timeout = httpx.Timeout(connect=5.0, read=timeout_s, write=30.0, pool=None)
-    async with httpx.AsyncClient(base_url=base, timeout=timeout, limits=limits) as client:
-        server = await _detect(client, base)
-        tokenize = None
-        if server.kind.tokenize is not None:
-            async def tokenize(text: str) -> int:
-                return len(await _token_ids(client, server, text))
-            if server.kind.name == "llama-cpp-python":
-                server.eog_bias = await _eog_bias(client, server)
-        try:
-            prompts, prompt_source = await build_prompts(requests, tokenize, secrets.token_hex(2))
-        except httpx.HTTPError as e:
-            raise EngineUnreachable(f"tokenizing prompts at {base} failed: {type(e).__name__}: {e}") from e
-        records, error, engine_lost = await _drive(client, server, requests, prompts, concurrency, timeout_s)
+    with _stop_on_signals() as stop:
+        async with httpx.AsyncClient(base_url=base, timeout=timeout, limits=limits) as client:
+
+            async def setup():
+                server = await _detect(client, base)
+                tokenize = None
+                if server.kind.tokenize is not None:
+                    async def tokenize(text: str) -> int:
+                        return len(await _token_ids(client, server, text))
+                    if server.kind.name == "llama-cpp-python":
+                        server.eog_bias = await _eog_bias(client, server)
+                try:
+                    prompts, prompt_source = await build_prompts(requests, tokenize, secrets.token_hex(2))
+                except httpx.HTTPError as e:
+                    raise EngineUnreachable(f"tokenizing prompts at {base} failed: {type(e).__name__}: {e}") from e
+                return server, prompts, prompt_source
+
+            server, prompts, prompt_source = await _until(setup(), deadline, stop, base, timeout_s)
+            records, error, engine_lost = await _drive(client, server, requests, prompts, concurrency,
+                                                       deadline, timeout_s, stop)
     config = {
         "target": "endpoint", "endpoint": base, "server": server.kind.name, "model": server.model,
         "concurrency": concurrency, "prompt_tokens_source": prompt_source,
         "forced_output_fields": sorted(server.kind.force(1)) + (["logit_bias"] if server.eog_bias else []),
     }
     result = ReplayResult(tuple(records), config, {}, error)
+    if stop.is_set():
+        raise ReplayInterrupted(partial=result)
     if engine_lost:
         raise EngineUnreachable(error, partial=result)
     return result
 
 
-async def _drive(client, server, requests, prompts, concurrency, timeout_s):
-    """Send requests as the dispatcher releases them; returns (records, error, engine_lost)."""
+class _stop_on_signals:
+    """An `asyncio.Event` set by SIGINT or SIGTERM while the `with` block runs (the loop's own
+    handlers, so the replay can stop cleanly and keep its records instead of being torn down by
+    KeyboardInterrupt). Where handlers cannot be installed (not the main thread) it is never set."""
+
+    _SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __enter__(self) -> asyncio.Event:
+        import signal
+
+        self.event = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+        self.installed = []
+        for name in self._SIGNALS:
+            sig = getattr(signal, name, None)
+            if sig is None:
+                continue
+            try:
+                self.loop.add_signal_handler(sig, self.event.set)
+            except (RuntimeError, NotImplementedError, ValueError):  # not the main thread, or Windows
+                continue
+            self.installed.append(sig)
+        return self.event
+
+    def __exit__(self, *exc) -> None:
+        for sig in self.installed:
+            self.loop.remove_signal_handler(sig)
+
+
+async def _until(coro, deadline: float, stop: asyncio.Event, base: str, timeout_s: float):
+    """`await coro`, but give up at `deadline` (EngineUnreachable) or when `stop` is set
+    (ReplayInterrupted, nothing measured yet)."""
+    task = asyncio.ensure_future(coro)
+    stopper = asyncio.ensure_future(stop.wait())
+    done, _ = await asyncio.wait({task, stopper}, timeout=max(0.0, deadline - time.perf_counter()),
+                                 return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, stopper, return_exceptions=True)
+    if stop.is_set():
+        raise ReplayInterrupted(partial=None)
+    raise EngineUnreachable(f"{base} gave no usable answer within --timeout-s {timeout_s:g} s "
+                            "(detecting the server and tokenizing the prompts)")
+
+
+async def _drive(client, server, requests, prompts, concurrency, deadline, timeout_s, stop):
+    """Send requests as the dispatcher releases them until all are done, `deadline` passes or
+    `stop` is set; returns (records, error, engine_lost)."""
     dispatcher = Dispatcher(requests, concurrency)
     wall0 = time.perf_counter()
-    deadline = wall0 + timeout_s
 
     def clock() -> float:
         return dispatcher.start_s + (time.perf_counter() - wall0)
@@ -294,7 +469,11 @@ async def _drive(client, server, requests, prompts, concurrency, timeout_s):
     tasks: dict[asyncio.Task, Measurement] = {}
     error = ""
     engine_lost = False
+    stopper = asyncio.ensure_future(stop.wait())
     while not dispatcher.done:
+        if stop.is_set():
+            error = f"interrupted after {time.perf_counter() - wall0:.1f} s"
+            break
         if time.perf_counter() >= deadline:
             error = f"timeout after {timeout_s:g} s"
             break
@@ -310,12 +489,11 @@ async def _drive(client, server, requests, prompts, concurrency, timeout_s):
         if nxt is not None:
             wait_s = min(wait_s, nxt - clock())
         wait_s = max(wait_s, 0.0)
-        if not tasks:
-            await asyncio.sleep(wait_s)
-            continue
-        done, _ = await asyncio.wait(list(tasks), timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait([*tasks, stopper], timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
         lost = None
         for task in done:
+            if task is stopper:
+                continue
             m = tasks.pop(task)
             dispatcher.finished(m.id, clock())
             if isinstance(task.exception(), _ConnectionLost):
@@ -324,11 +502,11 @@ async def _drive(client, server, requests, prompts, concurrency, timeout_s):
             error = f"engine stopped answering after {time.perf_counter() - wall0:.1f} s: {lost}"
             engine_lost = True
             break
+    stopper.cancel()
     for task, m in tasks.items():  # stopped early: cancel what is in flight, keep its tokens
         task.cancel()
         m.fail(f"cancelled: {error}")
-    if tasks:
-        await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(stopper, *tasks, return_exceptions=True)
     never_sent = dispatcher.abandon()
     records = [m.freeze() for m in measurements]
     records += [Measurement(r.id, r.arrival_s, prompts[r.id][1], r.output_tokens).freeze(f"not sent: {error}")

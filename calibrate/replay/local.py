@@ -44,7 +44,7 @@ import numpy as np
 
 from calibrate.llama_buffers import decode_crashed, extra_bufts_crash
 from calibrate.replay.dispatch import Dispatcher
-from calibrate.replay.errors import EngineUnreachable
+from calibrate.replay.errors import EngineUnreachable, ReplayInterrupted
 from calibrate.replay.records import REJECTED, Measurement, ReplayResult
 from sim.cost.llamacpp import Piece, split_equal
 from sim.errors import ConfigError
@@ -319,96 +319,101 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
         del running[s.seq_id]
         dispatcher.finished(s.meas.id, now)
 
-    while not dispatcher.done:
-        now = clock()
-        if time.perf_counter() > deadline:
-            error = f"timeout after {timeout_s:g} s"
-            break
-        for req, ready_s in dispatcher.ready(now):
-            m = Measurement(req.id, ready_s, req.prompt_tokens, req.output_tokens)
-            measurements.append(m)
-            need = req.prompt_tokens + req.output_tokens
-            if need > engine.n_ctx_seq or req.prompt_tokens < 1:
-                m.fail(f"prompt + output = {need} tokens does not fit the per-sequence context of "
-                       f"{engine.n_ctx_seq}" if req.prompt_tokens >= 1 else "empty prompt", status=REJECTED)
-                dispatcher.finished(req.id, now)
-            else:
-                waiting.append((req, m))
-        while waiting and free_ids:  # admission: every iteration, while a sequence slot is free
-            req, m = waiting.popleft()
-            sid = heapq.heappop(free_ids)
-            m.scheduled_s = now
-            running[sid] = _Sequence(sid, m, engine.prompt_tokens(req.prompt_tokens, rng), max(req.output_tokens, 1))
-        if not running:
-            nxt = dispatcher.next_ready_s()
-            if nxt is None:
-                if dispatcher.done:
-                    break
-                raise RuntimeError("replay stalled: nothing running and nothing to release")  # a bug, not input
-            time.sleep(min(max(nxt - clock(), 0.0), max(deadline - time.perf_counter(), 0.0)))
-            continue
-
-        # one iteration: decodes first, then prompt chunks up to n_batch tokens
-        tokens: list[int] = []
-        pos: list[int] = []
-        seq: list[int] = []
-        logits: list[bool] = []
-        emitters: list[tuple[_Sequence, int]] = []  # sequence, its output index in the batch
-        # Slot (seq_id) order, as llama-server walks its slots. With one KV stream per sequence
-        # llama.cpp only puts consecutive seq_ids in one ubatch (`split_equal(n_ubatch, sequential)`,
-        # chosen when the cache has several streams): decodes in admission order — e.g. 2, 3, 0, 1
-        # after slots are reused — become several passes over the weights. Measured on Gemma 3 270M,
-        # 1 thread: 4 decodes take 65 ms in order 0..3, 83 ms as 3, 0, 1, 2 and 104 ms as 2, 3, 0, 1.
-        order = sorted(running.values(), key=lambda s: s.seq_id)
-        for s in order:
-            if not s.prefilling:
-                emitters.append((s, len(tokens)))
-                tokens.append(s.last_token)
-                pos.append(s.prompt_done + s.generated - 1)
-                seq.append(s.seq_id)
-                logits.append(True)
-        n_decode = len(tokens)  # the decodes come first in the batch, one token each
-        decode_slots = seq[:n_decode]
-        budget = engine.n_batch - len(tokens)
-        for s in running.values():  # prompts in admission order (FIFO, as the simulator's scheduler)
-            if budget <= 0:
+    interrupted = False
+    try:  # SIGINT / SIGTERM (sigterm_as_interrupt) end the loop like the deadline: keep what was measured
+        while not dispatcher.done:
+            now = clock()
+            if time.perf_counter() > deadline:
+                error = f"timeout after {timeout_s:g} s"
                 break
-            if s.prefilling:
-                k = min(budget, len(s.prompt) - s.prompt_done)
-                chunk = s.prompt[s.prompt_done:s.prompt_done + k]
-                last = s.prompt_done + k == len(s.prompt)
-                for j, t in enumerate(chunk):
-                    tokens.append(int(t))
-                    pos.append(s.prompt_done + j)
+            for req, ready_s in dispatcher.ready(now):
+                m = Measurement(req.id, ready_s, req.prompt_tokens, req.output_tokens)
+                measurements.append(m)
+                need = req.prompt_tokens + req.output_tokens
+                if need > engine.n_ctx_seq or req.prompt_tokens < 1:
+                    m.fail(f"prompt + output = {need} tokens does not fit the per-sequence context of "
+                           f"{engine.n_ctx_seq}" if req.prompt_tokens >= 1 else "empty prompt", status=REJECTED)
+                    dispatcher.finished(req.id, now)
+                else:
+                    waiting.append((req, m))
+            while waiting and free_ids:  # admission: every iteration, while a sequence slot is free
+                req, m = waiting.popleft()
+                sid = heapq.heappop(free_ids)
+                m.scheduled_s = now
+                running[sid] = _Sequence(sid, m, engine.prompt_tokens(req.prompt_tokens, rng), max(req.output_tokens, 1))
+            if not running:
+                nxt = dispatcher.next_ready_s()
+                if nxt is None:
+                    if dispatcher.done:
+                        break
+                    raise RuntimeError("replay stalled: nothing running and nothing to release")  # a bug, not input
+                time.sleep(min(max(nxt - clock(), 0.0), max(deadline - time.perf_counter(), 0.0)))
+                continue
+
+            # one iteration: decodes first, then prompt chunks up to n_batch tokens
+            tokens: list[int] = []
+            pos: list[int] = []
+            seq: list[int] = []
+            logits: list[bool] = []
+            emitters: list[tuple[_Sequence, int]] = []  # sequence, its output index in the batch
+            # Slot (seq_id) order, as llama-server walks its slots. With one KV stream per sequence
+            # llama.cpp only puts consecutive seq_ids in one ubatch (`split_equal(n_ubatch, sequential)`,
+            # chosen when the cache has several streams): decodes in admission order — e.g. 2, 3, 0, 1
+            # after slots are reused — become several passes over the weights. Measured on Gemma 3 270M,
+            # 1 thread: 4 decodes take 65 ms in order 0..3, 83 ms as 3, 0, 1, 2 and 104 ms as 2, 3, 0, 1.
+            order = sorted(running.values(), key=lambda s: s.seq_id)
+            for s in order:
+                if not s.prefilling:
+                    emitters.append((s, len(tokens)))
+                    tokens.append(s.last_token)
+                    pos.append(s.prompt_done + s.generated - 1)
                     seq.append(s.seq_id)
-                    logits.append(last and j == k - 1)
-                if last:
-                    emitters.append((s, len(tokens) - 1))
-                s.prompt_done += k
-                budget -= k
-        t0 = clock()
-        try:
-            engine.decode(tokens, pos, seq, logits)
-        except RuntimeError as e:
-            error = f"llama.cpp stopped: {e}"
-            break
-        for s, idx in emitters:  # sample the whole batch, then its tokens exist (a server sends them now)
-            s.last_token = engine.sample(s.seq_id, idx)
-        t = clock()
-        row = {"start_s": t0, "duration_s": t - t0, "prefill_seqs": len(set(seq[n_decode:])),
-               "prefill_tokens": len(tokens) - n_decode, "decode_seqs": n_decode,
-               # passes llama.cpp runs the decodes in: one per run of consecutive slots (sim.cost.llamacpp)
-               "decode_runs": len(split_equal([Piece(sid, 1, 0) for sid in decode_slots])),
-               "decode_context_mean": (sum(pos[:n_decode]) + n_decode) / n_decode if n_decode else 0.0}
-        for key, value in row.items():
-            iteration_log[key].append(value)
-        kv_peak_used = max(kv_peak_used, sum(s.kv_tokens for s in running.values()))
-        kv_peak_reserved = max(kv_peak_reserved, len(running) * engine.n_ctx_seq)
-        for s, _ in emitters:
-            s.generated += 1
-            s.meas.token(t)
-            if s.generated >= s.target_tokens:
-                finish(s, t)
+                    logits.append(True)
+            n_decode = len(tokens)  # the decodes come first in the batch, one token each
+            decode_slots = seq[:n_decode]
+            budget = engine.n_batch - len(tokens)
+            for s in running.values():  # prompts in admission order (FIFO, as the simulator's scheduler)
+                if budget <= 0:
+                    break
+                if s.prefilling:
+                    k = min(budget, len(s.prompt) - s.prompt_done)
+                    chunk = s.prompt[s.prompt_done:s.prompt_done + k]
+                    last = s.prompt_done + k == len(s.prompt)
+                    for j, t in enumerate(chunk):
+                        tokens.append(int(t))
+                        pos.append(s.prompt_done + j)
+                        seq.append(s.seq_id)
+                        logits.append(last and j == k - 1)
+                    if last:
+                        emitters.append((s, len(tokens) - 1))
+                    s.prompt_done += k
+                    budget -= k
+            t0 = clock()
+            try:
+                engine.decode(tokens, pos, seq, logits)
+            except RuntimeError as e:
+                error = f"llama.cpp stopped: {e}"
+                break
+            for s, idx in emitters:  # sample the whole batch, then its tokens exist (a server sends them now)
+                s.last_token = engine.sample(s.seq_id, idx)
+            t = clock()
+            row = {"start_s": t0, "duration_s": t - t0, "prefill_seqs": len(set(seq[n_decode:])),
+                   "prefill_tokens": len(tokens) - n_decode, "decode_seqs": n_decode,
+                   # passes llama.cpp runs the decodes in: one per run of consecutive slots (sim.cost.llamacpp)
+                   "decode_runs": len(split_equal([Piece(sid, 1, 0) for sid in decode_slots])),
+                   "decode_context_mean": (sum(pos[:n_decode]) + n_decode) / n_decode if n_decode else 0.0}
+            for key, value in row.items():
+                iteration_log[key].append(value)
+            kv_peak_used = max(kv_peak_used, sum(s.kv_tokens for s in running.values()))
+            kv_peak_reserved = max(kv_peak_reserved, len(running) * engine.n_ctx_seq)
+            for s, _ in emitters:
+                s.generated += 1
+                s.meas.token(t)
+                if s.generated >= s.target_tokens:
+                    finish(s, t)
+    except KeyboardInterrupt:
+        interrupted = True
+        error = "interrupted"
 
     for s in list(running.values()):  # stopped early: free and keep what arrived
         s.meas.fail(error or "stopped")
@@ -435,4 +440,7 @@ def _serve(engine: LlamaEngine, requests, concurrency, cfg: LocalConfig, timeout
         "iterations": len(batch_sizes),
         "iteration_log": iteration_log,
     }
-    return ReplayResult(tuple(records), config, stats, error)
+    result = ReplayResult(tuple(records), config, stats, error)
+    if interrupted:
+        raise ReplayInterrupted(partial=result)
+    return result

@@ -160,11 +160,12 @@ class ReplayResult:
 
     def write(self, out_dir: str | Path) -> Path:
         """Write requests.csv, summary.json and tokens.jsonl into `out_dir` (created)."""
+        from sim.files import atomic_write, atomic_write_text, atomic_write_with
+
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        self.requests.to_csv(out / "requests.csv", index=False)
-        (out / "summary.json").write_text(json.dumps(self.summary, indent=2, allow_nan=False) + "\n")
-        with open(out / "tokens.jsonl", "w") as f:
+        atomic_write_with(out / "requests.csv", lambda p: self.requests.to_csv(p, index=False))
+        atomic_write_text(out / "summary.json", json.dumps(self.summary, indent=2, allow_nan=False) + "\n")
+        with atomic_write(out / "tokens.jsonl") as f:
             for r in self.records:
                 f.write(json.dumps({"id": r.id, "status": r.status, "arrival_s": r.arrival_s,
                                     "token_times_s": list(r.token_times_s)}) + "\n")
@@ -172,7 +173,7 @@ class ReplayResult:
         if log:  # the in-process driver's iterations, comparable row by row with a simulation's
             import pandas as pd
 
-            pd.DataFrame(log).to_csv(out / "iterations.csv", index=False)
+            atomic_write_with(out / "iterations.csv", lambda p: pd.DataFrame(log).to_csv(p, index=False))
         return out
 
 

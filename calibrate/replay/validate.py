@@ -18,9 +18,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from calibrate.replay.compare import Row, at_speed, cdf_html, compare, on_clock, simulated_trace
-from calibrate.replay.errors import EngineUnreachable
+from calibrate.replay.errors import EngineUnreachable, ReplayInterrupted
 from calibrate.replay.records import ReplayResult
 from sim.errors import ConfigError
+from sim.files import atomic_write_text, atomic_write_with
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,9 @@ class ValidationReport:
         out = Path(out_dir)
         self.measured.write(out / "measured")
         pred = out / "predicted"
-        pred.mkdir(parents=True, exist_ok=True)
-        self.predicted.requests.to_csv(pred / "requests.csv", index=False)
-        (pred / "summary.json").write_text(json.dumps(self.predicted.summary, indent=2) + "\n")
-        (out / "comparison.json").write_text(json.dumps(self.as_dict(), indent=2) + "\n")
+        atomic_write_with(pred / "requests.csv", lambda p: self.predicted.requests.to_csv(p, index=False))
+        atomic_write_text(pred / "summary.json", json.dumps(self.predicted.summary, indent=2) + "\n")
+        atomic_write_text(out / "comparison.json", json.dumps(self.as_dict(), indent=2) + "\n")
         return out
 
     def write_html(self, path: str | Path, *, title: str) -> Path:
@@ -112,10 +112,23 @@ def run_validation(
         + (f"with {concurrency} closed-loop clients" if concurrency else "open loop at the trace's times"))
     try:
         measured = replay(requests)
-    except EngineUnreachable as e:
+    except (EngineUnreachable, ReplayInterrupted) as e:
         if out is not None and e.partial is not None:
             e.partial.write(Path(out) / "measured")
         raise
+    try:
+        return _predict_and_compare(measured, requests, spec=spec, quant=quant, base_engine=base_engine,
+                                    user_overrides=user_overrides, profile=profile, concurrency=concurrency,
+                                    seed=seed, log=log, out=out, speed_margin=speed_margin)
+    except KeyboardInterrupt:  # the measurement is what took the time: keep it
+        if out is not None:
+            measured.write(Path(out) / "measured")
+        raise ReplayInterrupted("stopped while simulating", partial=measured) from None
+
+
+def _predict_and_compare(measured, requests, *, spec, quant, base_engine, user_overrides, profile, concurrency,
+                         seed, log, out, speed_margin) -> ValidationReport:
+    """Simulate what `measured` replayed and compare (the second half of `run_validation`)."""
     if spec is None:  # endpoint without --model: the server's model id may be the GGUF it serves
         served = measured.config.get("model") or ""
         if not served.endswith(".gguf") or not Path(served).is_file():

@@ -63,8 +63,11 @@ def _kernel_error(hw: "HardwareProfile", engine: "EngineConfig | None") -> dict:
             kind = next((k for k in kinds if by_kind.get(k) is not None), None)
             if kind is not None:
                 figures[fig] = {"pct": round(100 * by_kind[kind], 1), "n": n, "kind": kind, "basis": basis}
-        return {"family": family, "transferred_from": [], "figures": figures,
-                "basis": f"calibrated on this machine with {name} ({cal.get('date', 'date unknown')})"}
+        out = {"family": family, "transferred_from": [], "figures": figures,
+               "basis": f"calibrated on this machine with {name} ({cal.get('date', 'date unknown')})"}
+        if cal.get("unreliable"):  # saved with `calibrate --force` although the fit failed its checks
+            out["unreliable"] = list(cal["unreliable"])
+        return out
     eff = hw.engine_efficiency.get(family) if family else None
     if eff is None or not eff.error:
         who = family or "this engine"
@@ -106,6 +109,9 @@ def describe(err: dict) -> str:
 
 def _describe_kernel(err: dict) -> str:
     figs = err.get("figures") or {}
+    if err.get("unreliable"):
+        return (f"expected error: UNRELIABLE — the profile's calibration failed its checks and was saved with "
+                f"--force ({'; '.join(err['unreliable'])}); its figures can be off by any amount — {err['basis']}")
     if not figs:
         return f"expected error: {err['basis']}"
     label = {"ttft": "TTFT", "tpot": "TPOT", "throughput": "throughput", "e2e": "e2e"}

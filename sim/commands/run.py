@@ -76,7 +76,7 @@ def run(
 
     Comma-separated --hw, --model, --quant, --engine or --concurrency values simulate every
     combination and print them side by side ("Ollama vs vLLM at 4 users" is one command)."""
-    from sim.api import make_spec, resolve, run_spec
+    from sim.api import deployment_notes, make_spec, resolve, run_spec
     from sim.catalog.lookup import get_model
 
     overrides = {
@@ -87,6 +87,7 @@ def run(
         "prefix_caching": prefix_caching, "flash_attention": flash_attn,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    _check_conflicts(concurrency=concurrency, rate_scale=rate_scale, replicas=replicas, router=router, disagg=disagg)
     if flash_attn:  # forced on for every model (Ollama: OLLAMA_FLASH_ATTENTION=1), not per architecture
         overrides["flash_attention_architectures"] = ["*"]
     choices = {
@@ -105,11 +106,23 @@ def run(
         )
         for c in (dict(zip(choices, combo)) for combo in itertools.product(*choices.values()))
     ]
-    results = []
-    for i, spec in enumerate(specs):
-        # The resolved configuration first, so nothing is assumed silently (stderr under --json).
+    if out is not None:  # before the simulation: a write error after minutes of it would waste them
+        from sim.files import check_writable
+
+        check_writable(out)
+    # Every deployment checked against the compatibility table (sim.catalog.compat) before any runs:
+    # an impossible one is a one-line error (exit 2); a different one is said with its configuration.
+    resolved = []
+    for spec in specs:
         prof, eng = resolve(spec)
+        resolved.append((prof, eng, deployment_notes(spec, prof, eng, get_model(spec.model),
+                                                     spec.quant or eng.default_quant)))
+    results = []
+    for i, (spec, (prof, eng, notes)) in enumerate(zip(specs, resolved)):
+        # The resolved configuration first, so nothing is assumed silently (stderr under --json).
         _print_config(_config_line(spec, eng, prof, get_model(spec.model)), err=as_json)
+        for note in notes:
+            _print_config(f"note: {note}", err=as_json)
         t0 = time.perf_counter()
         result = run_spec(spec)
         wall_s = time.perf_counter() - t0
@@ -128,15 +141,20 @@ def run(
             from rich.console import Console
 
             Console().print(_table(results[0]))
+            _print_verdict(Console(), results[0].summary)
             _print_error_band(Console(), results[0].summary)
-        return
+        _report_rejections(results, as_json)
+        raise typer.Exit(_exit_status(results))
     if as_json:
         sys.stdout.write(json.dumps({"runs": [r.summary for r in results]}, indent=2, sort_keys=True) + "\n")
     else:
         from rich.console import Console
 
         console = Console()
+        if not console.is_terminal:  # piped: the table's natural width, not 80 columns (as `sweep` and `plan`)
+            console = Console(width=200)
         console.print(_comparison_table(specs, results, varying=[k for k, v in choices.items() if len(v) > 1]))
+        _print_verdicts(console, results)
         seen = set()
         for r in results:
             cfg = r.summary.get("config", {})
@@ -144,6 +162,57 @@ def run(
             if key not in seen:
                 seen.add(key)
                 _print_error_band(console, r.summary, prefix=f"{key[0]} / {key[1]}: ")
+    _report_rejections(results, as_json, labels=[_run_folder(i, s) for i, s in enumerate(specs)])
+    raise typer.Exit(_exit_status(results))
+
+
+def rejections_by_reason(result: SimResult) -> list[tuple[str, int]]:
+    """(reason, requests) of the rejected requests of a run, most frequent first (ties by reason)."""
+    from collections import Counter
+
+    if not result.summary["requests"]["rejected"]:  # the request table costs pandas (~0.3 s): only when needed
+        return []
+    df = result.requests
+    if df is None or "status" not in df or not len(df):
+        return []
+    counts = Counter(df.loc[df["status"] == "rejected", "reason"].astype(str))
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _report_rejections(results, as_json: bool, labels: list[str] | None = None) -> None:
+    """One line per rejection reason under the table (stderr under --json, whose stdout is JSON only)."""
+    for i, r in enumerate(results):
+        reasons = rejections_by_reason(r)
+        if not reasons:
+            continue
+        total = r.summary["requests"]["total"]
+        rejected = sum(n for _, n in reasons)
+        who = f"{labels[i]}: " if labels else ""
+        typer.echo(f"{who}rejected {rejected:,} of {total:,} requests:", err=as_json)
+        for reason, n in reasons:
+            typer.echo(f"  {n:,} x {reason or 'no reason recorded'}", err=as_json)
+
+
+def _exit_status(results) -> int:
+    """0: every request completed or none was rejected; 1: some rejected; 3: all rejected, in every
+    run (sim.errors exit codes)."""
+    from sim.errors import EXIT_ALL_FAILED, EXIT_OK, EXIT_PARTIAL
+
+    rejected = sum(r.summary["requests"]["rejected"] for r in results)
+    total = sum(r.summary["requests"]["total"] for r in results)
+    if rejected == 0:
+        return EXIT_OK
+    return EXIT_ALL_FAILED if rejected >= total else EXIT_PARTIAL
+
+
+def _check_conflicts(*, concurrency, rate_scale, replicas, router, disagg) -> None:
+    """Options that another option makes meaningless would be ignored without a word: errors instead."""
+    if concurrency and rate_scale != 1.0:
+        raise ConfigError("--rate-scale divides the trace's arrival times, which a closed loop (--concurrency: "
+                          "each client sends when answered) ignores; give one of them", field="--rate-scale")
+    if router and replicas <= 1 and not disagg:
+        raise ConfigError("--router picks a replica for each request: give --replicas N > 1 (or --disagg)",
+                          field="--router")
 
 
 # What rich would change in a line printed without highlighting: markup (`[`), emoji codes
@@ -167,6 +236,25 @@ def _print_config(line: str, *, err: bool) -> None:
     from rich.console import Console
 
     Console(stderr=err).print(line, highlight=False, soft_wrap=True)
+
+
+def _print_verdict(console: Console, summary: dict) -> None:
+    """Whether the figures above are steady-state figures (sim.engine.verdict), under the table."""
+    v = summary.get("verdict")
+    if v:
+        console.print(f"verdict: {v['text']}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _print_verdicts(console: Console, results) -> None:
+    """The compared runs' verdicts under their table: once when they all agree, else one line per
+    run (numbered in table order)."""
+    texts = [(r.summary.get("verdict") or {}).get("text") for r in results]
+    if len(set(texts)) == 1:
+        if texts[0]:
+            console.print(f"verdict (every run): {texts[0]}", highlight=False, markup=False, soft_wrap=True)
+        return
+    for i, text in enumerate(texts, start=1):
+        console.print(f"verdict of row {i}: {text}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _print_error_band(console: Console, summary: dict, prefix: str = "") -> None:
@@ -214,17 +302,18 @@ def _comparison_table(specs, results, varying: list[str]) -> Table:
     (only the differing options are columns, so the table fits 80 columns)."""
     from rich.table import Table
 
-    shown = varying or ["engine"]
+    rows = [_comparison_names(spec, res.summary) for spec, res in zip(specs, results)]
+    # every column whose resolved value differs between the runs (an engine's default quantization
+    # differs with the engine: `--engine ollama,vllm` compares q4_k_m with bf16, and says so)
+    shown = [k for k in COMPARISON_COLUMNS if k in varying or len({r[k] for r in rows}) > 1] or ["engine"]
     t = Table(title="infersim run: comparison", caption="TTFT and TPOT in ms, E2E in s; users = closed-loop clients")
-    for label in shown:
-        t.add_column("users" if label == "concurrency" else label)
+    for label in shown:  # what tells the rows apart is never cut: the figures' columns give way first
+        t.add_column({"concurrency": "users", "kv_dtype": "kv"}.get(label, label), no_wrap=True,
+                     min_width=max(len(r[label]) for r in rows))
     for label in ("out tok/s", "TTFT p50", "TTFT p90", "TPOT p50", "TPOT p90", "E2E p50", "rej."):
         t.add_column(label, justify="right")
-    for spec, res in zip(specs, results):
+    for res, names in zip(results, rows):
         s = res.summary
-        names = {"hw": Path(spec.hw).stem, "engine": _engine_label(spec.engine), "model": Path(spec.model).stem,
-                 "quant": str(s["config"].get("quant") or spec.quant),
-                 "concurrency": str(spec.concurrency) if spec.concurrency else "open"}
         t.add_row(
             *(names[k] for k in shown),
             _fmt(s["throughput"]["output_tok_s"]), _fmt(s["ttft_s"]["p50"], 1e3, 0), _fmt(s["ttft_s"]["p90"], 1e3, 0),
@@ -232,6 +321,18 @@ def _comparison_table(specs, results, varying: list[str]) -> Table:
             f"{s['requests']['rejected']:,}",
         )
     return t
+
+
+#: The configuration columns a comparison table may show, in this order.
+COMPARISON_COLUMNS = ("hw", "engine", "model", "quant", "kv_dtype", "concurrency")
+
+
+def _comparison_names(spec, summary: dict) -> dict[str, str]:
+    """What one compared run resolved to, as table cells (`COMPARISON_COLUMNS`)."""
+    cfg = summary.get("config") or {}
+    return {"hw": Path(spec.hw).stem, "engine": _engine_label(spec.engine), "model": Path(spec.model).stem,
+            "quant": str(cfg.get("quant") or spec.quant), "kv_dtype": str(cfg.get("kv_dtype") or "-"),
+            "concurrency": str(spec.concurrency) if spec.concurrency else "open"}
 
 
 def _speculative(method, k, acceptance, draft_model, draft_fraction) -> dict | None:
@@ -285,13 +386,14 @@ def _config_line(spec, eng, prof, model) -> str:
 
 
 def _write_out(result: SimResult, out: Path) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"cannot create the output folder: {e.strerror}", file=out, field="--out") from None
-    (out / "summary.json").write_text(result.to_json() + "\n")
-    result.requests.to_csv(out / "requests.csv", index=False)
-    result.iterations.to_csv(out / ITERATIONS_FILE, index=False)
+    """Each file written whole or not at all (sim.files); the summary last, so a summary.json on
+    disk means its requests.csv and iterations.csv are complete."""
+    from sim.files import atomic_write_text, atomic_write_with, check_writable
+
+    check_writable(out)
+    atomic_write_with(out / "requests.csv", lambda p: result.requests.to_csv(p, index=False), field="--out")
+    atomic_write_with(out / ITERATIONS_FILE, lambda p: result.iterations.to_csv(p, index=False), field="--out")
+    atomic_write_text(out / "summary.json", result.to_json() + "\n", field="--out")
 
 
 def _fmt(x, scale: float = 1.0, digits: int = 1) -> str:
@@ -323,6 +425,10 @@ def _table(result: SimResult) -> Table:
     t.add_row("KV cache", f"{kv['capacity_tokens']:,} tokens", f"peak used {kv['peak_used_fraction']:.1%}",
               f"peak reserved {kv['peak_reserved_fraction']:.1%}", f"{kv['preemptions']:,} preempted")
     t.add_row("batch size (per iteration)", _fmt(s["batch_size"]["mean"]), f"max {s['batch_size']['max']}", "", "")
+    if s.get("verdict"):
+        from sim.engine.verdict import short_text
+
+        t.add_row("verdict", short_text(s["verdict"]), "", "", "")
     pc = s.get("prefix_cache") or {}
     if pc.get("enabled"):
         t.add_row("prefix cache", f"hit rate {pc['hit_rate']:.1%}", f"{pc['hit_tokens']:,} tokens hit",

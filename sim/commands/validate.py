@@ -1,9 +1,12 @@
 """`infersim replay` (measure a real engine) and `infersim validate` (measured vs simulated).
 
 Exit status: 0 when the replay ran (whatever the prediction error: it is a measurement), 2 on bad
-input (`ConfigError`), 1 when the engine could not be reached or stopped answering (the reason is
-printed, and what was measured before is still written with `--out`). `replay` also exits 1 when
-some requests failed mid-stream (their partial records are written).
+input (`ConfigError`: also an unusable URL or a server whose replies are not OpenAI-compatible), 1
+when the engine could not be reached or stopped answering (the reason is printed, and what was
+measured before is still written with `--out`). `replay` also exits 1 when some requests failed
+mid-stream (their partial records are written). SIGINT / SIGTERM stop the replay within a moment:
+requests in flight are cancelled with their tokens kept, what was measured is written with `--out`,
+exit 130.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from calibrate.replay.errors import EngineUnreachable
-from sim.errors import ConfigError
+from calibrate.replay.errors import EngineUnreachable, ReplayInterrupted
+from sim.errors import ConfigError, sigterm_as_interrupt
 
 if TYPE_CHECKING:  # pandas comes with it: loaded when a replay runs, not when `infersim` starts
     from calibrate.replay.records import ReplayResult
@@ -71,6 +74,18 @@ def _replay(requests, *, endpoint, local, concurrency, timeout_s, allow_remote, 
     return replay_http(requests, endpoint, concurrency=concurrency, timeout_s=timeout_s, allow_remote=allow_remote)
 
 
+def _interrupted(e: ReplayInterrupted, out: Path | None, where: str) -> ReplayInterrupted:
+    """The one line of an interrupted replay: what was kept and that a replay starts afresh (a
+    measurement cannot be continued: the engine's state would differ)."""
+    p = e.partial
+    n = 0 if p is None else sum(r.status == "completed" for r in p.records)
+    if p is None or out is None:
+        what = f"{n} requests had completed; nothing written" + ("" if out is not None else " (no --out)")
+    else:
+        what = f"{n} completed requests (and the tokens of the cancelled ones) written to {where}"
+    return ReplayInterrupted(f"{what}; run the command again to measure afresh", partial=p)
+
+
 def _fmt(x, spec=".4g") -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
@@ -110,6 +125,11 @@ def replay(
     _check_positive(concurrency, "--concurrency")
     requests = _load_requests(trace, max_requests)
     cfg = _local_config(requests, concurrency, slots, n_batch, ctx_per_slot, threads) if local else None
+    if out is not None:
+        from sim.files import check_writable
+
+        check_writable(out)
+    sigterm_as_interrupt()
     try:
         result = _replay(requests, endpoint=endpoint, local=local, concurrency=concurrency,
                          timeout_s=timeout_s, allow_remote=allow_remote, local_cfg=cfg)
@@ -118,6 +138,10 @@ def replay(
             e.partial.write(out)
             typer.echo(f"partial results written to {out}", err=True)
         raise
+    except ReplayInterrupted as e:
+        if out is not None and e.partial is not None:
+            e.partial.write(out)
+        raise _interrupted(e, out, str(out)) from None
     if out is not None:
         result.write(out)
     summary = result.summary
@@ -193,14 +217,22 @@ def validate(
     _check_positive(concurrency, "--concurrency")
     requests = _load_requests(trace, max_requests)
     cfg = _local_config(requests, concurrency, slots, n_batch, ctx_per_slot, threads) if local else None
-    report = run_validation(
-        requests, hw=hw, engine=engine, model=model, quant=quant, concurrency=concurrency, seed=seed,
-        overrides={"scheduler": scheduler, "max_num_seqs": max_seqs, "max_num_batched_tokens": max_batched_tokens},
-        replay=lambda reqs: _replay(reqs, endpoint=endpoint, local=local, concurrency=concurrency,
-                                    timeout_s=timeout_s, allow_remote=allow_remote, local_cfg=cfg),
-        local_model=local, log=lambda msg: typer.echo(msg, err=True),
-        out=out, speed_margin=speed_margin,
-    )
+    if out is not None:
+        from sim.files import check_writable
+
+        check_writable(out)
+    sigterm_as_interrupt()
+    try:
+        report = run_validation(
+            requests, hw=hw, engine=engine, model=model, quant=quant, concurrency=concurrency, seed=seed,
+            overrides={"scheduler": scheduler, "max_num_seqs": max_seqs, "max_num_batched_tokens": max_batched_tokens},
+            replay=lambda reqs: _replay(reqs, endpoint=endpoint, local=local, concurrency=concurrency,
+                                        timeout_s=timeout_s, allow_remote=allow_remote, local_cfg=cfg),
+            local_model=local, log=lambda msg: typer.echo(msg, err=True),
+            out=out, speed_margin=speed_margin,
+        )
+    except ReplayInterrupted as e:
+        raise _interrupted(e, out, f"{out}/measured") from None
     if html is not None:
         report.write_html(html, title=f"{trace.name}: measured vs predicted ({report.engine.name} on {report.hw_name})")
     if json_out:

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.engine.verdict import steady_state_verdict
+
 if TYPE_CHECKING:  # pandas (a third of a second to import) loads only when a table is asked for
     import pandas as pd
 
@@ -334,6 +336,10 @@ def _stats(values: np.ndarray, percentiles=(50, 90, 99)) -> dict[str, float | No
     return {"mean": _num(values.mean()), **{f"p{p}": _num(v) for p, v in zip(percentiles, pv)}}
 
 
+#: The percentile a run's verdict judges: the highest one the summary reports.
+VERDICT_PERCENTILE = 0.99
+
+
 def summarize(config: dict, log: RequestLog, gaps: GapLog, *, kv_capacity_tokens: int, peak_used_tokens: int,
               peak_reserved_tokens: int, preemptions: int, batch_steps: int, batch_seq_steps: int,
               batch_max: int) -> dict:
@@ -385,4 +391,6 @@ def summarize(config: dict, log: RequestLog, gaps: GapLog, *, kv_capacity_tokens
             "mean": batch_seq_steps / batch_steps if batch_steps else 0.0,
             "max": int(batch_max),
         },
+        # stable / overloaded from t = X / too short / too few requests for p99 (sim.engine.verdict)
+        "verdict": steady_state_verdict(arr, log.finish_s[:n], done, percentile=VERDICT_PERCENTILE, e2e_s=e2e),
     }

@@ -36,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from sim.engine.verdict import verdict_of_requests
 from sim.errors import ConfigError
 from sim.plan.costs import OwnershipAssumptions, deployment_cost, replicas_needed
-from sim.plan.workload import display_path, trace_stats
+from sim.plan.workload import MIN_PLAN_REQUESTS, PlanWorkload, display_path, plan_workload, trace_stats
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|us|µs|s)?\s*$")
 _UNIT_S = {"s": 1.0, None: 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
@@ -56,6 +57,10 @@ def parse_duration(text: str | float, *, field: str = "duration") -> float:
     if not value > 0:
         raise ConfigError(f"must be > 0, got {text}", field=field)
     return value
+
+
+#: The percentile the SLOs name (TTFT p90, TPOT p90): what a replay's verdict judges.
+SLO_PERCENTILE = 0.9
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,8 @@ class Probe:
     goodput_fraction: float | None = None
     output_tok_s: float | None = None
     rejected: int = 0
+    verdict: str = ""  # sim.engine.verdict's text for this replay, judged for the SLO's percentile (p90)
+    verdict_state: str = ""
 
 
 def _num(x: Any) -> float | None:
@@ -123,16 +130,20 @@ def check_slo(summary: dict[str, Any], requests, slo: SLO, rate_rps: float) -> P
     rejected = int(summary["requests"]["rejected"])
     good = goodput_fraction(requests, slo)
     out_tok_s = _num(summary["throughput"]["output_tok_s"])
+    verdict = verdict_of_requests(requests, SLO_PERCENTILE)
     fails = []
     if rejected:
         fails.append(f"{rejected} requests rejected (they never fit)")
+    if verdict["state"] == "overloaded":  # a rate the deployment cannot keep up with is not sustained
+        fails.append(verdict["text"].split(";")[0])
     if slo.ttft_p90_s is not None and (ttft is None or ttft > slo.ttft_p90_s):
         fails.append(f"TTFT p90 {ttft if ttft is not None else float('nan'):.3g} s > {slo.ttft_p90_s:g} s")
     if slo.tpot_p90_s is not None and tpot is not None and tpot > slo.tpot_p90_s:
         fails.append(f"TPOT p90 {tpot * 1e3:.3g} ms > {slo.tpot_p90_s * 1e3:g} ms")
     if slo.goodput is not None and good < slo.goodput:
         fails.append(f"goodput {good:.1%} < {slo.goodput:.0%}")
-    return Probe(rate_rps, not fails, "; ".join(fails), ttft, tpot, good, out_tok_s, rejected)
+    return Probe(rate_rps, not fails, "; ".join(fails), ttft, tpot, good, out_tok_s, rejected, verdict["text"],
+                 verdict["state"])
 
 
 @dataclass(frozen=True)
@@ -271,6 +282,7 @@ def search_candidate(task: dict[str, Any]) -> dict[str, Any]:
         res = find_max_rate(probe, start, settings)
         for k, v in resolved.items():
             out[k] = out[k] or v
+        out.update(_uncertainty(cand, task, slo, settings, res))
         out.update(
             max_rate_rps=res.max_rate_rps,
             first_failing_rate_rps=None if res.first_fail is None else res.first_fail.rate_rps,
@@ -288,6 +300,29 @@ def search_candidate(task: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _uncertainty(cand: Candidate, task: dict[str, Any], slo: SLO, settings: SearchSettings,
+                 main: SearchResult) -> dict[str, Any]:
+    """The max rate's spread over bootstrap re-searches (`task["replicate_traces"]`, from
+    `sim.plan.workload.plan_workload`): each replicate is searched like the main trace, starting
+    at the main answer. `max_rate_interval_rps` = [lowest last-passing rate, highest first-failing
+    rate] over the main search and every replicate: the search's own bracket widened by how much the
+    answer moves when the trace is resampled. With B replicates, a further resample's answer falls
+    inside the range of B + 1 searches with probability about (B - 1) / (B + 1) (order statistics of
+    exchangeable draws): 4/6 for the default 5."""
+    reps = task.get("replicate_traces") or []
+    if main.last_pass is None or main.first_fail is None or not reps:
+        return {"max_rate_interval_rps": None, "replicate_max_rates_rps": []}
+    lows, highs, rates = [main.last_pass.rate_rps], [main.first_fail.rate_rps], []
+    for path in reps:
+        probe, _ = _probe_fn(cand, path, slo, task.get("seed", 0), task.get("overrides") or {})
+        r = find_max_rate(probe, main.last_pass.rate_rps, settings)
+        rates.append(r.max_rate_rps)
+        # a replicate with no pass (or no fail) bounds the interval by the lowest (highest) rate tried
+        lows.append(r.max_rate_rps if r.last_pass is not None else min(p.rate_rps for p in r.probes))
+        highs.append(r.first_fail.rate_rps if r.first_fail is not None else max(p.rate_rps for p in r.probes))
+    return {"max_rate_interval_rps": [min(lows), max(highs)], "replicate_max_rates_rps": rates}
+
+
 def add_costs(result: dict[str, Any], *, target_rps: float, mean_output_tokens: float,
               assumptions: OwnershipAssumptions) -> dict[str, Any]:
     """Replicas for the target rate and the deployment's cost per million output tokens.
@@ -297,6 +332,10 @@ def add_costs(result: dict[str, Any], *, target_rps: float, mean_output_tokens: 
     from sim.catalog.cache import profile as load_profile
 
     replicas = replicas_needed(target_rps, result.get("max_rate_rps"))
+    interval = result.get("max_rate_interval_rps")
+    replicas_range = None
+    if replicas is not None and interval and interval[0] > 0:
+        replicas_range = [replicas_needed(target_rps, interval[1]), replicas_needed(target_rps, interval[0])]
     cost = {"rental": None, "ownership": None}
     hourly = {"rental": None, "ownership": None}
     if replicas is not None:
@@ -306,7 +345,7 @@ def add_costs(result: dict[str, Any], *, target_rps: float, mean_output_tokens: 
                             purchase_usd=p.price.purchase_usd, power_w=p.power_w, assumptions=assumptions)
         cost = {"rental": d.rental_usd_per_million_output_tokens, "ownership": d.ownership_usd_per_million_output_tokens}
         hourly = {"rental": d.rental_usd_per_hour, "ownership": d.ownership_usd_per_hour}
-    return {**result, "feasible": replicas is not None, "replicas": replicas,
+    return {**result, "feasible": replicas is not None, "replicas": replicas, "replicas_range": replicas_range,
             "cost_per_million_output_tokens": cost, "deployment_usd_per_hour": hourly}
 
 
@@ -340,8 +379,14 @@ def run_plan(
     executor=None,
     rank_by: str = "rental",
     on_done: Callable[[dict[str, Any]], None] | None = None,
+    journal=None,
+    workload: PlanWorkload | None = None,
 ) -> dict[str, Any]:
     """Search every candidate (in parallel through `executor`), then cost and rank them.
+
+    `journal` (a `sim.plan.plan_journal.PlanJournal`): candidates it holds are not searched again,
+    and each new search result is appended to it as soon as it arrives (an interrupted plan loses
+    only the candidates in flight).
 
     Returns the plan as a JSON-ready dict: workload, slo, target_rps, search, assumptions and the
     ranked `candidates` (each with max_rate_rps, replicas and cost_per_million_output_tokens).
@@ -350,19 +395,34 @@ def run_plan(
 
     if not target_rps > 0:
         raise ConfigError(f"must be > 0, got {target_rps}", field="--target-rps")
-    stats = trace_stats(trace)
+    source_stats = trace_stats(trace)
+    workload = workload or plan_workload(trace, seed=seed)
+    stats = trace_stats(workload.path)
     executor = executor or SerialExecutor()
-    tasks = [{"position": i, "candidate": asdict(c), "trace": trace, "slo": asdict(slo), "settings": asdict(settings),
-              "seed": seed, "overrides": overrides or {}} for i, c in enumerate(candidates)]
+    tasks = [{"position": i, "candidate": asdict(c), "trace": workload.path, "replicate_traces": list(workload.replicates),
+              "slo": asdict(slo), "settings": asdict(settings), "seed": seed, "overrides": overrides or {}}
+             for i, c in enumerate(candidates)]
     results = []
     # `on_done` hears of the candidates in their input order (each as soon as it and every candidate
     # before it are done), so a parallel plan prints the same progress lines as a serial one
     waiting: dict[int, dict[str, Any]] = {}
     told = 0  # candidates `on_done` has heard of: positions 0 .. told - 1
+    from sim.plan.executors import Outcome
+
+    resumed = [Outcome(t, journal.finished(t)) for t in tasks if journal is not None and journal.finished(t)]
+    todo = [t for t in tasks if journal is None or not journal.finished(t)]
+
+    def outcomes():
+        yield from resumed
+        for outcome in executor.map_unordered(search_candidate, todo):
+            if journal is not None and outcome.error is None:
+                journal.record(outcome.item, outcome.value)
+            yield outcome
+
     try:
-        for outcome in executor.map_unordered(search_candidate, tasks):
+        for outcome in outcomes():
             r = outcome.value if outcome.error is None else {**outcome.item["candidate"], "error": outcome.error}
-            r = add_costs(r, target_rps=target_rps, mean_output_tokens=stats.mean_output_tokens,
+            r = add_costs(r, target_rps=target_rps, mean_output_tokens=source_stats.mean_output_tokens,
                           assumptions=assumptions)
             results.append((outcome.item["position"], r))
             if on_done:
@@ -376,8 +436,14 @@ def run_plan(
     results = [r for _, r in sorted(results, key=lambda pair: pair[0])]
     a = assumptions
     return {
-        "workload": {"trace": display_path(trace), "requests": stats.requests, "native_rate_rps": stats.native_rate_rps,
-                     "mean_prompt_tokens": stats.mean_prompt_tokens, "mean_output_tokens": stats.mean_output_tokens},
+        "workload": {"trace": display_path(trace), "requests": source_stats.requests,
+                     "native_rate_rps": source_stats.native_rate_rps,
+                     "mean_prompt_tokens": source_stats.mean_prompt_tokens,
+                     "mean_output_tokens": source_stats.mean_output_tokens,
+                     # what the search replayed (issue 41): the trace, or the trace extended by resampling
+                     "searched_requests": workload.requests, "extended": workload.extended,
+                     "searched_native_rate_rps": stats.native_rate_rps, "bootstrap_replicates": len(workload.replicates),
+                     "text": workload.text},
         "slo": asdict(slo),
         "slo_text": slo.describe(),
         "target_rps": target_rps,
@@ -387,6 +453,6 @@ def run_plan(
                         "text": (f"rental = profile $/hour x replicas; ownership = purchase price over {a.years:g} years "
                                  f"at {a.utilization:.0%} utilisation + board power x {a.electricity_usd_per_kwh:g} $/kWh; "
                                  f"per million output tokens at {target_rps:g} req/s x "
-                                 f"{stats.mean_output_tokens:.1f} output tokens/request")},
+                                 f"{source_stats.mean_output_tokens:.1f} output tokens/request")},
         "candidates": rank(results, rank_by),
     }

@@ -125,7 +125,7 @@ def sweep_report(frame: pd.DataFrame, *, title: str = "infersim sweep") -> str:
                                          "peak KV used / capacity"))
         sections.append(_pareto_figure(ok))
     sections.append("<h2>All combinations</h2>")
-    sections.append(_table_html(frame, ["index", "status", "hw", "engine", "model", "quant", "concurrency",
+    sections.append(_table_html(frame, ["index", "status", "verdict_text", "slo_met", "slo_misses", "hw", "engine", "model", "quant", "concurrency",
                                         "offered_rps", "throughput_output_tok_s", "ttft_s_p90", "tpot_s_p90",
                                         "e2e_s_p90", "kv_peak_used_fraction", "kv_preemptions",
                                         "requests_rejected", "cost_rental_usd_per_million_output_tokens",
@@ -173,13 +173,18 @@ def plan_report(plan: dict[str, Any]) -> str:
         f"{plan['workload']['mean_output_tokens']:.1f} tokens). SLO: {html.escape(plan['slo_text'])}. "
         f"Target: {plan['target_rps']:g} req/s.</p>",
         f"<p class='note'>Search: {html.escape(plan['search']['method'])}.<br>Costs: "
-        f"{html.escape(plan['assumptions']['text'])}</p>",
+        f"{html.escape(plan['assumptions']['text'])}<br>Workload searched: "
+        f"{html.escape(str(plan['workload'].get('text', '')))}</p>",
     ]
     rows = []
     for rank_i, (c, label) in enumerate(zip(cands, labels), start=1):
         cost = c.get("cost_per_million_output_tokens") or {}
+        iv, rr = c.get("max_rate_interval_rps"), c.get("replicas_range")
         rows.append({"rank": rank_i, "candidate": label, "max rate req/s": c.get("max_rate_rps"),
+                     "uncertainty req/s": f"{iv[0]:.4g}-{iv[1]:.4g}" if iv else "",
                      "first failing req/s": c.get("first_failing_rate_rps"), "replicas": c.get("replicas"),
+                     "replicas range": f"{rr[0]}-{rr[1]}" if rr else "",
+                     "verdict at max rate": (c.get("at_max_rate") or {}).get("verdict", ""),
                      "rental $/M tok": cost.get("rental"), "ownership $/M tok": cost.get("ownership"),
                      "simulations": c.get("simulations"), "note": c.get("error") or c.get("note") or ""})
     sections.append(_table_html(pd.DataFrame(rows), list(rows[0]) if rows else []))

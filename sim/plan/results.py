@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from sim.files import atomic_write_text, atomic_write_with, write_error
 from sim.plan.sweep import Combination
 from sim.plan.workload import display_path
 
@@ -33,7 +35,7 @@ def flatten_summary(summary: dict[str, Any]) -> dict[str, Any]:
             flat["config_json"] = json.dumps(v, sort_keys=True, default=str)
         elif isinstance(v, dict):
             for sub, x in v.items():
-                flat[f"{k}_{sub}"] = x
+                flat[f"{k}_{sub}"] = ",".join(map(str, x)) if isinstance(x, list) else x
         elif isinstance(v, list):  # per-replica blocks (issue 8): JSON text, not a grid column's name
             flat[f"{k}_json"] = json.dumps(v, sort_keys=True, default=str)
         else:
@@ -52,6 +54,48 @@ def combination_columns(combo: Combination) -> dict[str, Any]:
     for name, value in combo.overrides.items():
         cols[name if name not in cols else f"override_{name}"] = value
     return cols
+
+
+def judge_slo(frame: pd.DataFrame, slo: dict[str, float | None] | None) -> pd.DataFrame:
+    """`slo_met` (True/False; None without an SLO or for a failed row) and `slo_misses` (what
+    missed) from each row's TTFT p90 and TPOT p90, against the sweep's `slo:` block. Judged on the
+    table, not in the journal, so a resumed sweep with a new SLO is judged by it."""
+    frame = frame.copy()
+    met: list[bool | None] = []
+    misses: list[str | None] = []
+    for _, r in frame.iterrows():
+        if not slo or r.get("status") != "ok":
+            met.append(None)
+            misses.append(None)
+            continue
+        why = []
+        for col, limit, label, scale, unit in (("ttft_s_p90", slo.get("ttft_p90_s"), "TTFT p90", 1.0, "s"),
+                                               ("tpot_s_p90", slo.get("tpot_p90_s"), "TPOT p90", 1e3, "ms")):
+            x = r.get(col)
+            if limit is not None and (x is None or x != x or x > limit):
+                why.append(f"{label} {'-' if x is None or x != x else format(x * scale, '.3g')} {unit} > {limit * scale:g} {unit}")
+        met.append(not why)
+        misses.append("; ".join(why) or None)
+    frame["slo_met"] = pd.Series(met, index=frame.index, dtype=object)
+    frame["slo_misses"] = pd.Series(misses, index=frame.index, dtype=object)
+    return frame
+
+
+def point_status(row) -> str:
+    """What the sweep table says of one point: `error`, what is wrong with its figures (an
+    overload, a trace too short or too small, a missed SLO), or `ok` only when nothing is."""
+    if row.get("status") != "ok":
+        return "error"
+    from sim.engine.verdict import short_text
+
+    parts = []
+    issues = row.get("verdict_issues")
+    if isinstance(issues, str) and issues:
+        parts.append(short_text({"issues": issues.split(","), "overloaded_from_s": row.get("verdict_overloaded_from_s"),
+                                 "percentile": row.get("verdict_percentile")}))
+    if row.get("slo_met") is False:
+        parts.append("misses SLO")
+    return ", ".join(parts) or "ok"
 
 
 def error_row(combo: Combination, error: str) -> dict[str, Any]:
@@ -89,13 +133,19 @@ class ResultsJournal:
                 f.truncate(data.rfind(b"\n") + 1)
 
     def start_fresh(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text("")
+        atomic_write_text(self.path, "")
 
     def append(self, row: dict[str, Any]) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(row, default=_json_default) + "\n")
-            f.flush()
+        """One line, flushed and fsynced: a row appended is on disk before the next one starts. The
+        journal is the one file not written by rename: appending is what lets it survive a kill,
+        and a half-written last line is dropped when it is read back (`drop_partial_line`)."""
+        try:
+            with self.path.open("a") as f:
+                f.write(json.dumps(row, default=_json_default) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise write_error(self.path, e) from None
 
 
 def _json_default(x: Any) -> Any:
@@ -124,12 +174,12 @@ def write_tables(df: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
     """results.csv and results.parquet. Object columns holding mixed types (an override that is a
     number in one row and text in another) are written as text so Parquet accepts them."""
     csv_path, pq_path = out_dir / "results.csv", out_dir / "results.parquet"
-    df.to_csv(csv_path, index=False)
+    atomic_write_with(csv_path, lambda p: df.to_csv(p, index=False))
     pq = df.copy()
     for col in pq.columns:
         if pq[col].dtype == object:
             kinds = {type(v) for v in pq[col] if v is not None and not (isinstance(v, float) and math.isnan(v))}
             if len(kinds) > 1:
                 pq[col] = pq[col].map(lambda v: None if v is None else str(v))
-    pq.to_parquet(pq_path, index=False)
+    atomic_write_with(pq_path, lambda p: pq.to_parquet(p, index=False))
     return csv_path, pq_path

@@ -16,7 +16,9 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from sim.engine.verdict import verdict_of_requests
 from sim.errors import ConfigError
+from sim.files import atomic_write_text, check_writable
 from sim.plan.costs import OwnershipAssumptions, ownership_usd_per_hour, usd_per_million_output_tokens
 from sim.plan.executors import Executor
 from sim.plan.results import (
@@ -24,11 +26,16 @@ from sim.plan.results import (
     combination_columns,
     error_row,
     flatten_summary,
+    judge_slo,
     rows_to_frame,
     write_tables,
 )
 from sim.plan.sweep import Combination, Sweep
 from sim.plan.workload import trace_stats
+
+
+#: The percentile a sweep point's verdict judges (sim.engine.verdict).
+SWEEP_VERDICT_PERCENTILE = 0.9
 
 
 def run_spec_kwargs(combo: Combination) -> dict[str, Any]:
@@ -101,6 +108,8 @@ def run_combination(task: dict[str, Any]) -> dict[str, Any]:
         kwargs = run_spec_kwargs(combo)
         result = run_spec(make_spec(**kwargs))
         summary = result.summary
+        # judged for p90, the highest percentile a sweep table shows and the one its SLO names
+        summary["verdict"] = verdict_of_requests(result.requests, SWEEP_VERDICT_PERCENTILE)
         row = {**combination_columns(combo), "status": "ok", "error": None}
         if "rate_scale" in kwargs:
             native = trace_stats(combo.trace).native_rate_rps
@@ -144,7 +153,7 @@ def run_sweep(
     With `resume`, rows already in `out_dir/results.jsonl` with status ok are kept and their
     combinations skipped (a failed one is tried again); without it the journal starts empty.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_writable(out_dir)
     journal = ResultsJournal(out_dir / "results.jsonl")
     if resume:
         journal.drop_partial_line()
@@ -179,13 +188,12 @@ def run_sweep(
     # order (a resumed row may come from an earlier expansion of an edited file).
     index_of = {c.key: c.index for c in sweep.combinations}
     rows = [{**r, "index": index_of[k]} for k, r in journal.read().items() if k in keys]
-    frame = rows_to_frame(rows)
+    frame = judge_slo(rows_to_frame(rows), sweep.slo)
     files: dict[str, Path] = {"journal": journal.path}
     files["csv"], files["parquet"] = write_tables(frame, out_dir)
     if report:
         from sim.plan.report import sweep_report
 
-        files["html"] = out_dir / "report.html"
-        files["html"].write_text(sweep_report(frame, title=sweep.name))
+        files["html"] = atomic_write_text(out_dir / "report.html", sweep_report(frame, title=sweep.name))
     return SweepOutcome(frame, ran=len(tasks), skipped=len(sweep.combinations) - len(tasks),
                         failed=int((frame["status"] != "ok").sum()), out_dir=out_dir, files=files, wall_s=wall_s)

@@ -22,6 +22,7 @@ Richer forms (all optional):
       concurrency: [1, 2, 4, 8]
       kv: [paged, contiguous]           # any other key is an engine override (aliases below)
     costs: {years: 3, electricity_usd_per_kwh: 0.15, utilization: 1.0}
+    slo: {ttft_p90: 2s, tpot_p90: 100ms}  # a point that misses it is marked so, never "ok"
 
 Combinations = (each `runs` entry, or one empty entry) x (the product of the `grid` lists, the
 last key varying fastest), each laid over the fixed fields. A key that is not a run field is an
@@ -123,6 +124,7 @@ class SweepFile(BaseModel):
     runs: list[dict[str, Any]] = Field(default_factory=list)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     costs: dict[str, float] = Field(default_factory=dict)
+    slo: dict[str, Any] = Field(default_factory=dict)
 
 
 
@@ -135,6 +137,7 @@ class Sweep(BaseModel):
     source: str
     combinations: list[Combination]
     costs: OwnershipAssumptions
+    slo: dict[str, float | None] | None = None  # sim.plan.planner.SLO's fields; None = no SLO
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -294,7 +297,28 @@ def expand(doc: SweepFile, *, source: str = "<sweep>", base_dir: Path | None = N
         costs = OwnershipAssumptions(**doc.costs)
     except (TypeError, ValueError) as e:
         raise ConfigError(str(e), file=source, line=_line_for(lines, "costs"), field="costs") from None
-    return Sweep(name=doc.name or Path(source).stem, source=source, combinations=combos, costs=costs)
+    return Sweep(name=doc.name or Path(source).stem, source=source, combinations=combos, costs=costs,
+                 slo=_slo(doc.slo, source, lines))
+
+
+def _slo(given: dict[str, Any], source: str, lines: dict[str, int]) -> dict[str, float | None] | None:
+    """The sweep's `slo:` block ({ttft_p90, tpot_p90}: durations as `infersim plan` takes them)."""
+    if not given:
+        return None
+    from dataclasses import asdict
+
+    from sim.plan.planner import SLO, parse_duration
+
+    unknown = set(given) - {"ttft_p90", "tpot_p90"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise ConfigError(f"unknown SLO '{name}'; give ttft_p90 and/or tpot_p90", file=source,
+                          line=_line_for(lines, f"slo.{name}"), field=f"slo.{name}")
+    try:
+        slo = SLO(**{f"{k}_s": parse_duration(v, field=f"slo.{k}") for k, v in given.items()})
+    except ConfigError as e:
+        raise ConfigError(e.problem, file=source, line=_line_for(lines, e.field or "slo"), field=e.field or "slo") from None
+    return asdict(slo)
 
 
 def load_sweep(path: str | Path, *, cache_dir: Path | None = None) -> Sweep:
