@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     res["runtime_s"] = round(time.perf_counter() - t0, 1)
     md = sf.report_markdown(res, TARGETS)
     if not a.no_write:
-        OUT_JSON.write_text(json.dumps(sf.fidelity_json(res, TARGETS), indent=1, sort_keys=True) + "\n")
+        OUT_JSON.write_text(sf.dumps_compact(sf.fidelity_json(res, TARGETS)))
         OUT_MD.write_text(md)
         BANDS_JSON.write_text(json.dumps(sf.bands_json(res), indent=1, sort_keys=True) + "\n")
     for line in sf.summary_lines(res, TARGETS):

@@ -72,7 +72,8 @@ MODEL_ALIASES = {
 #: clients replayed as `vllm bench serve` (same arrivals and metric definitions), and static-batch
 #: tools (B requests at once, fixed lengths, every request measured)
 VLLM_LIKE = ("vllm-bench-serve", "sglang-bench-serving", "custom")
-STATIC_BATCH = ("benchmark_latency", "gptManagerBenchmark", "llama-batched-bench")
+STATIC_BATCH = ("vllm-benchmark-latency", "trtllm-static-batch", "llama-batched-bench", "benchmark_latency",
+                "gptManagerBenchmark")
 
 
 def _blank(v) -> bool:
@@ -919,10 +920,23 @@ def fidelity_json(res: dict, targets: dict) -> dict:
         "coverage": {"baseline_by_source": nested_coverage(res["baseline"]["records"], "source"),
                      "fitted_by_source": nested_coverage(res["cv"]["source"]["records"], "source")},
         "targets": targets,
-        "rows": [_row_out(r) for r in res["cv"]["source"]["records"]],
-        "rows_baseline": [_row_out(r) for r in res["baseline"]["records"]],
+        "rows": _rows_out(res),
     }
     return out
+
+
+def dumps_compact(obj: dict) -> str:
+    """JSON with one line per record of the long lists (rows, rows_baseline, excluded_curves) and the
+    rest indented: readable, diffable, a fifth of the indented size."""
+    long_keys = ("rows", "excluded_curves")
+    head = {k: v for k, v in obj.items() if k not in long_keys}
+    text = json.dumps(head, indent=1, sort_keys=True)
+    parts = []
+    for k in long_keys:
+        if k in obj:
+            items = ",\n".join("  " + json.dumps(x, sort_keys=True) for x in obj[k])
+            parts.append(f' "{k}": [\n{items}\n ]')
+    return text[:-2] + ",\n" + ",\n".join(parts) + "\n}\n"
 
 
 def _excluded_by_curve(excluded: list[dict]) -> list[dict]:
@@ -936,6 +950,24 @@ def _excluded_by_curve(excluded: list[dict]) -> list[dict]:
     return [{"curve_id": c, "file": files[c], "reason": why, "rows": len(ids),
              **({"row_ids": ids} if per_curve[c] > 1 or why.startswith(("outlier", "no positive")) else {})}
             for (c, why), ids in sorted(g.items())]
+
+
+def _rows_out(res: dict) -> list[dict]:
+    """One record per replayed row: its id, curve, load, metric and region, the measured value and the
+    predictions (baseline = presets, by_source / by_device = held out, fitted on the other groups)."""
+    out = []
+    src = {(r["row_id"]): r for r in res["cv"]["source"]["records"]}
+    dev = {(r["row_id"]): r for r in res["cv"]["device"]["records"]}
+
+    def rnd(v):
+        return None if v is None else round(v, 4)
+
+    for r in res["baseline"]["records"]:
+        out.append({"row_id": r["row_id"], "curve_id": r["curve_id"], "load": r["load"] if math.isfinite(r["load"])
+                    else "inf", "metric": r["metric"], "region": r["region"], "measured": rnd(r["measured"]),
+                    "baseline": rnd(r["predicted"]), "by_source": rnd(src[r["row_id"]]["predicted"]),
+                    "by_device": rnd(dev[r["row_id"]]["predicted"])})
+    return out
 
 
 def _row_out(r: dict) -> dict:

@@ -225,9 +225,11 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
         assert set(s["by_region"]) == {"below", "above"}
         assert {"curves", "median_abs_pct", "within_15pct"} <= set(s["knee"])
     assert set(fj["coverage"]) == {"baseline_by_source", "fitted_by_source"}
+    assert len(fj["rows"]) == fj["rows_replayed"]
     for r in fj["rows"]:
         assert r["metric"] in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "other")
         assert r["region"] in ("below", "above", "unknown")
+        assert r["measured"] > 0 and {"baseline", "by_source", "by_device"} <= set(r)
     bj = json.loads((ROOT / "sim" / "catalog" / "data" / "serving_bands.json").read_text())
     assert bj["schema"] == "infersim-serving-bands-1" and bj["q"] == 80
     for fam, ms in bj["bands"].items():
