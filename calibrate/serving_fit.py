@@ -512,7 +512,8 @@ def residuals(point: LoadPoint, predicted: dict) -> list[dict]:
     out = []
     for (q, s), v in sorted(point.measured.items()):
         p = predicted.get(f"{q}|{s}")
-        out.append({"row_id": point.row_ids[(q, s)], "curve_id": point.curve_id, "source": point.source,
+        out.append({"row_id": point.row_ids[(q, s)], "point": point.key(), "curve_id": point.curve_id,
+                    "source": point.source,
                     "device": point.device, "family": point.family, "engine": point.engine,
                     "load_kind": point.load_kind, "load": point.load, "quantity": q, "statistic": s,
                     "metric": metric_of(q, s), "measured": v, "predicted": p,
@@ -752,19 +753,31 @@ def _by(records: list[dict], key: str) -> dict:
     return {k: summarize(v) for k, v in sorted(g.items())}
 
 
-def nested_coverage(records: list[dict], group: str = "source", q: float = 80.0) -> dict:
-    """The share of held-out records inside the band a reader would have been printed: for each
-    group g, bands per (family, metric) from the other groups' held-out errors only (pooled over
-    families below MIN_BAND_N), then whether g's |error| is within them."""
+def nested_coverage(records: list[dict], points: list[LoadPoint], group: str = "source", q: float = 80.0) -> dict:
+    """The share of held-out records inside the band a reader would have been printed: for each group
+    g, a bands file built from the other groups only (bands per family and metric, the all-family
+    band, the other groups' devices and loads), then the band sim.catalog.accuracy.serving_error prints
+    for g's row (its engine, device and load: widened off device or past the loads the others reached),
+    and whether the row's |error| is within it."""
+    from sim.catalog.accuracy import serving_error
+
+    by_key = {p.key(): p for p in points}
     inside = total = 0
     per_metric: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for g in sorted({r[group] for r in records}):
         others = [r for r in records if r[group] != g and r["error"] is not None and r["metric"] != "other"]
+        other_points = [p for p in points if group_of(p, group) != g]
         bands = _bands(others, q)
+        data = {"bands": bands, "bands_off_device": {"*": bands.get("*", {})},
+                "off_support_factor": OFF_SUPPORT_FACTOR, "support": _load_support(other_points)}
         for r in records:
             if r[group] != g or r["error"] is None or r["metric"] == "other":
                 continue
-            b = bands.get(r["family"], {}).get(r["metric"]) or bands.get("*", {}).get(r["metric"])
+            p = by_key[r["point"]]
+            conc = p.max_concurrency if p.load_kind == "concurrency" else (
+                p.replayed_prompts if not math.isfinite(p.load) else None)
+            rate = p.load if p.load_kind == "rate" and math.isfinite(p.load) else None
+            b = serving_error(p.family, p.device, concurrency=conc, rate=rate, data=data)["figures"].get(r["metric"])
             if b is None:
                 continue
             hit = abs(r["error"]) * 100 <= b["pct"]
@@ -891,7 +904,7 @@ def bands_json(res: dict) -> dict:
         "bands_off_device": {"*": bands.get("*", {})},
         "off_support_factor": OFF_SUPPORT_FACTOR,
         "support": _load_support(res["points"]),
-        "coverage": nested_coverage(base, "source"),
+        "coverage": nested_coverage(base, res["points"], "source"),
     }
 
 
@@ -917,8 +930,8 @@ def fidelity_json(res: dict, targets: dict) -> dict:
                               "chosen": res["cv"]["source"]["chosen"]},
         "heldout_by_device": {**_section(res["cv"]["device"]["records"], res["cv"]["device"]["knees"]),
                               "chosen": res["cv"]["device"]["chosen"]},
-        "coverage": {"baseline_by_source": nested_coverage(res["baseline"]["records"], "source"),
-                     "fitted_by_source": nested_coverage(res["cv"]["source"]["records"], "source")},
+        "coverage": {"baseline_by_source": nested_coverage(res["baseline"]["records"], res["points"], "source"),
+                     "fitted_by_source": nested_coverage(res["cv"]["source"]["records"], res["points"], "source")},
         "targets": targets,
         "rows": _rows_out(res),
     }
@@ -1005,7 +1018,7 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
                                                                                    "output_tps"))
                      + f" · knee {_fmt(k)} ({k['within_15pct']}/{k['curves']} within 15%; "
                        f"{_fmt(k, 'saturating_median_abs_pct')} on the {k['saturating_curves']} crossing 3x)")
-    cov = nested_coverage(res["baseline"]["records"], "source")
+    cov = nested_coverage(res["baseline"]["records"], res["points"], "source")
     lines.append(f"80% band coverage (bands from the other sources): {cov['coverage_pct']}% of {cov['n']}")
     return lines
 

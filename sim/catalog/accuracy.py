@@ -167,7 +167,7 @@ def _serving_data(path: Path | None = None) -> dict:
 
 
 def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None, rate: float | None = None,
-                  path: Path | None = None) -> dict:
+                  path: Path | None = None, data: dict | None = None) -> dict:
     """The band of figures under load for `engine` (a preset name, a release such as vllm@0.7 is its
     family) on `hw_name`: {"figures": {metric: {"pct", "n", "pooled"}}, "basis", "off_device",
     "off_load", "n"}. Off support the band widens and `basis` says why:
@@ -177,7 +177,7 @@ def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None
       an open loop's rate): x `off_support_factor`.
     An engine without replayable rows takes the band of all engines (and says so); empty `figures`
     only when the bands file holds none."""
-    data = _serving_data(path)
+    data = _serving_data(path) if data is None else data  # `data`: a bands file's content (the fit's coverage check)
     family = str(engine).split("@")[0]
     bands = (data.get("bands") or {}).get(family)
     support = (data.get("support") or {}).get(family)
