@@ -240,3 +240,24 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
     assert 0 <= bj["coverage"]["coverage_pct"] <= 100
     md = (ROOT / "benchmarks" / "serving_fidelity.md").read_text()
     assert f"{fj['rows_replayed']} replayed" in md
+
+
+def test_coverage_judges_each_source_by_bands_built_from_the_others():
+    pts = _points_for_folds()  # sources A (h100-sxm), B (h200), C (h100-sxm)
+
+    def recs(errs_by_source):
+        out = []
+        for p in pts:
+            for e in errs_by_source[p.source]:
+                out.append({"row_id": f"{p.key()}-{e}", "point": p.key(), "source": p.source, "device": p.device,
+                            "family": "vllm", "metric": "tpot_itl", "error": e})
+        return out
+
+    same = recs({"A": [0.05] * 5, "B": [0.05] * 5, "C": [0.05] * 5})
+    assert sf.nested_coverage(same, pts)["coverage_pct"] == 100.0
+    # a source whose errors the others never showed falls outside the bands they give
+    odd = recs({"A": [0.05] * 5, "B": [0.05] * 5, "C": [0.6] * 5})
+    cov = sf.nested_coverage(odd, pts)
+    assert cov["n"] == len(odd) and cov["coverage_pct"] < 100.0
+    c_rows = [r for r in odd if r["source"] == "C"]
+    assert cov["inside"] == len(odd) - len(c_rows)
