@@ -212,6 +212,7 @@ def serve(ctx: typer.Context) -> None:
         sys.stdout.write(json.dumps(saved, indent=2) + "\n")
     else:
         typer.echo(console_block(result, client))
+        _print_band(result, client)
     if a.save_result or a.append_result:
         path = result_filename(client, deployment.model, result["date"], result_filename=a.result_filename,
                                result_dir=a.result_dir)
@@ -224,6 +225,22 @@ def serve(ctx: typer.Context) -> None:
         except OSError as e:
             raise ConfigError(f"cannot write the result: {e.strerror}", file=path, field="--result-filename") from None
         typer.echo(f"wrote {path}", err=True)
+
+
+def _print_band(result: dict, client) -> None:
+    """The expected error of these figures under load (sim.catalog.accuracy.serving_error: bands from
+    the serving corpus held out by source), on stderr so the block stays vLLM's."""
+    import math
+
+    from sim.catalog.accuracy import describe_serving, serving_error
+
+    info = result.get("infersim") or {}
+    engine = info.get("engine") or ""
+    if not engine or not info.get("hw"):
+        return
+    rate = client.request_rate if math.isfinite(client.request_rate) else None
+    conc = client.max_concurrency if client.max_concurrency else (client.num_prompts if rate is None else None)
+    typer.echo(describe_serving(serving_error(engine, info["hw"], concurrency=conc, rate=rate)), err=True)
 
 
 # ---- the CLI (`infersim bench serve --client ...`) -------------------------------------------------------------

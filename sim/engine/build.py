@@ -258,7 +258,7 @@ class ReplicaParts:
             "decode_correction": (lambda c: c.to_dict() if c is not None else None)(self.cost.decode_correction),
             **deployment_config(hw, self.model, q.name, engine, self.cost),
             # how far public measurements fell from held-out predictions of this device and engine family
-            "expected_error": expected_error(hw, engine),
+            "expected_error": expected_error(hw, engine, concurrency=concurrency),
             **(config_extra or {}),
         }
 
