@@ -957,8 +957,10 @@ def test_llama_batched_bench_rows_get_a_routing_skew_of_their_own_that_the_catal
     assert pf.routing_key(bench) == "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX
     assert pf.routing_key(served) == "gpt-oss-120b"
     # each row is replayed with its own key's fraction (on a copy of the module's state)
-    monkeypatch.setattr(pf, "POOL_OVERRIDE", dict(pf.POOL_OVERRIDE))
-    pf.POOL_OVERRIDE.update({"gpt-oss-120b": 0.8, "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX: 0.4})
+    from calibrate.public import replay
+
+    monkeypatch.setattr(replay, "POOL_OVERRIDE", dict(pf.POOL_OVERRIDE))
+    replay.POOL_OVERRIDE.update({"gpt-oss-120b": 0.8, "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX: 0.4})
     assert pf._row_objects(bench)[2].expert_pool_fraction == 0.4
     assert pf._row_objects(served)[2].expert_pool_fraction == 0.8
     # the catalog keeps the model's own keys only
@@ -986,14 +988,18 @@ def test_a_model_with_only_benchmark_batches_is_tied_to_the_benchmarks_routing(m
         seen.append(sorted({it.row.device for v in rows_of.values() for it in v}))
         return 0.32, {0.32: 1.0}
 
-    monkeypatch.setattr(pf, "_grid_choice", fake_choice)
-    monkeypatch.setattr(pf, "POOL_OVERRIDE", dict(pf.POOL_OVERRIDE))  # restored after the test
-    pf.POOL_OVERRIDE["qwen3-30b-a3b"] = 0.8  # a previous run's value
+    from calibrate.public import fitting, replay
+
+    monkeypatch.setattr(fitting, "_grid_choice", fake_choice)
+    pool = dict(pf.POOL_OVERRIDE)  # restored after the test
+    monkeypatch.setattr(fitting, "POOL_OVERRIDE", pool)
+    monkeypatch.setattr(replay, "POOL_OVERRIDE", pool)
+    pool["qwen3-30b-a3b"] = 0.8  # a previous run's value
     out = pf.fit_routing(prepared)
     key = "qwen3-30b-a3b" + pf.SYNTHETIC_SUFFIX
     assert set(out) == {key, "qwen3-30b-a3b"}
     assert out["qwen3-30b-a3b"]["tied_to"] == key
-    assert pf.POOL_OVERRIDE["qwen3-30b-a3b"] == pf.POOL_OVERRIDE[key] == 0.32
+    assert pool["qwen3-30b-a3b"] == pool[key] == 0.32
     assert seen == [["dgx-spark"]]  # chosen on the benchmark's rows only
 
 
