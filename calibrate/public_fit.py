@@ -42,6 +42,7 @@ serving run without lengths), is reported as excluded with its reason, never sil
 
 The code, by job (each module's docstring says more):
 
+    calibrate/public/corpus.py      `PublicCorpus`: rows, micro-benchmarks and the cross-device choices
     calibrate/public/params.py      GroupParams, priors and bounds, kernel families (`engine_family`)
     calibrate/public/era.py         which llama.cpp era a row ran (`row_is_current`)
     calibrate/public/replay.py      the objects a row is replayed with, iteration builders, `predict`
@@ -52,18 +53,25 @@ The code, by job (each module's docstring says more):
     calibrate/public/validate.py    `cross_validate`, `error_bands`
     calibrate/public/profiles.py    `params_for`, `profile_entries`, `render_block`, `write_profile_block`
 
-This module re-exports their names, so `from calibrate.public_fit import ...` keeps working.
+One fit: `corpus = PublicCorpus.load()`, `prepared = prepare(corpus.rows, corpus)`,
+`fit_routing(prepared, corpus)`, `fit_matvec_alu(prepared, corpus)` (both set their choice on the
+corpus), `v = cross_validate(prepared, corpus)`, `profile_entries(v)`
+(calibrate/public_report.py `run_public_fit`). No step keeps state between calls: the corpus is
+passed to each. This module re-exports the modules' names, so `from calibrate.public_fit import ...`
+keeps working.
 """
 
 from __future__ import annotations
 
+from calibrate.public.corpus import (  # noqa: F401
+    corpus_or_default,
+    PublicCorpus,
+)
 from calibrate.public.params import (  # noqa: F401
-    APPLE_KQUANT_MATVEC_FLOPS,
     BOUNDS,
     ENGINE_FAMILY,
     engine_family,
     GroupParams,
-    matvec_flops_for,
     PRIOR_ATTENTION,
     PRIOR_BANDWIDTH,
     PRIOR_COMPUTE,
@@ -87,7 +95,6 @@ from calibrate.public.replay import (  # noqa: F401
     cost_params,
     Excluded,
     _objects,
-    POOL_OVERRIDE,
     predict,
     predict_with,
     routing_key,
@@ -132,8 +139,6 @@ from calibrate.public.microbench import (  # noqa: F401
     COMPUTE_ANCHOR_CLASSES,
     COMPUTE_ANCHOR_FAMILIES,
     matmul_shares,
-    set_microbench,
-    USE_MICROBENCH,
 )
 from calibrate.public.transfer import (  # noqa: F401
     achievable_share,

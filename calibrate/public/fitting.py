@@ -11,7 +11,6 @@ import numpy as np
 
 from calibrate.public.era import current_share
 from calibrate.public.params import (
-    APPLE_KQUANT_MATVEC_FLOPS,
     BOUNDS,
     PRIOR_ATTENTION,
     PRIOR_BANDWIDTH,
@@ -25,28 +24,30 @@ from calibrate.public.params import (
     GroupParams,
     robust_loss,
 )
-from calibrate.public.replay import POOL_OVERRIDE, SYNTHETIC_SUFFIX, _row_objects, predict, routing_key
+from calibrate.public.corpus import PublicCorpus, corpus_or_default
+from calibrate.public.replay import SYNTHETIC_SUFFIX, _row_objects, predict, routing_key
 from calibrate.public.replayers import Prepared
 from calibrate.public_corpus import REPO_SOURCE
 from sim.catalog.quant import kernel_class
 
 
-def _rows_loss(items, p: "GroupParams") -> float:
+def _rows_loss(items, p: GroupParams, corpus: PublicCorpus) -> float:
     """`robust_loss` of rows [Prepared] predicted with a group's parameters."""
-    return robust_loss([math.log(max(predict(it.row, it.shape, p), 1e-12) / it.row.value) / ROW_SIGMA
+    return robust_loss([math.log(max(predict(it.row, it.shape, p, corpus=corpus), 1e-12) / it.row.value) / ROW_SIGMA
                         for it in items])
 
 
-def _grid_choice(grid, apply, groups: dict, rows_of: dict) -> tuple[float, dict]:
+def _grid_choice(grid, apply, groups: dict, rows_of: dict, corpus: PublicCorpus) -> tuple[float, dict]:
     """A kernel or model property chosen on all rows: for each value of `grid`, `apply(value)`, refit
     every group of `rows_of` ({group key: the rows scored}) and sum the robust loss of those rows; the
-    value with the least loss is applied again and returned with {value: loss}."""
+    value with the least loss is applied again and returned with {value: loss}. `apply` sets the
+    property on `corpus`, which the refits and the scoring price with."""
     scores = {}
     for c in grid:
         apply(c)
         loss = 0.0
         for k, rows in rows_of.items():
-            loss += _rows_loss(rows, fit_group(groups[k], *k))
+            loss += _rows_loss(rows, fit_group(groups[k], *k, corpus), corpus)
         scores[c] = loss
     best = min(scores, key=scores.get)
     apply(best)
@@ -60,33 +61,37 @@ def _grid_choice(grid, apply, groups: dict, rows_of: dict) -> tuple[float, dict]
 PIN_INFO = 16.0
 
 
-def _classes(items: list[Prepared]) -> tuple[str, ...]:
+def _classes(items: list[Prepared], corpus: PublicCorpus) -> tuple[str, ...]:
     seen = []
     for it in items:
-        _, _, spec, q, _ = _row_objects(it.row)
+        _, _, spec, q, _ = _row_objects(it.row, corpus=corpus)
         c = kernel_class(q, it.family, spec.is_moe)[0]
         if c not in seen:
             seen.append(c)
     return tuple(seen)
 
 
-def _unpack(x: np.ndarray, classes: tuple[str, ...], device: str, family: str) -> GroupParams:
+def _unpack(x: np.ndarray, classes: tuple[str, ...], device: str, family: str,
+            kquant_matvec_flops: float | None = None) -> GroupParams:
     """x = [log attention, floor ms, seq ms, half rows, log bandwidth per class..., log compute per class...]."""
     n = len(classes)
     att, floor, seq, half = float(np.exp(x[0])), float(max(x[1], 0.0)), float(max(x[2], 0.0)), float(max(x[3], 0.0))
     bw = {c: float(np.exp(v)) for c, v in zip(classes, x[4:4 + n])}
     comp = {c: float(np.exp(v)) for c, v in zip(classes, x[4 + n:4 + 2 * n])}
     lat = float(max(x[4 + 2 * n], 0.0)) if len(x) > 4 + 2 * n else None
-    return GroupParams(device, family, bw, comp, att, floor, seq, half, lat)
+    return GroupParams(device, family, bw, comp, att, floor, seq, half, lat, kquant_matvec_flops=kquant_matvec_flops)
 
 
-def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
+def fit_group(items: list[Prepared], device: str, family: str, corpus: PublicCorpus | None = None) -> GroupParams:
     """Least squares on log(predicted / measured) of the group's rows, with priors at generic values
-    (PRIOR_*) that hold what the rows do not measure."""
+    (PRIOR_*) that hold what the rows do not measure; the rows priced with `corpus`'s fitted routing
+    skew and K-quant mat-vec cost."""
     from scipy.optimize import least_squares
 
+    corpus = corpus_or_default(corpus)
+    kquant = corpus.matvec_flops_for(device, family)
     items = [it for it in items if it.shape is not None]
-    classes = _classes(items)
+    classes = _classes(items, corpus)
     n = len(classes)
     centre = np.array([math.log(PRIOR_ATTENTION[0]), PRIOR_FLOOR_MS[0], PRIOR_SEQ_MS[0], PRIOR_HALF_ROWS[0]]
                       + [math.log(PRIOR_BANDWIDTH[0])] * n + [math.log(PRIOR_COMPUTE[0])] * n)
@@ -111,9 +116,9 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     meas = np.array([it.row.value for it in items])
 
     def resid(x):
-        p = _unpack(x, classes, device, family)
+        p = _unpack(x, classes, device, family, kquant)
         # the group's own fit prices its rows without the MMQ tile floor (`row_mmq_tiles`)
-        pred = np.array([predict(it.row, it.shape, p, fitting=True) for it in items])
+        pred = np.array([predict(it.row, it.shape, p, fitting=True, corpus=corpus) for it in items])
         pred = np.where(np.isfinite(pred) & (pred > 0), pred, meas * 1e3)
         return np.concatenate([w * np.log(pred / meas) / ROW_SIGMA, (x - centre) / sigma])
 
@@ -136,7 +141,7 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
     x0 = min(starts, key=cost)
     sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, method="trf", loss="soft_l1", f_scale=ROBUST_SCALE,
                         max_nfev=400, ftol=1e-10, xtol=1e-10, gtol=1e-10)
-    p = _unpack(sol.x, classes, device, family)
+    p = _unpack(sol.x, classes, device, family, kquant)
     # which efficiencies the rows pinned: the rows' Fisher information on each log-efficiency (the sum
     # of squared Jacobian entries of the row residuals, whose unit is ROW_SIGMA) at least PIN_INFO
     info = np.sum(sol.jac[:len(items)] ** 2, axis=0)
@@ -175,11 +180,11 @@ def fit_group(items: list[Prepared], device: str, family: str) -> GroupParams:
 MATVEC_GRID = (0.0, 8.0, 16.0, 24.0, 32.0, 40.0, 48.0, 64.0)
 
 
-def fit_matvec_alu(prepared: list[Prepared]) -> dict:
+def fit_matvec_alu(prepared: list[Prepared], corpus: PublicCorpus) -> dict:
     """The K-quant mat-vec ALU cost on Apple GPUs: the value from MATVEC_GRID that, with every Apple
     llama.cpp group holding K-quant rows refitted, gives those groups' rows the smallest robust error.
-    Leaves APPLE_KQUANT_MATVEC_FLOPS set. One number for llama.cpp's Metal kernels on every Apple GPU,
-    scaled by each GPU's fp32 rate; chosen on all rows (a property of the kernels, not of a device),
+    Leaves it set on `corpus` (`PublicCorpus.kquant_matvec_flops`). One number for llama.cpp's Metal
+    kernels on every Apple GPU, scaled by each GPU's fp32 rate; chosen on all rows (a property of the kernels, not of a device),
     so the held-out errors reported for these rows are not independent of it.
 
     The evidence (XiongjieDai's Llama 3 8B Q4_K_M decode, one build on three Macs): 34.5 / 50.7 /
@@ -193,9 +198,12 @@ def fit_matvec_alu(prepared: list[Prepared]) -> dict:
     groups = _groups(prepared)
     keys = sorted({(it.row.device, it.family) for it in prepared
                    if it.shape is not None and it.family == "ggml" and load_profile(it.row.device).vendor == "Apple"
-                   and is_k_quant(_row_objects(it.row)[3])})
-    best, scores = _grid_choice(MATVEC_GRID, lambda c: APPLE_KQUANT_MATVEC_FLOPS.__setitem__("value", c or None),
-                                groups, {k: groups[k] for k in keys})
+                   and is_k_quant(_row_objects(it.row, corpus=corpus)[3])})
+
+    def put(c: float) -> None:
+        corpus.kquant_matvec_flops = c or None
+
+    best, scores = _grid_choice(MATVEC_GRID, put, groups, {k: groups[k] for k in keys}, corpus)
     return {"flops_per_weight": best, "devices": [d for d, _ in keys],
             "rows": sum(len(groups[k]) for k in keys),
             "loss_by_value": {f"{c:g}": round(v, 2) for c, v in scores.items()}}
@@ -206,10 +214,10 @@ def fit_matvec_alu(prepared: list[Prepared]) -> dict:
 POOL_GRID = (1.0, 0.8, 0.65, 0.5, 0.4, 0.32, 0.25)
 
 
-def fit_routing(prepared: list[Prepared]) -> dict[str, dict]:
+def fit_routing(prepared: list[Prepared], corpus: PublicCorpus) -> dict[str, dict]:
     """Per MoE model with rows of more than one sequence per step: the expert_pool_fraction
     (sim.cost `expected_distinct_experts`) from POOL_GRID that, with every group holding the model's
-    rows refitted, gives those rows the smallest robust error. Leaves POOL_OVERRIDE set to the
+    rows refitted, gives those rows the smallest robust error. Leaves `corpus.pool` set to the
     choices. Chosen on all rows (a property of the model, not of a device): the held-out errors
     reported for these models are not independent of this choice. Keyed by `routing_key`: a
     benchmark of identical synthetic sequences (llama-batched-bench) gets a fraction of its own; a
@@ -233,20 +241,20 @@ def fit_routing(prepared: list[Prepared]) -> dict[str, dict]:
     tied = {m + SYNTHETIC_SUFFIX: m for m in moe_models if m not in models and m + SYNTHETIC_SUFFIX in models}
     # start every MoE model from uniform routing, whatever a previous fit wrote: the same corpus then
     # gives the same choices (models share groups, so the order is fixed: alphabetical)
-    POOL_OVERRIDE.update({m: 1.0 for m in moe_models | set(models)})
+    corpus.pool.update({m: 1.0 for m in moe_models | set(models)})
 
     def setter(key: str):
         def put(c: float) -> None:
-            POOL_OVERRIDE[key] = c
+            corpus.pool[key] = c
             if key in tied:
-                POOL_OVERRIDE[tied[key]] = c
+                corpus.pool[tied[key]] = c
         return put
 
     for model in models:
         mine = [it for it in multi if routing_key(it.row) == model]
         keys = sorted({(it.row.device, it.family) for it in mine})
         best, scores = _grid_choice(POOL_GRID, setter(model), groups,
-                                    {k: [it for it in mine if (it.row.device, it.family) == k] for k in keys})
+                                    {k: [it for it in mine if (it.row.device, it.family) == k] for k in keys}, corpus)
         out[model] = {"expert_pool_fraction": best, "rows": len(mine),
                       "devices": sorted({it.row.device for it in mine}),
                       "loss_by_fraction": {f"{c:g}": round(v, 2) for c, v in scores.items()}}
@@ -263,6 +271,6 @@ def _groups(prepared: list[Prepared]) -> dict[tuple[str, str], list[Prepared]]:
     return dict(sorted(g.items()))
 
 
-def fit_all(prepared: list[Prepared]) -> dict[tuple[str, str], GroupParams]:
+def fit_all(prepared: list[Prepared], corpus: PublicCorpus | None = None) -> dict[tuple[str, str], GroupParams]:
     """One fit per (device, family) with rows."""
-    return {k: fit_group(items, *k) for k, items in _groups(prepared).items()}
+    return {k: fit_group(items, *k, corpus) for k, items in _groups(prepared).items()}

@@ -9,6 +9,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from calibrate.public.corpus import PublicCorpus, corpus_or_default
+
 
 # ---- device micro-benchmarks: the bandwidth anchor of a transfer ---------------------------------------
 
@@ -20,79 +22,64 @@ import numpy as np
 # grid, and gpu-stream's read kernel does not saturate an H200 at its occupancy (2,756 GB/s against
 # 3,534 for its triad), so they measure the kernel as much as the memory.
 ANCHOR_KERNEL = {"babelstream": "Copy", "gpu-stream": "scale", "torch-copy": "copy", "read-probe": "read"}
-# False: every transfer keeps the datasheet anchor (what the transfer did before the micro-benchmarks)
-USE_MICROBENCH = True
-_MICRO: dict = {"rows": None, "shares": {}, "matmul": {}}
 
 
-def set_microbench(rows) -> None:
-    """Use these micro-benchmark rows (calibrate.public_corpus.load_microbench) for the anchors; the
-    default is the shipped file, read on first use."""
-    _MICRO["rows"], _MICRO["shares"], _MICRO["matmul"] = list(rows), {}, {}
-
-
-def _micro_rows() -> list:
-    """The micro-benchmark rows in use: those `set_microbench` gave, else the shipped file's."""
-    if _MICRO["rows"] is None:
-        from calibrate.public_corpus import load_microbench
-
-        set_microbench(load_microbench())
-    return _MICRO["rows"]
-
-
-def bandwidth_shares(device: str) -> dict[str, float]:
+def bandwidth_shares(device: str, corpus: PublicCorpus | None = None) -> dict[str, float]:
     """benchmark -> the device's micro-benchmark bandwidth (ANCHOR_KERNEL's kernel) / its profile's
-    datasheet bandwidth: the share of the datasheet figure that kernel reached on it."""
-    rows = _micro_rows()
-    if device not in _MICRO["shares"]:
+    datasheet bandwidth: the share of the datasheet figure that kernel reached on it (`corpus`'s
+    micro-benchmarks; the shipped ones without)."""
+    corpus = corpus_or_default(corpus)
+    cache = corpus.bandwidth_share_cache
+    if device not in cache:
         from sim.catalog.hardware import load_profile
 
         peak = load_profile(device).memory_bandwidth_gb_per_s
-        _MICRO["shares"][device] = {
-            r.benchmark: r.value / peak for r in rows
+        cache[device] = {
+            r.benchmark: r.value / peak for r in corpus.micro_rows()
             if r.device == device and r.quantity == "memory_bandwidth" and ANCHOR_KERNEL.get(r.benchmark) == r.kernel}
-    return _MICRO["shares"][device]
+    return cache[device]
 
 
-def bandwidth_anchor(target: str, donor: str) -> float:
+def bandwidth_anchor(target: str, donor: str, corpus: PublicCorpus | None = None) -> float:
     """How much more of its datasheet bandwidth `target` reaches than `donor`, by the micro-benchmarks
     both ran: the geometric mean over their common benchmarks of (target's share) / (donor's share).
     A donor's fitted bandwidth efficiency (engine-achieved / datasheet) times this is the target's, if
     the engine reaches the same share of what the micro-benchmark reaches on both: the transfer then
     carries engine-achieved / micro-benchmark, not engine-achieved / datasheet. 1 (the datasheet
-    anchor) when the two share no benchmark, or USE_MICROBENCH is off. Device data only: a held-out
+    anchor) when the two share no benchmark, or the corpus's `use_microbench` is off. Device data only: a held-out
     device's own micro-benchmark figure is used, none of its engine rows."""
-    return _share_ratio(target, donor, bandwidth_shares)
+    return _share_ratio(target, donor, bandwidth_shares, corpus_or_default(corpus))
 
 
-def _share_ratio(target: str, donor: str, shares) -> float:
+def _share_ratio(target: str, donor: str, shares, corpus: PublicCorpus) -> float:
     """Geometric mean over the micro-benchmarks both devices ran of target's / donor's `shares`
-    (benchmark -> share of the datasheet figure); 1 when they share none or USE_MICROBENCH is off."""
-    if not USE_MICROBENCH or target == donor:
+    (benchmark -> share of the datasheet figure); 1 when they share none or `use_microbench` is off."""
+    if not corpus.use_microbench or target == donor:
         return 1.0
-    st, sd = shares(target), shares(donor)
+    st, sd = shares(target, corpus), shares(donor, corpus)
     common = sorted(set(st) & set(sd))
     if not common:
         return 1.0
     return float(np.exp(np.mean([math.log(st[b] / sd[b]) for b in common])))
 
 
-def matmul_shares(device: str) -> dict[str, dict[str, float]]:
+def matmul_shares(device: str, corpus: PublicCorpus | None = None) -> dict[str, dict[str, float]]:
     """benchmark -> {number format: the device's micro-benchmark GEMM rate (quantity `matmul`; the
     kernel names the format first, e.g. "fp8 16384x16384x16384") / its profile's datasheet peak of
-    that format}."""
-    rows = _micro_rows()
-    if device not in _MICRO["matmul"]:
+    that format} (`corpus`'s micro-benchmarks; the shipped ones without)."""
+    corpus = corpus_or_default(corpus)
+    cache = corpus.matmul_share_cache
+    if device not in cache:
         from sim.catalog.hardware import load_profile
 
         hw = load_profile(device)
         shares: dict[str, dict[str, float]] = defaultdict(dict)
-        for r in rows:
+        for r in corpus.micro_rows():
             if r.device == device and r.quantity == "matmul":
                 fmt = r.kernel.split()[0]
                 shares[r.benchmark][fmt] = r.value * 1e12 / hw.peak_flops(fmt)
-        _MICRO["matmul"][device] = dict(shares)
-    return _MICRO["matmul"][device]
+        cache[device] = dict(shares)
+    return cache[device]
 
 
 # Kernel families whose GEMMs are the vendor libraries' (cuBLAS / CUTLASS / hipBLASLt) that a GEMM
@@ -109,9 +96,9 @@ COMPUTE_ANCHOR_FAMILIES = ("trtllm", "torch")
 COMPUTE_ANCHOR_CLASSES = {"ggml": ("f16",)}
 
 
-def compute_anchor(target: str, donor: str) -> float:
+def compute_anchor(target: str, donor: str, corpus: PublicCorpus | None = None) -> float:
     """As `bandwidth_anchor`, for the matmul side: how much more of its datasheet GEMM peak `target`'s
-    micro-benchmarks reached than `donor`'s, 1 when they ran none in common (or USE_MICROBENCH is off).
+    micro-benchmarks reached than `donor`'s, 1 when they ran none in common (or `use_microbench` is off).
     Per benchmark both ran: the mean log ratio over the number formats both ran it in; where they ran
     it in different formats, the ratio of their mean log shares (each a share of its own format's
     peak). Then the geometric mean over benchmarks.
@@ -129,9 +116,10 @@ def compute_anchor(target: str, donor: str) -> float:
       the H100 SXM lends) had large batches 20-50% too short, its GEMMs priced at Hopper's share.
       With it (0.64 of the H100's bf16 share): 13.1 -> 12.6% median, 17 -> 13 of 64 rows past 25%;
       all rows held out by device 8.9 / 31.6% -> 8.9 / 31.5% (round 17)."""
-    if not USE_MICROBENCH or target == donor:
+    corpus = corpus_or_default(corpus)
+    if not corpus.use_microbench or target == donor:
         return 1.0
-    st, sd = matmul_shares(target), matmul_shares(donor)
+    st, sd = matmul_shares(target, corpus), matmul_shares(donor, corpus)
     logs = []
     for bench in sorted(set(st) & set(sd)):
         both = sorted(set(st[bench]) & set(sd[bench]))
@@ -143,14 +131,15 @@ def compute_anchor(target: str, donor: str) -> float:
     return float(np.exp(np.mean(logs))) if logs else 1.0
 
 
-def allreduce_step_latency_us(device: str) -> float | None:
+def allreduce_step_latency_us(device: str, corpus: PublicCorpus | None = None) -> float | None:
     """The device's measured collective step latency [us]: the median over its `allreduce_time`
     micro-benchmark rows (NCCL/RCCL all-reduce of 1-8 KB, where the time is latency) of time / (2 (N - 1)),
     the ring all-reduce's latency term (sim/cost/parallel.py `ring_allreduce_s`: 2 (N - 1) steps) for
     its N devices. None without such rows. The Azure ND results give 8-GPU nodes: H100 SXM 1.86 us,
-    H200 2.16, A100 3.15, MI300X 3.47 (RCCL)."""
+    H200 2.16, A100 3.15, MI300X 3.47 (RCCL). From `corpus`'s micro-benchmarks (the shipped ones without)."""
     from calibrate.public_corpus import allreduce_devices
 
-    steps = [r.value / (2 * (allreduce_devices(r.kernel) - 1)) for r in _micro_rows()
+    corpus = corpus_or_default(corpus)
+    steps = [r.value / (2 * (allreduce_devices(r.kernel) - 1)) for r in corpus.micro_rows()
              if r.device == device and r.quantity == "allreduce_time"]
-    return float(np.median(steps)) if steps and USE_MICROBENCH else None
+    return float(np.median(steps)) if steps and corpus.use_microbench else None

@@ -107,6 +107,9 @@ class GroupParams:
     # a fitted group whose rows carry next to no information on its attention ships one transferred
     # from these devices (`params_for`); empty when the attention is its own
     attention_from: list[str] = field(default_factory=list)
+    # the K-quant mat-vec ALU cost the entry carries (`PublicCorpus.matvec_flops_for`: the fitted value
+    # for llama.cpp on Apple GPUs, else None), set by the fit and the transfer from their corpus
+    kquant_matvec_flops: float | None = None
 
     def pins(self, what: str, cls: str = "") -> bool:
         """Whether the group's rows pinned `what` ("attention", "half_rows", "bandwidth", "compute") of `cls`."""
@@ -133,7 +136,7 @@ class GroupParams:
             compute_by_class=self.compute, bandwidth_by_class=self.bandwidth, attention_of_peak=self.attention,
             floor_ms=self.floor_ms, per_sequence_ms=self.seq_ms, matmul_half_rows=self.half_rows,
             interconnect_latency_us=self.lat_us,
-            kquant_matvec_flops_per_weight=matvec_flops_for(self.device, self.family),
+            kquant_matvec_flops_per_weight=self.kquant_matvec_flops,
         )
 
 
@@ -146,24 +149,3 @@ def _class_value(values: dict[str, float], cls: str, default: float) -> float:
         return values[base_class(cls)]
     dense = [v for c, v in values.items() if base_class(c) == c] or list(values.values())
     return float(np.exp(np.mean(np.log(dense)))) if dense else default
-
-
-# ---- the ALU cost of K-quant mat-vec kernels on Apple GPUs (a kernel property, fitted across devices) --
-
-# FLOP-equivalents per K-quant weight that llama.cpp's Metal mat-vec kernels spend at the fp32
-# ALU rate (`Efficiency.kquant_matvec_flops_per_weight`, sim.cost.roofline `weight_stream_s`); None until
-# `fit_matvec_alu` chooses it (then every Apple profile's llama.cpp entry carries the choice).
-APPLE_KQUANT_MATVEC_FLOPS: dict[str, float | None] = {"value": None}
-
-
-
-def matvec_flops_for(device: str, family: str) -> float | None:
-    """The K-quant mat-vec ALU cost (FLOP-equivalents per weight) a (device, family) entry carries: the
-    fitted value for llama.cpp's kernels on Apple GPUs, None elsewhere (CUDA's mat-vec kernels
-    multiply with int8 dot products and are not ALU-bound at these rates: no such roof)."""
-    from sim.catalog.hardware import load_profile
-
-    v = APPLE_KQUANT_MATVEC_FLOPS["value"]
-    if not v or family != "ggml" or load_profile(device).vendor != "Apple":
-        return None
-    return v

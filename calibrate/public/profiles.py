@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from calibrate.public.corpus import PublicCorpus
 from calibrate.public.params import GroupParams
 from calibrate.public.transfer import _tier, transfer
 from calibrate.public.validate import Validation, error_bands
@@ -23,7 +24,7 @@ LEND_ATTENTION_INFO = 1.0
 
 
 def params_for(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
-               era: float | None = 1.0) -> GroupParams | None:
+               era: float | None = 1.0, *, corpus: PublicCorpus | None = None) -> GroupParams | None:
     """What a profile ships for (device, family): its own fit where it has rows, else a transfer for
     `era` (1 = today's llama.cpp builds, what users run; `transfer`).
 
@@ -38,11 +39,11 @@ def params_for(device: str, family: str, fits: dict[tuple[str, str], GroupParams
     (the H200's, information 8) keeps its own."""
     own = fits.get((device, family))
     if own is None:
-        return transfer(device, family, fits, era=era)
+        return transfer(device, family, fits, era=era, corpus=corpus)
     pinned = [d for (d, f), g in fits.items() if f == family and d != device and g.pins("attention")]
     if own.attention_info is None or own.attention_info >= LEND_ATTENTION_INFO or not pinned:
         return own
-    lent = transfer(device, family, fits, era=era)
+    lent = transfer(device, family, fits, era=era, corpus=corpus)
     # name the donors that carry the weight: those whose rows pinned it, at the nearest matmul-side tier
     nearest = min(_tier(device, d, "compute") for d in pinned)
     donors = sorted(d for d in pinned if _tier(device, d, "compute") == nearest)
@@ -72,7 +73,7 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
     out: dict = {}
     for device in available_profiles():
         for family in families_for(device):
-            p = params_for(device, family, v.fits)
+            p = params_for(device, family, v.fits, corpus=v.corpus)
             if p is None:
                 continue
             bw = {c: round(x, 4) for c, x in sorted(p.bandwidth.items())}

@@ -13,6 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from calibrate.public.corpus import PublicCorpus
 from calibrate.public.era import row_is_current
 from calibrate.public.params import GroupParams, engine_family
 from calibrate.public_corpus import PublicRow
@@ -41,12 +42,14 @@ class Excluded(Exception):
     """A row the cost model cannot replay (the reason says why)."""
 
 
-def _row_objects(row: PublicRow, fitting: bool = False):
+def _row_objects(row: PublicRow, fitting: bool = False, corpus: PublicCorpus | None = None):
     """(profile, engine preset for that device, model, quant format, CostModel) a row is replayed with;
     the KV dtype is the row's own when its settings name one (kv_cache_dtype=fp8). `fitting`: the
-    cost model a group's own fit uses, without the MMQ tile floor (`row_mmq_tiles`)."""
+    cost model a group's own fit uses, without the MMQ tile floor (`row_mmq_tiles`). The routing skew
+    of a MoE model is `corpus`'s (`PublicCorpus.pool`, keyed by `routing_key`), else the catalog's."""
+    pool = corpus.pool.get(routing_key(row)) if corpus is not None else None
     return _objects(row.device, row.engine, row.model, row.quant, row.n_devices, _row_kv_dtype(row),
-                    POOL_OVERRIDE.get(routing_key(row)), row.settings.get("mxfp4_layers", ""), row_flash_attention(row),
+                    pool, row.settings.get("mxfp4_layers", ""), row_flash_attention(row),
                     row_mmq_tiles(row) and not fitting)
 
 
@@ -120,9 +123,6 @@ def _pytorch_flow(row: PublicRow) -> bool:
     return row.engine == "trtllm" and "--backend pytorch" in (row.settings.get("bench") or "")
 
 
-# routing key (`routing_key`) -> expert_pool_fraction tried by `fit_routing` (None: the catalog's)
-POOL_OVERRIDE: dict[str, float] = {}
-
 # Benchmarks whose sequences are all the same synthetic tokens: llama-batched-bench feeds token 0 at
 # every position of every sequence (tools/batched-bench/batched-bench.cpp, `common_batch_add(batch, 0,
 # ...)`), so its sequences' hidden states, and the experts they pick, are far more alike than real
@@ -133,7 +133,7 @@ SYNTHETIC_SUFFIX = "@identical-tokens"
 
 
 def routing_key(row: PublicRow) -> str:
-    """The POOL_OVERRIDE key of a row's routing: the model's, or for a benchmark of identical synthetic
+    """The `PublicCorpus.pool` key of a row's routing: the model's, or for a benchmark of identical synthetic
     sequences (SYNTHETIC_TOKEN_BENCHES) the model's under that benchmark (model + SYNTHETIC_SUFFIX)."""
     bench = (row.settings.get("bench") or "").split()
     return row.model + SYNTHETIC_SUFFIX if bench and bench[0] in SYNTHETIC_TOKEN_BENCHES else row.model
@@ -269,19 +269,20 @@ def cost_params(hw, engine_cfg, q, p: GroupParams, moe: bool = False) -> CostPar
     return CostParams.from_efficiency(hw, q, p.efficiency, p.family, engine_cfg, moe=moe)
 
 
-def predict(row: PublicRow, shape: Shape, p: GroupParams, fitting: bool = False) -> float:
+def predict(row: PublicRow, shape: Shape, p: GroupParams, fitting: bool = False,
+            corpus: PublicCorpus | None = None) -> float:
     """The row's figure under a group's parameters (`fitting`: as the group's own fit prices it,
-    `_row_objects`)."""
-    hw, eng, spec, q, cm = _row_objects(row)
-    return predict_with(row, shape, cost_params(hw, eng, q, p, spec.is_moe), p.lat_us, fitting)
+    `_row_objects`; `corpus`: whose fitted routing skew the row is replayed with)."""
+    hw, eng, spec, q, cm = _row_objects(row, corpus=corpus)
+    return predict_with(row, shape, cost_params(hw, eng, q, p, spec.is_moe), p.lat_us, fitting, corpus)
 
 
 def predict_with(row: PublicRow, shape: Shape, cp: CostParams, lat_us: float | None = None,
-                 fitting: bool = False) -> float:
+                 fitting: bool = False, corpus: PublicCorpus | None = None) -> float:
     """The row's figure under one device's CostParams (a TP group of `shape.tp` devices priced as one
     device of tp x the rates, as sim.cost.parallel does; `lat_us` = all-reduce step latency, default the
     profile's)."""
-    hw, eng, spec, q, cm = _row_objects(row, fitting)
+    hw, eng, spec, q, cm = _row_objects(row, fitting, corpus)
     if shape.tp > 1:
         from sim.cost.parallel import tp_group_params
 

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from calibrate.public.corpus import PublicCorpus
 from calibrate.public.params import engine_family
 from calibrate.public.replay import (
     Excluded,
@@ -117,13 +118,14 @@ def replayer(*metrics: str):
     return put
 
 
-def row_shape(row: PublicRow) -> Shape:
+def row_shape(row: PublicRow, corpus: PublicCorpus | None = None) -> Shape:
     """The iterations behind one corpus row (raises Excluded with a reason when it cannot be replayed):
-    the replayer of its metric (`REPLAYERS`) applied to the objects it is replayed with."""
+    the replayer of its metric (`REPLAYERS`) applied to the objects it is replayed with (`corpus`: whose
+    fitted routing skew)."""
     from sim.errors import ConfigError
 
     try:
-        hw, eng, spec, q, cm = _row_objects(row)
+        hw, eng, spec, q, cm = _row_objects(row, corpus=corpus)
     except ConfigError as e:
         raise Excluded(f"cannot build the engine/model: {e.problem}") from None
     comm = _comm(hw, spec, row.n_devices)
@@ -274,7 +276,9 @@ OUTLIER_MARK = "outlier"
 SET_ASIDE_MARK = "set aside:"
 
 
-def prepare(rows: list[PublicRow]) -> list[Prepared]:
+def prepare(rows: list[PublicRow], corpus: PublicCorpus | None = None) -> list[Prepared]:
+    """Every row with its shape (`row_shape`, replayed with `corpus`'s fitted routing skew), or the reason
+    it is not fitted: set aside or marked an outlier in its notes, or not replayable."""
     out = []
     for r in rows:
         fam = engine_family(r.engine, r.settings)
@@ -289,7 +293,7 @@ def prepare(rows: list[PublicRow]) -> list[Prepared]:
             out.append(Prepared(r, fam, None, "its notes mark it as an outlier (not a representative setup)"))
             continue
         try:
-            out.append(Prepared(r, fam, row_shape(r)))
+            out.append(Prepared(r, fam, row_shape(r, corpus)))
         except Excluded as e:
             out.append(Prepared(r, fam, None, str(e)))
     return out

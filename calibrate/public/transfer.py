@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from calibrate.public.corpus import PublicCorpus, corpus_or_default
 from calibrate.public.era import ERA_TIERS, _era_step
 from calibrate.public.microbench import (
     COMPUTE_ANCHOR_CLASSES,
@@ -211,7 +212,7 @@ SPREAD_FLOOR = ROW_SIGMA
 
 
 def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
-             era: float | None = None) -> GroupParams | None:
+             era: float | None = None, *, corpus: PublicCorpus | None = None) -> GroupParams | None:
     """Parameters for `device` under `family` from the other fitted devices of that family: a
     weighted geometric mean (arithmetic for the floor and per-sequence cost), weight =
     TIER_DECAY ** tier x sqrt(rows) x (ROW_SIGMA / spread) ** SPREAD_POWER, per weight class (a donor
@@ -225,7 +226,9 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     rows ran with CUDA graphs (`GroupParams.eager`). `era` is the share of current-build rows the
     prediction is for (1 for a shipped profile: users run today's llama.cpp; a held-out group's own
     share when cross-validating); on the memory side a donor of the other era is ERA_TIERS tiers
-    further (`_era_step`). None when the family was fitted nowhere else."""
+    further (`_era_step`). The micro-benchmark anchors and the K-quant mat-vec cost are `corpus`'s
+    (the shipped micro-benchmarks and none without). None when the family was fitted nowhere else."""
+    corpus = corpus_or_default(corpus)
     others = [g for (d, f), g in fits.items() if f == family and d != device]
     if not others:
         return None
@@ -255,14 +258,14 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     def anchor(g: GroupParams, c: str) -> float:
         # library GEMMs travel as shares of a GEMM micro-benchmark both devices ran (`compute_anchor`)
         library = family in COMPUTE_ANCHOR_FAMILIES or c in COMPUTE_ANCHOR_CLASSES.get(family, ())
-        return compute_anchor(device, g.device) if library else 1.0
+        return compute_anchor(device, g.device, corpus) if library else 1.0
 
     # bandwidth efficiencies travel as shares of what a micro-benchmark reached on each device, where
     # both devices ran the same one (`bandwidth_anchor`; 1 = the datasheet anchor), capped at the
     # datasheet peak as a fitted value is
     bw = {c: min(BOUNDS["bandwidth"][1],
                  wgeo([(weight(g, "memory") * measured(g, "bandwidth", c),
-                        g.bandwidth_for(c) * bandwidth_anchor(device, g.device)) for g in others]))
+                        g.bandwidth_for(c) * bandwidth_anchor(device, g.device, corpus)) for g in others]))
           for c in classes}
     def achievable(what: str, cls: str, donors) -> float:
         # a weighted geometric mean of [(weight, donor, value)] taken as shares of each device's
@@ -282,7 +285,7 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     graphs = [g for g in others if not g.eager]
     floor_ms, seq_ms = _launch_costs(device, [(weight(g, "memory"), g) for g in graphs], wmean)
     lat_donors = [(weight(g), g) for g in graphs if g.lat_us is not None]
-    lat_us = _transfer_latency(device, lat_donors, wgeo, wmean)
+    lat_us = _transfer_latency(device, lat_donors, wgeo, wmean, corpus)
     return GroupParams(
         device, family, bw, comp,
         achievable("attention", ATTENTION_CLASS,
@@ -293,6 +296,7 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
         transferred_from=sorted(nearest), seen_classes=(), current_share=era,
         # without donors `_transfer_latency` gives the device's own micro-benchmark (or None)
         lat_from_microbench=not lat_donors and lat_us is not None,
+        kquant_matvec_flops=corpus.matvec_flops_for(device, family),
     )
 
 
@@ -316,7 +320,7 @@ def _launch_costs(device: str, donors: list, wmean) -> tuple[float, float]:
     return wmean([(w, g.floor_ms) for w, g in mates]), wmean([(w, g.seq_ms) for w, g in mates])
 
 
-def _transfer_latency(device: str, donors: list, wgeo, wmean) -> float | None:
+def _transfer_latency(device: str, donors: list, wgeo, wmean, corpus: PublicCorpus) -> float | None:
     """All-reduce step latency for `device` from fitted donors [(weight, GroupParams)]: the fitted
     latency as a multiple of each donor's own link latency (profile `interconnect_latency_us`: NVLink
     5 us, PCIe 10 us), applied to the target's link. What a family's collectives add to a link's
@@ -336,7 +340,7 @@ def _transfer_latency(device: str, donors: list, wgeo, wmean) -> float | None:
     from sim.catalog.hardware import load_profile
 
     if not donors:
-        return allreduce_step_latency_us(device)
+        return allreduce_step_latency_us(device, corpus)
     link = {d: load_profile(d).interconnect_latency_us for d in {device, *(g.device for _, g in donors)}}
     if all(v > 0 for v in link.values()):
         return link[device] * wgeo([(w, g.lat_us / link[g.device]) for w, g in donors])

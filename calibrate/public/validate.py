@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from calibrate.public.corpus import PublicCorpus, corpus_or_default
 from calibrate.public.era import current_share
 from calibrate.public.fitting import _groups, fit_all, fit_group
 from calibrate.public.params import GroupParams
@@ -26,11 +27,11 @@ KINDS = {"prompt_tps": "prefill", "ttft_ms": "prefill", "decode_tps": "decode", 
          "total_tps": "throughput", "e2e_s": "latency"}
 
 
-def _err(row: PublicRow, shape: Shape, p: GroupParams | None) -> float:
+def _err(row: PublicRow, shape: Shape, p: GroupParams | None, corpus: PublicCorpus | None = None) -> float:
     """Signed relative error (predicted / measured - 1); nan when nothing predicts the row."""
     if p is None:
         return float("nan")
-    pred = predict(row, shape, p)
+    pred = predict(row, shape, p, corpus=corpus)
     return pred / row.value - 1.0 if math.isfinite(pred) else float("inf")
 
 
@@ -45,24 +46,31 @@ class Validation:
     loso: dict[str, float]
     lodo_from: dict[str, list[str]]
     lomo: dict[str, float] = field(default_factory=dict)
+    # the corpus the rows were fitted and predicted with (its micro-benchmarks and fitted routing skew
+    # and mat-vec cost): what `profile_entries` transfers and the report's checks price with
+    corpus: PublicCorpus = field(default_factory=PublicCorpus)
 
 
-def cross_validate(prepared: list[Prepared], fits: dict | None = None) -> Validation:
-    fits = fits if fits is not None else fit_all(prepared)
+def cross_validate(prepared: list[Prepared], corpus: PublicCorpus | None = None,
+                   fits: dict | None = None) -> Validation:
+    """Fit every group (unless `fits` are given) and hold rows out: by device (through `transfer`), by
+    source (refits without it), by model within a device; every row priced with `corpus`."""
+    corpus = corpus_or_default(corpus)
+    fits = fits if fits is not None else fit_all(prepared, corpus)
     groups = _groups(prepared)
     ins, lodo, loso, lodo_from = {}, {}, {}, {}
     for (d, f), items in groups.items():
         for it in items:
-            ins[it.row.row_id] = _err(it.row, it.shape, fits[(d, f)])
+            ins[it.row.row_id] = _err(it.row, it.shape, fits[(d, f)], corpus)
     # leave one device out: every group of that device predicted from the other devices only
     for d in sorted({d for d, _ in groups}):
         rest = {k: v for k, v in fits.items() if k[0] != d}
         for (dd, f), items in groups.items():
             if dd != d:
                 continue
-            p = transfer(d, f, rest, era=current_share([it.row for it in items]))
+            p = transfer(d, f, rest, era=current_share([it.row for it in items]), corpus=corpus)
             for it in items:
-                lodo[it.row.row_id] = _err(it.row, it.shape, p)
+                lodo[it.row.row_id] = _err(it.row, it.shape, p, corpus)
                 lodo_from[it.row.row_id] = p.transferred_from if p else []
     # leave one source out: refit the groups a source touches without it
     by_source: dict = defaultdict(list)
@@ -74,13 +82,13 @@ def cross_validate(prepared: list[Prepared], fits: dict | None = None) -> Valida
         for k in keys:
             left = [it for it in groups[k] if it.row.source != src]
             if left:
-                p = fit_group(left, *k)
+                p = fit_group(left, *k, corpus)
             else:
                 p = transfer(k[0], k[1], {kk: v for kk, v in fits.items() if kk != k},
-                             era=current_share([it.row for it in groups[k]]))
+                             era=current_share([it.row for it in groups[k]]), corpus=corpus)
             for kk, it in members:
                 if kk == k:
-                    loso[it.row.row_id] = _err(it.row, it.shape, p)
+                    loso[it.row.row_id] = _err(it.row, it.shape, p, corpus)
     # leave one model out, within a device: what a user predicting a model the device's rows never
     # measured should expect (groups with a single model have no such error)
     lomo = {}
@@ -89,11 +97,11 @@ def cross_validate(prepared: list[Prepared], fits: dict | None = None) -> Valida
         if len(models) < 2:
             continue
         for m in models:
-            p = fit_group([it for it in items if it.row.model != m], *k)
+            p = fit_group([it for it in items if it.row.model != m], *k, corpus)
             for it in items:
                 if it.row.model == m:
-                    lomo[it.row.row_id] = _err(it.row, it.shape, p)
-    return Validation(prepared, fits, ins, lodo, loso, lodo_from, lomo)
+                    lomo[it.row.row_id] = _err(it.row, it.shape, p, corpus)
+    return Validation(prepared, fits, ins, lodo, loso, lodo_from, lomo, corpus)
 
 
 def _stats(errs: list[float]) -> dict:
