@@ -997,3 +997,26 @@ def test_the_mmq_tile_floor_prices_current_llama_cpp_rows_but_not_their_own_fit(
     assert pf._row_objects(spark)[4].mmq_tile_bandwidth == pytest.approx(273e9)
     assert pf._row_objects(spark, fitting=True)[4].mmq_tile_bandwidth == 0.0
     assert pf._row_objects(old)[4].mmq_tile_bandwidth == 0.0
+
+
+def test_every_corpus_metric_has_one_replayer_in_the_registry_and_row_shape_dispatches_on_it(corpus, monkeypatch):
+    """The replay is one function per benchmark kind (`REPLAYERS`, keyed by the corpus's `metric`): the
+    registry covers exactly the metrics a corpus row may carry, and `row_shape` goes through it."""
+    from calibrate.public import replayers
+    from calibrate.public_corpus import METRICS
+
+    assert set(replayers.REPLAYERS) == set(METRICS)
+    row = next(r for r in corpus if r.metric == "pp" and r.engine == "llama.cpp" and r.n_devices == 1)
+    real = pf.row_shape(row)
+    seen = []
+
+    def spy(ctx):
+        seen.append(ctx.row.row_id)
+        return replayers.replay_prompt(ctx)
+
+    monkeypatch.setitem(replayers.REPLAYERS, "pp", spy)
+    again = pf.row_shape(row)
+    assert seen == [row.row_id] and np.array_equal(again.weights, real.weights) and again.numerator == real.numerator
+    monkeypatch.delitem(replayers.REPLAYERS, "pp")
+    with pytest.raises(pf.Excluded, match="metric pp not replayed"):
+        pf.row_shape(row)
