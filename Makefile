@@ -8,11 +8,8 @@ BIN     = $(VENV)/bin
 
 venv: $(VENV)/.installed
 
-# the install compiles sim/_compiled.py's modules (setup.py): an edited one is compiled again here
-# (until then it runs from its source: same results, slower)
-COMPILED_SOURCES = $(shell $(PYTHON) -c "import runpy; print(' '.join(m.replace('.', '/') + '.py' for m in runpy.run_path('sim/_compiled.py')['COMPILED']))")
-
-$(VENV)/.installed: pyproject.toml setup.py sim/_compiled.py $(COMPILED_SOURCES)
+# pure Python: an editable install, so an edited source runs as it is (nothing is built)
+$(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[all]'
 	touch $@
@@ -28,4 +25,3 @@ bench: venv
 
 clean:
 	rm -rf $(VENV) build *.egg-info
-	find sim -name '*.so' -delete -o -name '*.c' -delete

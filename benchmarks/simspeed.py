@@ -244,12 +244,6 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
           f"(shared: timings are noisy); commit {commit or '?'}; python {sys.version.split()[0]}")
-    # compiled (setup.py, sim/_compiled.py) or plain Python: the figures below depend on it
-    compiled = subprocess.run([sys.executable, "-c", "import json, sim._compiled as c; "
-                               "print(json.dumps(c.running_compiled()))"], cwd=ROOT, capture_output=True, text=True)
-    running = json.loads(compiled.stdout) if compiled.returncode == 0 else {}
-    print(f"compiled hot modules running: {sum(running.values())} of {len(running)}"
-          + (" (INFERSIM_PURE_PYTHON=1)" if os.environ.get("INFERSIM_PURE_PYTHON") == "1" else ""))
     only = set(args.only.split(","))
     if "startup" in only:
         section_startup(args.repeat)

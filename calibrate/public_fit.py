@@ -69,7 +69,6 @@ from calibrate.public.corpus import (  # noqa: F401
 )
 from calibrate.public.params import (  # noqa: F401
     BOUNDS,
-    ENGINE_FAMILY,
     engine_family,
     GroupParams,
     PRIOR_ATTENTION,

@@ -273,9 +273,7 @@ def write_routing(routing: dict[str, dict]) -> None:
     body = {m: {"expert_pool_fraction": r["expert_pool_fraction"], "rows": r["rows"], "devices": r["devices"]}
             for m, r in sorted(routing.items()) if SYNTHETIC_SUFFIX not in m}
     text = "\n".join(lines) + "\n" + yaml.safe_dump(body, sort_keys=True, default_flow_style=None)
-    if not models._ROUTING_FILE.is_file() or models._ROUTING_FILE.read_text() != text:
-        models._ROUTING_FILE.write_text(text)
-    models._load_catalog_file.cache_clear()
+    models.write_routing_file(text)
 
 
 def _json_safe(x):

@@ -10,8 +10,3 @@ See docs/architecture.md.
 """
 
 __version__ = "0.1.0"
-
-from sim import _compiled
-
-# before any compiled module is imported: run the sources that must not run compiled (sim/_compiled.py)
-_compiled.install()

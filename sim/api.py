@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sim.catalog import cache  # profiles, presets and model files loaded once per process (sweeps, plans)
-from sim.catalog.engine_config import EngineConfig, _line_of, _read_yaml  # the preset loader's YAML helpers
+from sim.catalog.engine_config import EngineConfig, line_of, read_yaml  # the preset loader's YAML helpers
 from sim.catalog.hardware import HardwareProfile
 from sim.cluster.simulate import simulate
 from sim.engine.build import SimResult
@@ -76,11 +76,11 @@ def _apply_engine_file(engine: EngineConfig, path: Path) -> EngineConfig:
     """The engine with the fields of a YAML mapping replaced; errors name the file and line."""
     if not path.is_file():
         raise ConfigError("file not found", file=path, field="--engine-file")
-    data = _read_yaml(path)
+    data = read_yaml(path)
     try:
         return engine.with_overrides(**data)
     except ConfigError as e:
-        raise ConfigError(e.problem, file=path, line=_line_of(path, e.field) if e.field else None,
+        raise ConfigError(e.problem, file=path, line=line_of(path, e.field) if e.field else None,
                           field=e.field) from None
 
 

@@ -144,3 +144,78 @@ def test_the_checks_catch_what_they_guard_against():
     assert _cycles({"a": {"b"}, "b": set()}) == []
     assert _layer("sim.cost.roofline") > _layer("sim.catalog.hardware")
     assert _layer("sim.commands.run") > _layer("sim.plan.sweep") > _layer("calibrate.fit")
+
+
+# ---- no private member of another package -------------------------------------------------------
+# A name with one leading underscore is private to the package that defines it (sim.cost, sim.engine,
+# calibrate, ...: the second level under sim, the top level elsewhere). Another package may not import
+# it nor read it off an object (`x._name`) unless it defines a private name of that spelling itself.
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "sim" and len(parts) > 1 else parts[0]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_defs(tree: ast.AST) -> set[str]:
+    """Private names a module defines: functions, classes, methods, module/class variables, and
+    attributes it assigns (`self._x = ...`)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            out.add(node.attr)
+        elif isinstance(node, ast.alias):
+            out.add(node.asname or node.name.split(".")[-1])
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+    return {n for n in out if _private(n)}
+
+
+def _private_uses(sources: dict[str, str] | None = None) -> list[str]:
+    """Violations in `sources` (module -> text; default: the repository's modules)."""
+    if sources is None:
+        sources = {m: p.read_text() for m, p in _modules().items()}
+    trees = {m: ast.parse(text, m) for m, text in sources.items()}
+    defined: dict[str, set[str]] = {}
+    for m, tree in trees.items():
+        defined.setdefault(_package(m), set()).update(_private_defs(tree))
+    out = []
+    for m, tree in trees.items():
+        own = defined[_package(m)]
+        elsewhere = set().union(*(names for pkg, names in defined.items() if pkg != _package(m)))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES \
+                    and _package(node.module) != _package(m):
+                out += [f"{m}:{node.lineno} imports {node.module}.{a.name}" for a in node.names if _private(a.name)]
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and _private(node.attr) \
+                    and node.attr in elsewhere and node.attr not in own:
+                out.append(f"{m}:{node.lineno} reads .{node.attr}")
+    return sorted(out)
+
+
+def test_no_private_member_of_another_package_is_used():
+    uses = _private_uses()
+    assert not uses, "private members used across packages:\n" + "\n".join(uses)
+
+
+def test_the_private_member_check_catches_a_reach_across():
+    sources = {"sim.cost.x": "def _lines(): pass\nclass C:\n    def _fix(self): pass\n",
+               "sim.engine.y": "from sim.cost.x import _lines\ndef f(c):\n    return c._fix()\n",
+               "sim.engine.z": "def g(s):\n    return s._own()\ndef _own(): pass\n"}
+    assert _private_uses(sources) == ["sim.engine.y:1 imports sim.cost.x._lines", "sim.engine.y:3 reads ._fix"]
+
+
+def test_no_build_products_in_the_source_tree():
+    """One way to run (issue 40): the packages run from their `.py` files. A compiled extension left
+    beside a source (an old Cython install's `.so`, its `.c`) would be imported instead of the `.py`
+    and run stale code silently: delete them (`find sim -name '*.so' -delete -o -name '*.c' -delete`)."""
+    found = sorted(str(p.relative_to(ROOT)) for pkg in PACKAGES for pattern in ("*.so", "*.pyd", "*.c", "*.pyx")
+                   for p in (ROOT / pkg).rglob(pattern))
+    assert not found, "build products in the source tree:\n" + "\n".join(found)

@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from sim_helpers import engine_with_kv_capacity, run
 
 from sim.catalog.engine_config import load_engine
+from sim.engine.kv import ALLOCATORS
+from sim.engine.schedulers import SCHEDULERS
 from workloads.request import Request
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -42,12 +44,12 @@ def traces(draw):
 
 @st.composite
 def configs(draw):
-    scheduler = draw(st.sampled_from(["static", "continuous", "chunked", "sequential", "slots"]))
-    kv = draw(st.sampled_from(["contiguous", "paged"]))
+    scheduler = draw(st.sampled_from(list(SCHEDULERS)))  # every registered policy and allocator
+    kv = draw(st.sampled_from(list(ALLOCATORS)))
     seqs = draw(st.integers(1, 12))
     budget = draw(st.sampled_from([256, 1024, 4096]))
     block = draw(st.sampled_from([1, 16, 32]))
-    if scheduler == "slots":
+    if SCHEDULERS[scheduler].per_slot_context:
         ctx = draw(st.sampled_from([2048, 8192, 32768]))
         mode = draw(st.sampled_from(["split", "unified"]))
         return load_engine("llama.cpp").with_overrides(

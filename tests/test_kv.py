@@ -103,3 +103,35 @@ def test_paged_decode_steps_available_leaves_keep_free_blocks_untouched(keep):
     assert k == small.decode_steps_available(lanes, ctx, max_steps=500)
     assert kv.grow_blocks_needed(lanes, ctx + k) <= kv.free_blocks - keep
     assert k == 500 or kv.grow_blocks_needed(lanes, ctx + k + 1) > kv.free_blocks - keep
+
+
+def test_block_phases_count_what_the_allocator_counts_from_its_arrays():
+    """`BlockPhases` (the decoding lanes' block arithmetic by bucket) against `PagedAllocator`'s
+    array arithmetic: the boundary lanes, the steps the free blocks allow and a run's blocks."""
+    from sim.engine.kv import BlockPhases
+
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        bs = int(rng.choice([1, 4, 16]))
+        n = int(rng.integers(1, 9))
+        clock = int(rng.integers(0, 50))
+        ctx = rng.integers(1, 200, size=n)
+        kv = PagedAllocator(capacity_tokens=bs * (int(ctx.sum()) // bs + 4 * n + int(rng.integers(0, 40))),
+                            block_size=bs, lanes=n)
+        phases = BlockPhases(bs)
+        lanes = np.arange(n)
+        for lane, c in enumerate(ctx.tolist()):
+            assert kv.reserve(lane, c)  # exactly the blocks its context needs
+            phases.join(lane, c, clock)
+        phases.check(lanes.tolist(), ctx.tolist(), kv, clock)
+        # the lanes needing a block for their next token: those whose context fills its last block
+        assert sorted(phases.boundary(clock)) == [lane for lane in range(n) if ctx[lane] % bs == 0]
+        assert kv.grow_by(lanes, ctx, 1)  # the scheduler grows every lane for one step ...
+        for keep in (0, 2):
+            for max_steps in (1, 7, 40, 300):
+                want = kv.decode_steps_available(lanes, ctx, max_steps, keep)
+                assert phases.steps_available(n, kv.free_blocks - keep, clock, max_steps) == want
+        for k in (1, 2, bs, bs + 3, 3 * bs + 1):  # ... then a run of k steps takes these blocks
+            assert phases.blocks_for_steps(n, k, clock) == kv.grow_blocks_needed(lanes, ctx + k)
+    phases.leave(0)
+    assert 0 not in phases.bucket_of and all(0 not in b for b in phases.buckets)

@@ -147,7 +147,8 @@ def test_requests_beyond_the_context_or_the_cache_are_refused_with_a_reason():
 
 
 def test_every_registered_scheduler_is_built_by_name_and_unknown_names_fail_clearly():
-    assert set(SCHEDULERS) == {"static", "continuous", "chunked", "sequential", "slots", "inflight", "prefill_first"}
+    for name, cls in SCHEDULERS.items():
+        assert cls.name == name and type(_sched(name, context=4096)) is cls
     with pytest.raises(ConfigError, match="unknown scheduler 'fifo'"):
         _sched("fifo")
     with pytest.raises(ConfigError):

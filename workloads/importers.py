@@ -16,6 +16,10 @@ rebase to the first request, rate scaling — and returns `Request`s. Formats:
 Text-only sources have no token counts: they are estimated as ceil(characters / 4) — OpenAI's
 rule of thumb that one token is about 4 characters of English text — and the requests are marked
 `tokens_estimated`.
+
+Each format is registered once (`register_format`: name, reader, how to recognise its first line), in
+`READERS`; a module in `workloads/formats/` is imported with this one, so a new importer is one file
+there (docs/contributing.md).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -31,8 +36,6 @@ import pandas as pd
 from sim.errors import ConfigError
 from workloads.request import Request
 from workloads.trace import iter_trace
-
-FORMATS = ("azure", "burstgpt", "mooncake", "sharegpt", "vllm-json", "infersim")
 
 CHARS_PER_TOKEN = 4.0  # OpenAI help center: "1 token ~= 4 chars in English"
 # vLLM's `custom` dataset uses --custom-output-len (default 256) when a line has no output_tokens.
@@ -78,26 +81,20 @@ def detect_format(path: str | Path) -> str:
     except UnicodeDecodeError:
         raise ConfigError("not a text file (give --format, or decompress it first)", file=file) from None
     cols = {c.strip() for c in first.split(",")}
-    if {"ContextTokens", "GeneratedTokens"} <= cols:
-        return "azure"
-    if {"Request tokens", "Response tokens"} <= cols:
-        return "burstgpt"
+    for name, fmt in FORMAT_RULES.items():  # CSV headers first, in registration order
+        if fmt.csv_columns and fmt.csv_columns <= cols:
+            return name
     try:
         obj = next(_json_records(path), (0, None))[1]
     except (ConfigError, UnicodeDecodeError):
         obj = None
     if isinstance(obj, dict):
         keys = set(obj)
-        if {"timestamp", "input_length", "output_length"} <= keys:
-            return "mooncake"
-        if "conversations" in keys:
-            return "sharegpt"
-        if "arrival_s" in keys:
-            return "infersim"
-        if "prompt" in keys or "prompt_tokens" in keys:
-            return "vllm-json"
+        for name, fmt in FORMAT_RULES.items():
+            if fmt.json_keys is not None and fmt.json_keys(keys):
+                return name
     raise ConfigError(
-        f"cannot tell the trace format from its first line; give --format ({'|'.join(FORMATS)})", file=file
+        f"cannot tell the trace format from its first line; give --format ({'|'.join(READERS)})", file=file
     )
 
 
@@ -276,10 +273,43 @@ def read_infersim(path: Path) -> SourceTrace:
     )
 
 
-READERS = {
-    "azure": read_azure, "burstgpt": read_burstgpt, "mooncake": read_mooncake,
-    "sharegpt": read_sharegpt, "vllm-json": read_vllm_json, "infersim": read_infersim,
-}
+@dataclass(frozen=True)
+class TraceFormat:
+    """How a format is read and recognised (`detect_format`)."""
+
+    name: str
+    read: Callable[[Path], SourceTrace]
+    #: CSV columns its header line has (None: not a CSV format)
+    csv_columns: frozenset[str] | None = None
+    #: whether the keys of a file's first JSON object are this format's (None: not a JSON format)
+    json_keys: Callable[[set[str]], bool] | None = None
+
+
+#: Every format's reader by name, in the order `--format` lists them.
+READERS: dict[str, Callable[[Path], SourceTrace]] = {}
+FORMAT_RULES: dict[str, TraceFormat] = {}
+
+
+def register_format(name: str, read: Callable[[Path], SourceTrace], *, csv_columns=None,
+                    json_keys: Callable[[set[str]], bool] | None = None) -> TraceFormat:
+    """Make `name` a format `read_source`, `convert` and `infersim trace convert --format` accept;
+    detection tries formats in registration order (CSV headers, then a JSON object's keys)."""
+    if name in READERS:
+        raise ValueError(f"trace format '{name}' is registered already")
+    fmt = TraceFormat(name, read, frozenset(csv_columns) if csv_columns else None, json_keys)
+    READERS[name] = read
+    FORMAT_RULES[name] = fmt
+    return fmt
+
+
+register_format("azure", read_azure, csv_columns={"ContextTokens", "GeneratedTokens"})
+register_format("burstgpt", read_burstgpt, csv_columns={"Request tokens", "Response tokens"})
+register_format("mooncake", read_mooncake, json_keys=lambda k: {"timestamp", "input_length", "output_length"} <= k)
+register_format("sharegpt", read_sharegpt, json_keys=lambda k: "conversations" in k)
+# an infersim trace has prompt_tokens too: its arrival_s tells it apart
+register_format("vllm-json", read_vllm_json,
+                json_keys=lambda k: ("prompt" in k or "prompt_tokens" in k) and "arrival_s" not in k)
+register_format("infersim", read_infersim, json_keys=lambda k: "arrival_s" in k)
 
 
 def _take(src: SourceTrace, idx: np.ndarray) -> SourceTrace:
@@ -315,7 +345,7 @@ def read_source(path: str | Path, fmt: str | None = None) -> SourceTrace:
         raise ConfigError("no such file", file=path)
     fmt = fmt or detect_format(path)
     if fmt not in READERS:
-        raise ConfigError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})", field="--format")
+        raise ConfigError(f"unknown format {fmt!r} (known: {', '.join(READERS)})", field="--format")
     src = READERS[fmt](path)
     if len(src) == 0:
         raise ConfigError(f"no usable request in this {fmt} file", file=path)
@@ -418,3 +448,17 @@ def convert(
     if src.tokens_estimated:
         notes.append(f"token counts are ESTIMATES: ceil(characters / {CHARS_PER_TOKEN:g}), no tokenizer")
     return ConvertResult(requests, src.format, n_source, tuple(notes))
+
+
+def _import_format_modules() -> None:
+    """Import every module of workloads/formats/: an importer in a file of its own registers itself."""
+    import importlib
+    import pkgutil
+
+    from workloads import formats
+
+    for mod in pkgutil.iter_modules(formats.__path__):
+        importlib.import_module(f"{formats.__name__}.{mod.name}")
+
+
+_import_format_modules()

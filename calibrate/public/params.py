@@ -12,26 +12,20 @@ from functools import cached_property
 
 import numpy as np
 
+from sim.catalog.engine_config import kernel_family_of
 from sim.catalog.hardware import Efficiency
 from sim.catalog.quant import base_class
 
 
 # ---- kernel families and weight classes ---------------------------------------------------------
 
-# engine -> the kernels it runs (what its efficiencies are shared with)
-ENGINE_FAMILY = {
-    "llama.cpp": "ggml", "ollama": "ggml", "lmstudio": "ggml",
-    "mlx": "mlx",
-    "vllm": "torch", "sglang": "torch", "tgi": "torch",
-    "trtllm": "trtllm",
-}
-
-
 def engine_family(engine: str, settings: dict | None = None) -> str:
-    """The kernel family of an engine (LM Studio: the runtime its row names, llama.cpp by default)."""
-    if engine == "lmstudio" and settings and settings.get("runtime", "").lower().startswith("mlx"):
-        return "mlx"
-    return ENGINE_FAMILY.get(engine, engine)
+    """The kernels an engine runs (what its efficiencies are shared with): its preset's `kernel_family`
+    (sim/catalog/engines). LM Studio runs MLX or llama.cpp: a row naming its runtime takes that preset's."""
+    runtime = str((settings or {}).get("runtime", "")).lower() if engine == "lmstudio" else ""
+    if runtime:
+        engine = "mlx" if runtime.startswith("mlx") else "llama.cpp"
+    return kernel_family_of(engine)
 
 
 # ---- parameters ---------------------------------------------------------------------------------

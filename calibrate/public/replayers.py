@@ -231,7 +231,9 @@ def _steady_batch(c: RowContext, eng, budget: int, limit: int, n_req: int | None
     # a paged engine's sequence holds isl + osl/2 tokens on average over its life (blocks are taken
     # as it grows); a contiguous one (TRT-LLM's GUARANTEED_NO_EVICT) reserves isl + osl at admission,
     # as the simulator's allocators do
-    per_seq = isl + osl if eng.kv_allocator == "contiguous" else isl + osl / 2
+    from sim.engine.kv import ALLOCATORS
+
+    per_seq = isl + osl / 2 if ALLOCATORS[eng.kv_allocator].grows_on_decode else isl + osl
     b_mem = cap / per_seq if per_seq else limit
     b_budget = budget * osl / (isl + osl)
     return max(1.0, min(limit, b_mem, b_budget, n_req or 10**9))

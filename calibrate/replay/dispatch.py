@@ -1,6 +1,6 @@
 """When each request of a trace is sent: by exactly the simulator's rules.
 
-The release rules live in one place, `sim.engine.state.ArrivalSource` (open loop at `arrival_s`;
+The release rules live in one place, `workloads.arrivals.ArrivalSource` (open loop at `arrival_s`;
 sessions whose `think_s` requests wait for every earlier request of the session, then `think_s`;
 closed loop of N clients starting at time 0, each sending the trace's next request when its
 previous one is done, plus that request's `think_s`). A real replay must send requests at the times
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.engine.state import ArrivalSource
+from workloads.arrivals import ArrivalSource
 from workloads.request import Request
 
 

@@ -322,19 +322,7 @@ def make_workload(client: ServeClient) -> Workload:
 def _paced_source(requests, concurrency: int | None):
     """The arrival stream of the client: open loop (sent on release) without a concurrency limit,
     vLLM's semaphore with one (`PacedClients`)."""
-    from sim.engine.state import ArrivalSource
-
-    class PacedClients(ArrivalSource):
-        """C slots; the next request in release order takes the first slot free, and is sent at
-        max(its release, that slot's freeing) (asyncio.Semaphore wakes its waiters first come,
-        first served). A closed loop whose clients also wait for the next release."""
-
-        def _client_next(self, t: float) -> bool:
-            r = self._pull()
-            if r is None:
-                return False
-            self._push(max(t, r.arrival_s), r)
-            return True
+    from workloads.arrivals import ArrivalSource, PacedClients
 
     return PacedClients(requests, concurrency) if concurrency else ArrivalSource(requests, None)
 

@@ -17,6 +17,9 @@ own held-out probe error instead (the median per kind of probe, calibrate/fit.py
 
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -32,10 +35,20 @@ FIGURE_KINDS = {
 }
 
 
-def expected_error(hw: "HardwareProfile", engine: "EngineConfig | None") -> dict:
-    """{"basis": one line, "figures": {figure: {"pct", "n", "kind", "basis"}}, "family", "transferred_from"}.
+def expected_error(hw: "HardwareProfile", engine: "EngineConfig | None", *, concurrency: float | None = None,
+                   rate: float | None = None) -> dict:
+    """{"basis": one line, "figures": {figure: {"pct", "n", "kind", "basis"}}, "family", "transferred_from",
+    "serving": serving_error(...)}.
 
-    Empty `figures` when nothing measured backs the profile for this engine (then `basis` says so)."""
+    Empty `figures` when nothing measured backs the profile for this engine (then `basis` says so).
+    `serving` is the band of figures under load (`serving_error`), given the load when it is known."""
+    out = _kernel_error(hw, engine)
+    if engine is not None:
+        out["serving"] = serving_error(engine.name, hw.name, concurrency=concurrency, rate=rate)
+    return out
+
+
+def _kernel_error(hw: "HardwareProfile", engine: "EngineConfig | None") -> dict:
     name = engine.name if engine is not None else None
     family = (engine.kernel_family or engine.name) if engine is not None else None
     cal = hw.calibration or {}
@@ -85,7 +98,16 @@ def expected_error(hw: "HardwareProfile", engine: "EngineConfig | None") -> dict
 
 
 def describe(err: dict) -> str:
-    """One line for a terminal: 'expected error: TTFT ±12% · TPOT ±8% ... (basis)'."""
+    """One line for a terminal: 'expected error: TTFT ±12% · TPOT ±8% ... (basis)', then the band
+    under load (`describe_serving`) when there is one."""
+    line = _describe_kernel(err)
+    serving = err.get("serving")
+    if serving:
+        line += "\n" + describe_serving(serving)
+    return line
+
+
+def _describe_kernel(err: dict) -> str:
     figs = err.get("figures") or {}
     if err.get("unreliable"):
         return (f"expected error: UNRELIABLE — the profile's calibration failed its checks and was saved with "
@@ -111,11 +133,105 @@ def describe(err: dict) -> str:
     return f"expected error: {' · '.join(parts)}{tail} — {err['basis']}"
 
 
-def expected_error_for(hw_name: str, engine_name: str | None) -> dict:
+def expected_error_for(hw_name: str, engine_name: str | None, *, concurrency: float | None = None,
+                       rate: float | None = None) -> dict:
     """`expected_error` by profile and preset names (for commands that hold only names)."""
     from sim.catalog.engine_config import load_engine
     from sim.catalog.hardware import load_profile
 
     hw = load_profile(hw_name)
     eng = load_engine(engine_name).for_hardware(hw) if engine_name else None
-    return expected_error(hw, eng)
+    return expected_error(hw, eng, concurrency=concurrency, rate=rate)
+
+
+# ---- figures under load: bands from the serving corpus --------------------------------------------
+#: sim/catalog/data/serving_bands.json, written by benchmarks/serving_fit.py (calibrate/serving_fit.py):
+#: per engine family and metric, the 80th percentile of |predicted / measured - 1| of serving-corpus
+#: rows (benchmarks/serving) replayed with the presets, none of which was fitted to them (so every row
+#: is held out); per family, the devices and the largest loads of the replayed curves; the band of all
+#: families for a device without serving rows.
+SERVING_BANDS = Path(__file__).parent / "data" / "serving_bands.json"
+SERVING_LABELS = {"ttft_p50": "TTFT", "ttft_p99": "TTFT p99", "tpot_itl": "TPOT", "output_tps": "throughput"}
+_SERVING_CACHE: dict[str, dict] = {}
+
+
+def _serving_data(path: Path | None = None) -> dict:
+    p = Path(path or SERVING_BANDS)
+    key = str(p)
+    if key not in _SERVING_CACHE:
+        try:
+            _SERVING_CACHE[key] = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            _SERVING_CACHE[key] = {}
+    return _SERVING_CACHE[key]
+
+
+def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None, rate: float | None = None,
+                  path: Path | None = None, data: dict | None = None) -> dict:
+    """The band of figures under load for `engine` (a preset name, a release such as vllm@0.7 is its
+    family) on `hw_name`: {"figures": {metric: {"pct", "n", "pooled"}}, "basis", "off_device",
+    "off_load", "n"}. Off support the band widens and `basis` says why:
+    - a device with no serving rows of this family: the wider of the family's band and the band of
+      all families on all devices (`bands_off_device`);
+    - a load past the largest any replayed curve of this family reached (a closed loop's concurrency,
+      an open loop's rate): x `off_support_factor`.
+    An engine without replayable rows takes the band of all engines (and says so); empty `figures`
+    only when the bands file holds none."""
+    data = _serving_data(path) if data is None else data  # `data`: a bands file's content (the fit's coverage check)
+    family = str(engine).split("@")[0]
+    bands = (data.get("bands") or {}).get(family)
+    support = (data.get("support") or {}).get(family)
+    pooled = (data.get("bands") or {}).get("*")
+    if not bands or not support:
+        if not pooled:
+            return {"figures": {}, "n": 0, "off_device": False, "off_load": False,
+                    "basis": f"no replayable serving-corpus rows of {family}: error under load unknown"}
+        # an engine the corpus has no replayable rows of: the band of all engines, on their loads
+        all_support = (data.get("support") or {}).values()
+        bands = pooled
+        support = {"devices": [], "max_concurrency": max((x.get("max_concurrency") or 0 for x in all_support), default=0),
+                   "max_rate": max((x.get("max_rate") or 0 for x in all_support), default=0)}
+        notes = [f"no replayable serving rows of {family}: the band of all engines"]
+    else:
+        notes = []
+    figures = {m: dict(v) for m, v in bands.items()}
+    off_device = hw_name not in support.get("devices", [])
+    if off_device:
+        # the widest of: this family's by-device band, all families' by-device band (a family measured
+        # on one device has no transfer of its own to learn from), the by-source band
+        off = data.get("bands_off_device") or {}
+        for m, v in list(figures.items()):
+            for d in ((off.get(family) or {}).get(m), (off.get("*") or {}).get(m)):
+                if d and d["pct"] > figures[m]["pct"]:
+                    figures[m] = dict(d)
+        if support.get("devices"):
+            notes.append(f"no serving rows of {family} on {hw_name}: the wider of its and all engines' bands")
+    off_load = False
+    if concurrency is not None and concurrency > (support.get("max_concurrency") or 0.0):
+        off_load = True
+        notes.append(f"concurrency {concurrency:g} is past the largest fitted ({support.get('max_concurrency') or 0:g})")
+    if rate is not None and math.isfinite(rate) and rate > (support.get("max_rate") or 0.0):
+        off_load = True
+        notes.append(f"rate {rate:g}/s is past the largest fitted ({support.get('max_rate') or 0:g}/s)")
+    if off_load:
+        f = float(data.get("off_support_factor") or 2.0)
+        for v in figures.values():
+            v["pct"] = round(v["pct"] * f, 1)
+        notes.append(f"bands x{f:g}")
+    n = max((v.get("n", 0) for v in figures.values()), default=0)
+    basis = (f"80% of held-out serving-corpus rows of {family} (held out by source, "
+             f"{', '.join(support.get('devices', []))})" if support.get("devices") else
+             "80% of held-out serving-corpus rows of all engines (held out by source)")
+    if notes:
+        basis += "; WIDENED: " + "; ".join(notes)
+    return {"figures": figures, "n": n, "off_device": off_device, "off_load": off_load, "basis": basis}
+
+
+def describe_serving(err: dict) -> str:
+    """'expected error under load: TTFT ±40% · TTFT p99 ±70% · TPOT ±20% · throughput ±25% (basis)'."""
+    figs = err.get("figures") or {}
+    if not figs:
+        return f"expected error under load: {err.get('basis', 'unknown')}"
+    parts = [f"{SERVING_LABELS[m]} ±{figs[m]['pct']:.0f}% (n={figs[m]['n']}{', all engines' if figs[m].get('pooled') else ''})"
+             for m in SERVING_LABELS if m in figs]
+    return f"expected error under load: {' · '.join(parts)} — {err['basis']}"

@@ -12,22 +12,25 @@ from __future__ import annotations
 
 import difflib
 import os
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
     from sim.catalog.hardware import HardwareProfile
     from sim.catalog.models import ModelSpec
 
+from sim.catalog.policies import SCHEDULERS, known_allocator, known_scheduler
 from sim.catalog.quant import get_quant, kv_dtype_bytes
 from sim.errors import ConfigError, pydantic_error_to_config_error
 
-Scheduler = Literal["static", "continuous", "chunked", "sequential", "slots", "inflight", "prefill_first"]
-KVAllocatorKind = Literal["contiguous", "paged"]
+# A scheduling policy / KV allocator by name: one of those declared in sim.catalog.policies (the
+# engine's classes declare theirs there).
+Scheduler = Annotated[str, BeforeValidator(known_scheduler)]
+KVAllocatorKind = Annotated[str, BeforeValidator(known_allocator)]
 # How `context_size` relates to slots (llama.cpp / Ollama style servers):
 # - split:    one KV buffer of context_size tokens, each of the N slots owns context_size / N
 #             (llama-server with an explicit --parallel N and no --kv-unified);
@@ -411,7 +414,7 @@ class EngineConfig(BaseModel):
             if list(self.cuda_graph_sizes) != sorted(set(self.cuda_graph_sizes)):
                 raise ValueError("cuda_graph_sizes must be increasing, without repeats")
         if (
-            self.scheduler == "slots"
+            self.per_slot_context
             and self.context_mode == "split"
             and self.context_size is not None
             and self.context_size < self.max_num_seqs
@@ -421,6 +424,12 @@ class EngineConfig(BaseModel):
                 "for the slots scheduler: each slot owns context_size / max_num_seqs tokens"
             )
         return self
+
+    @property
+    def per_slot_context(self) -> bool:
+        """Whether the scheduler gives each of `max_num_seqs` slots its share of `context_size`
+        (llama-server's slots: `context_mode` applies; `sim.catalog.policies.SchedulerPolicy`)."""
+        return SCHEDULERS[self.scheduler].per_slot_context
 
     @cached_property
     def slot_context_tokens(self) -> int | None:
@@ -457,7 +466,7 @@ class EngineConfig(BaseModel):
         buffer is the KV capacity (or the context setting when the capacity is not given).
         """
         setting = self.context_size or model_max_context
-        if self.scheduler != "slots":
+        if not self.per_slot_context:
             per_request = min(setting, model_max_context)
             return (kv_capacity_tokens if kv_capacity_tokens is not None else per_request), per_request
         n = self.max_num_seqs
@@ -559,7 +568,7 @@ def available_engines() -> dict[str, Path]:
     return {p.stem: p for p in sorted(_PRESETS_DIR.glob("*.yaml"))}
 
 
-def _read_yaml(path: Path) -> dict:
+def read_yaml(path: Path) -> dict:
     try:
         # libyaml's parser when pyyaml has it (same SafeLoader constructors and resolver, ~10x faster)
         data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -572,7 +581,7 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
-def _line_of(path: Path, field: str) -> int | None:
+def line_of(path: Path, field: str) -> int | None:
     """1-based line where a top-level `field:` key appears in a YAML file, for error messages."""
     top = field.split(".")[0]
     for i, text in enumerate(path.read_text().splitlines(), start=1):
@@ -595,7 +604,7 @@ def _apply_release(data: dict, path: Path, release: str | None) -> dict:
     default = data.pop("default_release", None)
     if not isinstance(releases, dict):
         raise ConfigError("releases must be a mapping of release -> fields", file=path,
-                          line=_line_of(path, "releases"), field="releases")
+                          line=line_of(path, "releases"), field="releases")
     if release is None:
         release = default
     if release is None:
@@ -607,7 +616,7 @@ def _apply_release(data: dict, path: Path, release: str | None) -> dict:
             parsed[str(key)] = EngineRelease.model_validate(value or {})
         except ValidationError as e:
             err = pydantic_error_to_config_error(e, file=path)
-            raise ConfigError(f"releases.{key}: {err.problem}", file=path, line=_line_of(path, "releases"),
+            raise ConfigError(f"releases.{key}: {err.problem}", file=path, line=line_of(path, "releases"),
                               field=f"releases.{key}.{err.field}" if err.field else "releases") from None
     asked = str(release)
     if asked not in parsed:
@@ -634,7 +643,7 @@ def engine_releases(name: str) -> tuple[str | None, dict[str, EngineRelease]]:
     path = engine_path(split_release(name)[0])
     if path is None or not path.is_file():
         return None, {}
-    data = _read_yaml(path)
+    data = read_yaml(path)
     rel = data.get("releases") or {}
     default = data.get("default_release")
     return (None if default is None else str(default)), {
@@ -657,11 +666,11 @@ def load_engine_file(path: str | Path, release: str | None = None) -> EngineConf
     path = Path(path)
     if not path.is_file():
         raise ConfigError("file not found", file=path, field="--engine")
-    data = _apply_release(_read_yaml(path), path, release)
+    data = _apply_release(read_yaml(path), path, release)
     base = data.pop("base", None)
     if base is not None:
         if not isinstance(base, str):
-            raise ConfigError("base must be a preset name", file=path, line=_line_of(path, "base"), field="base")
+            raise ConfigError("base must be a preset name", file=path, line=line_of(path, "base"), field="base")
         merged = load_engine(base).model_dump()
         if isinstance(data.get("efficiency_scale"), dict):
             data["efficiency_scale"] = {**merged["efficiency_scale"], **data["efficiency_scale"]}
@@ -673,7 +682,7 @@ def load_engine_file(path: str | Path, release: str | None = None) -> EngineConf
     except ValidationError as e:
         err = pydantic_error_to_config_error(e, file=path)
         if err.field and err.line is None:
-            err = ConfigError(err.problem, file=path, line=_line_of(path, err.field), field=err.field)
+            err = ConfigError(err.problem, file=path, line=line_of(path, err.field), field=err.field)
         raise err from None
 
 
@@ -707,3 +716,15 @@ def load_engine(name_or_path: str | Path) -> EngineConfig:
     close = difflib.get_close_matches(s.lower(), names, n=4, cutoff=0.4)
     hint = f"; did you mean: {', '.join(close)}?" if close else f"; known: {', '.join(presets)}"
     raise ConfigError(f"unknown engine '{s}'{hint}", field="--engine")
+
+
+@lru_cache(maxsize=None)
+def kernel_family_of(engine: str) -> str:
+    """Whose kernels a shipped engine runs: its preset's `kernel_family` (the one map from engine to
+    family), else its name; a name that is no preset (a corpus row's engine we do not model) is its
+    own family."""
+    path = engine_path(engine)
+    if path is None or _names_a_file(str(engine)):
+        return engine
+    eng = load_engine(engine)
+    return eng.kernel_family or eng.name

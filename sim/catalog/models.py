@@ -447,6 +447,14 @@ _CATALOG_FILE = Path(__file__).parent / "data" / "models.yaml"
 _ROUTING_FILE = Path(__file__).parent / "data" / "moe_routing.yaml"
 
 
+def write_routing_file(text: str) -> None:
+    """Replace the MoE routing file (`calibrate --public` writes it) when its text changes, and make
+    the next catalog read see it."""
+    if not _ROUTING_FILE.is_file() or _ROUTING_FILE.read_text() != text:
+        _ROUTING_FILE.write_text(text)
+    _load_catalog_file.cache_clear()
+
+
 def _line_of_key(text: str, key: str) -> int | None:
     """1-based line where a top-level YAML key starts (for error messages)."""
     for i, line in enumerate(text.splitlines(), start=1):

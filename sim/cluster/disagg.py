@@ -50,7 +50,7 @@ from sim.cluster.replicas import (
 )
 from sim.cluster.router import make_router
 from sim.engine.metrics import STATUS_COMPLETED, STATUS_REJECTED, summarize
-from sim.engine.state import ArrivalSource
+from workloads.arrivals import ArrivalSource
 from sim.errors import ConfigError
 from workloads.request import Request
 

@@ -35,7 +35,7 @@ import simpy
 from sim.cluster.router import make_router
 from sim.engine.metrics import GapLog, RequestLog, summarize
 from sim.engine.replica import Replica
-from sim.engine.state import ArrivalSource
+from workloads.arrivals import ArrivalSource
 from sim.errors import ConfigError
 from workloads.request import Request
 
@@ -182,11 +182,7 @@ def merge_logs(logs: list[RequestLog]) -> tuple[RequestLog, np.ndarray]:
         np.zeros(0, dtype=np.int64)
     arrival = np.concatenate([log.arrival_s[: log.n] for log in logs]) if n else np.zeros(0)
     order = np.argsort(arrival, kind="stable")
-    if n:
-        merged.add("", 0.0, 0)  # grow the columns to n rows, then overwrite them
-        for g in (*merged._f.values(), *merged._i.values()):
-            g.ensure(n, 0)
-        merged._bind()
+    merged.resize(n)  # grow the columns to n rows, then overwrite them
     for name in ("arrival_s", "scheduled_s", "first_token_s", "finish_s", "prompt_tokens", "output_tokens",
                  "preemptions", "status"):
         col = np.concatenate([getattr(log, name)[: log.n] for log in logs]) if n else None

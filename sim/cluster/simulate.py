@@ -15,7 +15,7 @@ from sim.catalog.hardware import HardwareProfile
 from sim.catalog.models import ModelSpec
 from sim.cost.params import CostParams
 from sim.engine.build import LoneClock, SimResult, build_replica, check_drained, replica_parts, replica_summary
-from sim.engine.state import ArrivalSource
+from workloads.arrivals import ArrivalSource
 from workloads.request import Request
 
 

@@ -18,7 +18,6 @@ For `--client aiperf|genai-perf` AIPerf's own names work too: `--concurrency` (=
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import sys
 import typing
@@ -26,18 +25,11 @@ from pathlib import Path
 
 import typer
 
+from sim.commands.engine_flags import add_engine_arguments
 from sim.errors import ConfigError
 
 INF = float("inf")
 
-#: `infersim run` options (parameter name) -> the EngineConfig field each overrides (as run maps them)
-ENGINE_OPTIONS = {
-    "scheduler": "scheduler", "kv": "kv_allocator", "max_seqs": "max_num_seqs",
-    "max_batched_tokens": "max_num_batched_tokens", "ubatch": "ubatch_tokens", "block_size": "block_size",
-    "mem_fraction": "memory_fraction", "kv_dtype": "kv_dtype", "tp": "tp", "pp": "pp", "gpu_layers": "gpu_layers",
-    "prefix_caching": "prefix_caching", "flash_attn": "flash_attention",
-}
-SPEC_OPTIONS = ("spec_method", "spec_k", "spec_acceptance", "spec_draft_model", "spec_draft_fraction")
 #: vLLM flags that address a server or shape request bodies: accepted, no effect on a simulation
 _INERT = {"--base-url": str, "--host": str, "--port": int, "--endpoint": str, "--tokenizer": str,
           "--tokenizer-mode": str, "--served-model-name": str, "--logprobs": int, "--request-id-prefix": str,
@@ -64,25 +56,6 @@ def _flexible(args: list[str]) -> list[str]:
             a = key.replace("_", "-") + eq + val
         out.append(a)
     return out
-
-
-def _run_options(parser: argparse.ArgumentParser) -> None:
-    """`infersim run`'s engine options, from run's own typer declarations (names, help, types)."""
-    from sim.commands.run import run
-
-    hints = typing.get_type_hints(run)
-    group = parser.add_argument_group("engine options (as `infersim run` takes them)")
-    for name, p in inspect.signature(run).parameters.items():
-        if name not in ENGINE_OPTIONS and name not in SPEC_OPTIONS:
-            continue
-        info = p.default
-        decls = info.param_decls
-        kind = typing.get_args(hints[name])[0] if typing.get_origin(hints[name]) is typing.Union else hints[name]
-        if "/" in decls[0]:  # --on/--off
-            group.add_argument(decls[0].split("/")[0], dest=name, action=argparse.BooleanOptionalAction,
-                               default=None, help=info.help)
-        else:
-            group.add_argument(*decls, dest=name, type=kind, default=None, help=info.help)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--engine", default="vllm", help="engine preset name or YAML file")
     s.add_argument("--engine-file", default=None, help="YAML of engine fields to override")
     s.add_argument("--efficiency-from", default=None, help="profile whose efficiencies replace --hw's")
-    _run_options(p)
+    add_engine_arguments(p, "engine options (as `infersim run` takes them)")
     t = p.add_argument_group("other clients (sim.bench.tools)")
     t.add_argument("--client", default="vllm", choices=["vllm", "aiperf", "genai-perf", "guidellm"],
                    help="whose load pattern and result format (default vllm)")
@@ -197,14 +170,9 @@ def client_from_args(a: argparse.Namespace):
 def deployment_from_args(a: argparse.Namespace):
     """A `Deployment` from --hw/--model/--quant/--engine and the engine options."""
     from sim.bench.serve import Deployment
-    from sim.commands.run import _speculative
+    from sim.catalog.engine_options import ENGINE_OPTIONS, overrides_from
 
-    overrides = {field: getattr(a, name) for name, field in ENGINE_OPTIONS.items() if getattr(a, name) is not None}
-    spec = _speculative(*(getattr(a, n) for n in SPEC_OPTIONS))
-    if spec is not None:
-        overrides["speculative"] = spec
-    if a.flash_attn:
-        overrides["flash_attention_architectures"] = ["*"]
+    overrides = overrides_from({o.param: getattr(a, o.param) for o in ENGINE_OPTIONS})
     return Deployment(hw=a.hw, model=a.model, quant=a.quant, engine=a.engine, engine_file=a.engine_file,
                       overrides=overrides, efficiency_from=a.efficiency_from)
 
@@ -244,6 +212,7 @@ def serve(ctx: typer.Context) -> None:
         sys.stdout.write(json.dumps(saved, indent=2) + "\n")
     else:
         typer.echo(console_block(result, client))
+        _print_band(result, client)
     if a.save_result or a.append_result:
         path = result_filename(client, deployment.model, result["date"], result_filename=a.result_filename,
                                result_dir=a.result_dir)
@@ -256,6 +225,22 @@ def serve(ctx: typer.Context) -> None:
         except OSError as e:
             raise ConfigError(f"cannot write the result: {e.strerror}", file=path, field="--result-filename") from None
         typer.echo(f"wrote {path}", err=True)
+
+
+def _print_band(result: dict, client) -> None:
+    """The expected error of these figures under load (sim.catalog.accuracy.serving_error: bands from
+    the serving corpus held out by source), on stderr so the block stays vLLM's."""
+    import math
+
+    from sim.catalog.accuracy import describe_serving, serving_error
+
+    info = result.get("infersim") or {}
+    engine = info.get("engine") or ""
+    if not engine or not info.get("hw"):
+        return
+    rate = client.request_rate if math.isfinite(client.request_rate) else None
+    conc = client.max_concurrency if client.max_concurrency else (client.num_prompts if rate is None else None)
+    typer.echo(describe_serving(serving_error(engine, info["hw"], concurrency=conc, rate=rate)), err=True)
 
 
 # ---- the CLI (`infersim bench serve --client ...`) -------------------------------------------------------------

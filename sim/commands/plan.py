@@ -139,10 +139,10 @@ def _load_text(r) -> str:
 
 def _sweep_table(df, title: str) -> Table:
     """One row per combination: the option fields that vary, the load and the headline metrics."""
-    from sim.plan.report import _option_columns
+    from sim.plan.report import option_columns
     from sim.plan.results import point_status
 
-    options = _option_columns(df) or ["hw"]
+    options = option_columns(df) or ["hw"]
     table = Table(title=title)
     for col in ["#", *options, "load", "out tok/s", "TTFT p50 s", "TTFT p90 s", "TPOT p90 ms", "KV peak",
                 "preempt", "rejected", "$/M tok rent", "$/M tok own", "status"]:
@@ -364,12 +364,17 @@ def _error_bands(result: dict) -> dict[str, dict]:
     from sim.catalog.accuracy import expected_error_for
 
     out: dict[str, dict] = {}
+    rates: dict[str, float] = {}  # the highest rate each "hw / engine" was found to sustain (per replica)
+    for c in result.get("candidates", []):
+        if c.get("hw") and isinstance(c.get("max_rate_rps"), (int, float)):
+            key = f"{c['hw']} / {c.get('engine')}"
+            rates[key] = max(rates.get(key, 0.0), float(c["max_rate_rps"]) / max(int(c.get("replicas") or 1), 1))
     for c in result.get("candidates", []):
         hw, eng = c.get("hw"), c.get("engine")
         key = f"{hw} / {eng}"
         if hw and key not in out:
             try:
-                out[key] = expected_error_for(hw, eng)
+                out[key] = expected_error_for(hw, eng, rate=rates.get(key))
             except ConfigError:
                 continue
     return out

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from sim.catalog.engine_options import overrides_from
+from sim.commands.engine_flags import with_engine_options
 from sim.errors import ConfigError
 
 if TYPE_CHECKING:  # the simulator loads when `run` runs, not when `infersim` starts (issue 17)
@@ -23,6 +25,7 @@ if TYPE_CHECKING:  # the simulator loads when `run` runs, not when `infersim` st
 ITERATIONS_FILE = "iterations.csv"
 
 
+@with_engine_options(after="engine_file")  # --scheduler ... --flash-attn: sim.catalog.engine_options
 def run(
     trace: Path = typer.Argument(..., help="JSONL trace (see `infersim trace schema`)"),
     hw: str = typer.Option("h100-sxm", "--hw", help="hardware profile name or YAML file; A,B compares"),
@@ -32,32 +35,6 @@ def run(
     efficiency_from: Optional[str] = typer.Option(
         None, "--efficiency-from", help="profile (e.g. calibrated) whose efficiencies replace --hw's"),
     engine_file: Optional[Path] = typer.Option(None, "--engine-file", help="YAML of engine fields to override"),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static|continuous|chunked|inflight|prefill_first|sequential|slots"),
-    kv: Optional[str] = typer.Option(None, "--kv", help="KV allocator: contiguous|paged"),
-    max_seqs: Optional[int] = typer.Option(
-        None, "--max-seqs", help="concurrency limit (vLLM max_num_seqs, llama-server slots, OLLAMA_NUM_PARALLEL)"),
-    max_batched_tokens: Optional[int] = typer.Option(None, "--max-batched-tokens", help="tokens per iteration"),
-    ubatch: Optional[int] = typer.Option(None, "--ubatch", help="tokens per pass over the weights (llama.cpp -ub); "
-                                         "an iteration with more runs as several passes"),
-    block_size: Optional[int] = typer.Option(None, "--block-size", help="tokens per KV block (paged)"),
-    mem_fraction: Optional[float] = typer.Option(None, "--mem-fraction", help="share of device memory the engine takes"),
-    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV-cache element type: fp16|bf16|fp8|q8_0|q4_0"),
-    tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel degree (devices per layer)"),
-    pp: Optional[int] = typer.Option(None, "--pp", help="pipeline-parallel degree (stages)"),
-    gpu_layers: Optional[str] = typer.Option(
-        None, "--gpu-layers", help="llama.cpp -ngl: layers on the GPU, N or 'auto' (the rest run from host memory)"),
-    spec_method: Optional[str] = typer.Option(None, "--spec-method", help="speculative decoding: draft|eagle|mtp (the model's own MTP layers)"),
-    spec_k: Optional[int] = typer.Option(None, "--spec-k", help="tokens drafted per verify step"),
-    spec_acceptance: Optional[float] = typer.Option(
-        None, "--spec-acceptance", help="per-token acceptance probability of drafted tokens"),
-    spec_draft_model: Optional[str] = typer.Option(None, "--spec-draft-model", help="draft model (method draft)"),
-    spec_draft_fraction: Optional[float] = typer.Option(
-        None, "--spec-draft-fraction", help="EAGLE head step as a fraction of a target decode step (method eagle)"),
-    prefix_caching: Optional[bool] = typer.Option(
-        None, "--prefix-caching/--no-prefix-caching", help="reuse cached KV of shared prompt prefixes (default: the engine's)"),
-    flash_attn: Optional[bool] = typer.Option(
-        None, "--flash-attn/--no-flash-attn",
-        help="fused flash-attention kernels (default: the engine's, on); off materialises the attention scores"),
     replicas: int = typer.Option(1, "--replicas", help="replicas of the deployment behind a router"),
     router: Optional[str] = typer.Option(
         None, "--router", help="round-robin|least-outstanding|least-kv|prefix-affinity (default round-robin)"),
@@ -71,6 +48,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="print only the summary JSON on stdout"),
     out: Optional[Path] = typer.Option(None, "--out", help="write summary.json, requests.csv, iterations.csv here"),
     step_by_step: bool = typer.Option(False, "--step-by-step", hidden=True, help="debug: no decode fast-forward"),
+    engine_options: Optional[dict] = None,
 ) -> None:
     """Simulate one replica serving TRACE and report latency, throughput and KV usage.
 
@@ -79,17 +57,8 @@ def run(
     from sim.api import deployment_notes, make_spec, resolve, run_spec
     from sim.catalog.lookup import get_model
 
-    overrides = {
-        "scheduler": scheduler, "kv_allocator": kv, "max_num_seqs": max_seqs,
-        "max_num_batched_tokens": max_batched_tokens, "ubatch_tokens": ubatch, "block_size": block_size,
-        "memory_fraction": mem_fraction, "kv_dtype": kv_dtype, "tp": tp, "pp": pp, "gpu_layers": gpu_layers,
-        "speculative": _speculative(spec_method, spec_k, spec_acceptance, spec_draft_model, spec_draft_fraction),
-        "prefix_caching": prefix_caching, "flash_attention": flash_attn,
-    }
-    overrides = {k: v for k, v in overrides.items() if v is not None}
+    overrides = overrides_from(engine_options or {})
     _check_conflicts(concurrency=concurrency, rate_scale=rate_scale, replicas=replicas, router=router, disagg=disagg)
-    if flash_attn:  # forced on for every model (Ollama: OLLAMA_FLASH_ATTENTION=1), not per architecture
-        overrides["flash_attention_architectures"] = ["*"]
     choices = {
         "hw": _choices(hw, "--hw"), "model": _choices(model, "--model"),
         "quant": _choices(quant, "--quant") if quant else [None], "engine": _choices(engine, "--engine"),
@@ -335,29 +304,18 @@ def _comparison_names(spec, summary: dict) -> dict[str, str]:
             "concurrency": str(spec.concurrency) if spec.concurrency else "open"}
 
 
-def _speculative(method, k, acceptance, draft_model, draft_fraction) -> dict | None:
-    """The `speculative` engine field from the --spec-* options (None when none is given); a
-    draft model alone implies method draft, a draft fraction alone method eagle."""
-    given = {"method": method, "k": k, "acceptance_rate": acceptance, "draft_model": draft_model,
-             "draft_cost_fraction": draft_fraction}
-    given = {f: v for f, v in given.items() if v is not None}
-    if not given:
-        return None
-    if "method" not in given:
-        given["method"] = "eagle" if "draft_cost_fraction" in given else "draft"
-    return given
-
-
 def _config_line(spec, eng, prof, model) -> str:
+    from sim.engine.kv import ALLOCATORS
+
     model_name = model.name
     hw_name = prof.name
     quant = spec.quant or eng.default_quant
     limits = f"max_num_seqs={eng.max_num_seqs} max_num_batched_tokens={eng.max_num_batched_tokens}"
     if eng.ubatch_tokens and eng.ubatch_tokens < (eng.max_num_batched_tokens or float("inf")):
         limits += f" ubatch={eng.ubatch_tokens}"  # only where it splits an iteration
-    if eng.kv_allocator == "paged":
+    if ALLOCATORS[eng.kv_allocator].block_granular:
         limits += f" block_size={eng.block_size}"
-    if eng.scheduler == "slots":
+    if eng.per_slot_context:
         limits += f" context_size={eng.context_size or 'model max'} ({eng.context_mode})"
     if eng.tp * eng.pp > 1:
         limits += f" tp={eng.tp} pp={eng.pp}"

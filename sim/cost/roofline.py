@@ -173,21 +173,18 @@ wraps a CostModel: `sim.cost.speculative.SpeculativeCostModel`.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from sim.catalog.models import ModelSpec
 from sim.catalog.quant import QuantFormat
-from sim.cost.decode_runs import (
-    _largest_within,
-    _steps_without_search,
-    _sum_max_of_lines,
-    _sum_max_of_two_lines,
-    _sum_pipeline_steps,
-)
+from sim.cost.decode_runs import DecodeRuns
+# (StepFeatures, MATVEC_MAX_ROWS and expected_distinct_experts are read from this module too)
+from sim.cost.features import CalibrationFeatures, StepFeatures  # noqa: F401
+from sim.cost.kernels import MATVEC_MAX_ROWS, expected_distinct_experts, pool_experts, weight_stream_s  # noqa: F401
+from sim.cost.padded import PaddedViews
+from sim.cost.placed import PlacedSteps
 from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, _mmq_tile_traffic_one, gemm_rows, gemm_start_rows,
                                llamacpp_kernel_args, mmq_tile_traffic_bytes, moe_expert_rows)
 from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement, expert_parallel_imbalance
@@ -198,94 +195,16 @@ if TYPE_CHECKING:
     from sim.catalog.hardware import HardwareProfile
     from sim.cost.llamacpp import Pass, Piece
 
-# Rows up to which a step's weight matmuls run as mat-vec kernels (`CostParams.matvec_s_per_weight`):
-# llama.cpp's Metal backend switches to its mat-mat kernel above 8 rows (ggml-metal-ops.cpp,
-# `ne11_mm_min = 8`).
-MATVEC_MAX_ROWS = 8.0
-
-
-def weight_stream_s(tokens, weight_bytes, bandwidth: float, weights_per_byte: float, s_per_weight: float):
-    """Seconds a step's weight matmuls need to get through their weights (numpy-broadcast): the stream,
-    `weight_bytes` / `bandwidth`, or, where slower, the mat-vec kernels' ALU time: every
-    weight streamed (`weight_bytes` x `weights_per_byte`) dequantized once at `s_per_weight` seconds, in
-    steps of up to MATVEC_MAX_ROWS tokens; no ALU roof above (mat-mat kernels, whose dequantization a
-    tile of many rows shares) or when `s_per_weight` is 0 (then the stream alone, as a scalar for scalar
-    arguments). Once per step, not per row: the multi-row mat-vec kernels (mul_mv_ext, 2-8 rows)
-    dequantize a block once for the rows of a threadgroup; the public rows that fit the cost are
-    single-sequence decodes, so more rows than one are an extrapolation, and this is its least costly
-    form."""
-    stream_s = weight_bytes / bandwidth
-    if not s_per_weight:
-        return stream_s
-    matvec_alu_s = np.where(tokens <= MATVEC_MAX_ROWS, weight_bytes * weights_per_byte * s_per_weight, 0.0)
-    return np.maximum(stream_s, matvec_alu_s)
-
-
-@dataclass(frozen=True)
-class StepFeatures:
-    """The aggregates of iteration shapes the cost depends on, one array element per iteration.
-
-    - `new_tokens` T: tokens processed (prefill chunk tokens + one per decode sequence).
-    - `sequences` N: sequences in the iteration (prefill chunks + decodes).
-    - `attention_layer_keys`: sum over new tokens and layers of the keys each attends to
-      (kappa(x) per token at position x, see `CostModel.layer_tokens`).
-    - `kv_read_layer_tokens`: sum over sequences of kappa(cached tokens): K/V entries read, per layer.
-    - `decode_layer_keys`: the part of `attention_layer_keys` attended by decode tokens (priced with
-      `CostParams.decode_attention_slowdown`).
-    """
-
-    new_tokens: np.ndarray
-    sequences: np.ndarray
-    attention_layer_keys: np.ndarray
-    kv_read_layer_tokens: np.ndarray
-    decode_layer_keys: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.new_tokens)
-
-    @classmethod
-    def concat(cls, items: Sequence["StepFeatures"]) -> "StepFeatures":
-        return cls(*(np.concatenate([getattr(it, f.name) for it in items]) for f in fields(cls)))
-
-
-# Bytes moved per (query row, key, head, layer) by attention kernels that materialise their scores
-# (no flash attention): fp32 scores written by the QK^T matmul, read and written by the softmax, read
-# by the PV matmul (module docstring).
 SCORE_BYTES = 16.0
 
 
-def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.ndarray,
-                              pool_fraction: float = 1.0) -> float | np.ndarray:
-    """Expected number of distinct experts a batch of `tokens` tokens routes to in one MoE layer.
+class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures):
+    """Seconds per engine iteration for one model, quantization, KV dtype and `CostParams`.
 
-    Assumes each token picks its `n_active` experts uniformly at random, independently of the other
-    tokens (real routers are skewed, which touches fewer experts; uniform routing is the upper-bound
-    case load-balancing losses push towards). One expert is missed by one token with probability
-    1 - k/E, by all T tokens with (1 - k/E)^T, so
-
-        E_distinct = E x (1 - (1 - k/E)^T)
-
-    which is k for T = 1 and tends to E as T grows.
-
-    Routing skew (`pool_fraction` = c < 1, `ModelSpec.expert_pool_fraction`): the tokens of a batch
-    pick as if from E_c = max(k, c x E) equally likely experts, E_c x (1 - (1 - k/E_c)^T): the same k
-    for one token, fewer distinct experts as the batch grows. Fitted per model to public batched
-    decode (calibrate/public_fit.py, sim/catalog/data/moe_routing.yaml): 0.65 for gpt-oss-120b on the DGX
-    Spark rows, so a batch of 32 reads 66 of its 128 experts where uniform routing says 82.
-    """
-    n_pool = pool_experts(n_experts, n_active, pool_fraction)
-    miss = 1.0 - n_active / n_pool
-    return n_pool * (1.0 - np.power(miss, tokens))
-
-
-def pool_experts(n_experts: int, n_active: int, pool_fraction: float = 1.0) -> float:
-    """E_c, the experts a batch's tokens pick from as if equally likely (`expected_distinct_experts`):
-    E for uniform routing, max(k, c x E) with routing skew c < 1."""
-    return max(float(n_active), pool_fraction * n_experts) if pool_fraction < 1.0 else float(n_experts)
-
-
-class CostModel:
-    """Seconds per engine iteration for one model, quantization, KV dtype and `CostParams`."""
+    By concern: the physics of one iteration here; runs of decode steps and the engine's
+    step-pricing protocol in `sim.cost.decode_runs.DecodeRuns`; padded KV views in
+    `sim.cost.padded`; placements over several devices in `sim.cost.placed`; the calibration's
+    feature rows and breakdowns in `sim.cost.features`."""
 
     def __init__(
         self,
@@ -395,8 +314,17 @@ class CostModel:
         self.placement = build_placement(model, params, parallel, offload)
         # Measured decode-step correction of a calibrated model (DecodeCorrection); one device only.
         self.decode_correction = decode_correction if self.placement is None else None
+        # what a speculative model (sim.cost.speculative) reports differently: one token per sequence and
+        # step, no draft model's weights beside this model's
+        self.tokens_per_step = 1.0
+        self.extra_weight_bytes = 0.0
         self._factors: dict[int, float] = {}
         self._decode_consts: dict[int, tuple] = {}  # batch size -> `_decode_constants`
+        self._params_of, self._params_tuple = None, ()  # `_param_tuple()` of the params object `_params_of`
+        # a decode batch's step time is one pair of lines in the step index, from its size and the sum
+        # of its contexts (`_decode_lines_of_sum`; the protocol's `run_time` then needs no contexts)
+        self._one_line = (self.window is None and not self.kv_pad and self.placement is None
+                          and self.decode_correction is None)
 
     @classmethod
     def from_names(
@@ -535,7 +463,6 @@ class CostModel:
         attended by decode tokens, which costs `decode_attention_slowdown` times as much per FLOP.
         `logits`: rows through the LM head when not one per sequence (a speculative verify step)."""
         trailing_defaults = (0.0, 1.0, 0.0)  # matmul_half_rows, decode_attention_slowdown, matvec_s_per_weight
-        # (tuple concatenation, not a starred display: Cython 3.3 cannot unpack the latter)
         bw, mm, att, it_s, seq_s, half, slow, mv = tuple(p) + trailing_defaults[len(p) - 5:]
         effective_keys = layer_keys + (slow - 1.0) * decode_keys
         if self.prompt_key_flops_ratio != 1.0:  # MLA: prompt keys unabsorbed
@@ -568,170 +495,10 @@ class CostModel:
         max-of-two-lines closed forms."""
         matmul_s, weights_s, attention_s, kv_s, overhead_s = self._kernel_terms(
             p, tokens, seqs, layer_keys, kv_read_layer_tokens, decode_keys, logits)
-        gemm_s = np.maximum(matmul_s, weights_s)
+        # (one step's floats: the builtin max, the same value as numpy's without its call overhead)
+        gemm_s = max(matmul_s, weights_s) if type(matmul_s) is float and type(weights_s) is float \
+            else np.maximum(matmul_s, weights_s)
         return gemm_s + attention_s, gemm_s + kv_s, overhead_s
-
-    def predict_times(self, params: CostParams | Sequence[float], features: StepFeatures) -> np.ndarray:
-        """Step seconds for many iteration shapes at once (vectorised; for calibration fits).
-
-        `params` is a CostParams or an array in `CostParams.FIELDS` order (shorter: the trailing defaults).
-        Rows with no new tokens cost 0 (an empty iteration does not run).
-        """
-        p = params.to_array() if isinstance(params, CostParams) else np.asarray(params, dtype=float)
-        t = np.asarray(features.new_tokens, dtype=float)
-        c, m, o = self._terms(
-            p, t, np.asarray(features.sequences, float), np.asarray(features.attention_layer_keys, float),
-            np.asarray(features.kv_read_layer_tokens, float), np.asarray(features.decode_layer_keys, float),
-        )
-        return np.where(t > 0, np.maximum(c, m) + o, 0.0)
-
-    def probe_features(
-        self,
-        *,
-        prefill_tokens: Sequence[float] = (),
-        prefill_context: Sequence[float] | None = None,
-        decode_batch: Sequence[float] = (),
-        decode_context: Sequence[float] | None = None,
-    ) -> StepFeatures:
-        """One row per probe: first the prefill probes (one chunk of P tokens after C cached tokens),
-        then the decode probes (B sequences decoding one token each, all at context C)."""
-        p = np.asarray(prefill_tokens, dtype=float)
-        c = np.zeros_like(p) if prefill_context is None else np.asarray(prefill_context, dtype=float)
-        b = np.asarray(decode_batch, dtype=float)
-        d = np.zeros_like(b) if decode_context is None else np.asarray(decode_context, dtype=float)
-        if p.shape != c.shape or b.shape != d.shape:
-            raise ValueError("prefill_tokens/prefill_context and decode_batch/decode_context must have equal lengths")
-        chunk_keys = np.array([self._chunk_layer_keys(pi, ci) for pi, ci in zip(p, c)], dtype=float)
-        decode_keys = b * self.layer_tokens(d + 1)
-        return StepFeatures(
-            new_tokens=np.concatenate([p, b]),
-            sequences=np.concatenate([np.ones_like(p), b]),
-            attention_layer_keys=np.concatenate([chunk_keys, decode_keys]),
-            kv_read_layer_tokens=np.concatenate([self.layer_tokens(c), b * self.layer_tokens(d)]),
-            decode_layer_keys=np.concatenate([np.zeros_like(p), decode_keys]),
-        )
-
-    # ---- several devices (a sim.cost.parallel.Placement) ---------------------------------------------
-    def _microbatches(self, sequences):
-        """Micro-batches an iteration is split into: min(pp, sequences), at least 1 (sim.cost.parallel)."""
-        return np.minimum(self.placement.microbatches, np.maximum(sequences, 1))
-
-    def _placed_terms(self, tokens, seqs, layer_keys, kv_read_layer_tokens, logits, batch_seqs):
-        """Per part (compute_s, memory_s) of one micro-batch pass with the given aggregates, the
-        pass's communication seconds, and the iteration's overheads (for `batch_seqs` sequences).
-
-        Part p holds a fraction f of the repeating layers (and the LM head when h = 1); its weight
-        GEMMs and its attention kernels each take their own roofline (`_terms`):
-            gemm_p    = max((f x flops_per_token x start(T) + h x flops_per_sequence x rows(logits)) / matmul_p,
-                            (f x layer weight bytes(T) + h x head bytes) / bandwidth_p)
-            compute_p = gemm_p + f x attention_flops_per_layer_key x layer_keys / attention_p
-            memory_p  = gemm_p + kv_factor x f x (kv_bytes_per_layer_token x (r x kv_read + L x T)
-                                                  + score_bytes_per_layer_key x layer_keys) / bandwidth_p
-        so the part's stage time max(compute_p, memory_p) is gemm_p + max(attention, K/V).
-        `logits` = positions whose logits are computed (one per sequence; k + 1 in a verify step).
-        """
-        pl = self.placement
-        layer_bytes = self.weight_bytes_read(tokens) - self.head_bytes
-        kv_bytes = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
-                    + self.kv_bytes_per_layer_token * self.n_layers * tokens
-                    + self.state_bytes_per_sequence_step * seqs)  # hybrid models' recurrent state (0 otherwise)
-        parts = []
-        for p in pl.parts:
-            f, h = p.layer_fraction, float(p.head)
-            # the part's GEMM start-up (n_1/2 rows, `DevicePart.matmul_half_rows`; 0 = plain roofline),
-            # as `_terms` prices one device: layers from two rows on, the LM head with its leftover tile
-            matmul_flops = (f * (self._layer_matmul_flops(tokens, p.matmul_half_rows)
-                                 + self.recurrent_flops_per_token * tokens)
-                            + h * self.flops_per_sequence * gemm_rows(logits, p.matmul_half_rows))
-            weight_bytes = f * layer_bytes + h * self.head_bytes
-            stream_s = weight_stream_s(tokens, weight_bytes, p.bandwidth_bytes_per_s, self.matvec_weights_per_byte,
-                                       p.matvec_s_per_weight)
-            attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
-            kv_s = p.kv_factor * f * (kv_bytes
-                                      + self.score_bytes_per_layer_key * layer_keys) / p.bandwidth_bytes_per_s
-            # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`);
-            # llama.cpp's MMQ tile floor (`_mmq_tile_s`) is priced on one device only, not per part
-            gemm_s = np.maximum(matmul_flops / p.matmul_flops_per_s, stream_s)
-            c, m = gemm_s + attention_s, gemm_s + kv_s
-            if math.isfinite(p.upload_min_tokens):
-                # op offload (sim.cost.parallel): weights copied over the link, matmuls on the GPU, then the
-                # attention on the host: upload + matmul + max(attention, KV), as a (c, m) pair
-                shipped = (weight_bytes * np.ceil(tokens / p.upload_chunk_tokens) / p.upload_bandwidth_bytes_per_s
-                           + matmul_flops / p.upload_matmul_flops_per_s)
-                big = tokens >= p.upload_min_tokens
-                c, m = np.where(big, shipped + attention_s, c), np.where(big, shipped + kv_s, m)
-            parts.append((c, m))
-        comm = pl.comm_s_per_token * tokens + pl.comm_s_per_pass
-        op = pl.overhead_params or self.params
-        overhead = op.iteration_overhead_s + op.per_sequence_overhead_s * batch_seqs + pl.extra_overhead_s
-        return parts, comm, overhead
-
-    def placed_time(self, tokens, sequences, layer_keys, kv_read_layer_tokens, logits=None):
-        """Seconds of one iteration with these aggregates on the placement (numpy-broadcast):
-
-            iteration_s = max(sum_p stage_p + comm, m x max_p stage_p) + overheads,
-            stage_p     = max(compute_p, memory_p) = gemm_p + max(attention_p, K/V_p)  (`_placed_terms`)
-
-        of one micro-batch (the aggregates / m, m = min(pp, sequences)): with m micro-batches in
-        flight the iteration lasts one micro-batch's pass, or, when the stages are unbalanced, the
-        m passes the slowest stage must make (see sim.cost.parallel). `logits` defaults to one per
-        sequence. On one device (no placement) it is the single-roofline step time."""
-        logits = sequences if logits is None else logits
-        if self.placement is None:
-            bw, mm, att, it_s, seq_s, half, _, mv = self._param_tuple()
-            c, m, o = self._terms((bw, mm, att, it_s, seq_s, half, 1.0, mv), tokens, sequences, layer_keys, kv_read_layer_tokens,
-                                  logits=np.asarray(logits, dtype=float))
-            return np.maximum(c, m) + o
-        mb = self._microbatches(sequences)
-        parts, comm, overhead = self._placed_terms(
-            tokens / mb, sequences / mb, layer_keys / mb, kv_read_layer_tokens / mb, logits / mb, sequences)
-        stage_s = [np.maximum(c, m) for c, m in parts]
-        period = sum(stage_s) + comm
-        if self.placement.microbatches > 1:  # each stage handles mb micro-batches per iteration
-            period = np.maximum(period, mb * np.maximum.reduce(stage_s))
-        return period + overhead
-
-    def _placed_decode_lines(self, decode_context, limit: float = math.inf):
-        """Decode steps of a fixed batch on the placement: (starts, [per-part lines], constant s per
-        step). Each part's compute and memory are lines in the step index on the segments of
-        `_decode_aggregates`; communication and overheads are the same every step."""
-        d = np.asarray(decode_context, dtype=float)
-        n = len(d)
-        mb = float(self._microbatches(n))
-        starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
-        tb = n / mb
-        parts0, comm, overhead = self._placed_terms(tb, tb, keys0 / mb, read0 / mb, tb, n)
-        attn, kvr, sc = self.attention_flops_per_layer_key, self.kv_read_bytes_per_layer_token, self.score_bytes_per_layer_key
-        lines = [
-            (c0, p.layer_fraction * attn * keys1 / mb / p.attention_flops_per_s,
-             m0, p.kv_factor * p.layer_fraction * (kvr * read1 + sc * keys1) / mb / p.bandwidth_bytes_per_s)
-            for p, (c0, m0) in zip(self.placement.parts, parts0)
-        ]
-        if not isinstance(starts, float):
-            lines = [tuple(np.broadcast_to(x, np.shape(starts)).astype(float) for x in line) for line in lines]
-        else:
-            lines = [tuple(float(x) for x in line) for line in lines]
-        return starts, lines, float(comm), float(overhead), mb
-
-    def _placed_run_time(self, placed_lines, k: int) -> float:
-        """Seconds of k decode steps on the placement (exact).
-
-        One micro-batch in flight: sum_p of each part's max-of-two-lines series + k x constant.
-        Several (pp): each step is max(sum_p stage_p + comm, m x max_p stage_p), a convex
-        piecewise-linear function of the step index, summed exactly by `_sum_pipeline_steps`."""
-        if k <= 0:
-            return 0.0
-        starts, lines, comm, overhead, mb = placed_lines
-        if mb <= 1:
-            return sum(self._run_time((starts, *line), k) for line in lines) + k * (comm + overhead)
-        if isinstance(starts, float):
-            return _sum_pipeline_steps(lines, comm, mb, k) + k * overhead
-        ends = np.append(starts[1:], np.inf)
-        counts = np.clip(np.minimum(ends, k) - starts, 0, None)
-        return sum(
-            _sum_pipeline_steps([tuple(float(x[i]) for x in line) for line in lines], comm, mb, int(counts[i]))
-            for i in range(len(starts)) if counts[i] > 0
-        ) + k * overhead
 
     # ---- one iteration ---------------------------------------------------------------------------
     def _aggregate(self, prefill_tokens, prefill_context, decode_context,
@@ -764,54 +531,6 @@ class CostModel:
                 keys += float(np.sum(self.layer_tokens(d + 1)))
                 kv_read += float(np.sum(self.layer_tokens(d)))
         return tokens, (seqs if outputs is None else float(outputs)), keys, kv_read, keys - keys_before_decodes
-
-    def padded_kv(self, used):
-        """n_kv: the KV cells a pass's attention spans when the engine pads its KV views
-        (`kv_pad` > 0): the highest cell in use after the pass (`used`: the longest sequence's
-        context plus its new tokens), rounded up to a multiple of kv_pad, at least kv_pad.
-        llama.cpp (src/llama-kv-cache.cpp `get_n_kv`: n_pad_cur = max(n_pad, 256), the maximum
-        over the streams in the ubatch) builds K, V and the mask as views of n_kv cells and
-        computes every masked cell, so a pass's attention costs rows x n_kv, not the causal
-        sum. Measured on Gemma 3 270M Q4_K_M, 1 thread: a 256-token prompt 544 ms, 257 tokens
-        601 ms; over 200-512 tokens time = 1.91 ms x P + 0.84 us x P x n_kv (within 4 %), where
-        the causal sum missed 257 tokens by 9 %. Scalars or arrays."""
-        pad = self.kv_pad
-        return np.maximum(pad, np.ceil(np.asarray(used, dtype=float) / pad) * pad)
-
-    def steps_in_kv_block(self, decode_context) -> int | None:
-        """Decode steps a fixed batch takes before its padded KV view grows to the next block
-        (`padded_kv`; at least 1), None without padding. Within them every step costs the same,
-        which the simulator's fast-forward and its per-step gaps rely on."""
-        if not self.kv_pad or not len(decode_context):
-            return None
-        top = float(np.max(decode_context)) + 1.0  # cells used after the first step
-        return int(self.padded_kv(top) - top) + 1
-
-    def _padded_layer_cells(self, n_kv, rows_per_seq):
-        """Cells summed over layers one row attends to with a padded view of n_kv cells: full
-        layers all n_kv; sliding-window layers at most the window plus the pass's own rows,
-        padded (llama.cpp keeps them in a separate, smaller cache: an approximation there)."""
-        if self.window is None:
-            return self.n_layers * n_kv
-        swa = np.minimum(n_kv, self.padded_kv(self.window + rows_per_seq))
-        return self.n_full_layers * n_kv + self.n_sliding_layers * swa
-
-    def _padded_aggregate(self, prefill_tokens, prefill_context, decode_context, outputs):
-        """`_aggregate` with padded KV views (`padded_kv`): the batch is one pass, every row
-        attends to the n_kv cells of its longest sequence, and every sequence's view of n_kv
-        cells is read."""
-        d = np.asarray(decode_context, dtype=float)
-        used = [c + p for p, c in zip(prefill_tokens, prefill_context)] + list(d + 1)
-        if not used:
-            return 0.0, 0.0 if outputs is None else float(outputs), 0.0, 0.0, 0.0
-        n_kv = float(self.padded_kv(max(used)))
-        chunk_rows = float(sum(prefill_tokens))
-        n_seqs = len(prefill_tokens) + len(d)
-        per_row = float(self._padded_layer_cells(n_kv, max(prefill_tokens, default=1)))
-        decode_keys = len(d) * per_row
-        keys = chunk_rows * per_row + decode_keys
-        seqs = float(n_seqs if outputs is None else outputs)
-        return chunk_rows + len(d), seqs, keys, n_seqs * per_row, decode_keys
 
     def _param_tuple(self) -> tuple[float, float, float, float, float, float, float, float]:
         p = self.params
@@ -909,83 +628,6 @@ class CostModel:
             f = self._factors[n] = self.decode_correction.factor(n)
         return f
 
-    def features(self, prefill_tokens=(), prefill_context=(), decode_context=(), outputs: int | None = None) -> StepFeatures:
-        """The aggregates of one iteration, as a one-row StepFeatures."""
-        return StepFeatures(*(np.array([v]) for v in self._aggregate(prefill_tokens, prefill_context, decode_context,
-                                                                     outputs)))
-
-    def pass_features(self, p: "Pass") -> StepFeatures:
-        """The aggregates of one pass, as `passes_time` prices it."""
-        return self.features(*self._pass_shape(p), outputs=p.outputs)
-
-    def breakdown(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> dict:
-        """Every term of one iteration, in FLOP, bytes and seconds (for reports and calibration)."""
-        t, n, keys, kv_read, dkeys = self._aggregate(prefill_tokens, prefill_context, decode_context)
-        mm_s, w_s, att_s, kv_s, o = self._kernel_terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
-        gemm_s, attention_s = max(mm_s, w_s), max(att_s, kv_s)
-        ran = t > 0
-        out = {
-            "new_tokens": t,
-            "sequences": n,
-            "matmul_flops": self.flops_per_token * t + self.flops_per_sequence * n,
-            # prompt keys at the prompt's rate (MLA: unabsorbed), decode keys at the decode rate
-            "attention_flops": self.attention_flops_per_layer_key * (
-                keys if self.prompt_key_flops_ratio == 1.0 else self.prompt_key_flops_ratio * (keys - dkeys) + dkeys),
-            "decode_attention_flops": self.attention_flops_per_layer_key * dkeys,
-            "weight_bytes": float(self.weight_bytes_read(t)) if ran else 0.0,
-            "kv_read_bytes": self.kv_read_bytes_per_layer_token * kv_read,
-            "kv_write_bytes": self.kv_bytes_per_layer_token * self.n_layers * t,
-            "recurrent_state_bytes": self.state_bytes_per_sequence_step * n,  # hybrid models: read + write
-            "attention_score_bytes": self.score_bytes_per_layer_key * keys,
-            # every FLOP at its rate, every byte at the bandwidth
-            "compute_s": float(mm_s + att_s) if ran else 0.0,
-            "memory_s": float(w_s + kv_s) if ran else 0.0,
-            # the two kernel groups, each at its roofline (`_terms`); the step is their sum + overheads
-            "gemm_s": float(gemm_s) if ran else 0.0,
-            "gemm_bound": "compute" if mm_s > w_s else "memory",
-            "attention_s": float(attention_s) if ran else 0.0,
-            "attention_bound": "compute" if att_s > kv_s else "memory",
-            "overhead_s": float(o) if ran else 0.0,
-            "step_s": float(gemm_s + attention_s + o) if ran else 0.0,
-        }
-        # what bounds the step: the bound of the kernel group that takes longer
-        out["bound"] = out["gemm_bound"] if gemm_s >= attention_s else out["attention_bound"]
-        if self.decode_correction is not None and ran and not len(prefill_tokens):
-            out["decode_correction"] = self.decode_factor(len(decode_context))  # DecodeCorrection
-            out["step_s"] *= out["decode_correction"]
-        if self.model.is_moe:
-            out["experts_touched"] = float(
-                expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, t,
-                                          self.model.expert_pool_fraction)
-            )
-        if self.placement is not None and ran:
-            out.update(self._placed_breakdown(t, n, keys, kv_read))
-        return out
-
-    def _placed_breakdown(self, t, n, keys, kv_read) -> dict:
-        """The placement's view of one iteration: per part (device or stage) the compute and memory
-        lines of one micro-batch (`_placed_terms`: each holds the part's GEMM time, max(FLOPs,
-        weights), plus its attention FLOP or K/V time; the stage takes the larger), communication,
-        and the pipeline's throughput bound."""
-        mb = self._microbatches(n)
-        parts, comm_s, overhead_s = self._placed_terms(t / mb, n / mb, keys / mb, kv_read / mb, n / mb, n)
-        stage_s = [float(max(c, m)) for c, m in parts]
-        slowest = int(np.argmax(stage_s))
-        c_slow, m_slow = parts[slowest]
-        return {
-            "compute_s": float(sum(c for c, _ in parts)),
-            "memory_s": float(sum(m for _, m in parts)),
-            "overhead_s": float(overhead_s),
-            "comm_s": float(comm_s),
-            "step_s": float(self.placed_time(t, n, keys, kv_read)),
-            "bound": "compute" if c_slow > m_slow else "memory",
-            "microbatches": mb,
-            "parts": [{"name": p.name, "compute_s": float(c), "memory_s": float(m)}
-                      for p, (c, m) in zip(self.placement.parts, parts)],
-            # each stage handles `mb` micro-batches per iteration: the slowest one bounds throughput
-            "pipeline_bottleneck_s": float(mb * max(stage_s)),
-        }
-
     def single_stream_decode_tok_s(self, context: int) -> float:
         """Decode tokens/s of one sequence alone at `context` cached tokens: 1 / step_time."""
         return 1.0 / self.step_time((), (), (context,))
@@ -993,226 +635,3 @@ class CostModel:
     def prefill_tok_s(self, prompt_tokens: int, context: int = 0) -> float:
         """Prefill tokens/s of one prompt processed as one chunk after `context` cached tokens."""
         return prompt_tokens / self.step_time((prompt_tokens,), (context,), ())
-
-    # ---- runs of decode steps with an unchanged batch (closed form) --------------------------------
-    def _decode_segments(self, decode_context, limit: float = math.inf):
-        """Step i of a fixed decode batch as max of two lines on segments of i:
-
-        returns (starts, a_c, b_c, a_m, b_m): on segment k (starts[k] <= i < starts[k+1], the last
-        one unbounded) step_i = max(a_c + b_c u, a_m + b_m u) with u = i - starts[k], overheads
-        included (the token aggregates are `_decode_aggregates`'). A single segment comes back as
-        plain floats (the hot path).
-        """
-        d = np.asarray(decode_context, dtype=float)
-        consts = self._decode_consts.get(len(d))
-        if consts is None or consts[5] is not self.params:
-            consts = self._decode_constants(len(d))
-        compute0, memory0, attn, kvr, sc, _ = consts
-        starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
-        return (starts, compute0 + attn * keys0, attn * keys1, memory0 + kvr * read0 + sc * keys0,
-                kvr * read1 + sc * keys1)
-
-    def _decode_lines_of_sum(self, n: int, s_full: float):
-        """`_decode_segments` of n sequences whose contexts sum to `s_full`, for a model without
-        sliding-window layers or padded KV views (one segment): the replica's hot path, which sums
-        the contexts as integers (exact, as the float sum of integer contexts is)."""
-        consts = self._decode_consts.get(n)
-        if consts is None or consts[5] is not self.params:
-            consts = self._decode_constants(n)
-        compute0, memory0, attn, kvr, sc, _ = consts
-        L = self.n_layers
-        return (0.0, compute0 + attn * (L * (s_full + n)), attn * (L * n),
-                memory0 + kvr * (L * s_full) + sc * (L * (s_full + n)), (kvr + sc) * (L * n))
-
-    def _decode_constants(self, n: int) -> tuple:
-        """(compute0, memory0, attn, kvr, sc, params) of `_decode_segments` for a batch of n sequences:
-        the terms that do not depend on the contexts, computed once per batch size and params object
-        (the simulator prices the same few batch sizes hundreds of thousands of times; issue 17)."""
-        p = self._param_tuple()
-        bw, att, slow = p[0], p[2], p[6]
-        # n tokens and n logits every step: the weight GEMMs (their start-up, n_1/2, included) cost the
-        # same every step, max(FLOPs, weight bytes), and sit in both lines' intercepts with the
-        # overheads; the memory line also writes the n new tokens' K/V (`_kernel_terms` with no keys
-        # and nothing cached: what stays of a step when the contexts are left out)
-        matmul_s, weights_s, _, kv_write_s, overhead = self._kernel_terms(p, n, n, 0.0, 0.0)
-        gemm = max(matmul_s, float(weights_s))
-        if self.graph_sizes is not None:
-            overhead = overhead + self.graph_extra_s(n)
-        compute0 = gemm + overhead
-        memory0 = gemm + kv_write_s + overhead
-        attn = self.attention_flops_per_layer_key * slow / att  # s per layer-key (all decode keys)
-        kvr = self.kv_read_bytes_per_layer_token / bw  # s per layer-token read
-        sc = self.score_bytes_per_layer_key / bw  # s per layer-key of scores through memory (no flash attention)
-        c = self._decode_consts[n] = (compute0, memory0, attn, kvr, sc, self.params)
-        return c
-
-    def _decode_aggregates(self, d: np.ndarray, limit: float = math.inf):
-        """Token aggregates of step i of a fixed decode batch, linear on segments of i:
-
-        returns (starts, keys0, keys1, read0, read1): on segment k, with u = i - starts[k], the
-        layer keys attended are keys0 + keys1 u and the KV layer-tokens read read0 + read1 u. With
-        n sequences at contexts D_j, step i attends to sum_j kappa(D_j + i + 1) and reads
-        sum_j kappa(D_j + i). Without sliding-window layers kappa is linear, so there is one
-        segment. With them, min(D_j + i, W) stops growing when sequence j reaches the window: the
-        segments start where some sequence does (i = W - D_j or W - D_j - 1), and within a segment
-        the sums are linear in i (prefix sums over sorted D). Segments starting at or after
-        `limit` (no step there is asked for) are left out; one segment comes back as plain floats.
-        """
-        n = len(d)
-        if self.kv_pad:
-            return self._padded_decode_aggregates(d, limit)
-        s_full = float(d.sum())
-        if self.window is None:  # one segment, as plain floats (hot path)
-            L = self.n_layers
-            return 0.0, L * (s_full + n), L * n, L * s_full, L * n
-        w = self.window
-        kinks = np.concatenate([w - d, w - d - 1])
-        kinks = kinks[(kinks > 0) & (kinks < limit)]
-        if kinks.size == 0:  # no sequence reaches the window within the steps asked for: one segment
-            starts = np.zeros(1)
-            read_swa, grow_read = np.array([np.minimum(d, w).sum()]), np.array([np.count_nonzero(d < w)])
-            keys_swa, grow_keys = np.array([np.minimum(d + 1, w).sum()]), np.array([np.count_nonzero(d + 1 < w)])
-        else:
-            d = np.sort(d)
-            starts = np.unique(np.concatenate([[0.0], kinks]))
-            prefix = np.concatenate([[0.0], np.cumsum(d)])
-
-            def swa_sum(offset):  # sum_j min(D_j + offset, W) and #{j: D_j + offset < W}, per offset
-                growing = np.searchsorted(d, w - offset, side="left")
-                return prefix[growing] + growing * offset + (n - growing) * w, growing
-
-            read_swa, grow_read = swa_sum(starts)
-            keys_swa, grow_keys = swa_sum(starts + 1)
-        full_read = s_full + n * starts
-        keys0 = self.n_full_layers * (full_read + n) + self.n_sliding_layers * keys_swa
-        keys1 = self.n_full_layers * n + self.n_sliding_layers * grow_keys
-        read0 = self.n_full_layers * full_read + self.n_sliding_layers * read_swa
-        read1 = self.n_full_layers * n + self.n_sliding_layers * grow_read
-        if len(starts) == 1:
-            return 0.0, float(keys0[0]), float(keys1[0]), float(read0[0]), float(read1[0])
-        return starts, keys0, keys1, read0, read1
-
-    def _padded_decode_aggregates(self, d: np.ndarray, limit: float):
-        """`_decode_aggregates` with padded KV views: step i spans n_kv(max D + i + 1) cells for
-        every sequence (keys and reads), constant between the steps where the longest sequence
-        crosses a multiple of kv_pad — one segment each, with zero slope. Without a step limit
-        the segments stop at the model's context."""
-        n = len(d)
-        top = float(d.max()) + 1.0  # cells used after step 0
-        pad = self.kv_pad
-        horizon = limit if math.isfinite(limit) else max(float(self.model.max_context) - top, 1.0)
-        first = self.padded_kv(top)
-        # step i crosses into the next block when top + i = first + j x pad + 1
-        starts = np.concatenate([[0.0], first + pad * np.arange(0, max(0, math.ceil((horizon - (first - top)) / pad)))
-                                 - top + 1.0])
-        starts = starts[(starts == 0) | ((starts > 0) & (starts < horizon))]
-        cells = n * self._padded_layer_cells(self.padded_kv(top + starts), 1)
-        zeros = np.zeros_like(cells)
-        if len(starts) == 1:
-            return 0.0, float(cells[0]), 0.0, float(cells[0]), 0.0
-        return starts, cells, zeros, cells, zeros
-
-    @staticmethod
-    def _run_time(segments, k: int) -> float:
-        starts, a_c, b_c, a_m, b_m = segments
-        if k <= 0:
-            return 0.0
-        if isinstance(starts, float):
-            return _sum_max_of_two_lines(a_c, b_c, a_m, b_m, k)
-        ends = np.append(starts[1:], np.inf)
-        count = np.clip(np.minimum(ends, k) - starts, 0, None)
-        return float(np.sum(_sum_max_of_lines(a_c, b_c, a_m, b_m, count)))
-
-    def decode_run_time(self, decode_context: Sequence[int] | np.ndarray, k: int) -> float:
-        """Seconds of k consecutive decode steps of the same batch, every context growing by 1 per step.
-
-        Exact closed form of sum_{i<k} max(compute_i, memory_i): on each segment where both are
-        linear in i, split at the index where the lines cross and sum the arithmetic series on each
-        side (`_sum_max_of_lines`). One segment for full-attention models: O(1) after one sum.
-        """
-        if len(decode_context) == 0 or k <= 0:
-            return 0.0
-        if self.placement is not None:
-            return self._placed_run_time(self._placed_decode_lines(decode_context, limit=k), k)
-        run_s = self._run_time(self._decode_segments(decode_context, limit=k), k)
-        return run_s if self.decode_correction is None else run_s * self.decode_factor(len(decode_context))
-
-    def decode_steps_within(
-        self, decode_context: Sequence[int] | np.ndarray, budget_s: float, max_steps: int | None = None
-    ) -> int:
-        """The largest k such that decode_run_time(decode_context, k) <= budget_s (capped at max_steps).
-
-        Finds the segment the budget ends in from the segments' cumulative times, solves the
-        piecewise-quadratic cumulative time there with the quadratic formula, then corrects by whole
-        steps against the closed form itself, so the result is its exact integer inverse.
-        """
-        trivial = _steps_without_search(len(decode_context) == 0, budget_s, max_steps)
-        if trivial is not None:
-            return trivial
-        if self.placement is not None:
-            lines = self._placed_decode_lines(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
-            return _largest_within(lambda k: self._placed_run_time(lines, k), budget_s, max_steps)
-        if self.decode_correction is not None:  # the corrected run time is searched itself: an exact inverse
-            return _largest_within(lambda k: self.decode_run_time(decode_context, k), budget_s, max_steps)
-        seg = self._decode_segments(decode_context, limit=math.inf if max_steps is None else max_steps + 1)
-        starts, a_c, b_c, a_m, b_m = seg
-        if isinstance(starts, float):
-            k = self._steps_in_lines(a_c, b_c, a_m, b_m, budget_s)
-            return self._fix_up(seg, k, budget_s, max_steps)
-        lengths = np.append(np.diff(starts), np.inf)
-        seg_total = np.where(
-            np.isfinite(lengths), _sum_max_of_lines(a_c, b_c, a_m, b_m, np.where(np.isfinite(lengths), lengths, 0)), np.inf
-        )
-        before = np.concatenate([[0.0], np.cumsum(seg_total)[:-1]])
-        idx = int(np.searchsorted(before + seg_total, budget_s, side="right"))
-        idx = min(idx, len(starts) - 1)
-        k = int(starts[idx]) + self._steps_in_lines(
-            float(a_c[idx]), float(b_c[idx]), float(a_m[idx]), float(b_m[idx]), budget_s - float(before[idx])
-        )
-        return self._fix_up(seg, k, budget_s, max_steps)
-
-    def _fix_up(self, seg, k: int, budget_s: float, max_steps: int | None, times: dict | None = None) -> int:
-        """Move an estimate k to the exact largest k with run time <= budget_s (and <= max_steps).
-        `times`, when given, keeps every run time computed on the way (k -> seconds), for a caller
-        that prices the chosen run next (the replica's fast-forward)."""
-        def run(j: int) -> float:
-            t = self._run_time(seg, j)
-            if times is not None and j > 0:
-                times[j] = t
-            return t
-
-        if max_steps is not None:
-            k = min(k, max_steps)
-        while k > 0 and run(k) > budget_s:
-            k -= 1
-        while (max_steps is None or k < max_steps) and run(k + 1) <= budget_s:
-            k += 1
-        return k
-
-    @staticmethod
-    def _steps_in_lines(a1: float, b1: float, a2: float, b2: float, budget: float) -> int:
-        """Approximately the largest j with sum_{u<j} max(a1 + b1 u, a2 + b2 u) <= budget (quadratic
-        formula on the piece the budget ends in; callers correct the last step on the exact sum)."""
-        if budget <= 0:
-            return 0
-        if b1 == b2:
-            pieces = [((a1, b1) if a1 >= a2 else (a2, b2), math.inf)]
-        else:
-            r = (a2 - a1) / (b1 - b2)
-            first, last = ((a2, b2), (a1, b1)) if b1 > b2 else ((a1, b1), (a2, b2))
-            m = math.ceil(min(max(r, 0.0), 1e18)) if math.isfinite(r) else (0 if r < 0 else math.inf)
-            pieces = [(first, m), (last, math.inf)] if m > 0 else [(last, math.inf)]
-        start = 0
-        for (a, b), stop in pieces:
-            if math.isfinite(stop):  # _series on scalars, in plain floats (the same operations)
-                count = max(stop - start, 0)
-                piece = count * a + b * (start + stop - 1) * count / 2.0
-            else:
-                piece = math.inf
-            if budget < piece:
-                a0 = a + b * start - b / 2.0  # sum over j steps from `start` = a0 j + b j^2 / 2
-                j = 2.0 * budget / (a0 + math.sqrt(a0 * a0 + 2.0 * b * budget))
-                return start + (int(j) if math.isfinite(j) else 0)
-            budget -= piece
-            start = stop
-        return int(start)

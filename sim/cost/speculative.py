@@ -122,6 +122,8 @@ class SpeculativeCostModel:
         self.extra_weight_bytes = draft.model.weight_bytes(draft.quant) if draft is not None else 0.0
         # what callers read off a cost model
         self.model, self.quant, self.params, self.kv_dtype = target.model, target.quant, target.params, target.kv_dtype
+        # the calibration's measured decode correction reported for the deployment: the target's
+        self.decode_correction = target.decode_correction
 
     # ---- the parts of a round, for a batch at contexts d + t for each offset t -----------------
     def _draft_step_times(self, d: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -209,6 +211,27 @@ class SpeculativeCostModel:
             if k < horizon or (max_steps is not None and horizon >= max_steps):
                 return min(k, horizon)
             horizon *= 4
+
+    # ---- the engine's step-pricing protocol (sim.engine.pricing.StepModel) ---------------------
+    def batch_time(self, b) -> float:
+        """One iteration of the batch `b` (a `sim.engine.pricing.StepBatch`): `step_time`."""
+        return self.step_time(b.prefill_tokens, b.prefill_context(), b.decode_contexts())
+
+    def run_time(self, b, k: int) -> float:
+        """k simulator steps of the decode-only batch `b`: `decode_run_time`."""
+        return self.decode_run_time(b.decode_contexts(), k)
+
+    def steps_within(self, b, budget_s: float, max_steps: int) -> int:
+        """`decode_steps_within` (exact inverse of `run_time`)."""
+        return self.decode_steps_within(b.decode_contexts(), budget_s, max_steps=max_steps)
+
+    def run_limit(self, b) -> None:
+        """No limit: rounds over padded KV views are not modelled (`steps_in_kv_block`)."""
+        return None
+
+    def steps_in_kv_block(self, decode_context) -> None:
+        """None: a speculative round is priced without padded KV views (`CostModel.steps_in_kv_block`)."""
+        return None
 
     def breakdown(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> dict:
         """The target's breakdown of a plain iteration plus the speculative figures of the decodes."""

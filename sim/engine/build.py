@@ -28,8 +28,9 @@ from sim.cost.memory import (
     resolve_gpu_layers,
 )
 from sim.cost.params import CostParams
+from sim.cost.passes import make_step_model
 from sim.cost.speculative import make_cost_model
-from sim.engine.kv import make_allocator
+from sim.engine.kv import ALLOCATORS, make_allocator
 from sim.engine.metrics import GapLog, IterationLog, RequestLog, summarize
 from sim.engine.prefix_cache import BlockPrefixCache, SlotPromptCache
 from sim.engine.replica import Replica
@@ -130,7 +131,7 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
     if capacity <= 0 and engine.tp * engine.pp > 1:
         check_parallel_fit(hw, model, quant, engine.kv_dtype, 1, engine.tp, engine.pp, engine.memory_fraction,
                            reserve + extra_weight_bytes / engine.tp)
-    if engine.scheduler == "slots":
+    if engine.per_slot_context:
         buffer, _ = engine.context_limits(model.max_context, capacity)
         if buffer > capacity:
             raise ConfigError(
@@ -155,7 +156,7 @@ def deployment_config(hw: HardwareProfile, model: ModelSpec, quant: str, engine:
         "pp": engine.pp,
         "gpu_layers": resolve_gpu_layers(hw, model, quant, engine),
         "speculative": engine.speculative.model_dump() if engine.speculative is not None else None,
-        "spec_tokens_per_step": float(getattr(cost, "tokens_per_step", 1.0)),
+        "spec_tokens_per_step": float(cost.tokens_per_step),
     }
 
 
@@ -165,7 +166,7 @@ def make_prefix_cache(engine: EngineConfig, kv):
     prompts for a contiguous one."""
     if not engine.prefix_caching:
         return None
-    if kv.name == "paged":
+    if kv.block_granular:  # shared whole blocks
         kv.prefix = BlockPrefixCache(kv.block_size)
         return kv.prefix
     return SlotPromptCache(engine.max_num_seqs)
@@ -228,7 +229,7 @@ class ReplicaParts:
     def config(self, *, concurrency=None, seed=0, config_extra=None) -> dict:
         """`summary["config"]`: everything the run resolved to."""
         engine, hw, q = self.engine, self.hw, self.quant
-        block = 1 if engine.kv_allocator == "contiguous" else engine.block_size
+        block = engine.block_size if ALLOCATORS[engine.kv_allocator].block_granular else 1
         return {
             "hw": hw.name,
             "model": self.model.name,
@@ -243,7 +244,7 @@ class ReplicaParts:
             "block_size": block,
             "memory_fraction": engine.memory_fraction,
             "context_tokens": self.context_tokens,
-            "context_mode": engine.context_mode if engine.scheduler == "slots" else None,
+            "context_mode": engine.context_mode if engine.per_slot_context else None,
             "per_sequence_kv_streams": engine.per_sequence_kv_streams,
             "ubatch_tokens": engine.ubatch_tokens,
             "flash_attention": engine.flash_attention_for(self.model),
@@ -254,12 +255,10 @@ class ReplicaParts:
             "kv_bytes_per_token": self.kvp.kv_bytes_per_token,
             "cost_params": {k: getattr(self.params, k) for k in CostParams.FIELDS},
             # the calibration's measured decode-step correction, when this model and engine are the ones it measured
-            "decode_correction": (lambda c: c.to_dict() if c is not None else None)(
-                getattr(self.cost, "decode_correction", None) or getattr(getattr(self.cost, "target", None),
-                                                                        "decode_correction", None)),
+            "decode_correction": (lambda c: c.to_dict() if c is not None else None)(self.cost.decode_correction),
             **deployment_config(hw, self.model, q.name, engine, self.cost),
             # how far public measurements fell from held-out predictions of this device and engine family
-            "expected_error": expected_error(hw, engine),
+            "expected_error": expected_error(hw, engine, concurrency=concurrency),
             **(config_extra or {}),
         }
 
@@ -273,7 +272,7 @@ def replica_parts(hw: HardwareProfile, model: ModelSpec, quant: str | None, engi
     q = model.quant(quant or engine.default_quant)
     params = cost_params or CostParams.from_profile(hw, q, engine, model.is_moe)
     cost = make_cost_model(hw, model, q, engine, params=params)
-    kvp = plan_kv(hw, model, q.name, engine, getattr(cost, "extra_weight_bytes", 0.0))
+    kvp = plan_kv(hw, model, q.name, engine, cost.extra_weight_bytes)
     _, context_tokens = engine.context_limits(model.max_context, kvp.capacity_tokens)
     parts = ReplicaParts(hw, model, q, engine, params, cost, kvp, context_tokens)
     parts.make_scheduler()  # a bad scheduler setting fails here, before any replica runs
@@ -281,16 +280,18 @@ def replica_parts(hw: HardwareProfile, model: ModelSpec, quant: str | None, engi
 
 
 def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, source, *, record_iterations: bool = True,
-                  fast_forward: bool = True, check_invariants: bool = False) -> Replica:
-    """A replica with its own scheduler, KV cache, prefix cache and logs."""
+                  fast_forward: bool = True, check_invariants: bool = False, step_model=None) -> Replica:
+    """A replica with its own scheduler, KV cache, prefix cache and logs. Its batches are priced by
+    `step_model` (any `sim.engine.pricing.StepModel`), by default the deployment's cost model as the
+    engine runs it (`sim.cost.passes.make_step_model`: llama.cpp's passes where the engine splits batches)."""
     engine = parts.engine
     kv = make_allocator(engine.kv_allocator, parts.kvp.capacity_tokens, engine.block_size)
-    return Replica(env, cost=parts.cost, scheduler=parts.make_scheduler(), kv=kv, source=source, log=RequestLog(),
+    scheduler = parts.make_scheduler()
+    if step_model is None:
+        step_model = make_step_model(parts.cost, engine, scheduler.max_seqs)
+    return Replica(env, step_model=step_model, scheduler=scheduler, kv=kv, source=source, log=RequestLog(),
                    gaps=GapLog(), iterations=IterationLog(enabled=record_iterations), fast_forward=fast_forward,
-                   check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv),
-                   per_sequence_kv_streams=engine.per_sequence_kv_streams,
-                   # llama.cpp's passes per ubatch; a speculative model prices its rounds itself
-                   ubatch_tokens=engine.ubatch_tokens if hasattr(parts.cost, "simple_passes_time") else None)
+                   check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv))
 
 
 def check_drained(replica: Replica) -> None:

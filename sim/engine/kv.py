@@ -29,12 +29,16 @@ from typing import ClassVar
 
 import numpy as np
 
-from sim.cost.decode_runs import _largest_within
+from sim.catalog.policies import declare_allocator
+from sim.cost.decode_runs import largest_within
 from sim.errors import ConfigError
 
 # ndarray.sum() of a 1-D array, minus the Python wrapper numpy puts around it (this runs once or
 # twice per simulated event)
 _sum = np.add.reduce
+
+#: Every KV allocator by name (filled by `KVAllocator.__init_subclass__`).
+ALLOCATORS: dict[str, type["KVAllocator"]] = {}
 
 
 class KVAllocator:
@@ -47,6 +51,17 @@ class KVAllocator:
     name: ClassVar[str] = ""
     #: whether a decoding sequence can need new blocks (paged) or holds its whole budget (contiguous)
     grows_on_decode: ClassVar[bool] = True
+    #: whether KV is handed out in blocks of `block_size` tokens (paged: block_size matters, and prefix
+    #: caching shares whole blocks) rather than sized exactly, in one-token units (contiguous)
+    block_granular: ClassVar[bool] = True
+
+    @classmethod
+    def __init_subclass__(cls, **kw) -> None:
+        # a subclass with a name joins ALLOCATORS and the names presets and --kv accept (sim.catalog.policies)
+        super().__init_subclass__(**kw)
+        if cls.__dict__.get("name"):
+            declare_allocator(cls.name)
+            ALLOCATORS[cls.name] = cls
 
     def __init__(self, capacity_tokens: int, block_size: int, lanes: int = 64) -> None:
         if capacity_tokens < 0:
@@ -179,6 +194,7 @@ class ContiguousAllocator(KVAllocator):
 
     name = "contiguous"
     grows_on_decode = False
+    block_granular = False
 
     def __init__(self, capacity_tokens: int, block_size: int = 1, lanes: int = 64) -> None:
         # One-token granularity: a contiguous region is sized exactly (block_size is ignored).
@@ -266,6 +282,15 @@ class PagedAllocator(KVAllocator):
         if self.prefix is not None and self.prefix.unreferenced:
             self._evict()
 
+    def holds_exactly(self, lane: int, tokens: int) -> bool:
+        """Whether `lane` holds exactly the blocks `tokens` tokens need (ceil(tokens / block_size))."""
+        return int(self.held[lane]) == -(-tokens // self.block_size)
+
+    def hold_for(self, lanes, tokens) -> None:
+        """Write `held` of `lanes` (a lane or an array) as the blocks `tokens` need, blocks already
+        counted out of `free_blocks` (`take_blocks`): the replica state settling its lazy lanes."""
+        self.held[lanes] = (tokens + (self.block_size - 1)) // self.block_size
+
     def set_held(self, lanes: np.ndarray, context: np.ndarray, added: int) -> None:
         """`lanes` now hold ceil(context / block_size) blocks each, `added` more than before in all
         (the caller counted them and checked they are free): `grow_by(lanes, context, 0)` when no
@@ -290,10 +315,83 @@ class PagedAllocator(KVAllocator):
         def extra(k: int) -> int:
             return int(np.maximum((context + k + (bs - 1)) // bs - held, 0).sum())
 
-        return _largest_within(extra, free, max_steps)  # extra(k) grows with k
+        return largest_within(extra, free, max_steps)  # extra(k) grows with k
 
 
-ALLOCATORS: dict[str, type[KVAllocator]] = {cls.name: cls for cls in (ContiguousAllocator, PagedAllocator)}
+class BlockPhases:
+    """The paged cache's block arithmetic for decoding lanes that step together (the replica state's
+    `decode_clock` counts their common steps): a lane holding exactly the blocks its context needs
+    sits in bucket (context - clock) mod block_size, which stays its bucket while it steps with the
+    clock, so the lanes that need a block at the next step (`boundary`), the steps the free blocks
+    allow (`steps_available`) and the blocks a run of steps takes (`blocks_for_steps`) are counted
+    per bucket instead of per lane. `PagedAllocator.decode_steps_available` / `grow_blocks_needed`
+    give the same numbers from the arrays (compared under the replica's `check_invariants`)."""
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.buckets: list[list[int]] = [[] for _ in range(block_size)]
+        self.bucket_of: dict[int, int] = {}
+
+    def join(self, lane: int, context: int, clock: int) -> None:
+        key = (context - clock) % self.block_size
+        self.buckets[key].append(lane)
+        self.bucket_of[lane] = key
+
+    def leave(self, lane: int) -> None:
+        key = self.bucket_of.pop(lane, None)
+        if key is not None:
+            self.buckets[key].remove(lane)
+
+    def boundary(self, clock: int) -> list[int]:
+        """The lanes whose context fills their last block (they need one more for their next
+        token; `grow_by(lanes, ctx, 1)` gives each exactly one, the others none), in joining order."""
+        return self.buckets[-clock % self.block_size]
+
+    def steps_available(self, n: int, free: int, clock: int, max_steps: int) -> int:
+        """`decode_steps_available` for all n lanes, right after they were grown for one step, with
+        `free` blocks to spend: a lane r tokens past a block boundary holds s = block_size - r tokens
+        of room and needs its j-th further block at step s + 1 + (j - 1) x block_size. All s lie
+        within one block, so those steps come in rounds of one block per lane, and the largest k
+        with at most `free` blocks needed is the (free mod n)-th smallest s plus (free // n)
+        blocks' worth of steps."""
+        if not n or max_steps <= 0:
+            return max(0, max_steps)
+        bs = self.block_size
+        if n * (-(-max_steps // bs) + 1) <= free:  # (grow_by's cheap sufficient test, first)
+            return max_steps
+        if free < 0:
+            return 0
+        rounds, j = divmod(free, n)
+        buckets = self.buckets
+        seen = 0
+        for r in range(bs - 1, -1, -1):  # room bs - r, smallest first
+            seen += len(buckets[(r - clock) % bs])
+            if seen > j:
+                return min(max_steps, bs - r + rounds * bs)
+        raise AssertionError("block phases out of step with the decoding lanes")  # pragma: no cover
+
+    def blocks_for_steps(self, n: int, k: int, clock: int) -> int:
+        """Blocks all n lanes need for k - 1 more steps after they were grown for one (the clock not
+        yet moved): a lane r tokens past a block boundary needs (r + k - 1) // block_size, i.e.
+        a + [r >= bs - b] with k - 1 = a x bs + b."""
+        bs = self.block_size
+        a, b = divmod(k - 1, bs)
+        total = a * n
+        buckets = self.buckets
+        for r in range(bs - b, bs):
+            total += len(buckets[(r - clock) % bs])
+        return total
+
+    def check(self, lanes: list[int], contexts: list[int], kv: "KVAllocator", clock: int) -> None:
+        """Every lane in its bucket and holding exactly the blocks its context needs."""
+        if sorted(self.bucket_of) != sorted(lanes) or sum(map(len, self.buckets)) != len(lanes):
+            raise AssertionError("block phases out of step with the decoding lanes")
+        for lane, c in zip(lanes, contexts):
+            key = self.bucket_of[lane]
+            if not kv.holds_exactly(lane, c) or key != (c - clock) % self.block_size or lane not in self.buckets[key]:
+                raise AssertionError(f"lane {lane}: block phase out of step")
+
+
 
 
 def make_allocator(kind: str, capacity_tokens: int, block_size: int, lanes: int = 64) -> KVAllocator:

@@ -84,6 +84,14 @@ class RequestLog:
         for k, g in self._i.items():
             setattr(self, k, g.a)
 
+    def resize(self, n: int) -> None:
+        """Hold n rows (the new ones zero; `sim.cluster.replicas.merge_logs` then writes every column)."""
+        if n:
+            self.add("", 0.0, 0)
+            for g in (*self._f.values(), *self._i.values()):
+                g.ensure(n, 0)
+            self._bind()
+
     def add(self, rid: str, arrival_s: float, prompt_tokens: int) -> int:
         """A new row for an arrived request; returns its index."""
         row = self.n

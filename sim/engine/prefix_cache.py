@@ -105,6 +105,8 @@ class BlockPrefixCache:
     there (it can be evicted whenever a block is needed), a referenced one as allocated."""
 
     kind = "blocks"
+    #: whether a finished request's prompt is kept for the next one (`put` on completion)
+    keeps_finished_prompts = False
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
@@ -196,6 +198,7 @@ class SlotPromptCache:
     """The last prompt of each idle llama-server slot (see the module docstring)."""
 
     kind = "slots"
+    keeps_finished_prompts = True  # an idle slot keeps its last prompt (llama-server)
 
     def __init__(self, slots: int) -> None:
         self.slots = max(1, slots)

@@ -10,7 +10,9 @@ Oracle boundary: a scheduler sees prompt lengths, the client's `max_tokens` and 
 computed so far; it never sees the trace's true output length (the replica alone knows when a
 sequence emits its end-of-sequence token).
 
-Policies, picked by name from `SCHEDULERS`:
+Policies, picked by name from `SCHEDULERS`, which every subclass of `Scheduler` with a `name` of
+its own joins when it is defined (also one written in a file of its own: docs/contributing.md); its
+name is then one that presets and `--scheduler` accept (`sim.catalog.policies`):
 - `static`: batch up to `max_num_seqs` waiting requests, run them until every one has finished,
   then form the next batch (Hugging Face `generate()` on a padded batch).
 - `continuous`: iteration-level admission (Orca, OSDI 2022; vLLM v0 and TGI): when waiting requests
@@ -37,12 +39,17 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from sim.catalog.policies import SCHEDULERS as POLICIES
+from sim.catalog.policies import declare_scheduler
 from sim.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.engine.state import Pending, ReplicaState
 
 _NO_LANES = np.zeros(0, dtype=np.int64)
+
+#: Every scheduling policy by name (filled by `Scheduler.__init_subclass__`).
+SCHEDULERS: dict[str, type["Scheduler"]] = {}
 
 
 @dataclass(slots=True)
@@ -66,14 +73,27 @@ class Batch:
 
 
 class Scheduler:
-    """Base policy: admission checks shared by every scheduler, and the paged-KV growth step."""
+    """Base policy: admission checks shared by every scheduler, and the paged-KV growth step.
+
+    A subclass that sets `name` is registered in `SCHEDULERS` under it and declared to the catalog
+    with its `per_slot_context` (`sim.catalog.policies.declare_scheduler`)."""
 
     name: ClassVar[str] = ""
+    #: whether each of `max_num_seqs` slots owns a share of the server's context and a request may hold at
+    #: most its slot's (llama-server's slots: `EngineConfig.context_limits` gives `context_tokens`)
+    per_slot_context: ClassVar[bool] = False
     #: whether a prompt must fit in one iteration's token budget (no chunking)
     whole_prompt: ClassVar[bool] = True
     #: whether a whole prompt that does not fit what the budget has left waits even when it would be the
     #: iteration's only prefill (TensorRT-LLM's MicroBatchScheduler stops at max_num_tokens)
     strict_budget: ClassVar[bool] = False
+
+    @classmethod
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        if cls.__dict__.get("name"):
+            declare_scheduler(cls.name, per_slot_context=cls.per_slot_context)
+            SCHEDULERS[cls.name] = cls
 
     def __init__(self, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int,
                  shared_slots: bool = False, new_token_ratio=None, watermark: float = 0.0) -> None:
@@ -270,7 +290,7 @@ class Scheduler:
                 # free ones (a free lane holds no block), so that case is decided here, unchanged.
                 reserve = kv.admission_tokens(p.prompt_tokens, self.reservation_budget(p.prompt_tokens, p.max_tokens),
                                               chunk)
-                if -(-reserve // kv.block_size) > kv.free_blocks:
+                if kv.blocks_for(reserve) > kv.free_blocks:
                     break
             lane = self._admit(state, p, chunk, hit)
             if lane is None:
@@ -447,6 +467,7 @@ class Slots(ChunkedPrefill):
     """
 
     name = "slots"
+    per_slot_context = True
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
@@ -477,10 +498,9 @@ class Slots(ChunkedPrefill):
         return self.slot_tokens - 1
 
 
-SCHEDULERS: dict[str, type[Scheduler]] = {
-    cls.name: cls for cls in (StaticBatching, ContinuousBatching, ChunkedPrefill, Sequential, Slots, InflightBatching,
-                              PrefillFirst)
-}
+# the built-in policies in the catalog's order (`--help`'s); policies defined later follow in theirs
+for _name in [n for n in POLICIES if n in SCHEDULERS]:
+    SCHEDULERS[_name] = SCHEDULERS.pop(_name)
 
 
 def make_scheduler(name: str, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int,
@@ -495,3 +515,17 @@ def make_scheduler(name: str, *, max_num_seqs: int, max_num_batched_tokens: int 
         raise ConfigError(f"unknown scheduler '{name}'; known: {', '.join(SCHEDULERS)}", field="--scheduler") from None
     return cls(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, context_tokens=context_tokens,
                shared_slots=shared_slots, new_token_ratio=new_token_ratio, watermark=watermark)
+
+
+def _import_policy_modules() -> None:
+    """Import every module of sim/engine/policies/: a scheduler in a file of its own registers itself."""
+    import importlib
+    import pkgutil
+
+    from sim.engine import policies
+
+    for mod in pkgutil.iter_modules(policies.__path__):
+        importlib.import_module(f"{policies.__name__}.{mod.name}")
+
+
+_import_policy_modules()

@@ -1,5 +1,6 @@
-"""What a replica holds between iterations: its queue (`Pending`), the arrival stream
-(`ArrivalSource`) and the running lanes and KV cache (`ReplicaState`) the scheduler reads and admits into.
+"""What a replica holds between iterations: its queue (`Pending`) and the running lanes and KV
+cache (`ReplicaState`) the scheduler reads and admits into (the arrival stream it reads from is
+`workloads.arrivals.ArrivalSource`).
 
 Running sequences live in *lanes*: parallel numpy arrays indexed by a small integer, so a decode
 batch's contexts are one fancy-indexing away and no per-token or per-sequence Python loop runs on
@@ -10,13 +11,11 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from sim.engine.kv import KVAllocator
+from sim.engine.kv import BlockPhases, KVAllocator
 from sim.engine.metrics import STATUS_COMPLETED, RequestLog
-from sim.errors import ConfigError
 from workloads.request import Request
 
 _min = np.minimum.reduce  # ndarray.min() of a 1-D array, minus numpy's Python wrapper (once per event)
@@ -45,134 +44,6 @@ class Pending:
         """Tokens to compute before the next token comes out: the prompt, plus (after a
         preemption by recompute) every token generated so far (vLLM recomputes prompt + output)."""
         return self.prompt_tokens + self.generated
-
-
-class ArrivalSource:
-    """Streams requests from an iterator, one look-ahead item at a time.
-
-    - Open loop: a request arrives at its `arrival_s`.
-    - Sessions: a request with `think_s` whose session has an earlier request arrives at
-      max(arrival_s, previous response done + think_s) (the `Request.think_s` contract).
-    - Closed loop (`concurrency=N`): N clients each send the trace's next request when their
-      previous one is done (completed or rejected), plus its `think_s` if any; all N start at
-      time 0 and the trace's `arrival_s` values are ignored.
-    """
-
-    def __init__(self, requests: Iterable[Request], concurrency: int | None = None) -> None:
-        if concurrency is not None and concurrency < 1:
-            raise ConfigError(f"must be >= 1, got {concurrency}", field="--concurrency")
-        self._it: Iterator[Request] = iter(requests)
-        self._peek: Request | None = next(self._it, None)
-        self._heap: list[tuple[float, int, Request]] = []
-        self._seq = 0
-        self._closed = concurrency
-        self._last_arrival = 0.0
-        # session id -> [requests sent and not done, parked followers, last done time]
-        self._sessions: dict[str, list] = {}
-        self.next_s = float("inf")  # earliest time another request may arrive (see next_time)
-        if concurrency:
-            for _ in range(concurrency):
-                if not self._client_next(0.0):
-                    break
-        self._refresh()
-
-    def _push(self, t: float, r: Request) -> None:
-        heapq.heappush(self._heap, (t, self._seq, r))
-        self._seq += 1
-        if t < self.next_s:
-            self.next_s = t
-
-    def _refresh(self) -> None:
-        t = self._heap[0][0] if self._heap else float("inf")
-        if self._closed is None and self._peek is not None and self._peek.arrival_s < t:
-            t = self._peek.arrival_s
-        self.next_s = t
-
-    def _pull(self) -> Request | None:
-        r = self._peek
-        if r is not None:
-            self._peek = next(self._it, None)
-            if r.arrival_s < self._last_arrival and self._closed is None:
-                raise ConfigError(
-                    f"{r.arrival_s:g} is before the previous request's {self._last_arrival:g} "
-                    "(arrivals must be non-decreasing)", file=None, line=r.line, field="arrival_s")
-            self._last_arrival = r.arrival_s
-        return r
-
-    def _client_next(self, t: float) -> bool:
-        r = self._pull()
-        if r is None:
-            return False
-        self._push(t + (r.think_s or 0.0), r)
-        return True
-
-    def _route(self, r: Request) -> None:
-        """Open loop: when a request is sent. A request with `think_s` waits until every earlier
-        request of its session is done, then `think_s` more (never before its `arrival_s`)."""
-        sid = r.session_id
-        if sid is None:
-            self._push(r.arrival_s, r)
-            return
-        s = self._sessions.get(sid)
-        if s is None:
-            s = self._sessions[sid] = [0, deque(), None]  # in flight, parked followers, last done time
-        if r.think_s is not None and (s[0] or s[1]):
-            s[1].append(r)
-            return
-        s[0] += 1
-        t = r.arrival_s
-        if r.think_s is not None and s[2] is not None:
-            t = max(t, s[2] + r.think_s)
-        self._push(t, r)
-
-    def next_time(self) -> float | None:
-        """Earliest time another request may arrive (a lower bound), None when none will."""
-        return None if self.next_s == float("inf") else self.next_s
-
-    def due(self, now_s: float) -> list[tuple[float, Request]]:
-        """Requests that have arrived by `now_s`, in arrival order, with their arrival times."""
-        out = []
-        heap = self._heap
-        if self._closed is None:
-            while self._peek is not None and self._peek.arrival_s <= now_s:
-                r = self._pull()
-                if r.session_id is None and not heap:  # plain open loop: in trace order already
-                    out.append((r.arrival_s, r))
-                else:
-                    self._route(r)
-        while heap and heap[0][0] <= now_s:
-            t, _, r = heapq.heappop(heap)
-            out.append((t, r))
-        self._refresh()
-        return out
-
-    def done(self, request: Request, now_s: float) -> None:
-        """A request finished (or was rejected) at `now_s`: release what waited for it."""
-        if self._closed is not None:
-            self._client_next(now_s)
-            return
-        s = self._sessions.get(request.session_id) if request.session_id is not None else None
-        if s is None:
-            return
-        s[0] -= 1
-        s[2] = now_s
-        if not s[0] and s[1]:
-            nxt = s[1].popleft()
-            s[0] = 1
-            self._push(max(nxt.arrival_s, now_s + nxt.think_s), nxt)
-
-    @property
-    def exhausted(self) -> bool:
-        return self._peek is None and not self._heap
-
-    def rejected(self, request: Request, now_s: float) -> None:
-        """A request was refused at `now_s` (same release rules as `done`)."""
-        self.done(request, now_s)
-
-    def idle_wait(self, env, now_s: float):
-        """What an idle replica waits for: the next arrival (None when none will come)."""
-        t_next = self.next_time()
-        return None if t_next is None else env.timeout(max(t_next - now_s, 0.0))
 
 
 class ReplicaState:
@@ -205,16 +76,15 @@ class ReplicaState:
         self._decode_array: np.ndarray | None = None
         self._decode_stop: np.ndarray | None = None  # stop_ctx[_decode_array] (stop_ctx is fixed while a lane decodes)
         self.decode_ctx: tuple | None = None  # (lanes, ctx[lanes]) the scheduler gathered this iteration
-        # Block phases of the decoding lanes (paged KV; see `boundary_lanes`): `decode_clock` counts
-        # the decode steps every decoding lane took together; a decoding lane whose blocks are
-        # exactly those its context needs sits in `phases[(ctx - decode_clock) % block_size]`,
-        # which stays its bucket while it steps with the clock. `phases_ok` is False once a lane
+        # Block phases of the decoding lanes (paged KV; the allocator's `BlockPhases`, whose block
+        # arithmetic this state only calls): `decode_clock` counts the decode steps every decoding
+        # lane took together; a decoding lane whose blocks are exactly those its context needs sits
+        # in bucket (ctx - decode_clock) mod block_size, which stays its bucket while it steps with the clock. `phases_ok` is False once a lane
         # broke that (it skipped a step it had grown for, or joined holding more blocks): the
         # scheduler then computes every growth from the arrays (`KVAllocator.grow_by`).
         self.decode_clock = 0
         self.phases_ok = kv.grows_on_decode
-        self.phases: list[list[int]] = [[] for _ in range(kv.block_size)] if self.phases_ok else []
-        self.phase_of: dict[int, int] = {}
+        self.phases = BlockPhases(kv.block_size) if self.phases_ok else None  # (the allocator's arithmetic)
         # Stop clocks: while every decoding lane steps with the clock (`lockstep`), a lane's last
         # token comes at clock stop_ctx - ctx + decode_clock, which does not change while it
         # decodes; a heap of them (pruned lazily: `_end_of` holds the live ones) gives the batch's
@@ -252,10 +122,13 @@ class ReplicaState:
             self._decode_array = self.is_decoding[: self.lane_top].nonzero()[0]  # np.flatnonzero, minus a wrapper
         return self._decode_array
 
+    def decode_contexts(self, lanes: np.ndarray) -> np.ndarray:
+        """The contexts of these decoding lanes (a fresh int64 array), also while `lazy`."""
+        return self.cbase[lanes] + self.decode_clock if self.lazy else self.ctx[lanes]
+
     def start_decoding(self, lane: int) -> None:
         c = int(self.ctx[lane])
-        bs = self.kv.block_size
-        if self.phases_ok and int(self.kv.held[lane]) != -(-c // bs):
+        if self.phases_ok and not self.kv.holds_exactly(lane, c):
             if self.lazy:  # the lazy blocks need the phases: write the lanes out, then arrays only
                 self.sync()
                 self.lazy = False
@@ -273,9 +146,7 @@ class ReplicaState:
             self._end_of[lane] = e
             heapq.heappush(self._ends, (e, lane))
         if self.phases_ok:
-            key = (c - self.decode_clock) % bs
-            self.phases[key].append(lane)
-            self.phase_of[lane] = key
+            self.phases.join(lane, c, self.decode_clock)
 
     def sync(self) -> None:
         """With `lazy`: write every decoding lane's context, blocks (paged) and last token's time
@@ -286,8 +157,7 @@ class ReplicaState:
         c = self.cbase[dl] + self.decode_clock
         self.ctx[dl] = c
         if self.phases_ok:
-            bs = self.kv.block_size
-            self.kv.held[dl] = (c + (self.grown + bs - 1)) // bs
+            self.kv.hold_for(dl, c + self.grown)
         self.last_token_s[dl] = np.maximum(self.t_join[dl], self.last_step_s)
 
     def _settle(self, lane: int) -> None:
@@ -296,7 +166,7 @@ class ReplicaState:
             c = int(self.cbase[lane]) + self.decode_clock
             self.ctx[lane] = c
             if self.phases_ok:
-                self.kv.held[lane] = -(-(c + self.grown) // self.kv.block_size)
+                self.kv.hold_for(lane, c + self.grown)
             t = float(self.t_join[lane])
             self.last_token_s[lane] = t if t >= self.last_step_s else self.last_step_s
 
@@ -304,7 +174,7 @@ class ReplicaState:
         """With `phases_ok`: the decoding lanes whose context fills their last block (ctx a
         multiple of the block size), i.e. those that need one more block for their next token
         (`grow_by(lanes, ctx, 1)` gives each exactly one, the others none); in joining order."""
-        return self.phases[-self.decode_clock % len(self.phases)]
+        return self.phases.boundary(self.decode_clock)
 
     def stepped(self, n_dec: int, k: int) -> None:
         """The replica applied k decode steps to `n_dec` decoding lanes (after the scheduler grew
@@ -338,41 +208,14 @@ class ReplicaState:
 
     def steps_available(self, max_steps: int, keep_free_blocks: int) -> int:
         """`KVAllocator.decode_steps_available` for all the decoding lanes, right after the
-        scheduler grew them for one step (with `phases_ok`), from the phases: a lane whose context
-        is r past a block boundary holds s = block_size - r tokens of room, and needs its j-th
-        further block at step s + 1 + (j - 1) x block_size. All s lie within one block, so those
-        steps come in rounds of one block per lane, and the largest k with at most `free` blocks
-        needed is the (free mod n)-th smallest s plus (free // n) blocks' worth of steps."""
-        n = self.n_decoding
-        if not n or max_steps <= 0:
-            return max(0, max_steps)
-        kv = self.kv
-        bs = kv.block_size
-        free = kv.free_blocks - keep_free_blocks
-        if n * (-(-max_steps // bs) + 1) <= free:  # (grow_by's cheap sufficient test, first)
-            return max_steps
-        if free < 0:
-            return 0
-        rounds, j = divmod(free, n)
-        phases, clock = self.phases, self.decode_clock
-        seen = 0
-        for r in range(bs - 1, -1, -1):  # room bs - r, smallest first
-            seen += len(phases[(r - clock) % bs])
-            if seen > j:
-                return min(max_steps, bs - r + rounds * bs)
-        raise AssertionError("block phases out of step with the decoding lanes")  # pragma: no cover
+        scheduler grew them for one step (with `phases_ok`): the allocator's `BlockPhases`."""
+        return self.phases.steps_available(self.n_decoding, self.kv.free_blocks - keep_free_blocks,
+                                           self.decode_clock, max_steps)
 
     def blocks_for_steps(self, k: int) -> int:
         """Blocks all the decoding lanes need for k - 1 more steps after the scheduler grew them
-        for one (with `phases_ok`; the clock not yet moved): a lane r tokens past a block boundary
-        needs (r + k - 1) // block_size, i.e. a + [r >= bs - b] with k - 1 = a x bs + b."""
-        bs = self.kv.block_size
-        a, b = divmod(k - 1, bs)
-        total = a * self.n_decoding
-        phases, clock = self.phases, self.decode_clock
-        for r in range(bs - b, bs):
-            total += len(phases[(r - clock) % bs])
-        return total
+        for one (with `phases_ok`; the clock not yet moved): the allocator's `BlockPhases`."""
+        return self.phases.blocks_for_steps(self.n_decoding, k, self.decode_clock)
 
     def check_phases(self) -> None:
         """The stop clocks and `phases` against the arrays (the replica's `check_invariants`,
@@ -391,16 +234,8 @@ class ReplicaState:
             for lane in lanes:
                 if self._end_of[lane] != int(self.stop_ctx[lane] - self.ctx[lane]) + self.decode_clock:
                     raise AssertionError(f"lane {lane}: stop clock out of step")
-        if not self.phases_ok:
-            return
-        bs = self.kv.block_size
-        if sorted(self.phase_of) != lanes or sum(map(len, self.phases)) != len(lanes):
-            raise AssertionError("block phases out of step with the decoding lanes")
-        for lane in lanes:
-            c = int(self.ctx[lane])
-            if int(self.kv.held[lane]) != -(-c // bs) or self.phase_of[lane] != (c - self.decode_clock) % bs \
-                    or lane not in self.phases[self.phase_of[lane]]:
-                raise AssertionError(f"lane {lane}: block phase out of step")
+        if self.phases_ok:
+            self.phases.check(lanes, self.ctx[lanes].tolist(), self.kv, self.decode_clock)
 
     def _grow_lanes(self) -> None:
         old = len(self.ctx)
@@ -490,9 +325,8 @@ class ReplicaState:
             self.decode_ctx_sum -= c
             self._decode_array = self._decode_stop = None
             self._end_of.pop(lane, None)
-            key = self.phase_of.pop(lane, None)
-            if key is not None:
-                self.phases[key].remove(lane)
+            if self.phases is not None:
+                self.phases.leave(lane)
         else:
             self.prefilling.remove(lane)
         self.pending[lane] = None
@@ -525,6 +359,6 @@ class ReplicaState:
         if ctx < p.prompt_tokens + min(p.output_tokens, p.max_tokens) - 1:
             log.reason[row] = log.reason_code("truncated: the slot's context is full (llama-server stops generation)")
         self._vacate(lane)
-        if self.prefix is not None and self.prefix.kind == "slots":
+        if self.prefix is not None and self.prefix.keeps_finished_prompts:
             self.prefix.put(p.request)
         return p

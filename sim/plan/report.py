@@ -25,7 +25,7 @@ def pareto_front(points: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return pts.loc[keep]
 
 
-def _option_columns(ok: pd.DataFrame) -> list[str]:
+def option_columns(ok: pd.DataFrame) -> list[str]:
     """What distinguishes one option from another: run fields and overrides that vary, not load."""
     override_cols: list[str] = []
     if "overrides" in ok:
@@ -115,7 +115,7 @@ def sweep_report(frame: pd.DataFrame, *, title: str = "infersim sweep") -> str:
         f"<p class='note'>{len(frame)} combinations: {len(ok)} simulated, {len(failed)} failed.</p>"]
     if not ok.empty:
         ok, x_title = _with_load(ok)
-        opts = _option_columns(ok)
+        opts = option_columns(ok)
         ok["option"] = ok.apply(lambda r: _label(r, opts), axis=1)
         sections.append(_line_figure(ok, "throughput_output_tok_s", "Output throughput vs load", x_title, "output tokens/s"))
         sections.append(_line_figure(ok, "ttft_s_p90", "TTFT p90 vs load", x_title, "TTFT p90 (s)", log_y=True))

@@ -49,6 +49,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sim.catalog.engine_options import SWEEP_ALIASES
 from sim.errors import ConfigError, pydantic_error_to_config_error
 from sim.files import file_sha256
 from sim.plan.costs import OwnershipAssumptions
@@ -58,14 +59,8 @@ from sim.plan.workload import materialize
 RUN_FIELDS = ("trace", "hw", "model", "quant", "engine", "concurrency", "rate_scale", "rate_rps", "seed",
               "efficiency_from")
 
-#: `infersim run` flag names -> EngineConfig field names.
-OVERRIDE_ALIASES = {
-    "kv": "kv_allocator",
-    "max_seqs": "max_num_seqs",
-    "max_batched_tokens": "max_num_batched_tokens",
-    "ubatch": "ubatch_tokens",
-    "mem_fraction": "memory_fraction",
-}
+#: `infersim run` flag names -> EngineConfig field names (kv, max_seqs, max_batched_tokens, ubatch, mem_fraction).
+OVERRIDE_ALIASES = SWEEP_ALIASES
 
 
 class Combination(BaseModel):

@@ -1,0 +1,59 @@
+"""Replay the serving corpus on the simulator, fit serving overheads per engine, cross-validate by
+source and by device, and publish the held-out error and the bands `run`, `plan` and `bench serve` print.
+
+    python benchmarks/serving_fit.py            # writes benchmarks/serving_fidelity.md and .json and
+                                                # sim/catalog/data/serving_bands.json
+    python benchmarks/serving_fit.py --no-cache # replay everything again
+
+Library code: calibrate/serving_fit.py (what is replayed and how, the folds, the fit). Deterministic:
+the same corpus and tree give the same files. A JSON cache of replayed points
+(benchmarks/.serving_fit_cache.json, untracked) keeps reruns to seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from calibrate import serving_fit as sf  # noqa: E402
+
+OUT_MD = ROOT / "benchmarks" / "serving_fidelity.md"
+OUT_JSON = ROOT / "benchmarks" / "serving_fidelity.json"
+BANDS_JSON = ROOT / "sim" / "catalog" / "data" / "serving_bands.json"
+CACHE = ROOT / "benchmarks" / ".serving_fit_cache.json"
+
+TARGETS = {"tpot_itl": 10.0, "output_tps": 10.0, "ttft_p50": 20.0, "knee": 15.0}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-cache", action="store_true")
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    a = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    cache = sf.Cache(None if a.no_cache else CACHE)
+    rows = sf.load_corpus()
+    res = sf.run(rows, cache=cache)
+    cache.save()
+    res["runtime_s"] = round(time.perf_counter() - t0, 1)
+    md = sf.report_markdown(res, TARGETS)
+    if not a.no_write:
+        OUT_JSON.write_text(sf.dumps_compact(sf.fidelity_json(res, TARGETS)))
+        OUT_MD.write_text(md)
+        BANDS_JSON.write_text(json.dumps(sf.bands_json(res), indent=1, sort_keys=True) + "\n")
+    for line in sf.summary_lines(res, TARGETS):
+        print(line)
+    print(f"{res['runtime_s']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""Kernel-level formulas the roofline (`sim.cost.roofline`) uses: the mat-vec kernels' ALU roof of a
+step's weight stream, and how many distinct MoE experts a batch's tokens touch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Rows up to which a step's weight matmuls run as mat-vec kernels (`CostParams.matvec_s_per_weight`):
+# llama.cpp's Metal backend switches to its mat-mat kernel above 8 rows (ggml-metal-ops.cpp,
+# `ne11_mm_min = 8`).
+MATVEC_MAX_ROWS = 8.0
+
+
+def weight_stream_s(tokens, weight_bytes, bandwidth: float, weights_per_byte: float, s_per_weight: float):
+    """Seconds a step's weight matmuls need to get through their weights (numpy-broadcast): the stream,
+    `weight_bytes` / `bandwidth`, or, where slower, the mat-vec kernels' ALU time: every
+    weight streamed (`weight_bytes` x `weights_per_byte`) dequantized once at `s_per_weight` seconds, in
+    steps of up to MATVEC_MAX_ROWS tokens; no ALU roof above (mat-mat kernels, whose dequantization a
+    tile of many rows shares) or when `s_per_weight` is 0 (then the stream alone, as a scalar for scalar
+    arguments). Once per step, not per row: the multi-row mat-vec kernels (mul_mv_ext, 2-8 rows)
+    dequantize a block once for the rows of a threadgroup; the public rows that fit the cost are
+    single-sequence decodes, so more rows than one are an extrapolation, and this is its least costly
+    form."""
+    stream_s = weight_bytes / bandwidth
+    if not s_per_weight:
+        return stream_s
+    matvec_alu_s = np.where(tokens <= MATVEC_MAX_ROWS, weight_bytes * weights_per_byte * s_per_weight, 0.0)
+    return np.maximum(stream_s, matvec_alu_s)
+
+
+def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.ndarray,
+                              pool_fraction: float = 1.0) -> float | np.ndarray:
+    """Expected number of distinct experts a batch of `tokens` tokens routes to in one MoE layer.
+
+    Assumes each token picks its `n_active` experts uniformly at random, independently of the other
+    tokens (real routers are skewed, which touches fewer experts; uniform routing is the upper-bound
+    case load-balancing losses push towards). One expert is missed by one token with probability
+    1 - k/E, by all T tokens with (1 - k/E)^T, so
+
+        E_distinct = E x (1 - (1 - k/E)^T)
+
+    which is k for T = 1 and tends to E as T grows.
+
+    Routing skew (`pool_fraction` = c < 1, `ModelSpec.expert_pool_fraction`): the tokens of a batch
+    pick as if from E_c = max(k, c x E) equally likely experts, E_c x (1 - (1 - k/E_c)^T): the same k
+    for one token, fewer distinct experts as the batch grows. Fitted per model to public batched
+    decode (calibrate/public_fit.py, sim/catalog/data/moe_routing.yaml): 0.65 for gpt-oss-120b on the DGX
+    Spark rows, so a batch of 32 reads 66 of its 128 experts where uniform routing says 82.
+    """
+    n_pool = pool_experts(n_experts, n_active, pool_fraction)
+    miss = 1.0 - n_active / n_pool
+    return n_pool * (1.0 - np.power(miss, tokens))
+
+
+def pool_experts(n_experts: int, n_active: int, pool_fraction: float = 1.0) -> float:
+    """E_c, the experts a batch's tokens pick from as if equally likely (`expected_distinct_experts`):
+    E for uniform routing, max(k, c x E) with routing skew c < 1."""
+    return max(float(n_active), pool_fraction * n_experts) if pool_fraction < 1.0 else float(n_experts)

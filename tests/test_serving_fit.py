@@ -1,0 +1,263 @@
+"""The serving-corpus fit (calibrate/serving_fit.py, benchmarks/serving_fit.py): a tiny synthetic curve
+replayed and its overheads recovered, folds that never show a held-out row to the fit, bands that widen
+off support, and the schema of the committed fidelity and bands files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from calibrate import serving_fit as sf
+from sim.catalog import accuracy
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COLUMNS = ("row_id curve_id source source_ref publisher engine engine_version engine_flags device device_variant "
+           "n_devices tp model quant kv_cache_dtype client dataset input_tokens output_tokens range_ratio "
+           "num_prompts warmup ramp_up ignore_eos load_kind max_concurrency request_rate burstiness quantity "
+           "statistic value as_printed derivation notes").split()
+
+
+def _row(curve: str, c: int, q: str, stat: str, value: float, *, source="https://example.org/a", publisher="A",
+         device="h100-sxm", model="llama-3.1-8b", notes="") -> dict:
+    r = {k: "" for k in COLUMNS}
+    r.update(row_id=f"{curve}-c{c}-{q}-{stat}", curve_id=curve, source=source, source_ref="test", publisher=publisher,
+             engine="vllm", engine_version="0.11.0", device=device, n_devices="1", tp="1", model=model, quant="bf16",
+             kv_cache_dtype="not stated", client="vllm-bench-serve", dataset="random", input_tokens="128",
+             output_tokens="16", range_ratio="0", num_prompts="8", ignore_eos="true", load_kind="concurrency",
+             max_concurrency=str(c), request_rate="inf", burstiness="1.0", quantity=q, statistic=stat,
+             value=f"{value:.6g}", as_printed=f"{value:.6g}", notes=notes)
+    r["_file"] = "synthetic.csv"
+    return r
+
+
+def _curve(curve: str, values: dict[int, dict], **kw) -> list[dict]:
+    return [_row(curve, c, *qs.split("|"), v, **kw) for c, d in values.items() for qs, v in d.items()]
+
+
+SETS = dict(hw={"h100-sxm", "h200"}, catalog={"llama-3.1-8b"}, public=set())
+
+
+def test_a_tiny_curve_replays_as_its_client_ran_it():
+    rows = _curve("tiny", {c: {"ttft_ms|median": 20.0, "tpot_ms|median": 7.0, "output_tps|value": 100.0 * c}
+                           for c in (1, 2, 4)})
+    assert sf.exclusion(rows, **SETS) is None
+    points = sf.load_points(rows, catalog=SETS["catalog"])
+    assert [p.load for p in points] == [1.0, 2.0, 4.0]
+    p = points[0]
+    assert p.engine == "vllm@0.11" and p.family == "vllm" and p.max_concurrency == 1
+    # num_prompts 8 < the cap (max(8 C, 32)): all 8 sent; range ratio 0 with vllm bench serve: fixed lengths
+    assert p.replayed_prompts == 8 and set(p.prompt_lens) == {128} and set(p.output_lens) == {16}
+    pred = sf.replay(p)
+    assert "error" not in pred
+    recs = sf.residuals(p, pred)
+    assert {r["metric"] for r in recs} == {"ttft_p50", "tpot_itl", "output_tps"}
+    for r in recs:
+        assert r["predicted"] > 0 and math.isclose(r["error"], r["predicted"] / r["measured"] - 1)
+
+
+def test_sglang_range_ratio_draws_lengths_as_sglang_does_and_realised_means_scale_them():
+    rows = _curve("sg", {1: {"ttft_ms|median": 20.0}, 2: {"ttft_ms|median": 20.0}})
+    for r in rows:
+        r.update(client="sglang-bench-serving", engine="sglang", engine_version="0.5.6", input_tokens="1000",
+                 output_tokens="1000", range_ratio="", num_prompts="400")
+    p = sf.load_points(rows, catalog=SETS["catalog"])[0]
+    assert p.replayed_prompts == 32  # closed loop C=1: min(400, max(8, 32))
+    assert min(p.prompt_lens) >= 1 and max(p.prompt_lens) <= 1000 and 300 < sum(p.prompt_lens) / 32 < 700
+    for r in rows:
+        r["notes"] = "the printed totals give mean lengths 6101/10 = 610.1 input and 4220/10 = 422.0 output tokens"
+    p = sf.load_points(rows, catalog=SETS["catalog"])[0]
+    assert abs(sum(p.prompt_lens) / 32 - 610.1) < 5 and abs(sum(p.output_lens) / 32 - 422.0) < 5
+
+
+def test_exclusions_name_their_reason():
+    base = {1: {"ttft_ms|median": 20.0}, 2: {"ttft_ms|median": 20.0}}
+    assert "no hardware profile" in sf.exclusion(_curve("a", base, device="b999"), **SETS)
+    assert "not in the catalog" in sf.exclusion(_curve("b", base, model="org/unknown-7b"), **SETS)
+    assert sf.exclusion(_curve("c", base, notes="outlier: client bug"), **SETS).startswith("outlier")
+    assert "speculative" in sf.exclusion(_curve("d-eagle3", base), **SETS)
+    assert "kernel-fit" in sf.exclusion(_curve("e", base), **{**SETS, "public": {"https://example.org/a"}})
+    sharegpt = _curve("f", base)
+    for r in sharegpt:
+        r.update(dataset="sharegpt", input_tokens="", output_tokens="")
+    assert "not available offline" in sf.exclusion(sharegpt, **SETS)  # a closed loop: lock-step
+    for r in sharegpt:
+        r.update(load_kind="rate", request_rate="2", max_concurrency="")
+    assert "mean lengths not stated" in sf.exclusion(sharegpt, **SETS)
+    for r in sharegpt:
+        r.update(input_tokens="207.5", notes="this run 59478 / 300 = 198.3 tokens per request")
+    assert sf.exclusion(sharegpt, **SETS) is None  # an open loop with both means: replayed at them
+    p = sf.load_points(sharegpt, catalog=SETS["catalog"])[0]
+    assert set(p.prompt_lens) == {208} and set(p.output_lens) == {198} and p.load_kind == "rate"
+    for r in sharegpt:
+        r["dataset"] = "sharegpt: custom multi-turn conversations"
+    assert "multi-turn" in sf.exclusion(sharegpt, **SETS)
+
+
+def _points_for_folds():
+    rows = (_curve("s1", {1: {"ttft_ms|median": 20.0}, 2: {"ttft_ms|median": 20.0}}, publisher="A")
+            + _curve("s2", {1: {"ttft_ms|median": 20.0}, 2: {"ttft_ms|median": 20.0}}, publisher="B",
+                     source="https://example.org/b", device="h200")
+            + _curve("s3", {4: {"ttft_ms|median": 20.0}}, publisher="C", source="https://example.org/c"))
+    pts = []
+    for c in sf.curves(rows).values():
+        pts.extend(sf.load_points(c, catalog=SETS["catalog"]))
+    return pts
+
+
+@pytest.mark.parametrize("by", ["source", "device"])
+def test_a_fold_never_sees_its_held_out_rows(by):
+    pts = _points_for_folds()
+    fs = sf.folds(pts, by)
+    assert sorted(g for g, _, _ in fs) == sorted({sf.group_of(p, by) for p in pts})
+    for g, train, test in fs:
+        assert test and set(train).isdisjoint(test) and sorted(train + test) == list(range(len(pts)))
+        assert all(sf.group_of(pts[i], by) == g for i in test)
+        assert all(sf.group_of(pts[i], by) != g for i in train)
+    # and the fit of each fold is handed its training points only
+    seen: dict[str, set] = {}
+    held = {}
+
+    def fake_predict(point, params, cache):
+        return {"ttft_ms|median": 20.0}
+
+    orig_fit, orig_predict = sf.fit_engine_params, sf.predict
+    calls = []
+
+    def spy_fit(points, grid, predict):
+        calls.append({p.key() for p in points})
+        return orig_fit(points, grid, predict)
+
+    sf.fit_engine_params, sf.predict = spy_fit, fake_predict
+    try:
+        preds, chosen = sf._heldout(pts, by, {"vllm": [{}]}, None)
+    finally:
+        sf.fit_engine_params, sf.predict = orig_fit, orig_predict
+    assert len(calls) == len(fs)
+    for (g, train, test), keys in zip(fs, calls):
+        assert keys == {pts[i].key() for i in train}
+        assert keys.isdisjoint({pts[i].key() for i in test})
+    assert set(preds) == {p.key() for p in pts}
+
+
+def test_the_fit_recovers_overheads_a_synthetic_curve_was_made_with():
+    """Measured values made by the simulator itself with iteration_overhead_ms 2.0 and 40 ms of API
+    latency: the two-stage fit finds both on the grid."""
+    rows = _curve("rec", {c: {"ttft_ms|median": 1.0, "tpot_ms|median": 1.0, "output_tps|value": 1.0}
+                          for c in (1, 4, 8)})
+    pts = sf.load_points(rows, catalog=SETS["catalog"])
+    truth = {"iteration_overhead_ms": 2.0, "api_overhead_ms": 40.0}
+    for p in pts:
+        pred = sf.predict(p, truth, None)
+        for k in list(p.measured):
+            p.measured[k] = pred[f"{k[0]}|{k[1]}"]
+    grid = [{}, {"iteration_overhead_ms": 1.0}, {"iteration_overhead_ms": 2.0}, {"iteration_overhead_ms": 4.0}]
+    cache = sf.Cache(None)
+    got = sf.fit_engine_params(pts, {"vllm": grid}, lambda p, q: sf.predict(p, q, cache))
+    assert got["vllm"] == truth
+
+
+def test_knee_is_the_highest_load_under_three_times_the_low_load_ttft():
+    assert sf.knee([1, 2, 4, 8], [100, 150, 290, 900]) == 4
+    assert sf.knee([1, 2, 4, 8], [100, 150, 310, 200]) == 2  # walking up: the first crossing ends it
+    assert sf.knee([1, 2, 4], [100, 110, 120]) == 4
+    assert sf.knee([1], [100]) is None
+
+
+def _bands_file(tmp_path: Path) -> Path:
+    data = {"schema": "infersim-serving-bands-1", "q": 80, "off_support_factor": 2.0,
+            "bands": {"vllm": {"ttft_p50": {"pct": 30.0, "n": 20, "pooled": False},
+                               "tpot_itl": {"pct": 10.0, "n": 40, "pooled": False}}},
+            "bands_off_device": {"vllm": {"ttft_p50": {"pct": 45.0, "n": 20, "pooled": False},
+                                          "tpot_itl": {"pct": 8.0, "n": 40, "pooled": False}}},
+            "support": {"vllm": {"devices": ["h100-sxm"], "max_concurrency": 64.0, "max_rate": 8.0}}}
+    p = tmp_path / "bands.json"
+    p.write_text(json.dumps(data))
+    return p
+
+
+def test_the_band_widens_off_support_and_says_so(tmp_path):
+    path = _bands_file(tmp_path)
+    on = accuracy.serving_error("vllm@0.11", "h100-sxm", concurrency=32, path=path)
+    assert on["figures"]["ttft_p50"]["pct"] == 30.0 and "WIDENED" not in on["basis"]
+    far = accuracy.serving_error("vllm", "h100-sxm", concurrency=256, path=path)
+    assert far["off_load"] and far["figures"]["ttft_p50"]["pct"] == 60.0 and far["figures"]["tpot_itl"]["pct"] == 20.0
+    assert "past the largest fitted (64)" in far["basis"]
+    fast = accuracy.serving_error("vllm", "h100-sxm", rate=20.0, path=path)
+    assert fast["off_load"] and "rate 20/s" in fast["basis"]
+    other = accuracy.serving_error("vllm", "l40s", concurrency=8, path=path)
+    assert other["off_device"] and "no serving rows of vllm on l40s" in other["basis"]
+    assert "WIDENED" in other["basis"]
+    assert other["figures"]["ttft_p50"]["pct"] == 45.0  # the by-device band, wider
+    assert other["figures"]["tpot_itl"]["pct"] == 10.0  # never narrower than the by-source band
+    data = json.loads(path.read_text())
+    data["bands_off_device"]["*"] = {"tpot_itl": {"pct": 25.0, "n": 90, "pooled": True}}
+    path.write_text(json.dumps(data))
+    accuracy._SERVING_CACHE.clear()
+    other = accuracy.serving_error("vllm", "l40s", path=path)
+    assert other["figures"]["tpot_itl"]["pct"] == 25.0  # all families' transfer error: wider still
+    none = accuracy.serving_error("llama.cpp", "h100-sxm", path=path)  # no "*" band in this file
+    assert none["figures"] == {} and "unknown" in accuracy.describe_serving(none)
+    data["bands"]["*"] = {"ttft_p50": {"pct": 50.0, "n": 60, "pooled": True}}
+    path.write_text(json.dumps(data))
+    accuracy._SERVING_CACHE.clear()
+    lone = accuracy.serving_error("llama.cpp", "h100-sxm", concurrency=100, path=path)
+    assert lone["figures"]["ttft_p50"]["pct"] == 100.0 and "no replayable serving rows of llama.cpp" in lone["basis"]
+    assert "past the largest fitted (64)" in lone["basis"]
+    line = accuracy.describe_serving(far)
+    assert line.startswith("expected error under load: TTFT ±60%") and "TPOT ±20%" in line
+
+
+def test_committed_fidelity_and_bands_files_keep_their_schema():
+    fj = json.loads((ROOT / "benchmarks" / "serving_fidelity.json").read_text())
+    assert fj["schema"] == "infersim-serving-fidelity-1"
+    assert fj["rows_replayed"] + fj["rows_excluded"] == fj["rows_total"]
+    assert sum(e["rows"] for e in fj["excluded_curves"]) == fj["rows_excluded"]
+    assert all(e["reason"] for e in fj["excluded_curves"])
+    for sec in ("baseline", "heldout_by_source", "heldout_by_device"):
+        s = fj[sec]
+        for m in ("ttft_p50", "tpot_itl", "output_tps"):
+            assert {"n", "median_abs_pct", "p90_abs_pct", "median_signed_pct"} <= set(s["by_metric"][m])
+        assert set(s["by_region"]) == {"below", "above"}
+        assert {"curves", "median_abs_pct", "within_15pct"} <= set(s["knee"])
+    assert set(fj["coverage"]) == {"baseline_by_source", "fitted_by_source"}
+    assert len(fj["rows"]) == fj["rows_replayed"]
+    for r in fj["rows"]:
+        assert r["metric"] in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "other")
+        assert r["region"] in ("below", "above", "unknown")
+        assert r["measured"] > 0 and {"baseline", "by_source", "by_device"} <= set(r)
+    bj = json.loads((ROOT / "sim" / "catalog" / "data" / "serving_bands.json").read_text())
+    assert bj["schema"] == "infersim-serving-bands-1" and bj["q"] == 80
+    for fam, ms in bj["bands"].items():
+        for m, v in ms.items():
+            assert m in accuracy.SERVING_LABELS and v["pct"] > 0 and v["n"] > 0
+    for fam, s in bj["support"].items():
+        assert s["devices"] and fam in bj["bands"]
+    assert 0 <= bj["coverage"]["coverage_pct"] <= 100
+    md = (ROOT / "benchmarks" / "serving_fidelity.md").read_text()
+    assert f"{fj['rows_replayed']} replayed" in md
+
+
+def test_coverage_judges_each_source_by_bands_built_from_the_others():
+    pts = _points_for_folds()  # sources A (h100-sxm), B (h200), C (h100-sxm)
+
+    def recs(errs_by_source):
+        out = []
+        for p in pts:
+            for e in errs_by_source[p.source]:
+                out.append({"row_id": f"{p.key()}-{e}", "point": p.key(), "source": p.source, "device": p.device,
+                            "family": "vllm", "metric": "tpot_itl", "error": e})
+        return out
+
+    same = recs({"A": [0.05] * 5, "B": [0.05] * 5, "C": [0.05] * 5})
+    assert sf.nested_coverage(same, pts)["coverage_pct"] == 100.0
+    # a source whose errors the others never showed falls outside the bands they give
+    odd = recs({"A": [0.05] * 5, "B": [0.05] * 5, "C": [0.6] * 5})
+    cov = sf.nested_coverage(odd, pts)
+    assert cov["n"] == len(odd) and cov["coverage_pct"] < 100.0
+    c_rows = [r for r in odd if r["source"] == "C"]
+    assert cov["inside"] == len(odd) - len(c_rows)
