@@ -6,7 +6,8 @@ GEMM peaks, machine description), `probe_worker` (the child process that times l
 `probes` (plans, size checks, crash isolation), `endpoint` (timed streaming requests), `fit`
 (least squares with held-out error), `profile` (profile building, atomic writing), `calibration`
 (one calibration end to end), `check`, `cli` (`infersim calibrate`). The same for machines nobody
-here can touch: `public_corpus` (published measurements), `public_fit`, `public_report`
+here can touch: `public_corpus` (published measurements), `public_fit` (its code split by job
+under `public/`, one `PublicCorpus` passed to each step), `public_report`
 (`infersim calibrate --public`). `replay/` runs a trace on a real engine for `infersim validate`.
 
 May import: `sim.cluster` and everything below it, `sim.api`; not `sim.plan` or the command line.

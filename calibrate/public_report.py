@@ -15,10 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrate.public_corpus import MICROBENCH_FILE, corpus_files, default_corpus_dir, load_corpus, load_microbench
+from calibrate.public_corpus import corpus_files, default_corpus_dir
 from calibrate.public_fit import (
     KINDS,
     SYNTHETIC_SUFFIX,
+    PublicCorpus,
     Validation,
     _stats,
     cross_validate,
@@ -26,7 +27,6 @@ from calibrate.public_fit import (
     fit_routing,
     prepare,
     profile_entries,
-    set_microbench,
     write_profile_block,
 )
 
@@ -68,9 +68,9 @@ def baseline_errors(v: Validation, rev: str = BASELINE_REV) -> dict[str, float]:
         hw = old[d]
         if hw is None:
             continue
-        _, eng, spec, q, _ = _row_objects(it.row)
+        _, eng, spec, q, _ = _row_objects(it.row, corpus=v.corpus)
         pred = predict_with(it.row, it.shape, CostParams.from_profile(hw, q, eng, spec.is_moe),
-                            hw.interconnect_latency_us)
+                            hw.interconnect_latency_us, corpus=v.corpus)
         out[it.row.row_id] = pred / it.row.value - 1.0 if math.isfinite(pred) else float("inf")
     return out
 
@@ -229,16 +229,14 @@ def run_public_fit(corpus: str | Path | None = None, *, write_profiles: bool = T
     from sim.catalog.hardware import shipped_profiles_dir
 
     corpus_dir = Path(corpus) if corpus is not None else default_corpus_dir()
-    rows = load_corpus(corpus_dir)
-    # device micro-benchmarks (transfer anchors), checked up front: a bad row stops the fit
-    micro = load_microbench(corpus_dir / MICROBENCH_FILE)
-    set_microbench(micro)
+    # the rows and the device micro-benchmarks (transfer anchors), checked up front: a bad row stops the fit
+    corpus = PublicCorpus.load(corpus_dir)
     if console:
-        console.print(f"corpus: {len(rows)} rows from {corpus_dir}")
-    prepared = prepare(rows)
-    routing = fit_routing(prepared)  # sets public_fit.POOL_OVERRIDE for the fit and the cross-validation
-    matvec = fit_matvec_alu(prepared)  # sets public_fit.APPLE_KQUANT_MATVEC_FLOPS likewise
-    v = cross_validate(prepared)
+        console.print(f"corpus: {len(corpus.rows)} rows from {corpus_dir}")
+    prepared = prepare(corpus.rows, corpus)
+    routing = fit_routing(prepared, corpus)  # sets corpus.pool for the fit and the cross-validation
+    matvec = fit_matvec_alu(prepared, corpus)  # sets corpus.kquant_matvec_flops likewise
+    v = cross_validate(prepared, corpus)
     s = summary(v)
     s["moe_routing"] = routing
     s["apple_kquant_matvec"] = matvec
@@ -292,11 +290,12 @@ def _json_safe(x):
 
 # ---- the simulator itself, on a sample of rows ------------------------------------------------------
 
-def simulate_row(row) -> float | None:
+def simulate_row(row, corpus: PublicCorpus | None = None) -> float | None:
     """The figure the discrete-event simulator predicts for a row with the shipped (fitted) profile:
     the row's workload as a trace (every request at t = 0), the row's engine preset with the row's
     batch as its concurrency limit. None for rows this check does not cover (depth > 0, serving at
-    a rate, no lengths). This is what a user's `infersim run` would print for that setup."""
+    a rate, no lengths). This is what a user's `infersim run` would print for that setup. The model is
+    held as the fit replays it (`corpus`'s fitted routing skew)."""
     from calibrate.public_fit import _row_objects
     from sim.cluster.simulate import simulate
     from workloads.request import Request
@@ -305,7 +304,7 @@ def simulate_row(row) -> float | None:
         return None
     from sim.catalog.hardware import load_profile
 
-    _, eng, spec, q, _ = _row_objects(row)
+    _, eng, spec, q, _ = _row_objects(row, corpus=corpus)
 
     hw = load_profile(row.device)  # as written now, not as cached when the rows were prepared
     b = row.batch or 1
@@ -372,10 +371,10 @@ def simulator_check(v: Validation, per_group: int = 3) -> list[dict]:
     out = []
     for key in sorted(picked):
         for it in picked[key]:
-            p = params_for(it.row.device, it.family, v.fits)
-            fit_pred = predict(it.row, it.shape, p) if p else None
+            p = params_for(it.row.device, it.family, v.fits, corpus=v.corpus)
+            fit_pred = predict(it.row, it.shape, p, corpus=v.corpus) if p else None
             try:
-                sim_pred = simulate_row(it.row)
+                sim_pred = simulate_row(it.row, v.corpus)
             except Exception as e:  # noqa: BLE001 - a setup the simulator refuses is reported, not fatal
                 sim_pred, note = None, f"{type(e).__name__}: {e}"
             else:

@@ -190,38 +190,28 @@ def test_the_fit_recovers_known_parameters_from_synthetic_rows(synthetic_fit):
     assert max(abs(e) for e in errs) < 0.02
 
 
-@pytest.fixture
-def kquant_matvec():
-    """Set the fitted Apple K-quant mat-vec ALU cost (`public_fit.APPLE_KQUANT_MATVEC_FLOPS`) for one
-    test; the value before it afterwards."""
-    before = pf.APPLE_KQUANT_MATVEC_FLOPS["value"]
-
-    def set_value(v):
-        pf.APPLE_KQUANT_MATVEC_FLOPS["value"] = v
-
-    yield set_value
-    set_value(before)
-
-
-def test_the_kquant_matvec_cost_on_apple_gpus_is_found_again_from_synthetic_rows(kquant_matvec):
+def test_the_kquant_matvec_cost_on_apple_gpus_is_found_again_from_synthetic_rows():
     """Rows two Macs would give if llama.cpp's Metal K-quant mat-vec kernels spent 32 FLOP per weight at
     the fp32 rate (their Q4_K_M decodes then follow the GPUs' ALU rates, not their bandwidths):
-    `fit_matvec_alu` picks 32 from its grid, and leaves it set for the profiles."""
-    kquant_matvec(32.0)
+    `fit_matvec_alu` picks 32 from its grid, and leaves it set on the corpus for the profiles."""
     items, truths = [], {}
     for device, bw in (("apple-m1-max", 0.75), ("apple-m3-max", 0.8)):
         truths[device] = GroupParams(device, "ggml", bandwidth={"gguf": bw, "f16": bw},
                                      compute={"gguf": 0.6, "f16": 0.7}, attention=0.3, floor_ms=1.0, seq_ms=0.0,
-                                     half_rows=0.0)
+                                     half_rows=0.0, kquant_matvec_flops=32.0)
         items += _synthetic_rows(truths[device])
     # the K-quant decodes are ALU-bound in this truth: without the roof the same efficiencies
     # decode the M1 Max's Q4_K_M more than 20% faster than its rows say
     tg = next(it for it in items if it.row.device == "apple-m1-max" and it.row.quant == "q4_k_m"
               and it.row.metric == "tg" and not it.row.depth)
-    kquant_matvec(None)
-    assert predict(tg.row, tg.shape, replace(truths["apple-m1-max"])) > 1.2 * tg.row.value  # (a fresh copy)
-    got = pf.fit_matvec_alu(items)
-    assert got["flops_per_weight"] == 32.0 and pf.APPLE_KQUANT_MATVEC_FLOPS["value"] == 32.0
+    assert predict(tg.row, tg.shape, replace(truths["apple-m1-max"], kquant_matvec_flops=None)) > 1.2 * tg.row.value
+    corpus = pf.PublicCorpus()
+    got = pf.fit_matvec_alu(items, corpus)
+    assert got["flops_per_weight"] == 32.0 and corpus.kquant_matvec_flops == 32.0
+    # the groups fitted with that corpus carry it into their profile entries; others do not
+    assert fit_group(items[:len(items) // 2], "apple-m1-max", "ggml", corpus).efficiency.kquant_matvec_flops_per_weight == 32.0
+    assert pf.PublicCorpus().matvec_flops_for("apple-m1-max", "ggml") is None
+    assert corpus.matvec_flops_for("h200", "ggml") is None and corpus.matvec_flops_for("apple-m1-max", "mlx") is None
     assert got["devices"] == ["apple-m1-max", "apple-m3-max"]
     assert min(got["loss_by_value"].values()) == got["loss_by_value"]["32"] < got["loss_by_value"]["0"]
 
@@ -307,7 +297,7 @@ def test_a_donor_whose_rows_the_model_follows_poorly_counts_less_in_a_transfer(s
     assert pf.transfer("rtx-5090", "ggml", fits).bandwidth["gguf"] == pytest.approx(math.sqrt(0.5 * 0.8), rel=1e-6)
 
 
-def test_fit_and_simulator_price_a_fitted_profile_alike(kquant_matvec):
+def test_fit_and_simulator_price_a_fitted_profile_alike():
     """What the fit optimised (public_fit.cost_params) is what the simulator runs (CostParams.from_profile)."""
     for device, engine, quant in (("rtx-4090", "llama.cpp", "q4_k_m"), ("h100-sxm", "trtllm", "fp8"),
                                   ("dgx-spark", "ollama", "mxfp4"), ("apple-m3-max", "mlx", "mlx-4bit"),
@@ -317,9 +307,9 @@ def test_fit_and_simulator_price_a_fitted_profile_alike(kquant_matvec):
         fam = eng.kernel_family
         e = hw.engine_efficiency[fam]
         p = GroupParams(device, fam, dict(e.bandwidth_by_class), dict(e.compute_by_class), e.attention_of_peak,
-                        e.floor_ms, e.per_sequence_ms, e.matmul_half_rows)
+                        e.floor_ms, e.per_sequence_ms, e.matmul_half_rows,
+                        kquant_matvec_flops=e.kquant_matvec_flops_per_weight)
         q = get_model("llama-3.1-8b").quant(quant)
-        kquant_matvec((hw.engine_efficiency.get("ggml") or e).kquant_matvec_flops_per_weight)
         assert CostParams.from_profile(hw, q, eng) == cost_params(hw, eng, q, p), (device, engine)
 
 
@@ -338,24 +328,20 @@ def test_fit_and_simulator_hold_a_model_alike():
     assert gguf == pytest.approx(63.37e9, rel=1e-3) and released == pytest.approx(65.2e9, rel=2e-3)
 
 
-@pytest.fixture
-def microbench():
-    """Set the transfer's micro-benchmark rows for one test; the shipped file again afterwards."""
-    from calibrate.public_fit import set_microbench
-
-    yield set_microbench
-    set_microbench(load_microbench())
+def microbench(rows) -> pf.PublicCorpus:
+    """A corpus whose transfer anchors are these micro-benchmark rows (no corpus: the shipped file's)."""
+    return pf.PublicCorpus(micro=list(rows))
 
 
-def test_an_unmeasured_device_borrows_from_its_nearest_architecture(microbench):
-    microbench([])  # the datasheet anchor
+def test_an_unmeasured_device_borrows_from_its_nearest_architecture():
+    datasheet = microbench([])  # the datasheet anchor
     fits = {(d, "ggml"): GroupParams(d, "ggml", {"gguf": bw}, {"gguf": c}, 0.2, 1.0, rows=["r"] * 10,
                                      seen_classes=("gguf",))
             for d, bw, c in (("a100-80g", 0.5, 0.15), ("rtx-4090", 0.7, 0.17), ("apple-m3-max", 0.7, 0.7))}
-    p = transfer("a100-40g", "ggml", fits)
+    p = transfer("a100-40g", "ggml", fits, corpus=datasheet)
     assert p.transferred_from == ["a100-80g"]
     assert p.bandwidth["gguf"] == pytest.approx(0.5, rel=0.05)
-    assert transfer("a100-40g", "trtllm", fits) is None
+    assert transfer("a100-40g", "trtllm", fits, corpus=datasheet) is None
 
 
 def test_an_apple_chips_package_is_a_profile_field_not_its_name(tmp_path):
@@ -382,17 +368,17 @@ def test_an_apple_chips_package_is_a_profile_field_not_its_name(tmp_path):
         device_package(str(bad))
 
 
-def test_a_launch_floor_does_not_cross_vendors(microbench):
+def test_a_launch_floor_does_not_cross_vendors():
     """The per-iteration floor is the engine's launch path on the vendor's runtime: a device takes it
     from devices of its own vendor, and with none its profile's own estimate."""
-    microbench([])
+    datasheet = microbench([])
     fits = {(d, "torch"): GroupParams(d, "torch", {"f16": 0.7}, {"f16": 0.4}, 0.3, floor, seq_ms=seq,
                                       rows=["r"] * 10, seen_classes=("f16",))
             for d, floor, seq in (("h100-sxm", 2.0, 0.01), ("a100-80g", 4.0, 0.02), ("mi300x", 0.0, 0.08))}
-    amd = transfer("mi300x", "torch", {k: v for k, v in fits.items() if k[0] != "mi300x"})
+    amd = transfer("mi300x", "torch", {k: v for k, v in fits.items() if k[0] != "mi300x"}, corpus=datasheet)
     mi300x = load_profile("mi300x")
     assert (amd.floor_ms, amd.seq_ms) == (mi300x.iteration_overhead_ms, mi300x.per_sequence_overhead_ms)
-    nvidia = transfer("h200", "torch", fits)
+    nvidia = transfer("h200", "torch", fits, corpus=datasheet)
     assert 2.0 <= nvidia.floor_ms <= 4.0 and 0.01 <= nvidia.seq_ms <= 0.02  # the MI300X's 0 / 0.08 left out
 
 
@@ -478,7 +464,7 @@ def test_the_microbenchmark_file_is_not_read_as_corpus_rows(tmp_path):
     assert [r.device for r in load_microbench(folder / MICROBENCH_FILE)] == ["rtx-4090", "rtx-3090"]
 
 
-def test_a_transfer_carries_the_share_of_a_microbenchmark_both_devices_ran(microbench):
+def test_a_transfer_carries_the_share_of_a_microbenchmark_both_devices_ran():
     """Bandwidth efficiency travels as engine-achieved / micro-benchmark: a donor fitted at 0.5 of its
     datasheet whose copy kernel reaches 0.8 of it, to a target whose copy reaches 0.9 of its own,
     gives 0.5 x 0.9 / 0.8. A benchmark only one of them ran anchors nothing (the datasheet share)."""
@@ -487,13 +473,14 @@ def test_a_transfer_carries_the_share_of_a_microbenchmark_both_devices_ran(micro
     peak = {d: load_profile(d).memory_bandwidth_gb_per_s for d in ("a100-80g", "a100-40g")}
     fits = {("a100-80g", "ggml"): GroupParams("a100-80g", "ggml", {"gguf": 0.5}, {"gguf": 0.15}, 0.2, 1.0,
                                               rows=["r"] * 10, seen_classes=("gguf",))}
-    microbench([MicroRow("a100-80g", "torch-copy", "copy", "memory_bandwidth", 0.8 * peak["a100-80g"], "https://x"),
-                MicroRow("a100-40g", "torch-copy", "copy", "memory_bandwidth", 0.9 * peak["a100-40g"], "https://x"),
-                MicroRow("a100-40g", "babelstream", "Copy", "memory_bandwidth", 0.7 * peak["a100-40g"], "https://x")])
-    assert bandwidth_anchor("a100-40g", "a100-80g") == pytest.approx(0.9 / 0.8)
-    assert transfer("a100-40g", "ggml", fits).bandwidth["gguf"] == pytest.approx(0.5 * 0.9 / 0.8)
-    microbench([MicroRow("a100-40g", "torch-copy", "copy", "memory_bandwidth", 0.9 * peak["a100-40g"], "https://x")])
-    assert transfer("a100-40g", "ggml", fits).bandwidth["gguf"] == pytest.approx(0.5)
+    both = microbench([
+        MicroRow("a100-80g", "torch-copy", "copy", "memory_bandwidth", 0.8 * peak["a100-80g"], "https://x"),
+        MicroRow("a100-40g", "torch-copy", "copy", "memory_bandwidth", 0.9 * peak["a100-40g"], "https://x"),
+        MicroRow("a100-40g", "babelstream", "Copy", "memory_bandwidth", 0.7 * peak["a100-40g"], "https://x")])
+    assert bandwidth_anchor("a100-40g", "a100-80g", both) == pytest.approx(0.9 / 0.8)
+    assert transfer("a100-40g", "ggml", fits, corpus=both).bandwidth["gguf"] == pytest.approx(0.5 * 0.9 / 0.8)
+    one = microbench([MicroRow("a100-40g", "torch-copy", "copy", "memory_bandwidth", 0.9 * peak["a100-40g"], "https://x")])
+    assert transfer("a100-40g", "ggml", fits, corpus=one).bandwidth["gguf"] == pytest.approx(0.5)
 
 
 def test_a_transferred_all_reduce_latency_is_a_multiple_of_the_targets_link():
@@ -510,23 +497,22 @@ def _torch_donor(device: str, floor_ms: float, lat_us: float, eager: bool) -> Gr
                        seen_classes=("fp8",), eager=eager)
 
 
-def test_with_no_graph_mode_donor_a_device_keeps_its_own_measured_all_reduce_latency(microbench):
+def test_with_no_graph_mode_donor_a_device_keeps_its_own_measured_all_reduce_latency():
     """No donor of the family ran with CUDA graphs: the all-reduce step latency is the device's own
     NCCL/RCCL micro-benchmark's (median over 1-8 KB of time / 2 (N - 1)), not the profile's
     engineering default; without that micro-benchmark, None (the profile's). Donors, when there are
     any, still decide (the micro-benchmark is no anchor between them)."""
     eager = _torch_donor("dgx-spark", 4.8, 12.0, True)
     times = (44.8, 51.2, 47.8, 49.4)  # the Azure ND MI300X v5 RCCL figures, 1K-8K
-    microbench([MicroRow("mi300x", "rccl-tests", f"all_reduce 8 GPUs {k}K", "allreduce_time", t, "https://x")
-                for k, t in zip((1, 2, 4, 8), times)])
-    assert pf.allreduce_step_latency_us("mi300x") == pytest.approx((47.8 + 49.4) / 2 / 14)
-    assert transfer("mi300x", "torch", {("dgx-spark", "torch"): eager}).lat_us == pytest.approx(48.6 / 14)
+    rccl = microbench([MicroRow("mi300x", "rccl-tests", f"all_reduce 8 GPUs {k}K", "allreduce_time", t, "https://x")
+                       for k, t in zip((1, 2, 4, 8), times)])
+    assert pf.allreduce_step_latency_us("mi300x", rccl) == pytest.approx((47.8 + 49.4) / 2 / 14)
+    assert transfer("mi300x", "torch", {("dgx-spark", "torch"): eager}, corpus=rccl).lat_us == pytest.approx(48.6 / 14)
     graph = _torch_donor("h100-sxm", 0.2, 2.0, False)
     link = load_profile("mi300x").interconnect_latency_us / load_profile("h100-sxm").interconnect_latency_us
-    assert transfer("mi300x", "torch", {("h100-sxm", "torch"): graph}).lat_us == pytest.approx(2.0 * link)
-    microbench([])
-    assert transfer("mi300x", "torch", {("dgx-spark", "torch"): eager}).lat_us is None
-    microbench(load_microbench())  # the shipped file: measured for the Azure ND parts, 1.86 us on the H100
+    assert transfer("mi300x", "torch", {("h100-sxm", "torch"): graph}, corpus=rccl).lat_us == pytest.approx(2.0 * link)
+    assert transfer("mi300x", "torch", {("dgx-spark", "torch"): eager}, corpus=microbench([])).lat_us is None
+    # no corpus: the shipped file, measured for the Azure ND parts, 1.86 us on the H100
     assert pf.allreduce_step_latency_us("h100-sxm") == pytest.approx(26.05 / 14, rel=1e-3)
     assert pf.allreduce_step_latency_us("rtx-4090") is None
 
@@ -887,7 +873,10 @@ def test_a_class_the_nearest_donor_did_not_measure_weighs_one_tier_further():
         return pf.GroupParams(device, "trtllm", {cls: 0.8}, {cls: comp}, 0.3, 0.0, rows=["r"] * 9,
                               seen_classes=(cls,))
     fits = {("a100-80g", "trtllm"): donor("a100-80g", "f16", 0.64), ("h200", "trtllm"): donor("h200", "fp8", 0.49)}
-    h100 = pf.transfer("h100-sxm", "trtllm", fits)
+    # on the datasheet anchor (no GEMM micro-benchmarks): the tiers alone decide. Before the corpus was
+    # an explicit object this test passed only after another test had left the module's micro-benchmark
+    # rows empty, and failed on its own (the shipped GEMM rows anchor the A100 -> H100 transfer)
+    h100 = pf.transfer("h100-sxm", "trtllm", fits, corpus=microbench([]))
     assert pf.UNPINNED_TIERS == 1
     assert h100.compute["f16"] == pytest.approx(math.sqrt(0.64 * 0.49), rel=1e-6)  # equal weights, geometric mean
     assert h100.compute["fp8"] == pytest.approx(0.49, rel=1e-3)  # measured on tier 0: the A100's f16 is tier 2
@@ -895,13 +884,13 @@ def test_a_class_the_nearest_donor_did_not_measure_weighs_one_tier_further():
     assert set(h100.compute) == {"f16", "fp8"}
 
 
-def test_a_gemm_micro_benchmark_anchors_the_matmul_side_of_library_kernel_families(microbench):
+def test_a_gemm_micro_benchmark_anchors_the_matmul_side_of_library_kernel_families():
     """The Azure cuBLASLt GEMMs (m = n = k = 16384) reach 0.822 of the A100's fp16 peak and 0.696 of
     the H100 SXM's fp8 peak; stas00's MAMF search 0.869 and 0.803 of their bf16 peaks: a TensorRT-LLM
     transfer between them carries the geometric mean of the two benchmarks' ratios (the first across
     formats, the second within bf16). llama.cpp's f16 class is a cuBLAS GEMM too and takes it; its
     quantized classes run its own MMQ kernels and do not."""
-    microbench(load_microbench())  # the shipped file, whatever an earlier test left
+    # no corpus given: the shipped micro-benchmark file
     assert pf.matmul_shares("a100-80g")["cublaslt-gemm"] == {"fp16": pytest.approx(256.5 / 312, rel=1e-6)}
     assert pf.matmul_shares("h100-sxm")["cublaslt-gemm"]["fp8"] == pytest.approx(1377.3 / 1978.9, rel=1e-3)
     cublas = (256.5 / 312) / (1377.3 / 1978.9)
@@ -917,7 +906,7 @@ def test_a_gemm_micro_benchmark_anchors_the_matmul_side_of_library_kernel_famili
         assert got.compute[cls] == pytest.approx(expect, rel=1e-6), (fam, cls)
 
 
-def test_matmul_anchor_compares_formats_both_devices_ran(microbench):
+def test_matmul_anchor_compares_formats_both_devices_ran():
     """Within one benchmark the anchor compares the number formats both devices ran it in; where they
     ran different ones, each device's mean share of its own formats' peaks. The MI300X's one GEMM
     figure (MAMF bf16, 0.511 of its 1,307 TFLOPS) against the H100 SXM (bf16 0.803, fp8 0.709) uses the
@@ -926,13 +915,13 @@ def test_matmul_anchor_compares_formats_both_devices_ran(microbench):
             MicroRow("h100-sxm", "mamf", "bf16 a", "matmul", 794.5, "s"),
             MicroRow("h100-sxm", "mamf", "fp8 a", "matmul", 1402.6, "s"),
             MicroRow("h200", "mamf", "fp8 a", "matmul", 1453.4, "s")]
-    microbench(rows)
-    mi, h100 = pf.matmul_shares("mi300x")["mamf"], pf.matmul_shares("h100-sxm")["mamf"]
+    c = microbench(rows)
+    mi, h100 = pf.matmul_shares("mi300x", c)["mamf"], pf.matmul_shares("h100-sxm", c)["mamf"]
     assert set(h100) == {"bf16", "fp8"} and mi["bf16"] == pytest.approx(668.4 / 1307.4, rel=1e-3)
-    assert pf.compute_anchor("mi300x", "h100-sxm") == pytest.approx(mi["bf16"] / h100["bf16"], rel=1e-9)
-    h200 = pf.matmul_shares("h200")["mamf"]["fp8"]
-    assert pf.compute_anchor("mi300x", "h200") == pytest.approx(mi["bf16"] / h200, rel=1e-9)
-    assert pf.compute_anchor("mi300x", "h100-sxm") < 0.7  # the MI300X's GEMMs reach less of their peak
+    assert pf.compute_anchor("mi300x", "h100-sxm", c) == pytest.approx(mi["bf16"] / h100["bf16"], rel=1e-9)
+    h200 = pf.matmul_shares("h200", c)["mamf"]["fp8"]
+    assert pf.compute_anchor("mi300x", "h200", c) == pytest.approx(mi["bf16"] / h200, rel=1e-9)
+    assert pf.compute_anchor("mi300x", "h100-sxm", c) < 0.7  # the MI300X's GEMMs reach less of their peak
 
 
 def test_shipped_transfers_take_current_llama_cpp_builds_as_donors():
@@ -956,11 +945,10 @@ def test_llama_batched_bench_rows_get_a_routing_skew_of_their_own_that_the_catal
     assert "llama-batched-bench" in bench.settings_text
     assert pf.routing_key(bench) == "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX
     assert pf.routing_key(served) == "gpt-oss-120b"
-    # each row is replayed with its own key's fraction (on a copy of the module's state)
-    monkeypatch.setattr(pf, "POOL_OVERRIDE", dict(pf.POOL_OVERRIDE))
-    pf.POOL_OVERRIDE.update({"gpt-oss-120b": 0.8, "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX: 0.4})
-    assert pf._row_objects(bench)[2].expert_pool_fraction == 0.4
-    assert pf._row_objects(served)[2].expert_pool_fraction == 0.8
+    # each row is replayed with its own key's fraction (the corpus's fitted choices)
+    corpus = pf.PublicCorpus(pool={"gpt-oss-120b": 0.8, "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX: 0.4})
+    assert pf._row_objects(bench, corpus=corpus)[2].expert_pool_fraction == 0.4
+    assert pf._row_objects(served, corpus=corpus)[2].expert_pool_fraction == 0.8
     # the catalog keeps the model's own keys only
     monkeypatch.setattr(models, "_ROUTING_FILE", tmp_path / "moe_routing.yaml")
     public_report.write_routing({
@@ -976,24 +964,25 @@ def test_llama_batched_bench_rows_get_a_routing_skew_of_their_own_that_the_catal
 def test_a_model_with_only_benchmark_batches_is_tied_to_the_benchmarks_routing(monkeypatch):
     # Qwen3-30B-A3B: its multi-sequence rows are all llama-batched-bench's (DGX Spark); its other rows
     # are single-sequence prompts (RTX 4090, M2 Ultra). Its own key must follow the benchmark's,
-    # whatever POOL_OVERRIDE or the catalog held before.
+    # whatever the corpus's pool or the catalog held before.
     rows = [r for r in load_corpus() if r.model == "qwen3-30b-a3b"]
     prepared = prepare(rows)
     seen = []
 
-    def fake_choice(grid, apply, groups, rows_of):
+    def fake_choice(grid, apply, groups, rows_of, corpus):
         apply(0.32)
         seen.append(sorted({it.row.device for v in rows_of.values() for it in v}))
         return 0.32, {0.32: 1.0}
 
-    monkeypatch.setattr(pf, "_grid_choice", fake_choice)
-    monkeypatch.setattr(pf, "POOL_OVERRIDE", dict(pf.POOL_OVERRIDE))  # restored after the test
-    pf.POOL_OVERRIDE["qwen3-30b-a3b"] = 0.8  # a previous run's value
-    out = pf.fit_routing(prepared)
+    from calibrate.public import fitting
+
+    monkeypatch.setattr(fitting, "_grid_choice", fake_choice)
+    corpus = pf.PublicCorpus(pool={"qwen3-30b-a3b": 0.8})  # a previous run's value
+    out = pf.fit_routing(prepared, corpus)
     key = "qwen3-30b-a3b" + pf.SYNTHETIC_SUFFIX
     assert set(out) == {key, "qwen3-30b-a3b"}
     assert out["qwen3-30b-a3b"]["tied_to"] == key
-    assert pf.POOL_OVERRIDE["qwen3-30b-a3b"] == pf.POOL_OVERRIDE[key] == 0.32
+    assert corpus.pool["qwen3-30b-a3b"] == corpus.pool[key] == 0.32
     assert seen == [["dgx-spark"]]  # chosen on the benchmark's rows only
 
 
@@ -1008,3 +997,26 @@ def test_the_mmq_tile_floor_prices_current_llama_cpp_rows_but_not_their_own_fit(
     assert pf._row_objects(spark)[4].mmq_tile_bandwidth == pytest.approx(273e9)
     assert pf._row_objects(spark, fitting=True)[4].mmq_tile_bandwidth == 0.0
     assert pf._row_objects(old)[4].mmq_tile_bandwidth == 0.0
+
+
+def test_every_corpus_metric_has_one_replayer_in_the_registry_and_row_shape_dispatches_on_it(corpus, monkeypatch):
+    """The replay is one function per benchmark kind (`REPLAYERS`, keyed by the corpus's `metric`): the
+    registry covers exactly the metrics a corpus row may carry, and `row_shape` goes through it."""
+    from calibrate.public import replayers
+    from calibrate.public_corpus import METRICS
+
+    assert set(replayers.REPLAYERS) == set(METRICS)
+    row = next(r for r in corpus if r.metric == "pp" and r.engine == "llama.cpp" and r.n_devices == 1)
+    real = pf.row_shape(row)
+    seen = []
+
+    def spy(ctx):
+        seen.append(ctx.row.row_id)
+        return replayers.replay_prompt(ctx)
+
+    monkeypatch.setitem(replayers.REPLAYERS, "pp", spy)
+    again = pf.row_shape(row)
+    assert seen == [row.row_id] and np.array_equal(again.weights, real.weights) and again.numerator == real.numerator
+    monkeypatch.delitem(replayers.REPLAYERS, "pp")
+    with pytest.raises(pf.Excluded, match="metric pp not replayed"):
+        pf.row_shape(row)

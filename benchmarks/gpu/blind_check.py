@@ -41,19 +41,19 @@ def main(argv: list[str]) -> int:
     new_ids = {r.row_id for r in new}
     corpus_dir = default_corpus_dir()
     rows = [r for r in load_corpus(corpus_dir) if r.row_id not in new_ids]
-    pf.set_microbench(load_microbench(corpus_dir / MICROBENCH_FILE))
-    prepared = pf.prepare(rows)
-    pf.fit_routing(prepared)
-    fits = pf.fit_all(prepared)
+    corpus = pf.PublicCorpus(rows, load_microbench(corpus_dir / MICROBENCH_FILE))
+    prepared = pf.prepare(rows, corpus)
+    pf.fit_routing(prepared, corpus)
+    fits = pf.fit_all(prepared, corpus)
 
     errs, tg = [], []
-    for it in pf.prepare(new):
+    for it in pf.prepare(new, corpus):
         r = it.row
         if it.shape is None:
             print(f"{r.row_id:64s} not replayed: {it.excluded}")
             continue
-        p = pf.params_for(r.device, it.family, fits, era=pf.current_share([r]))
-        e = pf._err(r, it.shape, p)
+        p = pf.params_for(r.device, it.family, fits, era=pf.current_share([r]), corpus=corpus)
+        e = pf._err(r, it.shape, p, corpus)
         how = "fitted on this device" if (r.device, it.family) in fits else \
             "transferred from " + ", ".join(p.transferred_from if p else [])
         print(f"{r.row_id:64s} {r.value:>10.2f} {100 * e:+7.1f}%  ({how})")
