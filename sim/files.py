@@ -1,4 +1,5 @@
-"""Small file helpers shared by the simulator's tools: hashing, and writing output files safely.
+"""Small file helpers shared by the simulator's tools: hashing, finding a YAML key's line, and writing
+output files safely.
 
 Every file a command writes goes through `atomic_write` (or its shorthands): the bytes go to a
 temporary file beside the target (same folder, so the same filesystem), are flushed and fsynced,
@@ -117,3 +118,12 @@ def _umask() -> int:
 
 
 _UMASK = _umask()  # read once, at import: os.umask can only be read by setting it
+
+
+def line_of(path: Path, field: str) -> int | None:
+    """1-based line where a top-level `field:` key appears in a YAML file, for error messages."""
+    top = field.split(".")[0]
+    for i, text in enumerate(path.read_text().splitlines(), start=1):
+        if text.startswith(f"{top}:"):
+            return i
+    return None

@@ -6,6 +6,10 @@ uses, the engine's limits (concurrency, per-iteration token budget, KV block siz
 its default quantization and KV dtype, multipliers on the hardware profile's efficiencies and the
 engine's own per-iteration / per-sequence software overheads. Every preset cites where each default
 comes from, with the engine version it was read from (`sources`).
+
+The preset's sub-models (efficiency scale, sources, hardware rules, speculative settings, SGLang's
+new-token ratio) live in `sim.catalog.engine_settings`, the `releases:` section's resolution in
+`sim.catalog.releases`; both are importable from here.
 """
 
 from __future__ import annotations
@@ -23,9 +27,20 @@ if TYPE_CHECKING:
     from sim.catalog.hardware import HardwareProfile
     from sim.catalog.models import ModelSpec
 
+from sim.catalog.engine_settings import (  # noqa: F401  (RuleCondition: importable from here as before)
+    GIB,
+    EfficiencyScale,
+    EngineSource,
+    HardwareRule,
+    NewTokenRatio,
+    RuleCondition,
+    SpeculativeSettings,
+)
 from sim.catalog.policies import SCHEDULERS, known_allocator, known_scheduler
 from sim.catalog.quant import get_quant, kv_dtype_bytes
+from sim.catalog.releases import EngineRelease, apply_release, covers_version, split_release
 from sim.errors import ConfigError, pydantic_error_to_config_error
+from sim.files import line_of
 
 # A scheduling policy / KV allocator by name: one of those declared in sim.catalog.policies (the
 # engine's classes declare theirs there).
@@ -39,7 +54,6 @@ KVAllocatorKind = Annotated[str, BeforeValidator(known_allocator)]
 # - per_slot: context_size is each slot's own budget, the buffer holds N x context_size
 #             (Ollama: the runner gets num_ctx x OLLAMA_NUM_PARALLEL).
 ContextMode = Literal["split", "unified", "per_slot"]
-GIB = 2**30
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
@@ -56,166 +70,6 @@ _ALIASES = {
     "mlx-lm": "mlx",
     "lm-studio": "lmstudio",
 }
-
-
-class EfficiencyScale(BaseModel):
-    """Multipliers on the hardware profile's efficiencies (achieved / peak) for this engine.
-
-    1.0 means "this engine achieves what the profile says"; profiles' efficiencies are measured or
-    set for a well-optimised engine (vLLM/TRT-LLM class kernels). A value below 1 models an engine
-    whose kernels reach a smaller share of peak on the same chip. Capped at 2 so a typo cannot make
-    an engine faster than twice its profile.
-    """
-
-    model_config = _FROZEN
-    compute: float = Field(1.0, gt=0, le=2)
-    bandwidth: float = Field(1.0, gt=0, le=2)
-    attention: float = Field(1.0, gt=0, le=2)
-
-
-class EngineSource(BaseModel):
-    """One citation: where the defaults in `fields` were read, and for which engine version.
-
-    `url: engineering-estimate` marks values that are our estimate rather than a published default;
-    `note` then says how the estimate was made.
-    """
-
-    model_config = _FROZEN
-    url: str
-    version: str = ""
-    fields: list[str] = Field(default_factory=list)
-    note: str = ""
-
-
-class RuleCondition(BaseModel):
-    """When a hardware rule applies: every given condition must hold (memory in GiB = 2^30 bytes,
-    compared with the profile's memory capacity, as engines compare their device's total memory)."""
-
-    model_config = _FROZEN
-    kind: list[Literal["gpu", "unified-soc", "cpu"]] | None = None
-    min_memory_gib: float | None = Field(None, ge=0)
-    max_memory_gib: float | None = Field(None, gt=0, description="exclusive upper bound")
-    name_excludes: list[str] = Field(default_factory=list, description="substrings of the profile name")
-
-    def matches(self, hw: "HardwareProfile") -> bool:
-        mem_gib = hw.memory_bytes / GIB
-        name = f"{hw.name} {hw.display_name}".lower()
-        return (
-            (self.kind is None or hw.kind in self.kind)
-            and (self.min_memory_gib is None or mem_gib >= self.min_memory_gib)
-            and (self.max_memory_gib is None or mem_gib < self.max_memory_gib)
-            and not any(x.lower() in name for x in self.name_excludes)
-        )
-
-
-class HardwareRule(BaseModel):
-    """A default the engine picks from the device it runs on (e.g. vLLM's larger batch defaults on
-    >= 70 GiB GPUs, SGLang's memory-dependent chunk size). `set` holds EngineConfig fields;
-    `memory_reserved_gib` sets memory_fraction = 1 - reserved / device memory."""
-
-    model_config = _FROZEN
-    when: RuleCondition = RuleCondition()
-    set: dict[str, Any] = Field(default_factory=dict)
-    memory_reserved_gib: float | None = Field(None, ge=0)
-    note: str = ""
-
-
-class SpeculativeSettings(BaseModel):
-    """Speculative decoding as an engine runs it (vLLM `--speculative-config`, SGLang `--speculative-*`,
-    llama-server `--model-draft`): a drafter proposes `k` tokens per sequence, the target verifies
-    them in one forward of k + 1 positions (see `sim.cost.speculative`).
-
-    - `method`: `draft` (a smaller model of the same vocabulary, `draft_model`, priced by the same
-      cost model) or `eagle` (a one-layer head on the target's hidden states, priced as
-      `draft_cost_fraction` x one target decode step per drafted token) or `mtp` (the model's own
-      multi-token-prediction modules, DeepSeek-V3 / GLM-4.5 / Qwen3-Next: vLLM `--speculative-config
-      '{"method": "mtp", ...}'`; one draft step costs `ModelSpec.mtp_draft_cost_fraction` of a decode step
-      unless `draft_cost_fraction` says otherwise, and the MTP weights join the model's).
-    - `acceptance_rate`: probability each drafted token is accepted, i.i.d. per token (Leviathan et
-      al. 2023's alpha); measured acceptance depends on the model pair and the text.
-    """
-
-    model_config = _FROZEN
-    method: Literal["draft", "eagle", "mtp"] = "draft"
-    k: int = Field(4, ge=1, le=64, description="tokens drafted per verify step")
-    acceptance_rate: float = Field(0.7, ge=0, le=1, description="per-token acceptance probability (i.i.d.)")
-    draft_model: str | None = Field(None, description="catalog name or path of the draft model (method: draft)")
-    draft_quant: str | None = Field(None, description="quantization of the draft model; None = the target's")
-    draft_cost_fraction: float | None = Field(
-        None, gt=0, le=1, description="one draft step as a fraction of a target decode step (method: eagle)"
-    )
-
-    @model_validator(mode="after")
-    def _drafter_given(self) -> "SpeculativeSettings":
-        if self.method == "draft" and not self.draft_model:
-            raise ValueError("method 'draft' needs draft_model")
-        if self.method == "eagle" and self.draft_cost_fraction is None:
-            raise ValueError("method 'eagle' needs draft_cost_fraction")
-        return self
-
-
-class NewTokenRatio(BaseModel):
-    """SGLang's admission reservation for tokens not yet generated (managers/scheduler.py,
-    schedule_policy.py PrefillAdder): a request is admitted only while the free KV tokens cover its
-    uncached prompt plus `ratio` x min(max_new_tokens, clip) for it and, for every running request,
-    `ratio` x min(its remaining max_new_tokens, clip). `ratio` starts at `init` x
-    schedule_conservativeness, falls linearly to init x `min_factor` over `decay_steps` decode steps,
-    is raised after a retraction (decode ran out of KV) to (decoded + `retract_steps` x n) / max_new
-    of the running batch, and returns to `init` when the running batch empties."""
-
-    model_config = _FROZEN
-    init: float = Field(0.7, gt=0, le=1, description="SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness")
-    min_factor: float = Field(0.14, gt=0, le=1, description="SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR")
-    decay_steps: float = Field(600, gt=0, description="SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS")
-    clip_max_new_tokens: int = Field(4096, gt=0, description="SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION")
-    retract_steps: int = Field(20, ge=0, description="retract_decode_steps: tokens per request the retraction estimate adds")
-
-
-class EngineRelease(BaseModel):
-    """One engine release in a preset's `releases:` section: the fields whose defaults differ from
-    the preset's top level (which describes the newest release) and the sources they were read from."""
-
-    model_config = _FROZEN
-    version: str = ""
-    covers: list[str] = Field(
-        default_factory=list,
-        description="[first, last] engine versions this release stands for when a full version is asked for "
-                    "(`vllm@0.10.1` -> 0.10): the nearest modelled release, not a claim that every default is equal",
-    )
-    set: dict[str, Any] = Field(default_factory=dict)
-    sources: list[EngineSource] = Field(default_factory=list)
-    note: str = ""
-
-    @field_validator("covers")
-    @classmethod
-    def _two_versions(cls, v: list[str]) -> list[str]:
-        if v and (len(v) != 2 or _version_key(v[0]) > _version_key(v[1])):
-            raise ValueError("covers must be [first, last] versions, first <= last")
-        return v
-
-
-def _version_key(v: str) -> tuple[int, ...]:
-    """'0.10.1' -> (0, 10, 1); 'v0.5.4.post1' -> (0, 5, 4); '1.0.0rc4' -> (1, 0, 0); non-numeric parts end it."""
-    import re
-
-    parts = []
-    for piece in str(v).strip().lstrip("vV").split("."):
-        m = re.match(r"\d+", piece)
-        if not m:
-            break
-        parts.append(int(m.group()))
-        if m.end() != len(piece):
-            break
-    return tuple(parts)
-
-
-def _covers(rel: "EngineRelease", version: str) -> bool:
-    """Whether `version` falls in the release's `covers` range (compared on as many parts as the bounds give)."""
-    if not rel.covers:
-        return False
-    key = _version_key(version)
-    lo, hi = (_version_key(b) for b in rel.covers)
-    return bool(key) and lo <= key[: len(lo)] and key[: len(hi)] <= hi
 
 
 class EngineConfig(BaseModel):
@@ -581,63 +435,6 @@ def read_yaml(path: Path) -> dict:
     return data
 
 
-def line_of(path: Path, field: str) -> int | None:
-    """1-based line where a top-level `field:` key appears in a YAML file, for error messages."""
-    top = field.split(".")[0]
-    for i, text in enumerate(path.read_text().splitlines(), start=1):
-        if text.startswith(f"{top}:"):
-            return i
-    return None
-
-
-def split_release(name: str) -> tuple[str, str | None]:
-    """`vllm@0.7` -> ("vllm", "0.7"); `vllm` -> ("vllm", None)."""
-    base, sep, release = str(name).partition("@")
-    return (base, release.strip()) if sep else (base, None)
-
-
-def _apply_release(data: dict, path: Path, release: str | None) -> dict:
-    """The preset's fields for one release: its `releases:` section's `set` over the top-level
-    fields (which describe `default_release`), with the release's sources added. No release named
-    = `default_release`. An unknown release is a ConfigError naming the known ones."""
-    releases = data.pop("releases", None) or {}
-    default = data.pop("default_release", None)
-    if not isinstance(releases, dict):
-        raise ConfigError("releases must be a mapping of release -> fields", file=path,
-                          line=line_of(path, "releases"), field="releases")
-    if release is None:
-        release = default
-    if release is None:
-        return data
-    name = data.get("name", path.stem)
-    parsed: dict[str, EngineRelease] = {}
-    for key, value in releases.items():
-        try:
-            parsed[str(key)] = EngineRelease.model_validate(value or {})
-        except ValidationError as e:
-            err = pydantic_error_to_config_error(e, file=path)
-            raise ConfigError(f"releases.{key}: {err.problem}", file=path, line=line_of(path, "releases"),
-                              field=f"releases.{key}.{err.field}" if err.field else "releases") from None
-    asked = str(release)
-    if asked not in parsed:
-        # a full version (vllm@0.10.1) runs the modelled release whose `covers` range holds it
-        release = next((k for k, r in parsed.items() if _covers(r, asked)), None)
-        if release is None:
-            known = ", ".join(f"{name}@{k}" + (f" ({r.covers[0]}-{r.covers[1]})" if r.covers else "")
-                              for k, r in parsed.items()) or "none"
-            raise ConfigError(f"unknown release '{name}@{asked}'; known: {known}", field="--engine")
-    rel = parsed[str(release)]
-    merged = {**data, **rel.set, "release": str(release)}
-    if rel.version:
-        merged["version"] = rel.version
-    if "efficiency_scale" in rel.set and isinstance(data.get("efficiency_scale"), dict):
-        merged["efficiency_scale"] = {**data["efficiency_scale"], **rel.set["efficiency_scale"]}
-    merged["sources"] = [s.model_dump() for s in rel.sources] + list(data.get("sources") or [])
-    if rel.note:
-        merged["notes"] = (data.get("notes", "") + f" [{release}] {rel.note}").strip()
-    return merged
-
-
 def engine_releases(name: str) -> tuple[str | None, dict[str, EngineRelease]]:
     """(default release, {release: its overrides}) of a shipped preset; (None, {}) without releases."""
     path = engine_path(split_release(name)[0])
@@ -657,7 +454,7 @@ def release_for_version(name: str, version: str) -> str | None:
     _, releases = engine_releases(name)
     if str(version) in releases:
         return str(version)
-    return next((k for k, r in releases.items() if _covers(r, version)), None)
+    return next((k for k, r in releases.items() if covers_version(r, version)), None)
 
 
 def load_engine_file(path: str | Path, release: str | None = None) -> EngineConfig:
@@ -666,7 +463,7 @@ def load_engine_file(path: str | Path, release: str | None = None) -> EngineConf
     path = Path(path)
     if not path.is_file():
         raise ConfigError("file not found", file=path, field="--engine")
-    data = _apply_release(read_yaml(path), path, release)
+    data = apply_release(read_yaml(path), path, release)
     base = data.pop("base", None)
     if base is not None:
         if not isinstance(base, str):
