@@ -137,6 +137,15 @@ class DecodeRuns:
     `run_limit`) on top of them. Uses the model's constants (`_decode_constants`), its aggregates
     and its placement (`sim.cost.placed`)."""
 
+    def decode_factor(self, n: int) -> float:
+        """The measured correction of a decode pass of n sequences (1.0 without one; DecodeCorrection)."""
+        if self.decode_correction is None:
+            return 1.0
+        f = self._factors.get(n)
+        if f is None:
+            f = self._factors[n] = self.decode_correction.factor(n)
+        return f
+
     # ---- runs of decode steps with an unchanged batch (closed form) --------------------------------
     def _decode_segments(self, decode_context, limit: float = math.inf):
         """Step i of a fixed decode batch as max of two lines on segments of i:

@@ -145,3 +145,11 @@ class CalibrationFeatures:
         if self.placement is not None and ran:
             out.update(self._placed_breakdown(t, n, keys, kv_read))
         return out
+
+    def single_stream_decode_tok_s(self, context: int) -> float:
+        """Decode tokens/s of one sequence alone at `context` cached tokens: 1 / step_time."""
+        return 1.0 / self.step_time((), (), (context,))
+
+    def prefill_tok_s(self, prompt_tokens: int, context: int = 0) -> float:
+        """Prefill tokens/s of one prompt processed as one chunk after `context` cached tokens."""
+        return prompt_tokens / self.step_time((prompt_tokens,), (context,), ())

@@ -183,6 +183,7 @@ from sim.cost.decode_runs import DecodeRuns
 # (StepFeatures, MATVEC_MAX_ROWS and expected_distinct_experts are read from this module too)
 from sim.cost.features import CalibrationFeatures, StepFeatures  # noqa: F401
 from sim.cost.kernels import MATVEC_MAX_ROWS, expected_distinct_experts, pool_experts, weight_stream_s  # noqa: F401
+from sim.cost.graphs import CudaGraphs
 from sim.cost.padded import PaddedViews
 from sim.cost.placed import PlacedSteps
 from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, _mmq_tile_traffic_one, gemm_rows, gemm_start_rows,
@@ -198,7 +199,7 @@ if TYPE_CHECKING:
 SCORE_BYTES = 16.0
 
 
-class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures):
+class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaGraphs):
     """Seconds per engine iteration for one model, quantization, KV dtype and `CostParams`.
 
     By concern: the physics of one iteration here; runs of decode steps and the engine's
@@ -589,49 +590,3 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures):
         if p.tokens_per_seq == 1:
             return (), (), p.contexts
         return (p.tokens_per_seq,) * len(p.contexts), p.contexts, ()
-
-    def graph_extra_s(self, n: int) -> float:
-        """Seconds a decode-only step of n sequences costs beyond its own rows because of CUDA graphs
-        (`graph_sizes`, EngineConfig.cuda_graph_sizes): the step replays the graph captured for the
-        next size up, g >= n, whose weight GEMMs run g rows (the padding rows are computed and
-        dropped: vLLM's pad_for_cudagraph, SGLang's cuda_graph_runner), so it adds
-        max(matmul, weights)(g rows) - the same for n rows, logits only for the n real rows; above
-        the largest captured size the step runs eagerly and pays `eager_overhead_s` of kernel
-        launches, as does a step between captured sizes when padding is off (`graph_padding`:
-        TensorRT-LLM replays only exact sizes). 0 without graphs modelled. Cached per n and parameter set."""
-        if self.graph_sizes is None or n <= 0:
-            return 0.0
-        hit = self._graph_extra.get(n)
-        if hit is not None and hit[1] is self.params:
-            return hit[0]
-        import bisect
-
-        i = bisect.bisect_left(self.graph_sizes, n)
-        if i == len(self.graph_sizes) or (not self.graph_padding and self.graph_sizes[i] != n):
-            extra = self.eager_overhead_s
-        elif self.graph_sizes[i] == n:
-            extra = 0.0
-        else:
-            p = self._param_tuple()
-            m_n, w_n, *_ = self._kernel_terms(p, n, n, 0.0, 0.0)
-            m_g, w_g, *_ = self._kernel_terms(p, self.graph_sizes[i], n, 0.0, 0.0)
-            extra = max(0.0, max(float(m_g), float(w_g)) - max(float(m_n), float(w_n)))
-        self._graph_extra[n] = (extra, self.params)
-        return extra
-
-    def decode_factor(self, n: int) -> float:
-        """The measured correction of a decode pass of n sequences (1.0 without one; DecodeCorrection)."""
-        if self.decode_correction is None:
-            return 1.0
-        f = self._factors.get(n)
-        if f is None:
-            f = self._factors[n] = self.decode_correction.factor(n)
-        return f
-
-    def single_stream_decode_tok_s(self, context: int) -> float:
-        """Decode tokens/s of one sequence alone at `context` cached tokens: 1 / step_time."""
-        return 1.0 / self.step_time((), (), (context,))
-
-    def prefill_tok_s(self, prompt_tokens: int, context: int = 0) -> float:
-        """Prefill tokens/s of one prompt processed as one chunk after `context` cached tokens."""
-        return prompt_tokens / self.step_time((prompt_tokens,), (context,), ())
