@@ -246,6 +246,23 @@ class Scheduler:
             state.grown = 1
         return lanes
 
+    def _continue_prefills(self, state: "ReplicaState", lanes: list[int], tokens: list[int], budget: int) -> int:
+        """The next chunk of every unfinished prefill, oldest first, while the token budget lasts
+        (a lane preempted while an older one was served is skipped); appends to `lanes`/`tokens`
+        and returns the budget left."""
+        for lane in list(state.prefilling):
+            if budget <= 0:
+                break
+            if not state.active[lane]:
+                continue
+            ctx = int(state.ctx[lane])
+            chunk = int(min(state.prefill_goal[lane] - ctx, budget))
+            if self._reserve_or_preempt(state, lane, ctx + chunk):
+                lanes.append(lane)
+                tokens.append(chunk)
+                budget -= chunk
+        return budget
+
     def _reserve_or_preempt(self, state: "ReplicaState", lane: int, tokens: int) -> bool:
         """Room for `lane` to hold `tokens`, preempting newer sequences if needed; False if the lane
         itself had to be preempted."""
@@ -366,17 +383,7 @@ class ChunkedPrefill(Scheduler):
         budget -= len(decodes)
         lanes: list[int] = []
         tokens: list[int] = []
-        for lane in list(state.prefilling):  # unfinished prefills, oldest first
-            if budget <= 0:
-                break
-            if not state.active[lane]:  # preempted while an older lane was served
-                continue
-            ctx = int(state.ctx[lane])
-            chunk = int(min(state.prefill_goal[lane] - ctx, budget))
-            if self._reserve_or_preempt(state, lane, ctx + chunk):
-                lanes.append(lane)
-                tokens.append(chunk)
-                budget -= chunk
+        budget = self._continue_prefills(state, lanes, tokens, budget)
         if state.preemptions != preempted_before:
             if self.ntr is not None:
                 self._retracted(state)
@@ -421,17 +428,7 @@ class PrefillFirst(ChunkedPrefill):
         budget = self.token_budget
         lanes: list[int] = []
         tokens: list[int] = []
-        for lane in list(state.prefilling):  # the chunked request(s), oldest first
-            if budget <= 0:
-                break
-            if not state.active[lane]:
-                continue
-            ctx = int(state.ctx[lane])
-            chunk = int(min(state.prefill_goal[lane] - ctx, budget))
-            if self._reserve_or_preempt(state, lane, ctx + chunk):
-                lanes.append(lane)
-                tokens.append(chunk)
-                budget -= chunk
+        budget = self._continue_prefills(state, lanes, tokens, budget)
         if state.preemptions != preempted_before:
             if self.ntr is not None:
                 self._retracted(state)
