@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 
+from calibrate.public.profiles import efficiency_entry
 from calibrate.public_fit import (
     GroupParams,
     families_for,
@@ -94,25 +95,10 @@ def entries_for(device: str, donors: dict, bands: dict) -> dict[str, dict]:
         p = transfer(device, family, donors, era=1.0)
         if p is None:
             continue
-        eff = p.efficiency
         src = (f"no public rows of {family} kernels on {device}: transferred from "
                f"{', '.join(p.transferred_from)} (nearest architecture, calibrate/public_fit.py transfer, "
                f"applied to the shipped fits by calibrate/profile_transfer.py; the next public fit redoes it)")
-        entry = {
-            "compute": round(eff.compute, 4),
-            "bandwidth": round(eff.bandwidth, 4),
-            "compute_by_class": {c: round(x, 4) for c, x in sorted(p.compute.items())},
-            "bandwidth_by_class": {c: round(x, 4) for c, x in sorted(p.bandwidth.items())},
-            "attention_of_peak": round(p.attention, 4),
-            "floor_ms": round(p.floor_ms, 3),
-            "per_sequence_ms": round(p.seq_ms, 4),
-            "matmul_half_rows": round(p.half_rows, 2),
-            "interconnect_latency_us": None if p.lat_us is None else round(p.lat_us, 2),
-            "source": src,
-            "corpus_rows": [],
-            "transferred_from": list(p.transferred_from),
-            "error": bands.get(family, {}),
-        }
+        entry = efficiency_entry(p, src, rows=[], error=bands.get(family, {}))
         if family == "ggml" and vendor == "Apple" and (k := kquant_matvec_value()) is not None:
             entry["kquant_matvec_flops_per_weight"] = k
         out[family] = entry

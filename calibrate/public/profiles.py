@@ -65,6 +65,26 @@ def families_for(device: str) -> tuple[str, ...]:
     return ("ggml", "torch")
 
 
+def efficiency_entry(p, src: str, *, rows: list, error: dict) -> dict:
+    """The `engine_efficiency` entry of fitted or transferred parameters `p` (GroupParams), in the
+    layout profiles ship: efficiencies, per-class rates, overheads, where it came from and its bands."""
+    return {
+        "compute": round(p.efficiency.compute, 4),
+        "bandwidth": round(p.efficiency.bandwidth, 4),
+        "compute_by_class": {c: round(x, 4) for c, x in sorted(p.compute.items())},
+        "bandwidth_by_class": {c: round(x, 4) for c, x in sorted(p.bandwidth.items())},
+        "attention_of_peak": round(p.attention, 4),
+        "floor_ms": round(p.floor_ms, 3),
+        "per_sequence_ms": round(p.seq_ms, 4),
+        "matmul_half_rows": round(p.half_rows, 2),
+        "interconnect_latency_us": None if p.lat_us is None else round(p.lat_us, 2),
+        "source": src,
+        "corpus_rows": rows,
+        "transferred_from": list(p.transferred_from),
+        "error": error,
+    }
+
+
 def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
     """device -> family -> the `engine_efficiency` entry to ship (fitted, or transferred when the
     device has no rows of that family), with its error bands."""
@@ -76,8 +96,6 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
             p = params_for(device, family, v.fits, corpus=v.corpus)
             if p is None:
                 continue
-            bw = {c: round(x, 4) for c, x in sorted(p.bandwidth.items())}
-            comp = {c: round(x, 4) for c, x in sorted(p.compute.items())}
             if p.transferred_from:
                 src = (f"no public rows of {family} kernels on {device}: transferred from "
                        f"{', '.join(p.transferred_from)} (nearest architecture, calibrate/public_fit.py transfer)")
@@ -94,21 +112,7 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
                     src += ("; attention_of_peak: these rows carry next to no information on it (run without "
                             "flash attention, or too shallow), transferred from the devices whose rows pinned it: "
                             + ", ".join(p.attention_from))
-            entry = {
-                "compute": round(p.efficiency.compute, 4),
-                "bandwidth": round(p.efficiency.bandwidth, 4),
-                "compute_by_class": comp,
-                "bandwidth_by_class": bw,
-                "attention_of_peak": round(p.attention, 4),
-                "floor_ms": round(p.floor_ms, 3),
-                "per_sequence_ms": round(p.seq_ms, 4),
-                "matmul_half_rows": round(p.half_rows, 2),
-                "interconnect_latency_us": None if p.lat_us is None else round(p.lat_us, 2),
-                "source": src,
-                "corpus_rows": list(p.rows),
-                "transferred_from": list(p.transferred_from),
-                "error": error_bands(v, device, family),
-            }
+            entry = efficiency_entry(p, src, rows=list(p.rows), error=error_bands(v, device, family))
             if p.efficiency.kquant_matvec_flops_per_weight is not None:
                 entry["kquant_matvec_flops_per_weight"] = p.efficiency.kquant_matvec_flops_per_weight
             if p.current_share is not None and not p.transferred_from:
