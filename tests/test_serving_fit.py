@@ -145,12 +145,12 @@ def test_a_fold_never_sees_its_held_out_rows(by):
 
 
 def test_the_fit_recovers_overheads_a_synthetic_curve_was_made_with():
-    """Measured values made by the simulator itself with iteration_overhead_ms 2.0 and 40 ms of API
+    """Measured values made by the simulator itself with iteration_overhead_ms 2.0 and 40 ms of front-end
     latency: the two-stage fit finds both on the grid."""
     rows = _curve("rec", {c: {"ttft_ms|median": 1.0, "tpot_ms|median": 1.0, "output_tps|value": 1.0}
                           for c in (1, 4, 8)})
     pts = sf.load_points(rows, catalog=SETS["catalog"])
-    truth = {"iteration_overhead_ms": 2.0, "api_overhead_ms": 40.0}
+    truth = {"iteration_overhead_ms": 2.0, "request_overhead_ms": 40.0}
     for p in pts:
         pred = sf.predict(p, truth, None)
         for k in list(p.measured):
