@@ -224,7 +224,16 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
             assert {"n", "median_abs_pct", "p90_abs_pct", "median_signed_pct"} <= set(s["by_metric"][m])
         assert set(s["by_region"]) == {"below", "above"}
         assert {"curves", "median_abs_pct", "within_15pct"} <= set(s["knee"])
-    assert set(fj["coverage"]) == {"baseline_by_source", "fitted_by_source"}
+    assert set(fj["coverage"]) == {"baseline_by_source", "fitted_by_source", "request_only_by_source",
+                                   "shipped_bands_by_source"}
+    # the presets ship the request overhead fitted on all rows, for the families the report says they do
+    from sim.catalog.engine_config import load_engine
+
+    ro = fj["request_only_by_source"]
+    for fam, v in fj["shipped_request_overhead_ms"].items():
+        assert load_engine(fam).request_overhead_ms == v
+        if v > 0:
+            assert ro["final_params"][fam]["request_overhead_ms"] == v
     assert len(fj["rows"]) == fj["rows_replayed"]
     for r in fj["rows"]:
         assert r["metric"] in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "other")
