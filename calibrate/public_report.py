@@ -305,6 +305,9 @@ def simulate_row(row, corpus: PublicCorpus | None = None) -> float | None:
     from sim.catalog.hardware import load_profile
 
     _, eng, spec, q, _ = _row_objects(row, corpus=corpus)
+    # kernel-level rows time the engine's steps (no API server in the loop): priced as the fit prices
+    # them, without the preset's per-request front-end latency (fitted to serving rows)
+    eng = eng.with_overrides(request_overhead_ms=0.0)
 
     hw = load_profile(row.device)  # as written now, not as cached when the rows were prepared
     b = row.batch or 1

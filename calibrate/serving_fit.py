@@ -619,8 +619,10 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
     """Per engine family, from `points` (training points only), in two stages:
     1. the simulator's step costs (grid entries: iteration / per-sequence overheads) with the smallest
        median |log(predicted / measured)| over TPOT/ITL and output-throughput rows (what the steps decide);
-    2. given those, the per-request API latency (0 to API_MAX_MS in API_STEP_MS steps) with the smallest
-       median |log| over TTFT p50 and p99 rows.
+    2. given those, the per-request front-end latency (the engine's `request_overhead_ms`, 0 to API_MAX_MS
+       in API_STEP_MS steps) with the smallest median |log| over TTFT p50 and p99 rows. The search adds it
+       to the stage-1 replays' TTFT and E2E (exact for an open loop, whose requests all shift by it; a
+       closed loop's clients also wait for it, which the predictions made with the chosen value replay).
     A family without training points keeps its preset ({}). `predict(point, params) -> predicted dict`."""
     chosen: dict[str, dict] = {}
     by_family: dict[str, list[LoadPoint]] = defaultdict(list)
@@ -642,7 +644,7 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
             loss = _loss(best_recs, TTFT_METRICS, float(api))
             if loss < api_loss - 1e-12:
                 api_best, api_loss = float(api), loss
-        chosen[fam] = {**best, **({"api_overhead_ms": api_best} if api_best else {})}
+        chosen[fam] = {**best, **({"request_overhead_ms": api_best} if api_best else {})}
     return chosen
 
 
@@ -702,14 +704,11 @@ def grid() -> list[dict]:
 
 
 def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:
-    """`replay` with the simulator's parameters, then the per-request API latency added to every
-    TTFT and E2E statistic (a constant per request shifts each percentile by itself)."""
-    params = dict(params or {})
-    api = float(params.pop("api_overhead_ms", 0.0) or 0.0)
-    pred = replay(point, params, cache)
-    if not api or "error" in pred:
-        return pred
-    return {k: (v + api if k.split("|")[0] in ("ttft_ms", "e2el_ms") else v) for k, v in pred.items()}
+    """`replay` with the simulator's parameters. The engine's per-request front-end latency
+    (`request_overhead_ms`) is always set: the fitted value, else 0 (the presets before this fit), so
+    the fit and its baseline do not depend on the value the presets ship."""
+    params = {"request_overhead_ms": 0.0, **(params or {})}
+    return replay(point, params, cache)
 
 
 def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], cache: Cache | None):
@@ -842,13 +841,44 @@ def run(rows: list[dict], *, cache: Cache | None = None) -> dict:
         kn = curve_knees(points, preds)
         cv[by] = {"preds": preds, "chosen": chosen, "knees": kn}
     final = fit_engine_params(points, options, lambda p, q: predict(p, q, cache))
+    # what can ship: the presets' step costs kept (the kernel-level fit replays them), only the
+    # per-request front-end latency (request_overhead_ms) fitted, held out by source
+    only = {f: [{}] for f in options}
+    r_preds, r_chosen = _heldout(points, "source", only, cache)
+    r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
+    shipped = {p.key(): replay(p, {}, cache) for p in points}  # the presets as they are in the tree
     base_records = _records(points, base, knees_meas)
     out = {"points": points, "excluded": excluded, "replayed_rows": replayed_rows, "errors": errors,
-           "baseline": {"records": base_records, "knees": knees_meas}, "cv": {}, "final_params": final}
+           "baseline": {"records": base_records, "knees": knees_meas}, "cv": {}, "final_params": final,
+           "request_only": {"records": _records(points, r_preds, knees_meas), "chosen": r_chosen,
+                            "knees": curve_knees(points, r_preds), "final_params": r_final},
+           "shipped_values": _shipped_request_overheads(points),
+           "shipped": {"records": _records(points, shipped, knees_meas)}}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
         out["cv"][by] = {"records": recs, "knees": d["knees"], "chosen": d["chosen"]}
     return out
+
+
+def _shipped_request_overheads(points: list[LoadPoint]) -> dict[str, float]:
+    """{family: request_overhead_ms} of the presets the points replay (0 where none is shipped)."""
+    from sim.api import make_spec, resolve
+
+    out: dict[str, float] = {}
+    for p in points:
+        if p.family not in out:
+            _, eng = resolve(make_spec(trace="<serving fit>", hw=p.device, model=p.model, quant=p.quant, engine=p.engine))
+            out[p.family] = float(eng.request_overhead_ms)
+    return dict(sorted(out.items()))
+
+
+def band_records(res: dict) -> list[dict]:
+    """The held-out residuals of what the presets predict: a family whose preset ships a fitted
+    request_overhead_ms takes its request-overhead-only fit held out by source; the others their
+    baseline residuals (nothing of theirs fitted to serving rows)."""
+    fitted = {f for f, v in res["shipped_values"].items() if v > 0}
+    return ([r for r in res["request_only"]["records"] if r["family"] in fitted]
+            + [r for r in res["baseline"]["records"] if r["family"] not in fitted])
 
 
 def _load_support(points: list[LoadPoint]) -> dict:
@@ -882,8 +912,8 @@ def _load_support(points: list[LoadPoint]) -> dict:
 
 def bands_json(res: dict) -> dict:
     """The committed file sim.catalog.accuracy reads. `run`, `plan` and `bench serve` predict with the
-    presets (the fitted overheads are not shipped, see benchmarks/serving_fidelity.md), and no serving
-    row was fitted for them, so every baseline residual is held out (by source and by device alike):
+    presets (the fitted step costs are not shipped, see benchmarks/serving_fidelity.md; a fitted
+    request_overhead_ms is), and the residuals are held out (`band_records`):
     - `bands`: per engine family and metric, the 80th percentile of |error| (families short of
       residuals take the all-family band, marked pooled);
     - `bands_off_device`: the all-family band ("*"), for a device with no serving rows of the family
@@ -891,15 +921,17 @@ def bands_json(res: dict) -> dict:
     - `support`: per family, the devices, the largest concurrency of its replayed curves and the largest
       request rate they sustained (an open loop's rate, a closed loop's measured request throughput);
     - `coverage`: each source's residuals against bands built from the other sources only."""
-    base = res["baseline"]["records"]
+    base = band_records(res)
     bands = _bands(base)
     return {
         "schema": "infersim-serving-bands-1",
         "generated_by": "benchmarks/serving_fit.py (calibrate/serving_fit.py)",
         "q": 80,
         "what": "80th percentile of |predicted / measured - 1| of serving-corpus rows (benchmarks/serving) "
-                "replayed with the presets (nothing fitted to them: every row held out), per engine family and "
-                "metric; 'pooled' bands are all families together",
+                "replayed with the presets, every row held out: a family whose preset ships a fitted "
+                "request_overhead_ms predicted with the value fitted on the other sources, the others with "
+                "nothing fitted to serving rows; per engine family and metric; 'pooled' bands are all "
+                "families together",
         "bands": bands,
         "bands_off_device": {"*": bands.get("*", {})},
         "off_support_factor": OFF_SUPPORT_FACTOR,
@@ -923,14 +955,21 @@ def fidelity_json(res: dict, targets: dict) -> dict:
         "load_points": len(pts),
         "replay_errors": res["errors"],
         "grid": {"iteration_overhead_ms": list(GRID_ITERATION_MS), "per_sequence_overhead_ms":
-                 list(GRID_PER_SEQUENCE_MS), "api_overhead_ms": f"0 to {API_MAX_MS:g} in {API_STEP_MS:g} ms steps"},
+                 list(GRID_PER_SEQUENCE_MS), "request_overhead_ms": f"0 to {API_MAX_MS:g} in {API_STEP_MS:g} ms steps"},
         "final_params": res["final_params"],
         "baseline": _section(res["baseline"]["records"], res["baseline"]["knees"]),
         "heldout_by_source": {**_section(res["cv"]["source"]["records"], res["cv"]["source"]["knees"]),
                               "chosen": res["cv"]["source"]["chosen"]},
         "heldout_by_device": {**_section(res["cv"]["device"]["records"], res["cv"]["device"]["knees"]),
                               "chosen": res["cv"]["device"]["chosen"]},
+        "request_only_by_source": {**_section(res["request_only"]["records"], res["request_only"]["knees"]),
+                                   "chosen": res["request_only"]["chosen"],
+                                   "final_params": res["request_only"]["final_params"]},
+        "shipped_request_overhead_ms": res["shipped_values"],
+        "shipped_presets_in_sample": summarize(res["shipped"]["records"]),
         "coverage": {"baseline_by_source": nested_coverage(res["baseline"]["records"], res["points"], "source"),
+                     "request_only_by_source": nested_coverage(res["request_only"]["records"], res["points"], "source"),
+                     "shipped_bands_by_source": nested_coverage(band_records(res), res["points"], "source"),
                      "fitted_by_source": nested_coverage(res["cv"]["source"]["records"], res["points"], "source")},
         "targets": targets,
         "rows": _rows_out(res),
@@ -1009,7 +1048,9 @@ def _fmt(s: dict | None, key="median_abs_pct") -> str:
 def summary_lines(res: dict, targets: dict) -> list[str]:
     lines = [f"rows: {res['replayed_rows']} replayed in {len(res['points'])} load points, "
              f"{len(res['excluded'])} excluded"]
-    for name, recs, kn in (("baseline (presets)", res["baseline"]["records"], res["baseline"]["knees"]),
+    for name, recs, kn in (("baseline (presets, request_overhead_ms 0)", res["baseline"]["records"], res["baseline"]["knees"]),
+                           ("request overhead only, held out by source", res["request_only"]["records"],
+                            res["request_only"]["knees"]),
                            ("held out by source", res["cv"]["source"]["records"], res["cv"]["source"]["knees"]),
                            ("held out by device", res["cv"]["device"]["records"], res["cv"]["device"]["knees"])):
         s = summarize(recs)
@@ -1019,7 +1060,10 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
                      + f" · knee {_fmt(k)} ({k['within_15pct']}/{k['curves']} within 15%; "
                        f"{_fmt(k, 'saturating_median_abs_pct')} on the {k['saturating_curves']} crossing 3x)")
     cov = nested_coverage(res["baseline"]["records"], res["points"], "source")
-    lines.append(f"80% band coverage (bands from the other sources): {cov['coverage_pct']}% of {cov['n']}")
+    lines.append(f"80% band coverage (bands from the other sources): baseline {cov['coverage_pct']}% of {cov['n']}")
+    cov = nested_coverage(band_records(res), res["points"], "source")
+    lines.append(f"80% band coverage of the bands as shipped: {cov['coverage_pct']}% of {cov['n']}")
+    lines.append(f"presets' request_overhead_ms: {json.dumps(res['shipped_values'], sort_keys=True)}")
     return lines
 
 
@@ -1063,9 +1107,10 @@ def report_markdown(res: dict, targets: dict) -> str:
         L.append(f"| {m} median{' (all curves)' if m == 'knee' else ''} | <= {goal:.0f}% | {'-' if bv is None else f'{bv:.1f}%'} | "
                  f"{'-' if hv is None else f'{hv:.1f}%'} | {met} |")
         L[-1] = L[-1]
-    cov = fj["coverage"]["baseline_by_source"]
-    L.append(f"| 80% band coverage | 75-85% | {cov['coverage_pct']}% of {cov['n']} | (bands ship from the presets' "
-             f"residuals) | {'yes' if cov['coverage_pct'] is not None and 75 <= cov['coverage_pct'] <= 85 else 'no'} |")
+    cov, sh = fj["coverage"]["baseline_by_source"], fj["coverage"]["shipped_bands_by_source"]
+    L.append(f"| 80% band coverage | 75-85% | {cov['coverage_pct']}% of {cov['n']} | {sh['coverage_pct']}% of {sh['n']} "
+             f"(the bands as shipped: the presets' held-out residuals) | "
+             f"{'yes' if sh['coverage_pct'] is not None and 75 <= sh['coverage_pct'] <= 85 else 'no'} |")
     L += ["", "## Per metric", "",
           "| metric | baseline n | baseline median | baseline p90 | by source median | by source p90 | "
           "by device median | by device p90 | by source signed median |", "|---|---|---|---|---|---|---|---|---|"]
@@ -1106,11 +1151,35 @@ def report_markdown(res: dict, targets: dict) -> str:
         for g, ch in sorted(fj[f"heldout_by_{by}"]["chosen"].items()):
             L.append(f"| {g} | {by} | {json.dumps(ch, sort_keys=True)} |")
     L.append(f"| (all rows) | final | {json.dumps(fj['final_params'], sort_keys=True)} |")
-    L += ["", "The fitted overheads are **not** written into the engine presets: the kernel-level fit "
+    ro = fj["request_only_by_source"]
+    L += ["", "The fitted step costs are **not** written into the engine presets: the kernel-level fit "
           "(calibrate/public_fit.py) replays its rows with the presets' iteration/per-sequence overheads, so "
-          "changing them would move the kernel-level figures without a refit, and the API latency has no "
-          "engine field yet. `run`, `plan` and `bench serve` therefore predict with the presets, and the "
-          "bands they print (sim/catalog/data/serving_bands.json) are the presets' residuals.", ""]
+          "changing them would move the kernel-level figures without a refit.", "",
+          "### What ships: the per-request front-end latency alone", "",
+          "The engine field `request_overhead_ms` (workloads.arrivals.FrontEnd: a request reaches the queue that "
+          "long after its send; TTFT and E2E include it, TPOT does not; a closed-loop client waits for it) is "
+          "fitted alone, the presets' step costs kept: stage (2) above with stage (1)'s grid reduced to the "
+          "presets. Held out by source (each source's rows predicted with the value fitted on the others; the "
+          "predictions replay it as the engine runs it), against the baseline (request_overhead_ms 0):", "",
+          "| metric | baseline median | request-only by source median | p90 | baseline p90 |", "|---|---|---|---|---|"]
+    for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "headline"):
+        b, r = fj["baseline"]["by_metric"].get(m), ro["by_metric"].get(m)
+        L.append(f"| {m} | {_fmt(b)} | {_fmt(r)} | {_fmt(r, 'p90_abs_pct')} | {_fmt(b, 'p90_abs_pct')} |")
+    L += ["", "| family | baseline ttft_p50 | request-only ttft_p50 (by source) | baseline headline | request-only headline |",
+          "|---|---|---|---|---|"]
+    for fam in sorted(ro["by_family"]):
+        b, r = fj["baseline"]["by_family"].get(fam, {}), ro["by_family"][fam]
+        L.append(f"| {fam} | {_fmt(b.get('ttft_p50'))} | {_fmt(r.get('ttft_p50'))} | {_fmt(b.get('headline'))} | "
+                 f"{_fmt(r.get('headline'))} |")
+    L += ["", "| fold (held out) | chosen per family |", "|---|---|"]
+    for g, ch in sorted(ro["chosen"].items()):
+        L.append(f"| {g} | {json.dumps(ch, sort_keys=True)} |")
+    L += [f"| (all rows) | {json.dumps(ro['final_params'], sort_keys=True)} |", "",
+          "A family's preset gets the all-rows value only where its held-out-by-source error improves on the "
+          "baseline (a family with one source has no held-out evidence and gets none). The presets as "
+          f"replayed here ship request_overhead_ms {json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)}; "
+          "the bands below are, for a family that ships a value, its request-only residuals held out by source, "
+          "for the others the baseline's.", ""]
     L += ["## Per source and device (held out by source)", "", "| group | ttft_p50 | ttft_p99 | tpot_itl | output_tps |",
           "|---|---|---|---|---|"]
     for key in ("by_source", "by_device", "by_family"):

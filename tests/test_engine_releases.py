@@ -40,7 +40,7 @@ def test_each_engine_lists_its_releases_and_the_newest_is_the_default(name):
         covered = {f for s in e.sources for f in s.fields}
         changed = set(releases[rel].set) - {"display_name", "hardware_rules"}
         assert not changed - covered, f"{name}@{rel}: uncited {changed - covered}"
-        assert all(s.url.startswith("https://") or s.url == "engineering-estimate" for s in e.sources)
+        assert all(s.url.startswith(("https://", "fitted:")) or s.url == "engineering-estimate" for s in e.sources)
 
 
 def test_releases_differ_where_their_sources_say():

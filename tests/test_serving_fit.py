@@ -145,12 +145,12 @@ def test_a_fold_never_sees_its_held_out_rows(by):
 
 
 def test_the_fit_recovers_overheads_a_synthetic_curve_was_made_with():
-    """Measured values made by the simulator itself with iteration_overhead_ms 2.0 and 40 ms of API
+    """Measured values made by the simulator itself with iteration_overhead_ms 2.0 and 40 ms of front-end
     latency: the two-stage fit finds both on the grid."""
     rows = _curve("rec", {c: {"ttft_ms|median": 1.0, "tpot_ms|median": 1.0, "output_tps|value": 1.0}
                           for c in (1, 4, 8)})
     pts = sf.load_points(rows, catalog=SETS["catalog"])
-    truth = {"iteration_overhead_ms": 2.0, "api_overhead_ms": 40.0}
+    truth = {"iteration_overhead_ms": 2.0, "request_overhead_ms": 40.0}
     for p in pts:
         pred = sf.predict(p, truth, None)
         for k in list(p.measured):
@@ -224,7 +224,16 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
             assert {"n", "median_abs_pct", "p90_abs_pct", "median_signed_pct"} <= set(s["by_metric"][m])
         assert set(s["by_region"]) == {"below", "above"}
         assert {"curves", "median_abs_pct", "within_15pct"} <= set(s["knee"])
-    assert set(fj["coverage"]) == {"baseline_by_source", "fitted_by_source"}
+    assert set(fj["coverage"]) == {"baseline_by_source", "fitted_by_source", "request_only_by_source",
+                                   "shipped_bands_by_source"}
+    # the presets ship the request overhead fitted on all rows, for the families the report says they do
+    from sim.catalog.engine_config import load_engine
+
+    ro = fj["request_only_by_source"]
+    for fam, v in fj["shipped_request_overhead_ms"].items():
+        assert load_engine(fam).request_overhead_ms == v
+        if v > 0:
+            assert ro["final_params"][fam]["request_overhead_ms"] == v
     assert len(fj["rows"]) == fj["rows_replayed"]
     for r in fj["rows"]:
         assert r["metric"] in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "other")

@@ -156,3 +156,61 @@ class PacedClients(ArrivalSource):
             return False
         self._push(max(t, r.arrival_s), r)
         return True
+
+
+class FrontEnd:
+    """The server's front end between a client's send and the engine's queue (`EngineConfig.request_overhead_ms`):
+    every request of `source` reaches the replica `delay_s` after it was sent, and is logged at its send
+    time, so its TTFT and E2E latency include the delay and its TPOT does not. It models the per-request
+    work outside the GPU steps: the HTTP server, chat template and tokenization before the queue, and
+    detokenizing and streaming the first token back (charged up front too: a constant per request, and
+    nothing in the engine waits on it). A closed-loop client waits for it like for the engine.
+
+    Same interface as `ArrivalSource` (what `sim.engine.replica.Replica` reads); `source` may be an
+    `ArrivalSource` or a cluster inbox. Requests keep their send order (one constant delay)."""
+
+    def __init__(self, source, delay_s: float) -> None:
+        self.source = source
+        self.delay_s = float(delay_s)
+        self._held: deque[tuple[float, float, Request]] = deque()  # (reaches the queue, sent, request)
+
+    @property
+    def next_s(self) -> float:
+        own = self._held[0][0] if self._held else float("inf")
+        return min(own, self.source.next_s + self.delay_s)
+
+    def next_time(self) -> float | None:
+        t = self.next_s
+        return None if t == float("inf") else t
+
+    def due(self, now_s: float) -> list[tuple[float, Request]]:
+        """Requests that reach the queue by `now_s`, with their send times."""
+        d = self.delay_s
+        for t, r in self.source.due(now_s):  # sent by now: held until t + d
+            self._held.append((t + d, t, r))
+        out = []
+        held = self._held
+        while held and held[0][0] <= now_s:
+            _, t, r = held.popleft()
+            out.append((t, r))
+        return out
+
+    def done(self, request: Request, now_s: float) -> None:
+        self.source.done(request, now_s)
+
+    def rejected(self, request: Request, now_s: float) -> None:
+        self.source.rejected(request, now_s)
+
+    @property
+    def exhausted(self) -> bool:
+        return not self._held and self.source.exhausted
+
+    def idle_wait(self, env, now_s: float):
+        """The next request to reach the queue: the earliest held one, or the source's next send plus
+        the delay; when the source knows no next send (a closed loop in flight, a cluster inbox) what
+        it waits for."""
+        if self._held:
+            return env.timeout(max(self._held[0][0] - now_s, 0.0))
+        if self.source.next_s == float("inf"):
+            return self.source.idle_wait(env, now_s)
+        return env.timeout(max(self.source.next_s + self.delay_s - now_s, 0.0))

@@ -234,6 +234,11 @@ class EngineConfig(BaseModel):
     per_sequence_overhead_ms: float = Field(
         0.0, ge=0, description="software cost per sequence per iteration (sampling, detokenization)"
     )
+    request_overhead_ms: float = Field(
+        0.0, ge=0, description=("per-request front-end latency outside the GPU steps: the API server's HTTP "
+                                "handling, chat template and tokenization before the queue, detokenizing and "
+                                "streaming the first token (added to TTFT and E2E, not to TPOT; a closed-loop "
+                                "client waits for it; workloads.arrivals.FrontEnd)"))
     hardware_rules: list[HardwareRule] = Field(default_factory=list)
     sources: list[EngineSource] = Field(default_factory=list)
     notes: str = ""

@@ -35,7 +35,8 @@ class EngineSource(BaseModel):
     """One citation: where the defaults in `fields` were read, and for which engine version.
 
     `url: engineering-estimate` marks values that are our estimate rather than a published default;
-    `note` then says how the estimate was made.
+    `note` then says how the estimate was made. `url: fitted:FILE` marks values fitted to measurements
+    by this repository's own scripts, FILE the report with their held-out error.
     """
 
     model_config = _FROZEN

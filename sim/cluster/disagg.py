@@ -213,7 +213,7 @@ def simulate_disagg(requests: Iterable[Request], *, prefill_hw: HardwareProfile,
         reps = []
         for box in disp.inboxes:
             rep = build_replica(env, parts, box, record_iterations=record_iterations, fast_forward=fast_forward,
-                                check_invariants=check_invariants)
+                                check_invariants=check_invariants, front_end=disp is pre)
             if disp is dec:
                 rep.handoff = handoff.handoff
             box.replica = rep

@@ -280,11 +280,19 @@ def replica_parts(hw: HardwareProfile, model: ModelSpec, quant: str | None, engi
 
 
 def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, source, *, record_iterations: bool = True,
-                  fast_forward: bool = True, check_invariants: bool = False, step_model=None) -> Replica:
+                  fast_forward: bool = True, check_invariants: bool = False, step_model=None,
+                  front_end: bool = True) -> Replica:
     """A replica with its own scheduler, KV cache, prefix cache and logs. Its batches are priced by
     `step_model` (any `sim.engine.pricing.StepModel`), by default the deployment's cost model as the
-    engine runs it (`sim.cost.passes.make_step_model`: llama.cpp's passes where the engine splits batches)."""
+    engine runs it (`sim.cost.passes.make_step_model`: llama.cpp's passes where the engine splits batches).
+    With the engine's `request_overhead_ms` > 0 (and `front_end`: not a disaggregated decode pool, whose
+    requests come from the prefill pool), requests reach it through the API server's delay
+    (`workloads.arrivals.FrontEnd`)."""
     engine = parts.engine
+    if front_end and engine.request_overhead_ms > 0:
+        from workloads.arrivals import FrontEnd
+
+        source = FrontEnd(source, engine.request_overhead_ms / 1e3)
     kv = make_allocator(engine.kv_allocator, parts.kvp.capacity_tokens, engine.block_size)
     scheduler = parts.make_scheduler()
     if step_model is None:
