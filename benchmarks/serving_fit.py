@@ -5,8 +5,8 @@ source and by device, and publish the held-out error and the bands `run`, `plan`
                                                 # sim/catalog/data/serving_bands.json
     python benchmarks/serving_fit.py --no-cache # replay everything again
 
-Library code: calibrate/serving_fit.py (what is replayed and how, the folds, the fit). Deterministic:
-the same corpus and tree give the same files. A JSON cache of replayed points
+Library code: calibrate/serving_fit.py, a facade over calibrate/serving/ (what is replayed and how,
+the folds, the fit). Deterministic: the same corpus and tree give the same files. A JSON cache of replayed points
 (benchmarks/.serving_fit_cache.json, untracked) keeps reruns to seconds.
 """
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from calibrate import serving_fit as sf
+from calibrate.serving import fit as sf_fit  # the module whose globals _heldout reads
 from sim.catalog import accuracy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,18 +126,18 @@ def test_a_fold_never_sees_its_held_out_rows(by):
     def fake_predict(point, params, cache):
         return {"ttft_ms|median": 20.0}
 
-    orig_fit, orig_predict = sf.fit_engine_params, sf.predict
+    orig_fit, orig_predict = sf_fit.fit_engine_params, sf_fit.predict
     calls = []
 
     def spy_fit(points, grid, predict):
         calls.append({p.key() for p in points})
         return orig_fit(points, grid, predict)
 
-    sf.fit_engine_params, sf.predict = spy_fit, fake_predict
+    sf_fit.fit_engine_params, sf_fit.predict = spy_fit, fake_predict
     try:
         preds, chosen = sf._heldout(pts, by, {"vllm": [{}]}, None)
     finally:
-        sf.fit_engine_params, sf.predict = orig_fit, orig_predict
+        sf_fit.fit_engine_params, sf_fit.predict = orig_fit, orig_predict
     assert len(calls) == len(fs)
     for (g, train, test), keys in zip(fs, calls):
         assert keys == {pts[i].key() for i in train}

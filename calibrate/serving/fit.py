@@ -1,0 +1,417 @@
+"""Residuals, knees, leave-one-group-out folds, the per-family fit of the engine overheads, the load
+support of the fitted curves and the whole cross-validated run with its bands (issue 38; overview
+in calibrate/serving_fit.py)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from calibrate.serving.replay import Cache, replay
+from calibrate.serving.rows import (
+    KNEE_FACTOR, METRICS, LoadPoint, _catalog_models, _hw_names, curves, exclusion, load_points, public_sources,
+)
+
+
+# ---- residuals, metrics, knees --------------------------------------------------------------------
+def metric_of(quantity: str, statistic: str) -> str:
+    for m, pairs in METRICS.items():
+        if (quantity, statistic) in pairs:
+            return m
+    return "other"
+
+
+def residuals(point: LoadPoint, predicted: dict) -> list[dict]:
+    """One record per measured figure: predicted / measured - 1 (None when nothing was predicted)."""
+    out = []
+    for (q, s), v in sorted(point.measured.items()):
+        p = predicted.get(f"{q}|{s}")
+        out.append({"row_id": point.row_ids[(q, s)], "point": point.key(), "curve_id": point.curve_id,
+                    "source": point.source,
+                    "device": point.device, "family": point.family, "engine": point.engine,
+                    "load_kind": point.load_kind, "load": point.load, "quantity": q, "statistic": s,
+                    "metric": metric_of(q, s), "measured": v, "predicted": p,
+                    "error": (p / v - 1.0) if p is not None and v > 0 else None})
+    return out
+
+
+def _ttft_p50(values: dict, prefix: str = "") -> float | None:
+    for q, s in METRICS["ttft_p50"]:
+        v = values.get(f"{prefix}{q}|{s}") if prefix is not None else None
+        if v is not None:
+            return v
+    return None
+
+
+def knee(loads: list[float], ttft: list[float | None], factor: float = KNEE_FACTOR) -> float | None:
+    """The highest load, walking up from the lowest, whose TTFT p50 stays under `factor` x the
+    lowest load's (None with fewer than two loads or no TTFT)."""
+    pairs = [(l, t) for l, t in sorted(zip(loads, ttft), key=lambda x: x[0]) if t is not None and t > 0]
+    if len(pairs) < 2:
+        return None
+    base = pairs[0][1]
+    k = pairs[0][0]
+    for l, t in pairs:
+        if t < factor * base:
+            k = l
+        else:
+            break
+    return k
+
+
+def curve_knees(points: list[LoadPoint], predictions: dict[str, dict]) -> dict[str, dict]:
+    """{curve_id: {"measured": load, "predicted": load, "loads": [...], "error": pred/meas - 1}}."""
+    by_curve: dict[str, list[LoadPoint]] = defaultdict(list)
+    for p in points:
+        by_curve[p.curve_id].append(p)
+    out = {}
+    for cid, ps in by_curve.items():
+        ps = sorted(ps, key=lambda p: p.load)
+        loads = [p.load for p in ps]
+        if len(ps) < 3 or not all(math.isfinite(l) for l in loads[:-1]):
+            continue
+        meas = [next((p.measured.get(qs) for qs in METRICS["ttft_p50"] if p.measured.get(qs)), None) for p in ps]
+        pred = [next((predictions[p.key()].get(f"{q}|{s}") for q, s in METRICS["ttft_p50"]
+                      if predictions.get(p.key(), {}).get(f"{q}|{s}") is not None), None) for p in ps]
+        km, kp = knee(loads, meas), knee(loads, pred)
+        if km is None or kp is None:
+            continue
+        err = (kp / km - 1.0) if math.isfinite(km) and math.isfinite(kp) else (0.0 if km == kp else None)
+        crossed = (any(t is not None and t >= KNEE_FACTOR * meas[0] for t in meas)
+                   or any(t is not None and pred[0] and t >= KNEE_FACTOR * pred[0] for t in pred))
+        out[cid] = {"measured": km, "predicted": kp, "loads": loads, "error": err,
+                    "saturates": crossed}  # the measured or the predicted curve crosses 3x within the sweep
+    return out
+
+
+def region_of(point: LoadPoint, knees: dict[str, dict]) -> str:
+    k = knees.get(point.curve_id)
+    if k is None:
+        return "unknown"
+    return "below" if point.load <= k["measured"] else "above"
+
+
+# ---- folds and the fit ----------------------------------------------------------------------------
+def group_of(point: LoadPoint, by: str) -> str:
+    return point.source if by == "source" else point.device
+
+
+def folds(points: list[LoadPoint], by: str) -> list[tuple[str, list[int], list[int]]]:
+    """Leave-one-group-out: (held-out group, training indices, held-out indices) per group."""
+    groups = sorted({group_of(p, by) for p in points})
+    out = []
+    for g in groups:
+        test = [i for i, p in enumerate(points) if group_of(p, by) == g]
+        train = [i for i, p in enumerate(points) if group_of(p, by) != g]
+        out.append((g, train, test))
+    return out
+
+
+def headline_loss(records: list[dict]) -> float:
+    """Median |log(predicted / measured)| over headline-metric records (inf when none predicted)."""
+    errs = [abs(math.log(r["predicted"] / r["measured"])) for r in records
+            if r["metric"] != "other" and r["predicted"] and r["predicted"] > 0 and r["measured"] > 0]
+    return float(np.median(errs)) if errs else math.inf
+
+
+STEP_METRICS = ("tpot_itl", "output_tps")
+TTFT_METRICS = ("ttft_p50", "ttft_p99")
+
+
+def _loss(records: list[dict], metrics: tuple[str, ...], api_ms: float = 0.0) -> float:
+    """Median |log(predicted / measured)| over `metrics` records, `api_ms` added to TTFT predictions."""
+    errs = []
+    for r in records:
+        if r["metric"] not in metrics or not r["predicted"] or r["predicted"] <= 0 or r["measured"] <= 0:
+            continue
+        p = r["predicted"] + (api_ms if r["quantity"] in ("ttft_ms", "e2el_ms") else 0.0)
+        errs.append(abs(math.log(p / r["measured"])))
+    return float(np.median(errs)) if errs else math.inf
+
+
+def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], predict) -> dict[str, dict]:
+    """Per engine family, from `points` (training points only), in two stages:
+    1. the simulator's step costs (grid entries: iteration / per-sequence overheads) with the smallest
+       median |log(predicted / measured)| over TPOT/ITL and output-throughput rows (what the steps decide);
+    2. given those, the per-request front-end latency (the engine's `request_overhead_ms`, 0 to API_MAX_MS
+       in API_STEP_MS steps) with the smallest median |log| over TTFT p50 and p99 rows. The search adds it
+       to the stage-1 replays' TTFT and E2E (exact for an open loop, whose requests all shift by it; a
+       closed loop's clients also wait for it, which the predictions made with the chosen value replay).
+    A family without training points keeps its preset ({}). `predict(point, params) -> predicted dict`."""
+    chosen: dict[str, dict] = {}
+    by_family: dict[str, list[LoadPoint]] = defaultdict(list)
+    for p in points:
+        by_family[p.family].append(p)
+    for fam, options in grid.items():
+        ps = by_family.get(fam) or []
+        if not ps:
+            chosen[fam] = {}
+            continue
+        best, best_loss, best_recs = {}, math.inf, None
+        for params in options:
+            recs = [r for p in ps for r in residuals(p, predict(p, params))]
+            loss = _loss(recs, STEP_METRICS)
+            if loss < best_loss - 1e-12 or best_recs is None:
+                best, best_loss, best_recs = params, loss, recs
+        api_best, api_loss = 0.0, _loss(best_recs, TTFT_METRICS, 0.0)
+        for api in np.arange(API_STEP_MS, API_MAX_MS + API_STEP_MS / 2, API_STEP_MS):
+            loss = _loss(best_recs, TTFT_METRICS, float(api))
+            if loss < api_loss - 1e-12:
+                api_best, api_loss = float(api), loss
+        chosen[fam] = {**best, **({"request_overhead_ms": api_best} if api_best else {})}
+    return chosen
+
+
+def summarize(records: list[dict]) -> dict:
+    """{metric: {"n", "median_abs_pct", "p90_abs_pct", "median_signed_pct"}} (+ "all")."""
+    out = {}
+    by: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        if r["error"] is None:
+            continue
+        by[r["metric"]].append(r["error"])
+        if r["metric"] != "other":
+            by["headline"].append(r["error"])
+    for m, errs in by.items():
+        a = np.abs(np.array(errs))
+        out[m] = {"n": len(errs), "median_abs_pct": round(100 * float(np.median(a)), 1),
+                  "p90_abs_pct": round(100 * float(np.percentile(a, 90)), 1),
+                  "median_signed_pct": round(100 * float(np.median(errs)), 1)}
+    return out
+
+
+def band_pct(errors: list[float], q: float = 80.0) -> float | None:
+    """The q-th percentile of |error| in percent (the band that holds q% of them)."""
+    if not errors:
+        return None
+    return round(100 * float(np.percentile(np.abs(np.array(errors)), q)), 1)
+
+
+# ---- the whole run: replay, fit, cross-validate, bands ---------------------------------------------
+#: the fit's grid: each preset's engineering estimate (None = keep it) and values up to ~30x it for the
+#: host-side per-step and per-sequence costs, and a fixed API-server latency per request (HTTP,
+#: tokenization, chat template, streaming the first token: added to TTFT and E2E, not to the GPU's
+#: steps) from 0 to 300 ms. The first grid (iteration <= 4 ms, API <= 100 ms) was set before any
+#: serving row was replayed; its edges were chosen on all rows, so it was widened once to these.
+GRID_ITERATION_MS = (None, 0.5, 1.0, 2.0, 4.0, 8.0)
+GRID_PER_SEQUENCE_MS = (None, 0.01, 0.03, 0.1)
+API_STEP_MS, API_MAX_MS = 5.0, 300.0
+#: a band at a load past the largest any fitted curve reached is widened by this factor (a convention,
+#: not fitted: nothing was measured there)
+OFF_SUPPORT_FACTOR = 2.0
+#: a family with fewer held-out residuals than this for a metric takes the pooled band of all families
+MIN_BAND_N = 8
+
+
+def grid() -> list[dict]:
+    """The simulator parameters tried per family (the API latency is searched apart, see fit_engine_params)."""
+    out = []
+    for it in GRID_ITERATION_MS:
+        for seq in GRID_PER_SEQUENCE_MS:
+            p = {}
+            if it is not None:
+                p["iteration_overhead_ms"] = it
+            if seq is not None:
+                p["per_sequence_overhead_ms"] = seq
+            out.append(p)
+    return out
+
+
+def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:
+    """`replay` with the simulator's parameters. The engine's per-request front-end latency
+    (`request_overhead_ms`) is always set: the fitted value, else 0 (the presets before this fit), so
+    the fit and its baseline do not depend on the value the presets ship."""
+    params = {"request_overhead_ms": 0.0, **(params or {})}
+    return replay(point, params, cache)
+
+
+def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], cache: Cache | None):
+    """Held-out predictions: {point key: predicted}, {group: {family: chosen params}}."""
+    preds: dict[str, dict] = {}
+    chosen: dict[str, dict] = {}
+    for g, train, test in folds(points, by):
+        tr = [points[i] for i in train]
+        fams = {points[i].family for i in test}
+        ch = fit_engine_params(tr, {f: options[f] for f in fams}, lambda p, q: predict(p, q, cache))
+        chosen[g] = ch
+        for i in test:
+            p = points[i]
+            preds[p.key()] = predict(p, ch.get(p.family) or {}, cache)
+    return preds, chosen
+
+
+def _records(points: list[LoadPoint], preds: dict[str, dict], knees: dict) -> list[dict]:
+    out = []
+    for p in points:
+        for r in residuals(p, preds[p.key()]):
+            r["region"] = region_of(p, knees)
+            out.append(r)
+    return out
+
+
+def _knee_summary(kn: dict[str, dict]) -> dict:
+    errs = [abs(v["error"]) for v in kn.values() if v["error"] is not None]
+    sat = [v for v in kn.values() if v["saturates"]]
+    sat_errs = [abs(v["error"]) for v in sat if v["error"] is not None]
+    return {"curves": len(kn), "median_abs_pct": round(100 * float(np.median(errs)), 1) if errs else None,
+            "within_15pct": sum(e <= 0.15 for e in errs),
+            "saturating_curves": len(sat),
+            "saturating_median_abs_pct": round(100 * float(np.median(sat_errs)), 1) if sat_errs else None}
+
+
+def _by(records: list[dict], key: str) -> dict:
+    g: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        g[r[key]].append(r)
+    return {k: summarize(v) for k, v in sorted(g.items())}
+
+
+def _load_support(points: list[LoadPoint]) -> dict:
+    sup: dict[str, dict] = defaultdict(lambda: {"devices": set(), "max_concurrency": 0.0, "max_rate": 0.0,
+                                                 "all_at_once": False})
+    for p in points:
+        s = sup[p.family]
+        s["devices"].add(p.device)
+        # the request rate a point reached: an open loop's offered rate or, higher, its measured request
+        # throughput (or output throughput / mean output length, for a closed loop)
+        mean_out = float(np.mean(p.output_lens)) if p.output_lens else 0.0
+        reached = p.measured.get(("request_tps", "value")) or (
+            p.measured.get(("output_tps", "value"), 0.0) / mean_out if mean_out else 0.0)
+        offered = p.load if p.load_kind == "rate" and math.isfinite(p.load) else 0.0
+        s["max_rate"] = max(s["max_rate"], round(float(max(reached, offered)), 3))
+        if p.load_kind == "concurrency" and math.isfinite(p.load):
+            s["max_concurrency"] = max(s["max_concurrency"], p.load)
+        elif p.load_kind == "rate" and math.isfinite(p.load):
+            # an open loop's mean number of requests in the server (Little's law: rate x mean latency)
+            e2e = p.measured.get(("e2el_ms", "mean")) or p.measured.get(("e2el_ms", "median"))
+            if e2e:
+                s["max_concurrency"] = max(s["max_concurrency"],
+                                           round(min(p.load * e2e / 1000.0, p.num_prompts), 1))
+        elif p.load_kind == "rate" and math.isfinite(p.load):
+            s["max_rate"] = max(s["max_rate"], p.load)
+        else:
+            s["all_at_once"] = True
+            s["max_concurrency"] = max(s["max_concurrency"], float(p.replayed_prompts))
+    return {f: {**v, "devices": sorted(v["devices"])} for f, v in sorted(sup.items())}
+
+
+def nested_coverage(records: list[dict], points: list[LoadPoint], group: str = "source", q: float = 80.0) -> dict:
+    """The share of held-out records inside the band a reader would have been printed: for each group
+    g, a bands file built from the other groups only (bands per family and metric, the all-family
+    band, the other groups' devices and loads), then the band sim.catalog.accuracy.serving_error prints
+    for g's row (its engine, device and load: widened off device or past the loads the others reached),
+    and whether the row's |error| is within it."""
+    from sim.catalog.accuracy import serving_error
+
+    by_key = {p.key(): p for p in points}
+    inside = total = 0
+    per_metric: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for g in sorted({r[group] for r in records}):
+        others = [r for r in records if r[group] != g and r["error"] is not None and r["metric"] != "other"]
+        other_points = [p for p in points if group_of(p, group) != g]
+        bands = _bands(others, q)
+        data = {"bands": bands, "bands_off_device": {"*": bands.get("*", {})},
+                "off_support_factor": OFF_SUPPORT_FACTOR, "support": _load_support(other_points)}
+        for r in records:
+            if r[group] != g or r["error"] is None or r["metric"] == "other":
+                continue
+            p = by_key[r["point"]]
+            conc = p.max_concurrency if p.load_kind == "concurrency" else (
+                p.replayed_prompts if not math.isfinite(p.load) else None)
+            rate = p.load if p.load_kind == "rate" and math.isfinite(p.load) else None
+            b = serving_error(p.family, p.device, concurrency=conc, rate=rate, data=data)["figures"].get(r["metric"])
+            if b is None:
+                continue
+            hit = abs(r["error"]) * 100 <= b["pct"]
+            inside += hit
+            total += 1
+            per_metric[r["metric"]][0] += hit
+            per_metric[r["metric"]][1] += 1
+    return {"q": q, "inside": inside, "n": total,
+            "coverage_pct": round(100 * inside / total, 1) if total else None,
+            "by_metric": {m: {"inside": a, "n": b, "coverage_pct": round(100 * a / b, 1)} for m, (a, b)
+                          in sorted(per_metric.items())}}
+
+
+def _bands(records: list[dict], q: float = 80.0) -> dict:
+    """{family or "*": {metric: {"pct", "n", "pooled"}}} from held-out records."""
+    by: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in records:
+        if r["error"] is None or r["metric"] == "other":
+            continue
+        by[(r["family"], r["metric"])].append(r["error"])
+        by[("*", r["metric"])].append(r["error"])
+    out: dict[str, dict] = defaultdict(dict)
+    for (fam, m), errs in by.items():
+        if fam == "*" or len(errs) >= MIN_BAND_N:
+            out[fam][m] = {"pct": band_pct(errs, q), "n": len(errs), "pooled": fam == "*"}
+    fams = {f for f, _ in by if f != "*"}
+    for fam in fams:  # a family short of residuals for a metric: the pooled band
+        for m, b in out["*"].items():
+            out[fam].setdefault(m, {**b, "pooled": True})
+    return dict(out)
+
+
+def run(rows: list[dict], *, cache: Cache | None = None) -> dict:
+    """Everything the report and the bands need (see the module docstring)."""
+    hw, catalog, public = _hw_names(), _catalog_models(), public_sources()
+    excluded = []
+    points: list[LoadPoint] = []
+    replayed_rows = 0
+    for cid, c in sorted(curves(rows).items()):
+        why = exclusion(c, hw=hw, catalog=catalog, public=public)
+        if why is None:
+            ps = load_points(c, catalog=catalog)
+            kept = {rid for p in ps for rid in p.row_ids.values()}
+            for r in c:
+                if r["row_id"] not in kept:
+                    excluded.append({"row_id": r["row_id"], "curve_id": cid, "file": r["_file"],
+                                     "reason": "outlier (its collector's note)" if "outlier" in
+                                     (r.get("notes") or "").lower() else "no positive value"})
+            replayed_rows += len(kept)
+            points.extend(ps)
+        else:
+            for r in c:
+                excluded.append({"row_id": r["row_id"], "curve_id": cid, "file": r["_file"], "reason": why})
+    # baseline: the presets as they are (nothing fitted to serving rows, so every residual is out of sample)
+    base = {p.key(): predict(p, {}, cache) for p in points}
+    errors = {p.curve_id: base[p.key()]["error"] for p in points if "error" in base[p.key()]}
+    knees_meas = curve_knees(points, base)  # measured knees do not depend on the predictions' source
+    options = {f: grid() for f in sorted({p.family for p in points})}
+    cv = {}
+    for by in ("source", "device"):
+        preds, chosen = _heldout(points, by, options, cache)
+        kn = curve_knees(points, preds)
+        cv[by] = {"preds": preds, "chosen": chosen, "knees": kn}
+    final = fit_engine_params(points, options, lambda p, q: predict(p, q, cache))
+    # what can ship: the presets' step costs kept (the kernel-level fit replays them), only the
+    # per-request front-end latency (request_overhead_ms) fitted, held out by source
+    only = {f: [{}] for f in options}
+    r_preds, r_chosen = _heldout(points, "source", only, cache)
+    r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
+    shipped = {p.key(): replay(p, {}, cache) for p in points}  # the presets as they are in the tree
+    base_records = _records(points, base, knees_meas)
+    out = {"points": points, "excluded": excluded, "replayed_rows": replayed_rows, "errors": errors,
+           "baseline": {"records": base_records, "knees": knees_meas}, "cv": {}, "final_params": final,
+           "request_only": {"records": _records(points, r_preds, knees_meas), "chosen": r_chosen,
+                            "knees": curve_knees(points, r_preds), "final_params": r_final},
+           "shipped_values": _shipped_request_overheads(points),
+           "shipped": {"records": _records(points, shipped, knees_meas)}}
+    for by, d in cv.items():
+        recs = _records(points, d["preds"], knees_meas)
+        out["cv"][by] = {"records": recs, "knees": d["knees"], "chosen": d["chosen"]}
+    return out
+
+
+def _shipped_request_overheads(points: list[LoadPoint]) -> dict[str, float]:
+    """{family: request_overhead_ms} of the presets the points replay (0 where none is shipped)."""
+    from sim.api import make_spec, resolve
+
+    out: dict[str, float] = {}
+    for p in points:
+        if p.family not in out:
+            _, eng = resolve(make_spec(trace="<serving fit>", hw=p.device, model=p.model, quant=p.quant, engine=p.engine))
+            out[p.family] = float(eng.request_overhead_ms)
+    return dict(sorted(out.items()))

@@ -1,0 +1,105 @@
+"""One load point replayed on the simulator (sim.bench.serve.run_client), with a JSON cache keyed by
+the tree's fingerprint, the point and the engine parameters (issue 38; overview in
+calibrate/serving_fit.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from calibrate.serving.rows import CACHE_VERSION, ROOT, LoadPoint
+
+
+# ---- replay ---------------------------------------------------------------------------------------
+class Cache:
+    """{point key + parameters: predicted figures} in a JSON file (reruns replay only what changed)."""
+
+    def __init__(self, path: Path | None):
+        self.path = Path(path) if path else None
+        self.data: dict = {}
+        if self.path and self.path.exists():
+            try:
+                self.data = json.loads(self.path.read_text())
+            except ValueError:
+                self.data = {}
+        self.dirty = False
+
+    def get(self, k):
+        return self.data.get(k)
+
+    def put(self, k, v):
+        self.data[k] = v
+        self.dirty = True
+
+    def save(self):
+        if self.path and self.dirty:
+            fp = tree_fingerprint() + ":"  # entries of other trees are dead weight: dropped
+            self.data = {k: v for k, v in self.data.items() if k.startswith(fp)}
+            self.path.write_text(json.dumps(self.data, sort_keys=True))
+            self.dirty = False
+
+
+def _param_key(params: dict | None) -> str:
+    return json.dumps(params or {}, sort_keys=True)
+
+
+_TREE: list[str] = []
+
+
+def tree_fingerprint() -> str:
+    """A hash of everything a replay depends on (the simulator's code, presets, profiles, catalog): a
+    cache entry made by another tree is never reused."""
+    if not _TREE:
+        h = hashlib.sha256(CACHE_VERSION.encode())
+        files = sorted([*ROOT.glob("sim/**/*.py"), *ROOT.glob("sim/**/*.yaml"), *ROOT.glob("workloads/*.py"),
+                        *ROOT.glob("hardware_profiles/*.yaml")])
+        skip = ("sim/commands/", "sim/cli.py", "sim/catalog/accuracy.py", "sim/plan/")  # not on a replay's path
+        for f in files:
+            if str(f.relative_to(ROOT)).startswith(skip):
+                continue
+            h.update(str(f.relative_to(ROOT)).encode())
+            h.update(f.read_bytes())
+        _TREE.append(h.hexdigest()[:16])
+    return _TREE[0]
+
+
+def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = None) -> dict:
+    """{"quantity|statistic": predicted} for one load point with engine overrides `params` added."""
+    k = f"{tree_fingerprint()}:{point.key()}:{_param_key(params)}"
+    if cache is not None and cache.get(k) is not None:
+        return cache.get(k)
+    from sim.bench.serve import Deployment, ServeClient, Workload, run_client
+
+    n = len(point.prompt_lens)
+    client = ServeClient(num_prompts=n, request_rate=math.inf if point.load_kind == "concurrency" else point.load,
+                         max_concurrency=point.max_concurrency, random_input_len=1, random_output_len=1,
+                         percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(50.0, 90.0, 95.0, 99.0))
+    wl = Workload(np.array(point.prompt_lens), np.array(point.output_lens), np.array(point.release_s))
+    overrides = {**point.overrides, **(params or {})}
+    dep = Deployment(hw=point.device, model=point.model, quant=point.quant, engine=point.engine, overrides=overrides)
+    try:
+        res = run_client(client, dep, workload=wl, date="serving-fit")
+    except Exception as e:  # noqa: BLE001 - a deployment the simulator refuses (does not fit, bad TP): recorded
+        out = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+        if cache is not None:
+            cache.put(k, out)
+        return out
+    out = {}
+    for q in ("ttft", "tpot", "itl", "e2el"):
+        for stat, key in (("mean", f"mean_{q}_ms"), ("median", f"median_{q}_ms"), ("p90", f"p90_{q}_ms"),
+                          ("p95", f"p95_{q}_ms"), ("p99", f"p99_{q}_ms")):
+            if key in res and res[key] is not None:
+                out[f"{q}_ms|{stat}"] = float(res[key])
+    out["output_tps|value"] = float(res["output_throughput"])
+    out["total_tps|value"] = float(res["total_token_throughput"])
+    out["request_tps|value"] = float(res["request_throughput"])
+    if res.get("mean_tpot_ms"):
+        out["tps_per_user|value"] = 1000.0 / float(res["mean_tpot_ms"])
+    out["completed"] = int(res.get("completed", n))
+    if cache is not None:
+        cache.put(k, out)
+    return out

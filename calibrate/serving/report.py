@@ -1,0 +1,327 @@
+"""What the run writes: the held-out bands (sim/catalog/data/serving_bands.json), the fidelity JSON
+and the Markdown report benchmarks/serving_fidelity.md (issue 38; overview in
+calibrate/serving_fit.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+
+from calibrate.serving.fit import (
+    API_MAX_MS, API_STEP_MS, GRID_ITERATION_MS, GRID_PER_SEQUENCE_MS, OFF_SUPPORT_FACTOR, _bands, _by,
+    _knee_summary, _load_support, nested_coverage, summarize,
+)
+from calibrate.serving.rows import LoadPoint
+
+
+def band_records(res: dict) -> list[dict]:
+    """The held-out residuals of what the presets predict: a family whose preset ships a fitted
+    request_overhead_ms takes its request-overhead-only fit held out by source; the others their
+    baseline residuals (nothing of theirs fitted to serving rows)."""
+    fitted = {f for f, v in res["shipped_values"].items() if v > 0}
+    return ([r for r in res["request_only"]["records"] if r["family"] in fitted]
+            + [r for r in res["baseline"]["records"] if r["family"] not in fitted])
+
+
+def bands_json(res: dict) -> dict:
+    """The committed file sim.catalog.accuracy reads. `run`, `plan` and `bench serve` predict with the
+    presets (the fitted step costs are not shipped, see benchmarks/serving_fidelity.md; a fitted
+    request_overhead_ms is), and the residuals are held out (`band_records`):
+    - `bands`: per engine family and metric, the 80th percentile of |error| (families short of
+      residuals take the all-family band, marked pooled);
+    - `bands_off_device`: the all-family band ("*"), for a device with no serving rows of the family
+      (its error is that of any device, whatever the family);
+    - `support`: per family, the devices, the largest concurrency of its replayed curves and the largest
+      request rate they sustained (an open loop's rate, a closed loop's measured request throughput);
+    - `coverage`: each source's residuals against bands built from the other sources only."""
+    base = band_records(res)
+    bands = _bands(base)
+    return {
+        "schema": "infersim-serving-bands-1",
+        "generated_by": "benchmarks/serving_fit.py (calibrate/serving_fit.py)",
+        "q": 80,
+        "what": "80th percentile of |predicted / measured - 1| of serving-corpus rows (benchmarks/serving) "
+                "replayed with the presets, every row held out: a family whose preset ships a fitted "
+                "request_overhead_ms predicted with the value fitted on the other sources, the others with "
+                "nothing fitted to serving rows; per engine family and metric; 'pooled' bands are all "
+                "families together",
+        "bands": bands,
+        "bands_off_device": {"*": bands.get("*", {})},
+        "off_support_factor": OFF_SUPPORT_FACTOR,
+        "support": _load_support(res["points"]),
+        "coverage": nested_coverage(base, res["points"], "source"),
+    }
+
+
+def fidelity_json(res: dict, targets: dict) -> dict:
+    pts = res["points"]
+    reasons = Counter(e["reason"] for e in res["excluded"])
+    out = {
+        "schema": "infersim-serving-fidelity-1",
+        "generated_by": "benchmarks/serving_fit.py",
+        "rows_total": res["replayed_rows"] + len(res["excluded"]),
+        "rows_replayed": res["replayed_rows"],
+        "rows_excluded": len(res["excluded"]),
+        "excluded_by_reason": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+        "excluded_curves": _excluded_by_curve(res["excluded"]),
+        "curves_replayed": sorted({p.curve_id for p in pts}),
+        "load_points": len(pts),
+        "replay_errors": res["errors"],
+        "grid": {"iteration_overhead_ms": list(GRID_ITERATION_MS), "per_sequence_overhead_ms":
+                 list(GRID_PER_SEQUENCE_MS), "request_overhead_ms": f"0 to {API_MAX_MS:g} in {API_STEP_MS:g} ms steps"},
+        "final_params": res["final_params"],
+        "baseline": _section(res["baseline"]["records"], res["baseline"]["knees"]),
+        "heldout_by_source": {**_section(res["cv"]["source"]["records"], res["cv"]["source"]["knees"]),
+                              "chosen": res["cv"]["source"]["chosen"]},
+        "heldout_by_device": {**_section(res["cv"]["device"]["records"], res["cv"]["device"]["knees"]),
+                              "chosen": res["cv"]["device"]["chosen"]},
+        "request_only_by_source": {**_section(res["request_only"]["records"], res["request_only"]["knees"]),
+                                   "chosen": res["request_only"]["chosen"],
+                                   "final_params": res["request_only"]["final_params"]},
+        "shipped_request_overhead_ms": res["shipped_values"],
+        "shipped_presets_in_sample": summarize(res["shipped"]["records"]),
+        "coverage": {"baseline_by_source": nested_coverage(res["baseline"]["records"], res["points"], "source"),
+                     "request_only_by_source": nested_coverage(res["request_only"]["records"], res["points"], "source"),
+                     "shipped_bands_by_source": nested_coverage(band_records(res), res["points"], "source"),
+                     "fitted_by_source": nested_coverage(res["cv"]["source"]["records"], res["points"], "source")},
+        "targets": targets,
+        "rows": _rows_out(res),
+    }
+    return out
+
+
+def dumps_compact(obj: dict) -> str:
+    """JSON with one line per record of the long lists (rows, rows_baseline, excluded_curves) and the
+    rest indented: readable, diffable, a fifth of the indented size."""
+    long_keys = ("rows", "excluded_curves")
+    head = {k: v for k, v in obj.items() if k not in long_keys}
+    text = json.dumps(head, indent=1, sort_keys=True)
+    parts = []
+    for k in long_keys:
+        if k in obj:
+            items = ",\n".join("  " + json.dumps(x, sort_keys=True) for x in obj[k])
+            parts.append(f' "{k}": [\n{items}\n ]')
+    return text[:-2] + ",\n" + ",\n".join(parts) + "\n}\n"
+
+
+def _excluded_by_curve(excluded: list[dict]) -> list[dict]:
+    """Excluded rows per (curve, reason): the row ids of each (a whole curve shares its reason)."""
+    g: dict[tuple, list[str]] = defaultdict(list)
+    files = {}
+    for e in excluded:
+        g[(e["curve_id"], e["reason"])].append(e["row_id"])
+        files[e["curve_id"]] = e["file"]
+    per_curve = Counter(c for c, _ in g)
+    return [{"curve_id": c, "file": files[c], "reason": why, "rows": len(ids),
+             **({"row_ids": ids} if per_curve[c] > 1 or why.startswith(("outlier", "no positive")) else {})}
+            for (c, why), ids in sorted(g.items())]
+
+
+def _rows_out(res: dict) -> list[dict]:
+    """One record per replayed row: its id, curve, load, metric and region, the measured value and the
+    predictions (baseline = presets, by_source / by_device = held out, fitted on the other groups)."""
+    out = []
+    src = {(r["row_id"]): r for r in res["cv"]["source"]["records"]}
+    dev = {(r["row_id"]): r for r in res["cv"]["device"]["records"]}
+
+    def rnd(v):
+        return None if v is None else round(v, 4)
+
+    for r in res["baseline"]["records"]:
+        out.append({"row_id": r["row_id"], "curve_id": r["curve_id"], "load": r["load"] if math.isfinite(r["load"])
+                    else "inf", "metric": r["metric"], "region": r["region"], "measured": rnd(r["measured"]),
+                    "baseline": rnd(r["predicted"]), "by_source": rnd(src[r["row_id"]]["predicted"]),
+                    "by_device": rnd(dev[r["row_id"]]["predicted"])})
+    return out
+
+
+def _row_out(r: dict) -> dict:
+    return {k: (round(v, 4) if isinstance(v, float) and math.isfinite(v) else v) for k, v in r.items()
+            if k in ("row_id", "curve_id", "source", "device", "family", "engine", "load_kind", "load", "quantity",
+                     "statistic", "metric", "region", "measured", "predicted", "error")}
+
+
+def _section(records: list[dict], knees: dict) -> dict:
+    by_region = {}
+    for reg in ("below", "above"):
+        by_region[reg] = summarize([r for r in records if r["region"] == reg])
+    return {"by_metric": summarize(records), "by_region": by_region, "by_family": _by(records, "family"),
+            "by_source": _by(records, "source"), "by_device": _by(records, "device"),
+            "knee": _knee_summary(knees),
+            "knees": {k: {kk: (vv if not isinstance(vv, float) or math.isfinite(vv) else str(vv))
+                          for kk, vv in v.items()} for k, v in sorted(knees.items())}}
+
+
+def _fmt(s: dict | None, key="median_abs_pct") -> str:
+    if not s or s.get(key) is None:
+        return "-"
+    return f"{s[key]:.1f}%"
+
+
+def summary_lines(res: dict, targets: dict) -> list[str]:
+    lines = [f"rows: {res['replayed_rows']} replayed in {len(res['points'])} load points, "
+             f"{len(res['excluded'])} excluded"]
+    for name, recs, kn in (("baseline (presets, request_overhead_ms 0)", res["baseline"]["records"], res["baseline"]["knees"]),
+                           ("request overhead only, held out by source", res["request_only"]["records"],
+                            res["request_only"]["knees"]),
+                           ("held out by source", res["cv"]["source"]["records"], res["cv"]["source"]["knees"]),
+                           ("held out by device", res["cv"]["device"]["records"], res["cv"]["device"]["knees"])):
+        s = summarize(recs)
+        k = _knee_summary(kn)
+        lines.append(f"{name}: " + " · ".join(f"{m} {_fmt(s.get(m))}" for m in ("ttft_p50", "ttft_p99", "tpot_itl",
+                                                                                   "output_tps"))
+                     + f" · knee {_fmt(k)} ({k['within_15pct']}/{k['curves']} within 15%; "
+                       f"{_fmt(k, 'saturating_median_abs_pct')} on the {k['saturating_curves']} crossing 3x)")
+    cov = nested_coverage(res["baseline"]["records"], res["points"], "source")
+    lines.append(f"80% band coverage (bands from the other sources): baseline {cov['coverage_pct']}% of {cov['n']}")
+    cov = nested_coverage(band_records(res), res["points"], "source")
+    lines.append(f"80% band coverage of the bands as shipped: {cov['coverage_pct']}% of {cov['n']}")
+    lines.append(f"presets' request_overhead_ms: {json.dumps(res['shipped_values'], sort_keys=True)}")
+    return lines
+
+
+def report_markdown(res: dict, targets: dict) -> str:
+    pts = res["points"]
+    fj = fidelity_json(res, targets)
+    L = ["# Serving fidelity", "",
+         "Generated by `python benchmarks/serving_fit.py` (calibrate/serving_fit.py) from the serving corpus "
+         "(benchmarks/serving/*.csv, issue 38). Every replayable curve point is run as its client ran it "
+         "(sim/bench/serve.py `run_client`: the engine release its version maps to, the device profile, "
+         "model, quantization, KV dtype and TP it names, the client's own length distribution for its range "
+         "ratio, scaled to the realised mean lengths where the source prints them, its concurrency or "
+         "Poisson rate) and each printed quantity/statistic is compared with the prediction. "
+         "Errors are predicted / measured - 1.", "",
+         f"**{fj['rows_total']} corpus rows: {fj['rows_replayed']} replayed** in {len(pts)} load points of "
+         f"{len(fj['curves_replayed'])} curves; {fj['rows_excluded']} excluded (reasons below, every row listed "
+         "in serving_fidelity.json). Requests per point: a closed loop of C replays min(N, max(8 C, 32)) of "
+         "the source's N prompts, an open loop below saturation min(N, 400), an overloaded open loop (all at "
+         "once, or a measured request throughput under 90% of the offered rate) all N (its TTFT grows with N). "
+         "Replay time: the script prints it (3 min 16 s cold on two shared cores when this was written, "
+         "seconds from its cache); it is kept out of this file so the same corpus writes the same file.", "",
+         "Metrics: **TTFT p50** (median TTFT, or the mean where only the mean is printed), **TTFT p99**, "
+         "**TPOT/ITL** (median and mean TPOT and ITL), **output throughput**. Load regions: below / above "
+         "the measured curve's knee (the highest load, walking up, whose TTFT p50 stays under 3x the lowest "
+         "load's). Knee error: the predicted curve's knee (same rule, same loads) / the measured knee - 1.", ""]
+    L += ["## Targets (issue 38, held out by source)", "",
+          "| target | goal | baseline (presets) | held out by source | met |", "|---|---|---|---|---|"]
+    b = fj["baseline"]["by_metric"]
+    h = fj["heldout_by_source"]["by_metric"]
+    for m, goal in targets.items():
+        if m == "knee":
+            bk, hk = fj["baseline"]["knee"], fj["heldout_by_source"]["knee"]
+            bv, hv = bk["median_abs_pct"], hk["median_abs_pct"]
+            L.append(f"| knee median, curves whose measured or predicted TTFT crosses 3x in the sweep "
+                     f"({hk['saturating_curves']} of {hk['curves']}) | <= {goal:.0f}% | "
+                     f"{_fmt(bk, 'saturating_median_abs_pct')} | {_fmt(hk, 'saturating_median_abs_pct')} | "
+                     f"{'yes' if (hk['saturating_median_abs_pct'] or 1e9) <= goal else 'no'} |")
+        else:
+            bv, hv = (b.get(m) or {}).get("median_abs_pct"), (h.get(m) or {}).get("median_abs_pct")
+        met = "yes" if hv is not None and hv <= goal else "no"
+        L.append(f"| {m} median{' (all curves)' if m == 'knee' else ''} | <= {goal:.0f}% | {'-' if bv is None else f'{bv:.1f}%'} | "
+                 f"{'-' if hv is None else f'{hv:.1f}%'} | {met} |")
+        L[-1] = L[-1]
+    cov, sh = fj["coverage"]["baseline_by_source"], fj["coverage"]["shipped_bands_by_source"]
+    L.append(f"| 80% band coverage | 75-85% | {cov['coverage_pct']}% of {cov['n']} | {sh['coverage_pct']}% of {sh['n']} "
+             f"(the bands as shipped: the presets' held-out residuals) | "
+             f"{'yes' if sh['coverage_pct'] is not None and 75 <= sh['coverage_pct'] <= 85 else 'no'} |")
+    L += ["", "## Per metric", "",
+          "| metric | baseline n | baseline median | baseline p90 | by source median | by source p90 | "
+          "by device median | by device p90 | by source signed median |", "|---|---|---|---|---|---|---|---|---|"]
+    d = fj["heldout_by_device"]["by_metric"]
+    for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "other", "headline"):
+        L.append(f"| {m} | {(b.get(m) or {}).get('n', 0)} | {_fmt(b.get(m))} | {_fmt(b.get(m), 'p90_abs_pct')} | "
+                 f"{_fmt(h.get(m))} | {_fmt(h.get(m), 'p90_abs_pct')} | {_fmt(d.get(m))} | "
+                 f"{_fmt(d.get(m), 'p90_abs_pct')} | {_fmt(h.get(m), 'median_signed_pct')} |")
+    L += ["", "## Per load region (held out by source; baseline in brackets)", "",
+          "| region | metric | n | median | p90 |", "|---|---|---|---|---|"]
+    for reg in ("below", "above"):
+        hs, bs = fj["heldout_by_source"]["by_region"][reg], fj["baseline"]["by_region"][reg]
+        for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps"):
+            if m in hs:
+                L.append(f"| {reg} knee | {m} | {hs[m]['n']} | {_fmt(hs[m])} ({_fmt(bs.get(m))}) | "
+                         f"{_fmt(hs[m], 'p90_abs_pct')} ({_fmt(bs.get(m), 'p90_abs_pct')}) |")
+    L += ["", "## Knees", "", "| curve | loads | measured knee | baseline knee | by-source knee | by-device knee |",
+          "|---|---|---|---|---|---|"]
+    kb, ks, kd = fj["baseline"]["knees"], fj["heldout_by_source"]["knees"], fj["heldout_by_device"]["knees"]
+    for cid in sorted(kb):
+        L.append(f"| {cid} | {', '.join(f'{x:g}' for x in kb[cid]['loads'])} | {kb[cid]['measured']:g} | "
+                 f"{kb[cid]['predicted']:g} | {ks.get(cid, {}).get('predicted', '-')} | "
+                 f"{kd.get(cid, {}).get('predicted', '-')} |")
+    L += ["", "## The fit", "",
+          "Per engine family, on the training points only, in two stages: (1) the simulator's host-side "
+          "step costs, iteration_overhead_ms in "
+          f"{list(GRID_ITERATION_MS)} x per_sequence_overhead_ms in {list(GRID_PER_SEQUENCE_MS)} (None = the "
+          "preset's), the pair with the smallest median |log(predicted / measured)| over TPOT/ITL and "
+          "output-throughput rows; (2) given it, a per-request API-server latency (HTTP, tokenization, "
+          f"streaming: added to TTFT and E2E) from 0 to {API_MAX_MS:g} ms in {API_STEP_MS:g} ms steps, the one "
+          "with the smallest median |log| over TTFT p50/p99 rows. Hyper-parameters: the grid and the loss. "
+          "The first grid (iteration <= 4 ms, API <= 100 ms, one stage) was fixed before any serving row was "
+          "replayed; it was widened once to the present one after its fit sat on the edges of both (a choice "
+          "made on all rows, held-out ones included: said here because it is one). Nothing else is tuned; "
+          "each fold fits on the other groups only (tests/test_serving_fit.py checks the folds).", "",
+          "| fold (held out) | by | chosen per family |", "|---|---|---|"]
+    for by in ("source", "device"):
+        for g, ch in sorted(fj[f"heldout_by_{by}"]["chosen"].items()):
+            L.append(f"| {g} | {by} | {json.dumps(ch, sort_keys=True)} |")
+    L.append(f"| (all rows) | final | {json.dumps(fj['final_params'], sort_keys=True)} |")
+    ro = fj["request_only_by_source"]
+    L += ["", "The fitted step costs are **not** written into the engine presets: the kernel-level fit "
+          "(calibrate/public_fit.py) replays its rows with the presets' iteration/per-sequence overheads, so "
+          "changing them would move the kernel-level figures without a refit.", "",
+          "### What ships: the per-request front-end latency alone", "",
+          "The engine field `request_overhead_ms` (workloads.arrivals.FrontEnd: a request reaches the queue that "
+          "long after its send; TTFT and E2E include it, TPOT does not; a closed-loop client waits for it) is "
+          "fitted alone, the presets' step costs kept: stage (2) above with stage (1)'s grid reduced to the "
+          "presets. Held out by source (each source's rows predicted with the value fitted on the others; the "
+          "predictions replay it as the engine runs it), against the baseline (request_overhead_ms 0):", "",
+          "| metric | baseline median | request-only by source median | p90 | baseline p90 |", "|---|---|---|---|---|"]
+    for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "headline"):
+        b, r = fj["baseline"]["by_metric"].get(m), ro["by_metric"].get(m)
+        L.append(f"| {m} | {_fmt(b)} | {_fmt(r)} | {_fmt(r, 'p90_abs_pct')} | {_fmt(b, 'p90_abs_pct')} |")
+    L += ["", "| family | baseline ttft_p50 | request-only ttft_p50 (by source) | baseline headline | request-only headline |",
+          "|---|---|---|---|---|"]
+    for fam in sorted(ro["by_family"]):
+        b, r = fj["baseline"]["by_family"].get(fam, {}), ro["by_family"][fam]
+        L.append(f"| {fam} | {_fmt(b.get('ttft_p50'))} | {_fmt(r.get('ttft_p50'))} | {_fmt(b.get('headline'))} | "
+                 f"{_fmt(r.get('headline'))} |")
+    L += ["", "| fold (held out) | chosen per family |", "|---|---|"]
+    for g, ch in sorted(ro["chosen"].items()):
+        L.append(f"| {g} | {json.dumps(ch, sort_keys=True)} |")
+    L += [f"| (all rows) | {json.dumps(ro['final_params'], sort_keys=True)} |", "",
+          "A family's preset gets the all-rows value only where its held-out-by-source error improves on the "
+          "baseline (a family with one source has no held-out evidence and gets none). The presets as "
+          f"replayed here ship request_overhead_ms {json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)}; "
+          "the bands below are, for a family that ships a value, its request-only residuals held out by source, "
+          "for the others the baseline's.", ""]
+    L += ["## Per source and device (held out by source)", "", "| group | ttft_p50 | ttft_p99 | tpot_itl | output_tps |",
+          "|---|---|---|---|---|"]
+    for key in ("by_source", "by_device", "by_family"):
+        for g, s in fj["heldout_by_source"][key].items():
+            L.append(f"| {key[3:]}: {g} | " + " | ".join(f"{_fmt(s.get(m))} (n={s.get(m, {}).get('n', 0)})"
+                                                          for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps"))
+                     + " |")
+    L += ["", "## Bands (what `run`, `plan` and `bench serve` print)", ""]
+    bj = bands_json(res)
+    L += ["| family | metric | 80% band | n | pooled |", "|---|---|---|---|---|"]
+    for fam, ms in sorted(bj["bands"].items()):
+        for m, v in sorted(ms.items()):
+            L.append(f"| {fam} | {m} | ±{v['pct']}% | {v['n']} | {'yes' if v['pooled'] else 'no'} |")
+    L += ["", f"Coverage (each source's rows against bands built from the other sources only): "
+          f"{bj['coverage']['coverage_pct']}% of {bj['coverage']['n']} inside the 80% band; per metric "
+          + ", ".join(f"{m} {v['coverage_pct']}% of {v['n']}" for m, v in bj["coverage"]["by_metric"].items())
+          + f". Off support (a load past the largest any fitted curve reached) the band is multiplied by "
+          f"{OFF_SUPPORT_FACTOR:g}; on a device without serving rows of the family the all-family band applies "
+          "when it is wider.", ""]
+    L += ["## Excluded rows by reason", "", "| reason | rows |", "|---|---|"]
+    for why, n in fj["excluded_by_reason"].items():
+        L.append(f"| {why} | {n} |")
+    L += ["", "## Replayed curves", "", "| curve | source | device | engine | points |", "|---|---|---|---|---|"]
+    byc: dict[str, list[LoadPoint]] = defaultdict(list)
+    for p in pts:
+        byc[p.curve_id].append(p)
+    for cid, ps in sorted(byc.items()):
+        p = ps[0]
+        L.append(f"| {cid} | {p.source} | {p.device} | {p.engine} | "
+                 f"{', '.join(('C=' if q.load_kind == 'concurrency' else 'R=') + f'{q.load:g}' for q in ps)} |")
+    return "\n".join(L) + "\n"

@@ -1,0 +1,386 @@
+"""The serving corpus's rows: reading the CSVs, grouping them into curves, the reason a curve is not
+replayed (`exclusion`), and the load points a replayable curve becomes (issue 38; overview in
+calibrate/serving_fit.py)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS_DIR = ROOT / "benchmarks" / "serving"
+PUBLIC_DIR = ROOT / "benchmarks" / "public"
+CACHE_VERSION = "serving-fit-1"
+
+#: the four headline metrics of issue 38 and the (quantity, statistic) rows each takes
+METRICS = {
+    "ttft_p50": (("ttft_ms", "median"), ("ttft_ms", "mean")),
+    "ttft_p99": (("ttft_ms", "p99"),),
+    "tpot_itl": (("tpot_ms", "median"), ("tpot_ms", "mean"), ("itl_ms", "median"), ("itl_ms", "mean")),
+    "output_tps": (("output_tps", "value"),),
+}
+KNEE_FACTOR = 3.0  # issue 38: the knee is the highest load whose TTFT p50 stays under 3x its low-load value
+
+#: HF repository ids whose architecture is identical to a catalog entry (same config.json shapes):
+#: a base/coder/instruct variant shares its sibling's layers, heads, hidden and vocabulary sizes.
+#: An alias applies only when the catalog has the target (entries for models a later catalog adds
+#: resolve once it lands).
+MODEL_ALIASES = {
+    "Qwen/Qwen2.5-Coder-7B": "qwen2.5-7b",          # config.json: 28 layers, 3584 hidden, 28/4 heads, 18944 FFN
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct": "qwen3-30b-a3b",  # 48 layers, 128 experts / 8 active, 32/4 heads
+    "meta-llama/Llama-3.3-70B-Instruct": "llama-3.3-70b",
+    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "Qwen/Qwen3-8B": "qwen3-8b",
+    "deepseek-ai/DeepSeek-R1-0528": "deepseek-r1",
+    "deepseek-ai/DeepSeek-V3.1": "deepseek-v3",
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": "qwen3-235b-a22b",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout",
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": "llama-4-maverick",
+}
+
+#: clients replayed as `vllm bench serve` (same arrivals and metric definitions), and static-batch
+#: tools (B requests at once, fixed lengths, every request measured)
+VLLM_LIKE = ("vllm-bench-serve", "sglang-bench-serving", "custom")
+STATIC_BATCH = ("vllm-benchmark-latency", "trtllm-static-batch", "llama-batched-bench", "benchmark_latency",
+                "gptManagerBenchmark")
+
+
+def _blank(v) -> bool:
+    return v is None or str(v).strip().lower() in ("", "not stated", "unknown", "none")
+
+
+def _num(v, default=None):
+    if _blank(v):
+        return default
+    try:
+        return float(str(v).strip())
+    except ValueError:
+        return default
+
+
+# ---- the corpus -----------------------------------------------------------------------------------
+def load_corpus(corpus_dir: Path = CORPUS_DIR) -> list[dict]:
+    rows = []
+    for f in sorted(Path(corpus_dir).glob("*.csv")):
+        with f.open(newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                r["_file"] = f.name
+                rows.append(r)
+    return rows
+
+
+def public_sources(public_dir: Path = PUBLIC_DIR) -> set[str]:
+    """Source URLs (without #anchors) of the kernel-level corpus: rows from them trained the kernel fit."""
+    out = set()
+    for f in sorted(Path(public_dir).glob("*.csv")):
+        with f.open(newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                for key in ("source", "url"):
+                    if r.get(key):
+                        out.add(r[key].split("#")[0].strip())
+    return out
+
+
+def curves(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        out[r["curve_id"]].append(r)
+    return dict(out)
+
+
+def release_of(engine: str, version: str) -> str | None:
+    """The engine preset release (`vllm@0.11`) for a printed engine version; None if no preset. The
+    release whose `covers` range holds the version (sim.catalog.engine_config.release_for_version);
+    a version outside every range (newer, older, `nightly`, a dev image) the nearest release below."""
+    from sim.catalog.engine_config import load_engine
+
+    try:
+        from sim.catalog.engine_config import release_for_version
+
+        rel = release_for_version(engine, str(version or "").strip().lstrip("v"))
+        if rel:
+            return f"{engine}@{rel}"
+    except Exception:  # noqa: BLE001 - no releases for this preset (llama.cpp ...): the mapping below
+        pass
+    v = str(version or "").strip().lower()
+    m = re.search(r"(\d+)\.(\d+)", v)
+    major_minor = (int(m.group(1)), int(m.group(2))) if m else None
+    if engine == "vllm":
+        if major_minor is None:  # nightly, a ROCm dev image: the newest release modelled
+            rel = "0.11"
+        elif major_minor < (0, 8):
+            rel = "0.7"
+        elif major_minor < (0, 11):
+            rel = "0.10"
+        else:
+            rel = "0.11"
+    elif engine == "sglang":
+        rel = "0.4" if major_minor is not None and major_minor < (0, 5) else "0.5"
+        if "dec 2024" in v or "2024" in v:
+            rel = "0.4"  # SGLang of December 2024 was 0.4.x (v0.4.0 released 2024-12-04)
+    elif engine == "trtllm":
+        rel = "0.x" if major_minor is not None and major_minor < (1, 0) else "1.0"
+    elif engine in ("llama.cpp", "mlx", "ollama"):
+        return engine
+    else:
+        return None
+    name = f"{engine}@{rel}"
+    try:
+        load_engine(name)
+    except Exception:  # noqa: BLE001 - a release this tree does not ship: the preset's default
+        return engine
+    return name
+
+
+def _hw_names() -> set[str]:
+    return {p.stem for p in (ROOT / "hardware_profiles").glob("*.yaml")}
+
+
+def _catalog_models() -> set[str]:
+    from sim.catalog import cache
+
+    try:
+        return set(cache.catalog().keys())  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001
+        import yaml
+
+        return set(yaml.safe_load((ROOT / "sim" / "catalog" / "data" / "models.yaml").read_text()).keys())
+
+
+def model_id(name: str, catalog: set[str]) -> str | None:
+    if name in catalog:
+        return name
+    alias = MODEL_ALIASES.get(name)
+    return alias if alias in catalog else None
+
+
+def _client_kind(client: str) -> str | None:
+    c = client.strip()
+    if c in VLLM_LIKE:
+        return "serve"
+    if any(s in c for s in STATIC_BATCH):
+        return "static"
+    return None
+
+
+_MEANS_RES = (
+    re.compile(r"=\s*([\d.]+)\s*input(?: tokens)?,? and [^=]*=\s*([\d.]+)\s*output"),
+    re.compile(r"realised means[^=]*=\s*([\d.]+)\s*input,[^=]*=\s*([\d.]+)\s*output"),
+)
+_TOTALS_RE = re.compile(r"(\d+) successful requests, total input tokens (\d+), total generated tokens (\d+)")
+
+
+def stated_means(row: dict) -> tuple[float, float] | None:
+    """Realised mean input/output lengths a row's notes state (the client's printed totals), if any."""
+    notes = row.get("notes") or ""
+    m = _TOTALS_RE.search(notes)
+    if m:
+        n = float(m.group(1))
+        return float(m.group(2)) / n, float(m.group(3)) / n
+    for rx in _MEANS_RES:
+        m = rx.search(notes)
+        if m:
+            return float(m.group(1)), float(m.group(2))
+    return None
+
+
+_OUT_MEAN_RE = re.compile(r"(\d+) / (\d+) = ([\d.]+) tokens per request")
+
+
+def _mean_lengths(row: dict) -> tuple[float, float] | None:
+    """(mean input, mean output) a non-random row states: its columns, the client's printed totals, or
+    a note's 'TOTAL / N = M tokens per request' for the outputs."""
+    means = stated_means(row)
+    li = _num(row.get("input_tokens"))
+    lo = _num(row.get("output_tokens"))
+    if means is not None:
+        li, lo = li or means[0], lo or means[1]
+    if lo is None:
+        m = _OUT_MEAN_RE.search(row.get("notes") or "")
+        lo = float(m.group(3)) if m else None
+    return (li, lo) if li and lo else None
+
+
+def exclusion(curve: list[dict], *, hw: set[str] | None = None, catalog: set[str] | None = None,
+              public: set[str] | None = None) -> str | None:
+    """Why a curve cannot be replayed, or None. One reason, the first that applies."""
+    hw = _hw_names() if hw is None else hw
+    catalog = _catalog_models() if catalog is None else catalog
+    public = public_sources() if public is None else public
+    r = curve[0]
+    text = " ".join((r["curve_id"], r.get("engine_flags") or "", r.get("notes") or "")).lower()
+    if all("outlier" in (x.get("notes") or "").lower() for x in curve):
+        return "outlier (its collector's note)"
+    if re.search(r"\b(eagle3?|mtp|speculative|spec[- ]decod|medusa|ngram)\b", text):
+        return "speculative decoding (not replayed: acceptance rates not stated)"
+    if r["device"] not in hw:
+        return f"device {r['device']} has no hardware profile"
+    if model_id(r["model"], catalog) is None:
+        return f"model {r['model']} not in the catalog"
+    if release_of(r["engine"], r.get("engine_version")) is None:
+        return f"engine {r['engine']} has no preset"
+    if r["source"].split("#")[0].strip() in public or "same figures are in benchmarks/public" in text:
+        return "same source as benchmarks/public rows (kernel-fit training data, not held out)"
+    kind = _client_kind(r.get("client") or "")
+    if kind is None:
+        return f"client {r.get('client')!r} not replayable"
+    ds = (r.get("dataset") or "").strip().lower()
+    if kind == "serve" and ds != "random":
+        # no ShareGPT file offline: only its stated mean lengths. A closed loop replayed with equal lengths
+        # runs in lock-step (C prompts prefilled at once, every round), which the real run, with its spread
+        # of conversation lengths, did not do; an open loop's Poisson arrivals do not synchronise, so an
+        # open loop with both mean lengths stated is replayed at them. Multi-turn conversations reuse
+        # their earlier turns' KV (prefix caching) by amounts no row states.
+        if "multi-turn" in ds:
+            return "multi-turn conversations (prefix reuse between turns not stated)"
+        if any((x.get("load_kind") or "").strip() != "rate" for x in curve):
+            return f"{ds or 'dataset'} dataset not available offline (mean lengths alone would replay a lock-step)"
+        if _mean_lengths(r) is None:
+            return f"{ds or 'dataset'} mean lengths not stated (no dataset file offline)"
+    if r.get("engine") not in ("vllm", "sglang", "trtllm", "llama.cpp"):
+        return f"engine {r['engine']} not replayed by the serving fit"
+    return None
+
+
+# ---- load points ----------------------------------------------------------------------------------
+@dataclass
+class LoadPoint:
+    curve_id: str
+    source: str  # the publisher (the unit of held-out-by-source)
+    device: str
+    engine: str  # preset release, e.g. sglang@0.4
+    family: str  # vllm, sglang, trtllm, llama.cpp
+    model: str
+    quant: str | None
+    tp: int
+    kv_dtype: str | None
+    overrides: dict
+    load_kind: str  # concurrency | rate
+    load: float  # C or R (inf: all at once)
+    num_prompts: int  # as the source ran it
+    replayed_prompts: int  # after the cap
+    prompt_lens: list[int]
+    output_lens: list[int]
+    release_s: list[float]
+    max_concurrency: int | None
+    measured: dict = field(default_factory=dict)  # (quantity, statistic) -> value
+    row_ids: dict = field(default_factory=dict)  # (quantity, statistic) -> row_id
+
+    def key(self) -> str:
+        blob = json.dumps([self.curve_id, self.engine, self.model, self.quant, self.tp, self.kv_dtype,
+                           sorted(self.overrides.items()), self.load_kind, self.load, self.prompt_lens,
+                           self.output_lens, self.release_s, self.max_concurrency], default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def prompt_cap(load_kind: str, load: float, num_prompts: int, overloaded: bool = False) -> int:
+    """Requests replayed per point: a closed loop of C keeps min(N, max(8 C, 32)) (8 rounds of the
+    loop reach the steady state the figures describe); an open loop below saturation keeps
+    min(N, 400) (its queue is stable, 400 arrivals cover its spread); an overloaded open loop (all at
+    once, or a measured request throughput under 90% of the offered rate) keeps all N, because its
+    queue, and so its TTFT, grows with N."""
+    if load_kind == "concurrency" and math.isfinite(load):
+        return int(min(num_prompts, max(8 * int(load), 32)))
+    if overloaded or not math.isfinite(load):
+        return int(num_prompts)
+    return int(min(num_prompts, 400))
+
+
+def _lengths(r: dict, kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Input/output lengths as the row's client draws them (README 'What range_ratio means')."""
+    client = (r.get("client") or "").strip()
+    li = int(round(_num(r.get("input_tokens"), 0) or 0))
+    lo_ = int(round(_num(r.get("output_tokens"), 0) or 0))
+    means = stated_means(r)
+    if kind == "static":
+        return np.full(n, max(li, 1)), np.full(n, max(lo_, 1))
+    if (r.get("dataset") or "").strip().lower() != "random":  # an open loop at the stated mean lengths
+        ml = _mean_lengths(r)
+        li, lo_ = (int(round(ml[0])), int(round(ml[1]))) if ml else (li, lo_)
+        return np.full(n, max(li, 1)), np.full(n, max(lo_, 1))
+    rr = _num(r.get("range_ratio"), None)
+    if client == "vllm-bench-serve":
+        rr = rr or 0.0
+        ins = rng.integers(math.floor(li * (1 - rr)), math.ceil(li * (1 + rr)) + 1, n)
+        outs = rng.integers(max(1, math.floor(lo_ * (1 - rr))), max(1, math.ceil(lo_ * (1 + rr))) + 1, n)
+    else:
+        # sglang.bench_serving (default --random-range-ratio 0.0) and the InferenceX client:
+        # randint(max(int(L r), 1), L) inclusive
+        rr = 0.0 if rr is None else rr
+        ins = rng.integers(max(int(li * rr), 1), li + 1, n)
+        outs = rng.integers(max(int(lo_ * rr), 1), lo_ + 1, n)
+    if means is not None:  # the client's printed totals: scale the draw to the realised means
+        ins = np.maximum(1, np.round(ins * means[0] / max(ins.mean(), 1e-9))).astype(int)
+        outs = np.maximum(1, np.round(outs * means[1] / max(outs.mean(), 1e-9))).astype(int)
+    return ins.astype(int), outs.astype(int)
+
+
+def _overrides(r: dict, kv_dtype: str | None, tp: int) -> dict:
+    from sim.bench.corpus import engine_overrides
+
+    flags = r.get("engine_flags") or ""
+    out = engine_overrides(flags if flags.strip().startswith("-") or " --" in flags else "", None, tp)
+    if kv_dtype:
+        out["kv_dtype"] = kv_dtype
+    return out
+
+
+def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int = 0) -> list[LoadPoint]:
+    catalog = _catalog_models() if catalog is None else catalog
+    r0 = curve[0]
+    kind = _client_kind(r0.get("client") or "")
+    family = r0["engine"]
+    engine = release_of(family, r0.get("engine_version"))
+    model = model_id(r0["model"], catalog)
+    quant = None if _blank(r0.get("quant")) else r0["quant"].strip()
+    tp = int(_num(r0.get("tp"), 1) or 1)
+    kvs = str(r0.get("kv_cache_dtype") or "").lower()
+    kv = "fp8" if kvs.startswith("fp8") else None
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in curve:
+        if "outlier" in (r.get("notes") or "").lower():
+            continue
+        load_kind = (r.get("load_kind") or "concurrency").strip()
+        load = _num(r.get("max_concurrency")) if load_kind == "concurrency" else _num(r.get("request_rate"), math.inf)
+        groups[(load_kind, load if load is not None else math.inf, r.get("max_concurrency") or "")].append(r)
+    points = []
+    for (load_kind, load, cap), rs in sorted(groups.items(), key=lambda kv_: (kv_[0][0], kv_[0][1])):
+        r = rs[0]
+        conc = _num(r.get("max_concurrency"))
+        n_src = int(_num(r.get("num_prompts"), 0) or 0)
+        if kind == "static":
+            n_src = int(conc or 1)
+        if n_src <= 0:
+            n_src = int(max(100, 10 * conc)) if conc else 1000
+        rtps = next((_num(x.get("value")) for x in rs if x["quantity"] == "request_tps"), None)
+        overloaded = load_kind == "rate" and (not math.isfinite(load) or (rtps is not None and rtps < 0.9 * load))
+        n = prompt_cap(load_kind, load, n_src, overloaded) if kind == "serve" else n_src
+        rng = np.random.default_rng(seed)
+        ins, outs = _lengths(r, kind, n, rng)
+        if load_kind == "rate" and math.isfinite(load):
+            gaps = np.random.default_rng(seed + 1).exponential(1.0 / load, n)  # Poisson (burstiness 1)
+            release = np.cumsum(gaps) - gaps[0]
+        else:
+            release = np.zeros(n)
+        p = LoadPoint(
+            curve_id=r["curve_id"], source=r.get("publisher") or r["source"], device=r["device"], engine=engine,
+            family=family, model=model, quant=quant, tp=tp, kv_dtype=kv, overrides=_overrides(r, kv, tp),
+            load_kind=load_kind, load=float(load), num_prompts=n_src, replayed_prompts=n,
+            prompt_lens=[int(x) for x in ins], output_lens=[int(x) for x in outs],
+            release_s=[round(float(x), 6) for x in release], max_concurrency=int(conc) if conc else None)
+        for x in rs:
+            v = _num(x.get("value"))
+            if v is not None and v > 0:
+                p.measured[(x["quantity"], x["statistic"])] = v
+                p.row_ids[(x["quantity"], x["statistic"])] = x["row_id"]
+        points.append(p)
+    return points
