@@ -16,14 +16,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = ROOT / "benchmarks" / "serving"
 
-COLUMNS = [
-    "row_id", "curve_id", "source", "source_ref", "publisher", "engine", "engine_version",
-    "engine_flags", "device", "device_variant", "n_devices", "tp", "model", "quant",
-    "kv_cache_dtype", "client", "dataset", "input_tokens", "output_tokens", "range_ratio",
-    "num_prompts", "warmup", "ramp_up", "ignore_eos", "load_kind", "max_concurrency",
-    "request_rate", "burstiness", "quantity", "statistic", "value", "as_printed", "derivation",
-    "notes",
-]
+def _schema_columns() -> list[str]:
+    """The corpus schema's columns (benchmarks/serving/schema.py, the list the scripts write)."""
+    import runpy
+
+    return runpy.run_path(str(Path(__file__).resolve().parent.parent / "benchmarks" / "serving" / "schema.py"))["COLUMNS"]
+
+
+COLUMNS = _schema_columns()
 ENGINES = {"vllm", "sglang", "trtllm", "llama.cpp", "ollama", "mlx", "lmstudio", "tgi"}
 CLIENTS = {"vllm-bench-serve", "sglang-bench-serving", "aiperf", "genai-perf", "guidellm",
            "trtllm-bench", "custom",

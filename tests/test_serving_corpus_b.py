@@ -13,14 +13,14 @@ import pytest
 
 SERVING = Path(__file__).resolve().parent.parent / "benchmarks" / "serving"
 FILES = ["sglang.csv", "dgx_spark_mac.csv", "trtllm.csv", "amd_rocm.csv", "vllm_independent.csv"]
-COLUMNS = [
-    "row_id", "curve_id", "source", "source_ref", "publisher", "engine", "engine_version",
-    "engine_flags", "device", "device_variant", "n_devices", "tp", "model", "quant",
-    "kv_cache_dtype", "client", "dataset", "input_tokens", "output_tokens", "range_ratio",
-    "num_prompts", "warmup", "ramp_up", "ignore_eos", "load_kind", "max_concurrency",
-    "request_rate", "burstiness", "quantity", "statistic", "value", "as_printed",
-    "derivation", "notes",
-]
+def _schema_columns() -> list[str]:
+    """The corpus schema's columns (benchmarks/serving/schema.py, the list the scripts write)."""
+    import runpy
+
+    return runpy.run_path(str(Path(__file__).resolve().parent.parent / "benchmarks" / "serving" / "schema.py"))["COLUMNS"]
+
+
+COLUMNS = _schema_columns()
 QUANTITIES = {"ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "output_tps", "total_tps", "request_tps", "tps_per_user"}
 # Fields a sweep holds fixed: rows of one curve_id must agree on all of them.
 FIXED = ["engine", "engine_version", "engine_flags", "device", "n_devices", "tp", "model",

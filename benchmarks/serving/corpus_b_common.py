@@ -12,14 +12,7 @@ import csv
 import re
 from pathlib import Path
 
-COLUMNS = [
-    "row_id", "curve_id", "source", "source_ref", "publisher", "engine", "engine_version",
-    "engine_flags", "device", "device_variant", "n_devices", "tp", "model", "quant",
-    "kv_cache_dtype", "client", "dataset", "input_tokens", "output_tokens", "range_ratio",
-    "num_prompts", "warmup", "ramp_up", "ignore_eos", "load_kind", "max_concurrency",
-    "request_rate", "burstiness", "quantity", "statistic", "value", "as_printed",
-    "derivation", "notes",
-]
+from schema import COLUMNS  # noqa: F401 (the build scripts run from this folder)
 
 # The lines of a `sglang.bench_serving` / `vllm bench serve` "Serving Benchmark Result"
 # block that carry a serving metric, mapped to (quantity, statistic). Units: the

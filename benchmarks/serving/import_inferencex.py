@@ -31,14 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "sources"
 
-COLUMNS = [
-    "row_id", "curve_id", "source", "source_ref", "publisher", "engine", "engine_version",
-    "engine_flags", "device", "device_variant", "n_devices", "tp", "model", "quant",
-    "kv_cache_dtype", "client", "dataset", "input_tokens", "output_tokens", "range_ratio",
-    "num_prompts", "warmup", "ramp_up", "ignore_eos", "load_kind", "max_concurrency",
-    "request_rate", "burstiness", "quantity", "statistic", "value", "as_printed", "derivation",
-    "notes",
-]
+from schema import COLUMNS  # noqa: E402 (this folder is on sys.path when run as a script)
 
 
 def dec_str(d: Decimal) -> str:
