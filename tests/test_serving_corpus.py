@@ -4,6 +4,7 @@ vendored source files they are made from."""
 from __future__ import annotations
 
 import csv
+import runpy
 import math
 import re
 import subprocess
@@ -16,14 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = ROOT / "benchmarks" / "serving"
 
-def _schema_columns() -> list[str]:
-    """The corpus schema's columns (benchmarks/serving/schema.py, the list the scripts write)."""
-    import runpy
-
-    return runpy.run_path(str(Path(__file__).resolve().parent.parent / "benchmarks" / "serving" / "schema.py"))["COLUMNS"]
-
-
-COLUMNS = _schema_columns()
+# the schema the import and build scripts write (benchmarks/serving/schema.py)
+COLUMNS = runpy.run_path(str(SERVING / "schema.py"))["COLUMNS"]
 ENGINES = {"vllm", "sglang", "trtllm", "llama.cpp", "ollama", "mlx", "lmstudio", "tgi"}
 CLIENTS = {"vllm-bench-serve", "sglang-bench-serving", "aiperf", "genai-perf", "guidellm",
            "trtllm-bench", "custom",

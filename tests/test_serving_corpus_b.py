@@ -5,6 +5,7 @@ the transcribed llama-batched-bench tables are arithmetically consistent."""
 from __future__ import annotations
 
 import csv
+import runpy
 import math
 import re
 from pathlib import Path
@@ -13,14 +14,9 @@ import pytest
 
 SERVING = Path(__file__).resolve().parent.parent / "benchmarks" / "serving"
 FILES = ["sglang.csv", "dgx_spark_mac.csv", "trtllm.csv", "amd_rocm.csv", "vllm_independent.csv"]
-def _schema_columns() -> list[str]:
-    """The corpus schema's columns (benchmarks/serving/schema.py, the list the scripts write)."""
-    import runpy
 
-    return runpy.run_path(str(Path(__file__).resolve().parent.parent / "benchmarks" / "serving" / "schema.py"))["COLUMNS"]
-
-
-COLUMNS = _schema_columns()
+# the schema the import and build scripts write (benchmarks/serving/schema.py)
+COLUMNS = runpy.run_path(str(SERVING / "schema.py"))["COLUMNS"]
 QUANTITIES = {"ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "output_tps", "total_tps", "request_tps", "tps_per_user"}
 # Fields a sweep holds fixed: rows of one curve_id must agree on all of them.
 FIXED = ["engine", "engine_version", "engine_flags", "device", "n_devices", "tp", "model",
