@@ -210,6 +210,11 @@ def _mean_lengths(row: dict) -> tuple[float, float] | None:
     return (li, lo) if li and lo else None
 
 
+#: why a curve whose dataset is a multi-turn conversation file is not replayed (README "Multi-turn datasets")
+MULTI_TURN_REASON = ("multi-turn dataset file not available offline (per-turn token lengths, and so the "
+                     "prefixes its requests share in the prefix cache, not stated)")
+
+
 def exclusion(curve: list[dict], *, hw: set[str] | None = None, catalog: set[str] | None = None,
               public: set[str] | None = None) -> str | None:
     """Why a curve cannot be replayed, or None. One reason, the first that applies."""
@@ -238,10 +243,13 @@ def exclusion(curve: list[dict], *, hw: set[str] | None = None, catalog: set[str
         # no ShareGPT file offline: only its stated mean lengths. A closed loop replayed with equal lengths
         # runs in lock-step (C prompts prefilled at once, every round), which the real run, with its spread
         # of conversation lengths, did not do; an open loop's Poisson arrivals do not synchronise, so an
-        # open loop with both mean lengths stated is replayed at them. Multi-turn conversations reuse
-        # their earlier turns' KV (prefix caching) by amounts no row states.
+        # open loop with both mean lengths stated is replayed at them. A multi-turn dataset's requests
+        # share prefixes (a conversation's earlier turns, a common context) that vLLM's prefix cache
+        # reuses; how many tokens each request shares is set by the dataset file's per-turn lengths, which
+        # no row states and no file here holds (the DigitalOcean curves: benchmarks/serving/README.md,
+        # "Multi-turn datasets", says what is known and what a replay would need).
         if "multi-turn" in ds:
-            return "multi-turn conversations (prefix reuse between turns not stated)"
+            return MULTI_TURN_REASON
         if any((x.get("load_kind") or "").strip() != "rate" for x in curve):
             return f"{ds or 'dataset'} dataset not available offline (mean lengths alone would replay a lock-step)"
         if _mean_lengths(r) is None:
