@@ -334,19 +334,22 @@ _SPEC_METHODS = {"eagle3": "eagle", "eagle": "eagle", "mtp": "mtp", "nextn": "mt
 _SPEC_CACHE: dict[str, dict] = {}
 
 
-def load_spec_acceptance(path: Path = SPEC_TABLE) -> dict[str, list[dict]]:
+def load_spec_acceptance(path: Path | None = None) -> dict[str, list[dict]]:
     """benchmarks/serving/side_tables/spec_acceptance.csv by curve_id: the acceptance a speculative
     curve's source states (rows with stated = yes, per load point or, with load empty, per run), or
     where it was looked for and not found (stated = no)."""
-    if str(path) in _SPEC_CACHE:
-        return _SPEC_CACHE[str(path)]
+    path = Path(SPEC_TABLE if path is None else path)
+    st = path.stat() if path.exists() else None
+    key = f"{path}:{st.st_mtime_ns if st else 0}:{st.st_size if st else 0}"  # a rewritten file is re-read
+    if key in _SPEC_CACHE:
+        return _SPEC_CACHE[key]
     out: dict[str, list[dict]] = defaultdict(list)
     if Path(path).exists():
         with Path(path).open(newline="", encoding="utf-8") as fh:
             for r in csv.DictReader(fh):
                 out[r["curve_id"]].append(r)
-    _SPEC_CACHE[str(path)] = dict(out)
-    return _SPEC_CACHE[str(path)]
+    _SPEC_CACHE[key] = dict(out)
+    return _SPEC_CACHE[key]
 
 
 def iid_acceptance(mean_acceptance_length: float, k: int) -> float:
@@ -357,11 +360,15 @@ def iid_acceptance(mean_acceptance_length: float, k: int) -> float:
     vLLM's `spec_decode_acceptance_length` is 1 + accepted / drafts (the target's own token plus the
     accepted drafts per verify step; = 1 + the sum of its per-position rates) and SGLang's "accept
     len" the same count, so matching L reproduces the tokens each step yields exactly, whatever the
-    per-position shape (only their sum moves the simulated step). Bisection on a in [0, 1]; L is
-    clipped to [1, k + 1]."""
+    per-position shape (only their sum moves the simulated step). Bisection on a in [0, 1]; L <= 1
+    is a = 0, L >= k + 1 is a = 1."""
     from sim.cost.speculative import expected_tokens_per_step
 
-    target = min(max(float(mean_acceptance_length), 1.0), k + 1.0)
+    target = float(mean_acceptance_length)
+    if target <= 1.0:
+        return 0.0
+    if target >= k + 1.0:
+        return 1.0
     lo, hi = 0.0, 1.0
     for _ in range(100):
         mid = (lo + hi) / 2
