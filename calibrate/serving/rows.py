@@ -226,7 +226,9 @@ def exclusion(curve: list[dict], *, hw: set[str] | None = None, catalog: set[str
     if all("outlier" in (x.get("notes") or "").lower() for x in curve):
         return "outlier (its collector's note)"
     if re.search(r"\b(eagle3?|mtp|speculative|spec[- ]decod|medusa|ngram)\b", text):
-        return "speculative decoding (not replayed: acceptance rates not stated)"
+        why = spec_unreplayable(curve)
+        if why:
+            return why
     if r["device"] not in hw:
         return f"device {r['device']} has no hardware profile"
     if model_id(r["model"], catalog) is None:
@@ -332,6 +334,112 @@ def _lengths(r: dict, kind: str, n: int, rng: np.random.Generator) -> tuple[np.n
     return ins.astype(int), outs.astype(int)
 
 
+# ---- speculative decoding -------------------------------------------------------------------------
+SPEC_TABLE = CORPUS_DIR / "side_tables" / "spec_acceptance.csv"
+_SPEC_METHODS = {"eagle3": "eagle", "eagle": "eagle", "mtp": "mtp", "nextn": "mtp"}
+
+
+_SPEC_CACHE: dict[str, dict] = {}
+
+
+def load_spec_acceptance(path: Path | None = None) -> dict[str, list[dict]]:
+    """benchmarks/serving/side_tables/spec_acceptance.csv by curve_id: the acceptance a speculative
+    curve's source states (rows with stated = yes, per load point or, with load empty, per run), or
+    where it was looked for and not found (stated = no)."""
+    path = Path(SPEC_TABLE if path is None else path)
+    st = path.stat() if path.exists() else None
+    key = f"{path}:{st.st_mtime_ns if st else 0}:{st.st_size if st else 0}"  # a rewritten file is re-read
+    if key in _SPEC_CACHE:
+        return _SPEC_CACHE[key]
+    out: dict[str, list[dict]] = defaultdict(list)
+    if Path(path).exists():
+        with Path(path).open(newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                out[r["curve_id"]].append(r)
+    _SPEC_CACHE[key] = dict(out)
+    return _SPEC_CACHE[key]
+
+
+def iid_acceptance(mean_acceptance_length: float, k: int) -> float:
+    """The per-token acceptance a, i.i.d. per drafted token, whose expected tokens per verify step
+    (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023, arXiv 2211.17192, eq. 1; what
+    `sim.cost.speculative.expected_tokens_per_step` prices) equals a stated mean acceptance length L.
+
+    vLLM's `spec_decode_acceptance_length` is 1 + accepted / drafts (the target's own token plus the
+    accepted drafts per verify step; = 1 + the sum of its per-position rates) and SGLang's "accept
+    len" the same count, so matching L reproduces the tokens each step yields exactly, whatever the
+    per-position shape (only their sum moves the simulated step). Bisection on a in [0, 1]; L <= 1
+    is a = 0, L >= k + 1 is a = 1."""
+    from sim.cost.speculative import expected_tokens_per_step
+
+    target = float(mean_acceptance_length)
+    if target <= 1.0:
+        return 0.0
+    if target >= k + 1.0:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if expected_tokens_per_step(mid, k) < target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def spec_stated(curve: list[dict], table: dict[str, list[dict]] | None = None) -> dict[tuple, dict]:
+    """{(load_kind, load): the stated acceptance row} for every load point of a speculative curve
+    whose acceptance its source states; a per-run row (load empty) stands for every point."""
+    table = load_spec_acceptance() if table is None else table
+    entries = [e for e in table.get(curve[0]["curve_id"], []) if (e.get("stated") or "").strip() == "yes"]
+    out = {}
+    for r in curve:
+        kind = (r.get("load_kind") or "concurrency").strip()
+        load = _num(r.get("max_concurrency")) if kind == "concurrency" else _num(r.get("request_rate"), math.inf)
+        for e in entries:
+            el = _num(e.get("load"))
+            if el is None or ((e.get("load_kind") or "").strip() == kind and load is not None and math.isclose(el, load)):
+                out[(kind, load)] = e
+                break
+    return out
+
+
+def spec_unreplayable(curve: list[dict], table: dict[str, list[dict]] | None = None) -> str | None:
+    """Why a speculative curve cannot be replayed as speculative, or None: its source must state the
+    acceptance of every load point (benchmarks/serving/side_tables/spec_acceptance.csv), with a
+    method the speculative cost model prices (EAGLE/EAGLE-3 heads, MTP modules)."""
+    table = load_spec_acceptance() if table is None else table
+    stated = spec_stated(curve, table)
+    points = {((r.get("load_kind") or "concurrency").strip(),
+               _num(r.get("max_concurrency")) if (r.get("load_kind") or "concurrency").strip() == "concurrency"
+               else _num(r.get("request_rate"), math.inf)) for r in curve if "outlier" not in (r.get("notes") or "").lower()}
+    if not stated:
+        return "speculative decoding (not replayed: acceptance not stated in the source)"
+    if points - set(stated):
+        return "speculative decoding (not replayed: acceptance stated for some load points only)"
+    methods = {(e.get("method") or "").strip().lower() for e in stated.values()}
+    if not methods <= set(_SPEC_METHODS):
+        return f"speculative decoding (not replayed: method {sorted(methods - set(_SPEC_METHODS))[0]} not modelled)"
+    return None
+
+
+def spec_override(entry: dict) -> dict:
+    """The engine's `speculative` block (sim.catalog.engine_settings.SpeculativeSettings) for a stated
+    acceptance row: method (EAGLE-3 heads, Li et al. 2025, arXiv 2503.01840, priced as `eagle`: a
+    head of `draft_cost_fraction` x a target decode step per drafted token; MTP modules, DeepSeek-V3, arXiv 2412.19437, priced from the
+    model's own `mtp_layers` unless the row gives a fraction), k = num_speculative_tokens (vLLM
+    `--speculative-config`), and the i.i.d. acceptance matching the stated mean acceptance length."""
+    k = int(_num(entry.get("num_speculative_tokens")))
+    method = _SPEC_METHODS[(entry.get("method") or "").strip().lower()]
+    out = {"method": method, "k": k,
+           "acceptance_rate": round(iid_acceptance(_num(entry.get("mean_acceptance_length")), k), 9)}
+    if _num(entry.get("draft_cost_fraction")) is not None:
+        out["draft_cost_fraction"] = _num(entry.get("draft_cost_fraction"))
+    # not priced: an EAGLE head's own weights (`draft_weight_gib`) beside the KV cache (the speculative
+    # settings have no field for them; `SpeculativeCostModel.extra_weight_bytes` counts draft models' and MTP's)
+    return out
+
+
 def _overrides(r: dict, kv_dtype: str | None, tp: int) -> dict:
     from sim.bench.corpus import engine_overrides
 
@@ -360,6 +468,7 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
         load_kind = (r.get("load_kind") or "concurrency").strip()
         load = _num(r.get("max_concurrency")) if load_kind == "concurrency" else _num(r.get("request_rate"), math.inf)
         groups[(load_kind, load if load is not None else math.inf, r.get("max_concurrency") or "")].append(r)
+    stated = spec_stated(curve)  # speculative curves with stated acceptance: the `speculative` block per point
     points = []
     for (load_kind, load, cap), rs in sorted(groups.items(), key=lambda kv_: (kv_[0][0], kv_[0][1])):
         r = rs[0]
@@ -381,7 +490,9 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
             release = np.zeros(n)
         p = LoadPoint(
             curve_id=r["curve_id"], source=r.get("publisher") or r["source"], device=r["device"], engine=engine,
-            family=family, model=model, quant=quant, tp=tp, kv_dtype=kv, overrides=_overrides(r, kv, tp),
+            family=family, model=model, quant=quant, tp=tp, kv_dtype=kv,
+            overrides={**_overrides(r, kv, tp), **({"speculative": spec_override(stated[(load_kind, load)])}
+                                                   if (load_kind, load) in stated else {})},
             load_kind=load_kind, load=float(load), num_prompts=n_src, replayed_prompts=n,
             prompt_lens=[int(x) for x in ins], output_lens=[int(x) for x in outs],
             release_s=[round(float(x), 6) for x in release], max_concurrency=int(conc) if conc else None)
