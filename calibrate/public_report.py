@@ -223,11 +223,33 @@ def render_markdown(s: dict, corpus_files: list[str]) -> str:
     return "\n".join(md) + "\n"
 
 
-def run_public_fit(corpus: str | Path | None = None, *, write_profiles: bool = True,
-                   report: str | Path | None = None, console=None) -> dict:
-    """Fit, cross-validate, write profiles and the report; returns the summary dict."""
+def write_profiles_from(v: Validation) -> list[str]:
+    """Write every shipped profile's generated block from the fit `v` (`profile_entries`, the one
+    generator of those blocks); the devices whose file changed."""
     from sim.catalog.hardware import shipped_profiles_dir
 
+    changed = []
+    for device, entries in profile_entries(v).items():
+        path = shipped_profiles_dir() / f"{device}.yaml"
+        if path.is_file() and write_profile_block(path, entries):
+            changed.append(device)
+    return changed
+
+
+def write_profiles_from_saved_fit(corpus: str | Path | None = None) -> list[str]:
+    """`calibrate --public --profiles-only`: the blocks of every shipped profile from the last full fit
+    (calibrate/public/state.py), without refitting: what a newly added profile needs (its entries are
+    transfers from the fitted devices). The corpus must be the one that fit read."""
+    from calibrate.public.state import load_state
+
+    corpus_dir = Path(corpus) if corpus is not None else default_corpus_dir()
+    return write_profiles_from(load_state(corpus_dir))
+
+
+def run_public_fit(corpus: str | Path | None = None, *, write_profiles: bool = True,
+                   report: str | Path | None = None, console=None) -> dict:
+    """Fit, cross-validate, write profiles (and the saved fit they come from) and the report; returns
+    the summary dict."""
     corpus_dir = Path(corpus) if corpus is not None else default_corpus_dir()
     # the rows and the device micro-benchmarks (transfer anchors), checked up front: a bad row stops the fit
     corpus = PublicCorpus.load(corpus_dir)
@@ -241,12 +263,10 @@ def run_public_fit(corpus: str | Path | None = None, *, write_profiles: bool = T
     s["moe_routing"] = routing
     s["apple_kquant_matvec"] = matvec
     if write_profiles:
-        changed = []
-        for device, entries in profile_entries(v).items():
-            path = shipped_profiles_dir() / f"{device}.yaml"
-            if path.is_file() and write_profile_block(path, entries):
-                changed.append(device)
-        s["profiles_written"] = changed
+        from calibrate.public.state import save_state
+
+        s["profiles_written"] = write_profiles_from(v)
+        save_state(v, corpus_dir)
         write_routing(routing)
     if report is not None:
         # after the profiles are written: the simulator runs what ships

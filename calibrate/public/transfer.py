@@ -8,6 +8,7 @@ common footing, and `transfer` takes the weighted mean of the donors.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -33,14 +34,17 @@ def _memory_class(memory_type: str) -> str:
     return m
 
 
+@lru_cache(maxsize=None)
 def device_traits(device: str) -> tuple[str, str, str]:
-    """(generation, memory class, vendor) of a shipped profile, what `transfer` compares."""
+    """(generation, memory class, vendor) of a shipped profile, what `transfer` compares (read once per
+    device: `_tier` asks for them thousands of times per fit, and a profile lookup scans the folders)."""
     from sim.catalog.hardware import load_profile
 
     hw = load_profile(device)
     return hw.generation, _memory_class(hw.memory_type), hw.vendor
 
 
+@lru_cache(maxsize=None)
 def device_package(device: str) -> str:
     """The profile's `package` ('pro', 'max', 'ultra' on Apple chips; '' elsewhere), see `_tier`."""
     from sim.catalog.hardware import load_profile
