@@ -2,7 +2,7 @@
 
 A corpus row's `backend` (vulkan, rocm) puts it in its own family (ggml-vulkan, ggml-rocm) beside the
 CUDA/Metal rows (ggml); the fit ships an entry per family; a run picks the family from the engine's
-`backend` (`--backend`), else the device's usual one (`default_backend`).
+`backend` (`--llama-backend`), else the device's usual one (`default_backend`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_the_engine_picks_the_devices_usual_backend_or_the_one_asked_for():
     assert eng.with_overrides(backend="rocm").efficiency_family(halo) == "ggml-rocm"
     with pytest.raises(ConfigError) as e:
         eng.with_overrides(backend="cuda").efficiency_family(halo)
-    assert e.value.field == "--backend" and "vulkan" in str(e.value)
+    assert e.value.field == "--llama-backend" and "vulkan" in str(e.value)
     with pytest.raises(ConfigError):
         load_engine("vllm").with_overrides(backend="vulkan")
     # Vulkan on an NVIDIA part has no entry of its own: the CUDA fit prices it
@@ -74,8 +74,8 @@ def _run(*args):
 
 
 def test_run_takes_a_backend_and_refuses_one_the_device_cannot_run():
-    vk, rocm = _run("--backend", "vulkan"), _run("--backend", "rocm")
+    vk, rocm = _run("--llama-backend", "vulkan"), _run("--llama-backend", "rocm")
     assert vk.returncode == 0 and rocm.returncode == 0, vk.stderr + rocm.stderr
     assert vk.stdout != rocm.stdout
-    bad = _run("--backend", "cuda")
-    assert bad.returncode == 2 and "--backend" in bad.stderr and "Traceback" not in bad.stderr
+    bad = _run("--llama-backend", "cuda")
+    assert bad.returncode == 2 and "--llama-backend" in bad.stderr and "Traceback" not in bad.stderr

@@ -53,7 +53,7 @@ def params_for(device: str, family: str, fits: dict[tuple[str, str], GroupParams
 # which kernel families run on which kind of device (mlx only on Apple Silicon; TensorRT-LLM only on
 # NVIDIA; vLLM/SGLang/TGI on CUDA and ROCm GPUs). llama.cpp: `ggml` is its CUDA backend on NVIDIA and
 # its Metal backend on Apple; AMD parts run its ROCm/HIP or its Vulkan backend, each its own family
-# (sim.catalog.engine_config.backend_family; `--backend` picks, `default_backend` when not given). A
+# (sim.catalog.engine_config.backend_family; `--llama-backend` picks, `default_backend` when not given). A
 # Vulkan run on an NVIDIA or Apple part is priced with `ggml` (HardwareProfile.efficiency_for).
 def families_for(device: str) -> tuple[str, ...]:
     from sim.catalog.hardware import load_profile

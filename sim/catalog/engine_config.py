@@ -306,7 +306,7 @@ class EngineConfig(BaseModel):
         allowed = BACKEND_VENDORS.get(backend)
         if allowed is not None and hw.vendor not in allowed:
             raise ConfigError(f"llama.cpp backend '{backend}' does not run on {hw.name} ({hw.vendor or hw.kind}); "
-                              f"this device runs: {', '.join(backends_for(hw))}", field="--backend")
+                              f"this device runs: {', '.join(backends_for(hw))}", field="--llama-backend")
         return backend_family(backend)
 
     @property
