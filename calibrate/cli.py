@@ -199,6 +199,9 @@ def calibrate_command(
     report: Path = typer.Option(None, "--report", help="with --public: write the fidelity report (Markdown, "
                                 "and JSON beside it) here"),
     dry_run: bool = typer.Option(False, "--dry-run", help="with --public: fit and report, write no profile"),
+    profiles_only: bool = typer.Option(False, "--profiles-only", help="with --public: no refit; write every shipped "
+                                       "profile's block from the last full fit (benchmarks/public_fit_state.json), "
+                                       "e.g. for a newly added profile; the corpus must be unchanged since that fit"),
     from_bench: list[str] = typer.Option(None, "--from-bench", help="no probing: fit --hw's efficiencies and the "
                                          "engine's overheads to benchmark result files (vllm bench serve JSON, AIPerf / "
                                          "genai-perf export, GuideLLM benchmarks.json); repeat it or separate files with commas"),
@@ -217,9 +220,14 @@ def calibrate_command(
         if model or endpoint or name or check or extend:
             raise ConfigError("--public fits the shipped profiles to the corpus: no --model, --endpoint, --name, "
                               "--check or --extend", field="--public")
+        if profiles_only:
+            if report or dry_run:
+                raise ConfigError("--profiles-only writes the profiles from the saved fit: no --report or --dry-run",
+                                  field="--profiles-only")
+            return profiles_only_command(corpus)
         return public_command(corpus, report, not dry_run, as_json)
-    if corpus or report or dry_run:
-        raise ConfigError("--corpus, --report and --dry-run go with --public", field="--public")
+    if corpus or report or dry_run or profiles_only:
+        raise ConfigError("--corpus, --report, --dry-run and --profiles-only go with --public", field="--public")
     if check is not None:
         return check_command(check, model, threads, gpu_layers, engine, timeout_s, as_json)
     if extend is not None:
@@ -344,6 +352,14 @@ def from_bench_command(files: list[str], *, hw: str | None, model: str | None, q
     console.print(f"wrote {path}; use it with --hw {name} --engine {engine}", highlight=False)
     if as_json:
         sys.stdout.write(json.dumps({"path": str(path), "fit": fit.summary(), "rows": fit.rows}, indent=2) + "\n")
+
+
+def profiles_only_command(corpus: Path | None) -> None:
+    """`calibrate --public --profiles-only`: the profiles' generated blocks from the saved fit."""
+    from calibrate.public_report import write_profiles_from_saved_fit
+
+    changed = write_profiles_from_saved_fit(corpus)
+    Console(stderr=True).print(f"profiles written: {', '.join(changed) or 'none changed'}", highlight=False)
 
 
 def public_command(corpus: Path | None, report: Path | None, write: bool, as_json: bool) -> None:

@@ -86,6 +86,12 @@ def _repo_relative(where: str) -> str:
     return f"{path}{sep}{line}"
 
 
+# the parts issue 39 added (profiles shipped 2026-12): their held-out-by-device error is reported beside
+# the devices the fit had before them (`summary`'s "lodo_by_device_set")
+ISSUE39_DEVICES = ("apple-m5", "apple-m5-max", "apple-m5-pro", "b200", "b300", "gb200", "h20", "jetson-agx-thor", "l20",
+                   "mi325x", "mi350x", "mi355x", "rtx-5070-ti", "rtx-5080", "rtx-pro-6000", "ryzen-ai-max-395")
+
+
 def summary(v: Validation) -> dict:
     """Every error statistic the report prints, as plain data."""
     rows = [it for it in v.prepared if it.shape is not None]
@@ -123,6 +129,29 @@ def summary(v: Validation) -> dict:
                        "half_rows": p.half_rows},
         }
     out["groups"] = devices
+    sets = {"devices profiled before issue 39": lambda it: it.row.device not in ISSUE39_DEVICES,
+            "issue 39 parts (all)": lambda it: it.row.device in ISSUE39_DEVICES}
+    sets.update({f"{d} ({f})": (lambda it, d=d, f=f: it.row.device == d and it.family == f)
+                 for d, f in sorted({(it.row.device, it.family) for it in rows if it.row.device in ISSUE39_DEVICES})})
+    out["lodo_by_device_set"] = {name: {"all": stats_of(v.lodo, pick),
+                                        "single_stream_decode": stats_of(v.lodo, lambda it, p=pick: p(it) and it.row.metric == "tg")}
+                                 for name, pick in sets.items()}
+    # set-aside rows of those parts, priced by the entry their profile ships (a transfer from the other
+    # devices' fits: their rows were not fitted, so this too is held out by device)
+    from calibrate.public_fit import Excluded, _err, params_for, row_shape
+
+    aside: dict = defaultdict(list)
+    for it in v.prepared:
+        if it.shape is None and it.row.device in ISSUE39_DEVICES and it.excluded.startswith("set aside"):
+            try:
+                shape = row_shape(it.row, v.corpus)
+            except Excluded:
+                continue
+            aside[(it.row.device, it.family)].append((it.row.metric, _err(it.row, shape, params_for(
+                it.row.device, it.family, v.fits, corpus=v.corpus), v.corpus)))
+    for (d, f), errs in sorted(aside.items()):
+        out["lodo_by_device_set"][f"{d} ({f}), set-aside rows under its shipped transfer"] = {
+            "all": _stats([e for _, e in errs]), "single_stream_decode": _stats([e for m, e in errs if m == "tg"])}
     a = out["lodo"]["all"]
     out["targets"] = {
         "lodo_median": {"target": TARGETS["lodo_median"], "value": a["median"]},
@@ -165,6 +194,16 @@ def render_markdown(s: dict, corpus_files: list[str]) -> str:
     for name, t in s["targets"].items():
         met = t["value"] is not None and t["value"] <= t["target"]
         md.append(f"| {name} | <= {_pct(t['target'])} | {_pct(t['value'])} | {'yes' if met else 'no'} |")
+    if s.get("lodo_by_device_set"):
+        md += ["", "## Held out by device: the issue 39 parts beside the devices before them", "",
+               "Leave-one-device-out error of the rows of the parts issue 39 added (their own fits held out: each "
+               "predicted from the other devices, as a user of an unmeasured part would be) next to the devices the "
+               "fit had before them. A Vulkan or ROCm row held out on the only device with rows of its backend is "
+               "predicted from the CUDA/Metal (ggml) fits.", "",
+               "| devices | rows | median | p80 | p90 | tg rows | tg median |", "|---|---|---|---|---|---|---|"]
+        for name, st in s["lodo_by_device_set"].items():
+            tg = st["single_stream_decode"]
+            md.append(f"| {name} | {line(st['all'])} | {tg['n']} | {_pct(tg['median'])} |")
     for name, title in (("lodo", "Leave-one-device-out"), ("loso", "Leave-one-source-out"),
                         ("lomo", "Leave-one-model-out"), ("in_sample", "In sample (the fit's own rows)"),
                         ("before_fit", f"Before the fit (the profiles' guessed efficiencies as of {BASELINE_REV}, "
@@ -223,11 +262,33 @@ def render_markdown(s: dict, corpus_files: list[str]) -> str:
     return "\n".join(md) + "\n"
 
 
-def run_public_fit(corpus: str | Path | None = None, *, write_profiles: bool = True,
-                   report: str | Path | None = None, console=None) -> dict:
-    """Fit, cross-validate, write profiles and the report; returns the summary dict."""
+def write_profiles_from(v: Validation) -> list[str]:
+    """Write every shipped profile's generated block from the fit `v` (`profile_entries`, the one
+    generator of those blocks); the devices whose file changed."""
     from sim.catalog.hardware import shipped_profiles_dir
 
+    changed = []
+    for device, entries in profile_entries(v).items():
+        path = shipped_profiles_dir() / f"{device}.yaml"
+        if path.is_file() and write_profile_block(path, entries):
+            changed.append(device)
+    return changed
+
+
+def write_profiles_from_saved_fit(corpus: str | Path | None = None) -> list[str]:
+    """`calibrate --public --profiles-only`: the blocks of every shipped profile from the last full fit
+    (calibrate/public/state.py), without refitting: what a newly added profile needs (its entries are
+    transfers from the fitted devices). The corpus must be the one that fit read."""
+    from calibrate.public.state import load_state
+
+    corpus_dir = Path(corpus) if corpus is not None else default_corpus_dir()
+    return write_profiles_from(load_state(corpus_dir))
+
+
+def run_public_fit(corpus: str | Path | None = None, *, write_profiles: bool = True,
+                   report: str | Path | None = None, console=None) -> dict:
+    """Fit, cross-validate, write profiles (and the saved fit they come from) and the report; returns
+    the summary dict."""
     corpus_dir = Path(corpus) if corpus is not None else default_corpus_dir()
     # the rows and the device micro-benchmarks (transfer anchors), checked up front: a bad row stops the fit
     corpus = PublicCorpus.load(corpus_dir)
@@ -241,12 +302,10 @@ def run_public_fit(corpus: str | Path | None = None, *, write_profiles: bool = T
     s["moe_routing"] = routing
     s["apple_kquant_matvec"] = matvec
     if write_profiles:
-        changed = []
-        for device, entries in profile_entries(v).items():
-            path = shipped_profiles_dir() / f"{device}.yaml"
-            if path.is_file() and write_profile_block(path, entries):
-                changed.append(device)
-        s["profiles_written"] = changed
+        from calibrate.public.state import save_state
+
+        s["profiles_written"] = write_profiles_from(v)
+        save_state(v, corpus_dir)
         write_routing(routing)
     if report is not None:
         # after the profiles are written: the simulator runs what ships

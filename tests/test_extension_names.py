@@ -76,7 +76,7 @@ def test_every_option_sets_an_engine_field_and_the_sweep_names_are_derived():
         assert o.field.split(".")[0] in fields, o
     assert SWEEP_ALIASES == {"kv": "kv_allocator", "max_seqs": "max_num_seqs",
                              "max_batched_tokens": "max_num_batched_tokens", "ubatch": "ubatch_tokens",
-                             "mem_fraction": "memory_fraction"}
+                             "mem_fraction": "memory_fraction", "llama_backend": "backend"}
     assert overrides_from({"max_seqs": 8, "spec_draft_fraction": 0.1, "flash_attn": True, "kv": None}) == {
         "max_num_seqs": 8, "speculative": {"draft_cost_fraction": 0.1, "method": "eagle"},
         "flash_attention": True, "flash_attention_architectures": ["*"]}

@@ -28,6 +28,7 @@ from calibrate.public.corpus import PublicCorpus, corpus_or_default
 from calibrate.public.replay import SYNTHETIC_SUFFIX, _row_objects, predict, routing_key
 from calibrate.public.replayers import Prepared
 from calibrate.public_corpus import REPO_SOURCE
+from sim.catalog.engine_config import base_family
 from sim.catalog.quant import kernel_class
 
 
@@ -65,7 +66,7 @@ def _classes(items: list[Prepared], corpus: PublicCorpus) -> tuple[str, ...]:
     seen = []
     for it in items:
         _, _, spec, q, _ = _row_objects(it.row, corpus=corpus)
-        c = kernel_class(q, it.family, spec.is_moe)[0]
+        c = kernel_class(q, base_family(it.family), spec.is_moe)[0]
         if c not in seen:
             seen.append(c)
     return tuple(seen)

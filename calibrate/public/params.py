@@ -12,20 +12,25 @@ from functools import cached_property
 
 import numpy as np
 
-from sim.catalog.engine_config import kernel_family_of
+from sim.catalog.engine_config import backend_family, kernel_family_of
 from sim.catalog.hardware import Efficiency
 from sim.catalog.quant import base_class
 
 
 # ---- kernel families and weight classes ---------------------------------------------------------
 
-def engine_family(engine: str, settings: dict | None = None) -> str:
+def engine_family(engine: str, settings: dict | None = None, backend: str = "") -> str:
     """The kernels an engine runs (what its efficiencies are shared with): its preset's `kernel_family`
-    (sim/catalog/engines). LM Studio runs MLX or llama.cpp: a row naming its runtime takes that preset's."""
+    (sim/catalog/engines). LM Studio runs MLX or llama.cpp: a row naming its runtime takes that preset's.
+    With the row's `backend`, a ggml row of llama.cpp's Vulkan or ROCm/HIP backend is its own family
+    (`ggml-vulkan`, `ggml-rocm`: sim.catalog.engine_config.backend_family), fitted apart from the CUDA
+    and Metal rows (`ggml`): other kernels (Vulkan's GLSL shaders; HIP builds of the CUDA kernels
+    without its MMA paths) reach other shares of the same device. Without it, the base family."""
     runtime = str((settings or {}).get("runtime", "")).lower() if engine == "lmstudio" else ""
     if runtime:
         engine = "mlx" if runtime.startswith("mlx") else "llama.cpp"
-    return kernel_family_of(engine)
+    family = kernel_family_of(engine)
+    return backend_family(backend.strip().lower()) if family == "ggml" and backend else family
 
 
 # ---- parameters ---------------------------------------------------------------------------------
@@ -104,6 +109,9 @@ class GroupParams:
     # the K-quant mat-vec ALU cost the entry carries (`PublicCorpus.matvec_flops_for`: the fitted value
     # for llama.cpp on Apple GPUs, else None), set by the fit and the transfer from their corpus
     kquant_matvec_flops: float | None = None
+    # a transfer to a llama.cpp backend family that no other device has rows of (ggml-vulkan, ggml-rocm)
+    # borrows its base family's fits (`transfer`): that family; empty when the donors are of `family`
+    donor_family: str = ""
 
     def pins(self, what: str, cls: str = "") -> bool:
         """Whether the group's rows pinned `what` ("attention", "half_rows", "bandwidth", "compute") of `cls`."""

@@ -51,7 +51,10 @@ def params_for(device: str, family: str, fits: dict[tuple[str, str], GroupParams
 
 
 # which kernel families run on which kind of device (mlx only on Apple Silicon; TensorRT-LLM only on
-# NVIDIA; vLLM/SGLang/TGI on CUDA and ROCm GPUs)
+# NVIDIA; vLLM/SGLang/TGI on CUDA and ROCm GPUs). llama.cpp: `ggml` is its CUDA backend on NVIDIA and
+# its Metal backend on Apple; AMD parts run its ROCm/HIP or its Vulkan backend, each its own family
+# (sim.catalog.engine_config.backend_family; `--llama-backend` picks, `default_backend` when not given). A
+# Vulkan run on an NVIDIA or Apple part is priced with `ggml` (HardwareProfile.efficiency_for).
 def families_for(device: str) -> tuple[str, ...]:
     from sim.catalog.hardware import load_profile
 
@@ -62,6 +65,8 @@ def families_for(device: str) -> tuple[str, ...]:
         return ("ggml", "mlx")
     if hw.vendor == "NVIDIA":
         return ("ggml", "torch", "trtllm")
+    if hw.vendor == "AMD":
+        return ("ggml-rocm", "ggml-vulkan", "torch")
     return ("ggml", "torch")
 
 
@@ -99,6 +104,9 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
             if p.transferred_from:
                 src = (f"no public rows of {family} kernels on {device}: transferred from "
                        f"{', '.join(p.transferred_from)} (nearest architecture, calibrate/public_fit.py transfer)")
+                if p.donor_family:
+                    src += (f"; their {p.donor_family} fits: no other device has public rows of {family} kernels "
+                            f"(llama.cpp's {family.split('-', 1)[1]} backend)")
                 if p.lat_from_microbench:
                     src += ("; all-reduce step latency: this device's own NCCL/RCCL all-reduce micro-benchmark "
                             "(benchmarks/public/device_microbench.csv), no donor of the family ran with CUDA graphs")

@@ -16,6 +16,7 @@ import numpy as np
 from calibrate.public.corpus import PublicCorpus
 from calibrate.public.era import row_is_current
 from calibrate.public.params import GroupParams, engine_family
+from sim.catalog.engine_config import base_family
 from calibrate.public_corpus import PublicRow
 from sim.cost.llamacpp import llamacpp_kernel_args
 from sim.cost.params import CostParams
@@ -266,7 +267,9 @@ def _steady_iteration(cm, batch: float, isl: int, osl: int):
 def cost_params(hw, engine_cfg, q, p: GroupParams, moe: bool = False) -> CostParams:
     """CostParams of a group's parameters on one device (`moe`: for a MoE model): what the simulator
     builds from a profile carrying them (`CostParams.from_profile` -> `from_efficiency`, the same code)."""
-    return CostParams.from_efficiency(hw, q, p.efficiency, p.family, engine_cfg, moe=moe)
+    # a backend family (ggml-vulkan, ggml-rocm) prices GGUF formats by the ggml rules, as the simulator
+    # does for any llama.cpp engine (its EngineConfig.kernel_family stays ggml)
+    return CostParams.from_efficiency(hw, q, p.efficiency, base_family(p.family), engine_cfg, moe=moe)
 
 
 def predict(row: PublicRow, shape: Shape, p: GroupParams, fitting: bool = False,

@@ -283,7 +283,7 @@ def prepare(rows: list[PublicRow], corpus: PublicCorpus | None = None) -> list[P
     it is not fitted: set aside or marked an outlier in its notes, or not replayable."""
     out = []
     for r in rows:
-        fam = engine_family(r.engine, r.settings)
+        fam = engine_family(r.engine, r.settings, r.backend)
         notes = r.extra.get("notes", "")
         if SET_ASIDE_MARK in notes.lower():
             why = notes[notes.lower().index(SET_ASIDE_MARK) + len(SET_ASIDE_MARK):].strip().split(". ")[0].rstrip(".")

@@ -8,6 +8,7 @@ common footing, and `transfer` takes the weighted mean of the donors.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from calibrate.public.microbench import (
     compute_anchor,
 )
 from calibrate.public.params import BOUNDS, ROW_SIGMA, GroupParams
+from sim.catalog.engine_config import base_family
 
 
 # ---- transfer to devices without rows ---------------------------------------------------------------
@@ -33,14 +35,17 @@ def _memory_class(memory_type: str) -> str:
     return m
 
 
+@lru_cache(maxsize=None)
 def device_traits(device: str) -> tuple[str, str, str]:
-    """(generation, memory class, vendor) of a shipped profile, what `transfer` compares."""
+    """(generation, memory class, vendor) of a shipped profile, what `transfer` compares (read once per
+    device: `_tier` asks for them thousands of times per fit, and a profile lookup scans the folders)."""
     from sim.catalog.hardware import load_profile
 
     hw = load_profile(device)
     return hw.generation, _memory_class(hw.memory_type), hw.vendor
 
 
+@lru_cache(maxsize=None)
 def device_package(device: str) -> str:
     """The profile's `package` ('pro', 'max', 'ultra' on Apple chips; '' elsewhere), see `_tier`."""
     from sim.catalog.hardware import load_profile
@@ -136,7 +141,7 @@ def achievable_share(device: str, family: str, cls: str) -> float:
     from sim.catalog.hardware import load_profile
 
     hw = load_profile(device)
-    if family != "ggml":
+    if base_family(family) != "ggml":
         return 1.0
     if "GeForce" in (hw.display_name or ""):
         return GEFORCE_GGML_SHARE.get(cls, 1.0)
@@ -230,6 +235,12 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     (the shipped micro-benchmarks and none without). None when the family was fitted nowhere else."""
     corpus = corpus_or_default(corpus)
     others = [g for (d, f), g in fits.items() if f == family and d != device]
+    donor_family = ""
+    if not others and base_family(family) != family:
+        # a llama.cpp backend family (ggml-vulkan, ggml-rocm) fitted on no other device: its base family's
+        # fits (CUDA and Metal llama.cpp) are the nearest kernels there are, and `donor_family` says so
+        donor_family = base_family(family)
+        others = [g for (d, f), g in fits.items() if f == donor_family and d != device]
     if not others:
         return None
 
@@ -297,6 +308,7 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
         # without donors `_transfer_latency` gives the device's own micro-benchmark (or None)
         lat_from_microbench=not lat_donors and lat_us is not None,
         kquant_matvec_flops=corpus.matvec_flops_for(device, family),
+        donor_family=donor_family,
     )
 
 

@@ -49,6 +49,16 @@ class Validation:
     # the corpus the rows were fitted and predicted with (its micro-benchmarks and fitted routing skew
     # and mat-vec cost): what `profile_entries` transfers and the report's checks price with
     corpus: PublicCorpus = field(default_factory=PublicCorpus)
+    # (row_id, device, family, quantity) of every replayed row, when the rows themselves are not here
+    # (a fit reloaded by calibrate.public.state); None: read off `prepared` (`held_rows`)
+    held: list[tuple[str, str, str, str]] | None = None
+
+
+def held_rows(v: Validation) -> list[tuple[str, str, str, str]]:
+    """(row_id, device, family, quantity) of every replayed row of `v`: what the error bands read."""
+    if v.held is not None:
+        return v.held
+    return [(it.row.row_id, it.row.device, it.family, it.row.quantity) for it in v.prepared if it.shape is not None]
 
 
 def cross_validate(prepared: list[Prepared], corpus: PublicCorpus | None = None,
@@ -124,21 +134,22 @@ def error_bands(v: Validation, device: str, family: str) -> dict[str, dict]:
     generation, or same vendor and memory class), or over every device when those have too few
     rows of the kind (what a transferred prediction has shown elsewhere)."""
     out = {}
-    own = [it for it in v.prepared if it.shape is not None and it.row.device == device and it.family == family]
-    fam = [it for it in v.prepared if it.shape is not None and it.family == family]
+    fam = [(rid, dev, q) for rid, dev, f, q in held_rows(v) if f == family]
+    own = [(rid, q) for rid, dev, q in fam if dev == device]
     fitted_here = (device, family) in v.fits
+    # the comparable devices (`_tier` per distinct device, not per row)
+    near = sorted(d for d in {dev for _, dev, _ in fam} if d != device and _tier(device, d) <= 1)
     for kind in ("prefill", "decode", "throughput", "latency"):
-        mine = [v.lomo[it.row.row_id] for it in own if KINDS[it.row.quantity] == kind and it.row.row_id in v.lomo]
+        mine = [v.lomo[rid] for rid, q in own if KINDS[q] == kind and rid in v.lomo]
         st = _stats(mine)
         if fitted_here and st["n"] >= BAND_MIN_ROWS:
             out[kind] = {"pct": round(100 * st["p80"], 1), "n": st["n"], "basis": "held out by model, this device"}
             continue
         # a transfer's error as shown by comparable devices (same generation, or same vendor and memory
         # class: the tiers `transfer` leans on) when they have rows of the kind, else by every device
-        near = sorted({it.row.device for it in fam if it.row.device != device and _tier(device, it.row.device) <= 1})
         for pool, label in ((near, f"{family} on {', '.join(near)}"), (None, f"all {family} devices")):
-            theirs = [v.lodo[it.row.row_id] for it in fam
-                      if KINDS[it.row.quantity] == kind and (pool is None or it.row.device in pool)]
+            theirs = [v.lodo[rid] for rid, dev, q in fam
+                      if KINDS[q] == kind and (pool is None or dev in pool)]
             st = _stats(theirs)
             if st["n"] >= BAND_MIN_ROWS:
                 out[kind] = {"pct": round(100 * st["p80"], 1), "n": st["n"], "basis": f"held out by device, {label}"}

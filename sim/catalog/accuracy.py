@@ -50,7 +50,10 @@ def expected_error(hw: "HardwareProfile", engine: "EngineConfig | None", *, conc
 
 def _kernel_error(hw: "HardwareProfile", engine: "EngineConfig | None") -> dict:
     name = engine.name if engine is not None else None
-    family = (engine.kernel_family or engine.name) if engine is not None else None
+    # a llama.cpp engine's family is its backend's (ggml-vulkan, ggml-rocm), else ggml where that is unfitted
+    family = engine.efficiency_family(hw) if engine is not None else None
+    if family and family.startswith("ggml-") and family not in hw.engine_efficiency:
+        family = "ggml"
     cal = hw.calibration or {}
     if name and name in hw.engine_efficiency and cal.get("engine") == name:
         # a local calibration: its own held-out probes (calibrate/fit.py), median |error| per kind

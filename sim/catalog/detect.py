@@ -43,7 +43,7 @@ NAME_TO_PROFILE: list[tuple[str, str]] = [
     (r"RTX PRO 6000", "rtx-pro-6000"), (r"RTX 5090", "rtx-5090"), (r"RTX 5080", "rtx-5080"),
     (r"RTX 5070 Ti", "rtx-5070-ti"), (r"RTX 4090", "rtx-4090"), (r"RTX 3090", "rtx-3090"),
     (r"\bGB10\b|DGX Spark", "dgx-spark"), (r"\bThor\b", "jetson-agx-thor"),
-    (r"MI355X", "mi355x"), (r"MI325X", "mi325x"), (r"MI300X", "mi300x"),
+    (r"MI355X", "mi355x"), (r"MI350X", "mi350x"), (r"MI325X", "mi325x"), (r"MI300X", "mi300x"),
     (r"RYZEN AI MAX\+? (PRO )?395", "ryzen-ai-max-395"),
     (r"Apple M5 Max", "apple-m5-max"), (r"Apple M5 Pro", "apple-m5-pro"), (r"Apple M5\b", "apple-m5"),
     (r"Apple M4 Max", "apple-m4-max"), (r"Apple M4 Pro", "apple-m4-pro"),

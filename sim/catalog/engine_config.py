@@ -217,6 +217,14 @@ class EngineConfig(BaseModel):
             "(calibrate/public_fit.py); None = the engine's own name"
         ),
     )
+    backend: Literal["cuda", "metal", "vulkan", "rocm"] | None = Field(
+        None,
+        description=(
+            "llama.cpp GPU backend (engines of the ggml kernel family): cuda, metal, vulkan or rocm (HIP). Vulkan "
+            "and ROCm have their own kernels and their own fitted efficiencies (kernel families ggml-vulkan, "
+            "ggml-rocm); None = the device's usual one (`default_backend`)"
+        ),
+    )
     tp: int = Field(1, ge=1, le=64, description="tensor-parallel degree: devices each layer is split across")
     pp: int = Field(1, ge=1, le=64, description="pipeline-parallel degree: stages the layers are split into")
     expert_parallel: bool = Field(
@@ -260,6 +268,9 @@ class EngineConfig(BaseModel):
             unknown = set(rule.set) - settable
             if unknown:
                 raise ValueError(f"hardware_rules[{i}].set: unknown field(s) {', '.join(sorted(unknown))}")
+        if self.backend is not None and (self.kernel_family or self.name) != "ggml":
+            raise ValueError(f"backend '{self.backend}' is a llama.cpp backend; engine '{self.name}' runs "
+                             f"{self.kernel_family or self.name} kernels")
         if self.gpu_layers is not None and (self.tp > 1 or self.pp > 1):
             raise ValueError("gpu_layers (partial offload) cannot be combined with tp or pp > 1")
         get_quant(self.default_quant)  # raises ConfigError naming the known formats
@@ -283,6 +294,20 @@ class EngineConfig(BaseModel):
                 "for the slots scheduler: each slot owns context_size / max_num_seqs tokens"
             )
         return self
+
+    def efficiency_family(self, hw) -> str:
+        """The kernel family whose fitted efficiencies price this engine on `hw`: `kernel_family`,
+        except that a ggml engine's is its llama.cpp backend's (`backend_family`): `backend`, else the
+        device's usual one (`default_backend`). A backend the device cannot run is a one-line error."""
+        family = self.kernel_family or self.name
+        if family != "ggml":
+            return family
+        backend = self.backend or default_backend(hw)
+        allowed = BACKEND_VENDORS.get(backend)
+        if allowed is not None and hw.vendor not in allowed:
+            raise ConfigError(f"llama.cpp backend '{backend}' does not run on {hw.name} ({hw.vendor or hw.kind}); "
+                              f"this device runs: {', '.join(backends_for(hw))}", field="--llama-backend")
+        return backend_family(backend)
 
     @property
     def per_slot_context(self) -> bool:
@@ -518,6 +543,49 @@ def load_engine(name_or_path: str | Path) -> EngineConfig:
     close = difflib.get_close_matches(s.lower(), names, n=4, cutoff=0.4)
     hint = f"; did you mean: {', '.join(close)}?" if close else f"; known: {', '.join(presets)}"
     raise ConfigError(f"unknown engine '{s}'{hint}", field="--engine")
+
+
+# ---- llama.cpp backends ------------------------------------------------------------------------------
+
+# Which vendors' GPUs each llama.cpp backend runs on (ggml/src/ggml-cuda, ggml-metal, ggml-vulkan; the
+# ROCm/HIP build compiles ggml-cuda's kernels with hipcc for AMD GPUs). Vulkan runs on any GPU.
+BACKEND_VENDORS: dict[str, tuple[str, ...] | None] = {
+    "cuda": ("NVIDIA",), "metal": ("Apple",), "rocm": ("AMD",), "vulkan": None}
+
+
+def backend_family(backend: str | None) -> str:
+    """The kernel family of a llama.cpp backend: `ggml` for CUDA and Metal (the families the public fit
+    has always called ggml: one per device, and no device runs both), `ggml-vulkan` and `ggml-rocm` for
+    the backends with their own kernels (calibrate/public/params.py `engine_family`)."""
+    return f"ggml-{backend}" if backend in ("vulkan", "rocm") else "ggml"
+
+
+def base_family(family: str | None) -> str | None:
+    """The family whose kernel classes and cost rules a (backend) family shares: ggml for ggml-vulkan
+    and ggml-rocm (the same GGUF formats, priced by the same roofline), else itself."""
+    return "ggml" if family and family.startswith("ggml-") else family
+
+
+def default_backend(hw) -> str:
+    """The llama.cpp backend people run on `hw` when they do not say: CUDA on NVIDIA, Metal on Apple;
+    on AMD, ROCm/HIP on the Instinct (kind gpu) parts that ROCm supports first, Vulkan on the Ryzen AI
+    APUs (kind unified-soc: llama.cpp's own Linux and Windows release builds for AMD are Vulkan ones, and
+    on the Ryzen AI Max+ 395 RADV Vulkan decodes faster than ROCm 7.2.3 for each of the three models of
+    kyuz0's toolbox logs, 55.73 / 79.78 / 56.61 against 50.59 / 73.05 / 51.81 tokens/s:
+    benchmarks/public/new_devices.csv); CPU otherwise."""
+    vendor = getattr(hw, "vendor", "")
+    if vendor == "NVIDIA":
+        return "cuda"
+    if vendor == "Apple":
+        return "metal"
+    if vendor == "AMD":
+        return "rocm" if hw.kind == "gpu" else "vulkan"
+    return "cpu"
+
+
+def backends_for(hw) -> list[str]:
+    """The llama.cpp GPU backends `hw` can run (BACKEND_VENDORS)."""
+    return [b for b, vendors in BACKEND_VENDORS.items() if vendors is None or getattr(hw, "vendor", "") in vendors]
 
 
 @lru_cache(maxsize=None)

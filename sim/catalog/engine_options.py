@@ -51,6 +51,9 @@ def _options() -> tuple[EngineOption, ...]:
         o("block_size", "--block-size", "block_size", int, "tokens per KV block (paged)"),
         o("mem_fraction", "--mem-fraction", "memory_fraction", float, "share of device memory the engine takes"),
         o("kv_dtype", "--kv-dtype", "kv_dtype", str, "KV-cache element type: fp16|bf16|fp8|q8_0|q4_0"),
+        o("llama_backend", "--llama-backend", "backend", str,
+          "llama.cpp GPU backend: cuda|metal|vulkan|rocm (default: the device's usual one: ROCm on AMD Instinct, "
+          "Vulkan on Ryzen AI APUs); Vulkan and ROCm have their own fitted efficiencies"),
         o("tp", "--tp", "tp", int, "tensor-parallel degree (devices per layer)"),
         o("pp", "--pp", "pp", int, "pipeline-parallel degree (stages)"),
         o("gpu_layers", "--gpu-layers", "gpu_layers", str,

@@ -323,6 +323,8 @@ class HardwareProfile(BaseModel):
             return self.engine_efficiency[engine]
         if family and family in self.engine_efficiency:
             return self.engine_efficiency[family]
+        if family and family.startswith("ggml-") and "ggml" in self.engine_efficiency:
+            return self.engine_efficiency["ggml"]  # a llama.cpp backend never fitted here: its base family's
         return self.efficiency
 
 

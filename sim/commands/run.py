@@ -334,7 +334,7 @@ def _config_line(spec, eng, prof, model) -> str:
     load = (f"closed loop, {spec.concurrency} client{'s' if spec.concurrency > 1 else ''}") if spec.concurrency else "open loop (trace arrival times)"
     if spec.rate_scale != 1.0:
         load += f", rate x{spec.rate_scale:g}"
-    eff = prof.efficiency_for(eng.name, eng.kernel_family or eng.name)
+    eff = prof.efficiency_for(eng.name, eng.efficiency_family(prof))
     if spec.efficiency_from:
         load += (f" | efficiencies from {spec.efficiency_from}: compute={eff.compute:.3g} "
                  f"bandwidth={eff.bandwidth:.3g} attention={eff.attention:.3g}, peaks from {hw_name}")

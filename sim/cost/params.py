@@ -116,7 +116,8 @@ class CostParams:
         q = quant if isinstance(quant, QuantFormat) else get_quant(quant)
         name = engine.name if engine is not None else None
         family = (engine.kernel_family or engine.name) if engine is not None else None
-        eff = hw.efficiency_for(name, family)
+        # a llama.cpp engine's efficiencies are its backend's family's (ggml-vulkan, ggml-rocm on AMD)
+        eff = hw.efficiency_for(name, engine.efficiency_family(hw) if engine is not None else None)
         own_measurement = eff is not hw.efficiency
         calibrated_on_engine = name is not None and (hw.calibration or {}).get("engine") == name
         scale = engine.efficiency_scale if engine is not None and not own_measurement and not calibrated_on_engine \

@@ -354,7 +354,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         q = spec.quant(quant or eng.default_quant)
         params = params or CostParams.from_profile(prof, q, eng, spec.is_moe)
         # an engine family's fitted all-reduce step latency replaces the profile's (Efficiency)
-        latency_us = prof.efficiency_for(eng.name, eng.kernel_family or eng.name).interconnect_latency_us
+        latency_us = prof.efficiency_for(eng.name, eng.efficiency_family(prof)).interconnect_latency_us
         parallel = (ParallelConfig.for_profile(prof, eng.tp, eng.pp, latency_us=latency_us,
                                                expert_parallel=eng.expert_parallel)
                     if eng.tp * eng.pp > 1 else None)
