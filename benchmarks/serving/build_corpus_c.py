@@ -86,8 +86,96 @@ def vultr_cuda_rows() -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
+# 2. Mushfiqur Rahman, "Benchmarking Mistral-7B on RTX 4090: vLLM Concurrency, Latency, and Capacity
+#    Planning" (mushfiqrahman.dev), Part 1 "Full Concurrency Sweep", Results table.
+MUSHFIQ_URL = ("https://mushfiqrahman.dev/benchmarking-mistral-7b-on-rtx-4090-vllm-concurrency-latency-"
+               "and-capacity-planning/")
+MUSHFIQ = [  # Max Concurrency | Req/s | Output Tok/s | Mean TTFT (ms) | Median TTFT (ms) | P99 TTFT (ms)
+    ("4", "2.09", "210", "63", "53", "157"),
+    ("8", "3.78", "377", "79", "55", "268"),
+    ("16", "6.44", "644", "155", "97", "503"),
+    ("32", "9.73", "975", "362", "277", "938"),
+    ("48", "11.87", "1190", "667", "840", "1483"),
+]
+
+
+def mushfiq_rows() -> list[dict]:
+    curve = f"{PREFIX}-mushfiqrahman-rtx4090-vllm-mistral-7b-v0.3-256-128"
+    base = {
+        "curve_id": curve, "source": MUSHFIQ_URL,
+        "source_ref": ("mushfiqrahman.dev, \"Benchmarking Mistral-7B on RTX 4090: vLLM Concurrency, Latency, and "
+                       "Capacity Planning\", Part 1 - Full Concurrency Sweep, Results table"),
+        "publisher": "Mushfiqur Rahman (mushfiqrahman.dev)", "engine": "vllm", "engine_version": "unknown",
+        "engine_flags": "--tokenizer-mode mistral (\"vLLM (tokenizer-mode mistral)\", OpenAI-compatible mode; other flags not printed)",
+        "device": "rtx-4090", "device_variant": "single RTX 4090 (24GB)", "n_devices": "1", "tp": "1",
+        "model": "mistral-7b-v0.3", "quant": "not stated", "kv_cache_dtype": "not stated",
+        "client": "vllm-bench-serve", "dataset": "random", "input_tokens": "256", "output_tokens": "128",
+        "range_ratio": "", "num_prompts": "300", "warmup": "", "ramp_up": "", "ignore_eos": "not stated",
+        "load_kind": "concurrency", "request_rate": "inf", "burstiness": "1.0",
+    }
+    note = ("Model mistralai/Mistral-7B-Instruct-v0.3 (catalog id mistral-7b-v0.3). Workload A: 256 input tokens -> 128 "
+            "output tokens; 300 prompts sent at an effectively infinite request rate, capped at each Max Concurrency; "
+            "Poisson arrival model. The post does not show the client command or the vLLM version: client recorded as "
+            "vllm-bench-serve (and dataset random) because the settings it names (number of prompts, request rate inf, "
+            "max concurrency, Poisson arrivals) and the statistics it prints (Req/s, Output Tok/s, Mean/Median/P99 TTFT) "
+            "are that tool's; lengths are the stated fixed 256/128. No TPOT/ITL printed. Median TTFT at 48 (840 ms) "
+            "exceeds the mean (667 ms) as printed.")
+    rows = []
+    for c, rps, otps, mean, med, p99 in MUSHFIQ:
+        printed = (f"| Max Concurrency {c} | Req/s {rps} | Output Tok/s {otps} | Mean TTFT (ms) {mean} | "
+                   f"Median TTFT (ms) {med} | P99 TTFT (ms) {p99} |")
+        for q, stat, v in (("request_tps", "value", rps), ("output_tps", "value", otps), ("ttft_ms", "mean", mean),
+                           ("ttft_ms", "median", med), ("ttft_ms", "p99", p99)):
+            rows.append(_row(base, row_id=f"{curve}-c{c}-{q}-{stat}", max_concurrency=c, quantity=q, statistic=stat,
+                             value=fmt(num(v)), as_printed=printed, derivation="", notes=note))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Yobitel InferenceBench (yobitelcomm/bench), docs/recipes/concurrency-sweep.md: the "Sweep results
+#    (concurrency)" summary table of llm.inference.chatbot-short on one H100, vLLM 0.21.0.
+YOBITEL_COMMIT = "1a865f62a7e51f3d8f133b46452a5b18a2f2bd7e"
+YOBITEL_URL = f"https://github.com/yobitelcomm/bench/blob/{YOBITEL_COMMIT}/docs/recipes/concurrency-sweep.md"
+YOBITEL = [  # conc | throughput_tok_per_s | ttft_p50_ms | ttft_p99_ms | tpot_p50_ms | ok_rate | J/tok
+    ("1", "122.2", "13.98", "14.95", "6.48", "1.000", "7.239"),
+    ("4", "580.3", "22.75", "32.18", "6.59", "1.000", "1.631"),
+    ("16", "1,384.2", "41.69", "64.71", "10.94", "1.000", "0.700"),
+    ("64", "1,312.3", "86.92", "464.7", "46.91", "1.000", "0.691"),
+]
+
+
+def yobitel_rows() -> list[dict]:
+    curve = f"{PREFIX}-yobitel-inferencebench-h100-vllm0.21.0-llama-3.1-8b-chatbot-short"
+    base = {
+        "curve_id": curve, "source": YOBITEL_URL,
+        "source_ref": f"yobitelcomm/bench@{YOBITEL_COMMIT[:7]}:docs/recipes/concurrency-sweep.md, \"Sweep results (concurrency)\" table",
+        "publisher": "Yobitel (InferenceBench)", "engine": "vllm", "engine_version": "0.21.0",
+        "engine_flags": "server started separately (bench run --base-url http://localhost:8000/v1); server flags not printed",
+        "device": "h100-sxm", "device_variant": "single H100-80GB-HBM3", "n_devices": "1", "tp": "1",
+        "model": "llama-3.1-8b", "quant": "fp16", "kv_cache_dtype": "not stated", "client": "custom",
+        "dataset": "InferenceBench builtin chatbot-short prompts (10 short questions)", "input_tokens": "",
+        "output_tokens": "", "range_ratio": "", "num_prompts": "", "warmup": "", "ramp_up": "",
+        "ignore_eos": "not stated", "load_kind": "concurrency", "request_rate": "", "burstiness": "1.0",
+    }
+    note = ("Model meta-llama/Llama-3.1-8B-Instruct, `bench run llm.inference.chatbot-short --engine vllm --quant fp16 "
+            "--sweep 1,4,16,64`, captured 2026-05-16. The suite (plugins/llm-inference/.../benchmarks/chatbot-short.yaml) "
+            "is a closed loop over a 120 s measurement window on the plugin's ten built-in short prompts (datasets.py "
+            "_BUILTIN_PROMPTS, one sentence each) with max_tokens=128 per request (plugin.py); input token counts and "
+            "realised output lengths are not printed, so the serving fit cannot replay it (closed loop on a non-random "
+            "dataset). throughput_tok_per_s is output tokens / measurement window (plugin.py). ok_rate 1.000 at every point.")
+    rows = []
+    for c, tput, t50, t99, tpot50, ok, jtok in YOBITEL:
+        printed = f" {c}     {tput}  {t50}  {t99}  {tpot50}  {ok}  {jtok}  (conc throughput_tok_per_s ttft_p50_ms ttft_p99_ms tpot_p50_ms ok_rate J/tok)"
+        for q, stat, v in (("output_tps", "value", tput), ("ttft_ms", "median", t50), ("ttft_ms", "p99", t99),
+                           ("tpot_ms", "median", tpot50)):
+            rows.append(_row(base, row_id=f"{curve}-c{c}-{q}-{stat}", max_concurrency=c, quantity=q, statistic=stat,
+                             value=fmt(num(v)), as_printed=printed, derivation="", notes=note))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
 def all_rows() -> list[dict]:
-    return vultr_cuda_rows()
+    return vultr_cuda_rows() + mushfiq_rows() + yobitel_rows()
 
 
 def render(rows: list[dict]) -> str:
