@@ -174,8 +174,121 @@ def yobitel_rows() -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
+# 4. Faradawn Yang (NVIDIA), github.com/faradawn/bench3: `--save-result` JSON files of
+#    `python -m tensorrt_llm.serve.scripts.benchmark_serving` (TensorRT-LLM's copy of vLLM's
+#    benchmark_serving.py: same metric definitions and JSON keys) against vLLM 0.11.2 and trtllm-serve,
+#    Meta-Llama-3-8B-Instruct, random token ids, --ignore-eos. Figures transcribed from the JSON text.
+FARA_COMMIT = "2d98d588434bfb5d69e117905d4f7566140f9f4d"
+FARA_BASE = f"https://github.com/faradawn/bench3/blob/{FARA_COMMIT}/"
+FARA_KEYS = ("num_prompts", "max_concurrency", "completed", "duration", "total_input_tokens", "total_output_tokens",
+             "request_throughput", "output_throughput", "total_token_throughput", "mean_ttft_ms", "median_ttft_ms",
+             "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms",
+             "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms")
+FARA = [  # file, then FARA_KEYS' values exactly as written in the JSON
+    ('1_vllm/concurrency_1.json', '5', '1', '5', '15.76236102799885', '640', '2560', '0.3172113613638494', '162.4122170182909', '203.01527127286363', '30.507872998714447', '29.413916054181755', '34.08020741306245', '6.106767810538498', '6.091706645665891', '6.17927199627825', '6.106770443848522', '6.034648977220058', '6.913517785724253', '3151.0662241838872', '3144.189849961549', '3186.804321319796'),
+    ('1_vllm/concurrency_4.json', '20', '4', '20', '16.193600167986006', '2560', '10240', '1.2350558117112875', '632.3485755961792', '790.4357194952241', '56.66168885072693', '56.86787550803274', '67.00791523209773', '6.2234744795351125', '6.235442961768453', '6.293069089928263', '6.223475865059698', '6.196763541083783', '7.673392042052', '3236.85714789317', '3247.430090501439', '3282.427283807192'),
+    ('1_vllm/concurrency_8.json', '40', '8', '40', '16.863491432974115', '5120', '20480', '2.3719880404947338', '1214.4578767333037', '1518.0723459166295', '75.6126690946985', '74.65157454134896', '111.3520378351677', '6.439846692021997', '6.434424854122437', '6.50143424374117', '6.441739023780191', '6.426999520044774', '8.148543783463532', '3366.3743287179386', '3366.0209809895605', '3394.534891335061'),
+    ('3_trtllm_pytorch/concurrency_1.json', '5', '1', '5', '13.667271472048014', '640', '2560', '0.36583746874611245', '187.30878399800957', '234.13597999751198', '56.23698318377137', '44.9023200199008', '82.05777773633599', '5.236654373071723', '5.236153266212216', '5.2488607404764505', '5.2366569295613035', '5.221781088039279', '6.253788559697569', '2732.167367823422', '2727.1382310427725', '2762.1750939358026'),
+    ('3_trtllm_pytorch/concurrency_4.json', '5', '4', '5', '5.561779693001881', '640', '2560', '0.8989928181246118', '460.28432287980127', '575.3554035997516', '93.15396482124925', '106.60002403892577', '110.0015523750335', '5.339595264483631', '5.364546203282306', '5.3674784650453855', '5.339598163612434', '5.32526196911931', '6.4012671681121', '2821.687144972384', '2847.449876833707', '2852.783048013225'),
+    ('3_trtllm_pytorch/concurrency_8.json', '5', '8', '5', '2.8315532540436834', '640', '2560', '1.7658152792498611', '904.0974229759289', '1130.1217787199112', '72.48533922247589', '72.2829659935087', '73.9299751445651', '5.3881064726225665', '5.388715273906603', '5.392010829442429', '5.388109042690138', '5.375338951125741', '7.043276601471007', '2825.8077467326075', '2826.3963640201837', '2827.5234333518893'),
+    ('4_trtllm_engine/concurrency_1.json', '5', '1', '5', '15.279218459036201', '640', '2560', '0.32724186864695143', '167.54783674723913', '209.4347959340489', '27.074331557378173', '26.841009967029095', '32.33714558184147', '5.924816708920665', '5.935184888581794', '5.941108894514361', '5.924819201256518', '5.915697896853089', '9.036047928966582', '3054.6556698158383', '3058.445612899959', '3064.1590893175453'),
+    ('4_trtllm_engine/concurrency_4.json', '20', '4', '20', '15.80637103994377', '2560', '10240', '1.2653125723455843', '647.8400370409391', '809.800046301174', '38.13015683554113', '34.946386935189366', '60.90601350646466', '6.107083251658798', '6.102759084425532', '6.128345974288159', '6.107085030853981', '6.119366968050599', '9.098867769353092', '3158.849698433187', '3157.166729099117', '3176.588971540332'),
+    ('4_trtllm_engine/concurrency_8.json', '40', '8', '40', '18.449882185086608', '5120', '20480', '2.1680355244941762', '1110.0341885410182', '1387.5427356762727', '138.7468216184061', '62.94018204789609', '704.0466305660084', '6.829590791856429', '6.3527903053453905', '8.8378596882365', '6.829592291791531', '6.292850011959672', '11.042814969550838', '3628.6677162570413', '3312.4140985310078', '4568.705038125627'),
+    ('old_results/pytorch_hf/concurrency_16.json', '80', '16', '80', '4.152682126034051', '40960', '10240', '19.264657773457525', '2465.8761950025632', '12329.380975012815', '163.2326803606702', '161.9032594608143', '253.87574527529065', '5.192575869851701', '5.165382252188444', '6.08103144907495', '5.192581158189569', '0.5433845217339694', '60.983421766431995', '822.6898158318363', '828.5831204848364', '874.6712294069584'),
+    ('old_results/pytorch_hf/concurrency_64.json', '320', '64', '320', '9.512616983964108', '163840', '40960', '33.63953374128696', '4305.860318884731', '21529.301594423654', '628.30115134675', '602.1259154658765', '954.4823741319124', '9.809448193748644', '9.705363559228639', '13.345531412908134', '9.80945321732186', '0.03430142533034086', '259.44170179427647', '1874.1010719528276', '1876.0541109368205', '2270.0883421418257'),
+    ('old_results/pytorch_hf/concurrency_128.json', '640', '128', '640', '20.18868691602256', '327680', '81920', '31.700922534593868', '4057.718084428015', '20288.590422140074', '1348.8818357684067', '1109.009251522366', '3660.708155272296', '16.322056975390815', '16.4216199727531', '42.851478864272', '16.322061359510478', '0.05404703551903367', '213.91459351638335', '3421.78307164304', '3198.5986244981177', '6343.497480292572'),
+    ('old_results/trt_engine/concurrency_16.json', '80', '16', '80', '7.178653200971894', '40960', '10240', '11.144151661925815', '1426.4514127265043', '7132.257063632521', '694.4183033527224', '720.2053149812855', '963.9847210689912', '5.272509036681938', '5.26803083888321', '5.488610889003648', '5.272515155705', '4.946442029904574', '21.624037910951273', '1364.0269510113285', '1387.6743739820085', '1638.9580962643956'),
+    ('old_results/trt_engine/concurrency_64.json', '320', '64', '320', '32.704676960012875', '163840', '40960', '9.784533276119967', '1252.4202593433558', '6262.101296716779', '5178.436074297861', '4914.724318485241', '8621.657514132094', '6.164093685744208', '5.273989771628445', '34.58145269468669', '6.1640988185627785', '4.979494493454695', '23.88958792551423', '5961.275972387375', '5588.241999968886', '9324.757279377664'),
+    ('old_results/trt_engine/concurrency_128.json', '640', '128', '640', '58.624574071960524', '327680', '81920', '10.91692366437345', '1397.3662290398015', '6986.831145199008', '10063.90881428033', '10440.769718494266', '13045.753102328163', '5.261903914253894', '5.277253276261494', '23.293398716890323', '5.261908969414506', '4.925783956423402', '19.841985169332528', '10732.170611390575', '11113.568225468043', '13716.034442244563'),
+]
+FARA_METRICS = (("request_throughput", "request_tps", "value"), ("output_throughput", "output_tps", "value"),
+                ("total_token_throughput", "total_tps", "value"), ("mean_ttft_ms", "ttft_ms", "mean"),
+                ("median_ttft_ms", "ttft_ms", "median"), ("p99_ttft_ms", "ttft_ms", "p99"),
+                ("mean_tpot_ms", "tpot_ms", "mean"), ("median_tpot_ms", "tpot_ms", "median"),
+                ("p99_tpot_ms", "tpot_ms", "p99"), ("mean_itl_ms", "itl_ms", "mean"),
+                ("median_itl_ms", "itl_ms", "median"), ("p99_itl_ms", "itl_ms", "p99"),
+                ("mean_e2el_ms", "e2el_ms", "mean"), ("median_e2el_ms", "e2el_ms", "median"),
+                ("p99_e2el_ms", "e2el_ms", "p99"))
+_FARA_CLIENT = ("`python -m tensorrt_llm.serve.scripts.benchmark_serving --backend openai --dataset-name random "
+                "--random-input-len {isl} --random-output-len {osl} --num-prompts {np} --max-concurrency {c} --ignore-eos "
+                "--random-ids --percentile-metrics ttft,tpot,itl,e2el --save-result` (TensorRT-LLM's copy of vLLM's "
+                "benchmark_serving.py: same request loop, metric definitions and JSON keys, so client = vllm-bench-serve); "
+                "the printed totals show fixed lengths ({n} successful requests, total input tokens {ti}, total generated "
+                "tokens {to}).")
+FARA_CURVES = {
+    "1_vllm": dict(
+        curve="vllm0.11.2-h200-llama-3-8b-tp1-128-512", engine="vllm", version="0.11.2",
+        flags="--dtype bfloat16 --max-model-len 1024 (the server's non-default args in logs/vllm_server.log; TP 1)",
+        n="1", isl="128", osl="512", script="launch_benchmark.sh (concurrency 1 4 8, num_prompts = 5 x concurrency)",
+        note="vLLM V1 engine 0.11.2 (logs/vllm_server.log: FLASH_ATTN backend, KV cache 105.97 GiB = 868,080 tokens)."),
+    "3_trtllm_pytorch": dict(
+        curve="trtllm1.2.0rc4-pytorch-h200-llama-3-8b-tp1-128-512", engine="trtllm", version="1.2.0rc4",
+        flags=("trtllm-serve, PyTorch backend (result folder 3_trtllm_pytorch); the serve command is not in the repo. "
+               "logs/trtllm-serve-egine.log records a TensorRT LLM 1.2.0rc4 PyTorch-backend server started 2025-12-07 00:20 "
+               "(tensor_parallel_size=1, max_batch_size=32, max_num_tokens=1024, kv_cache_dtype auto) before these results "
+               "(00:52-00:53); the log's file name says engine, its content says PyTorch backend"),
+        n="1", isl="128", osl="512", script="an earlier launch_benchmark.sh: num_prompts 5 at every concurrency (as the JSON records)",
+        note=("num_prompts is 5 at concurrency 4 and 8 (JSON num_prompts), so at C=8 only 5 requests ever run; a replay keeps "
+              "the 5 prompts (its cap is min(N, ...)), so the point is comparable as measured, but it is not an 8-client load.")),
+    "4_trtllm_engine": dict(
+        curve="trtllm-engine-h200-llama-3-8b-tp1-128-512", engine="trtllm", version="unknown",
+        flags=("trtllm-serve, TensorRT engine backend per the result folder name (4_trtllm_engine); serve command, engine "
+               "build settings and TP are not recorded in the repo (client container nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc4)"),
+        n="1", isl="128", osl="512", script="launch_benchmark.sh (concurrency 1 4 8, num_prompts = 5 x concurrency)",
+        note="outlier: the engine's build settings (max batch, TP) are not recorded, so a replay cannot know its capacity."),
+    "old_results/pytorch_hf": dict(
+        curve="trtllm-pytorch-h200x2-llama-3-8b-tp2-512-128", engine="trtllm", version="unknown",
+        flags=("trtllm-serve meta-llama/Meta-Llama-3-8B-Instruct --backend pytorch --tp_size 2 --max_batch_size 256 "
+               "--max_num_tokens 2048 --max_seq_len 4096 --kv_cache_free_gpu_memory_fraction 0.9 (run_comparison_benchmark.sh)"),
+        n="2", isl="512", osl="128", script="run_comparison_benchmark.sh (concurrency 16 64 128, num_prompts = 5 x concurrency)",
+        note=("README/benchmark_summary.txt: 2x H200, TP=2, FP16 (the checkpoint is bf16; dtype not set), ISL 512 / OSL 128; "
+              "the TensorRT-LLM version of this run (2025-11-28, container 'trtllm') is not recorded. Median ITL ~0.03-0.5 ms "
+              "with mean ITL = mean TPOT shows tokens streamed in bursts: use TPOT, not ITL, from this curve.")),
+    "old_results/trt_engine": dict(
+        curve="trtllm-engine-h200x2-llama-3-8b-tp2-512-128", engine="trtllm", version="unknown",
+        flags=("trtllm-serve <engine_path: engine_fp16_2gpu> --tokenizer <...> --backend tensorrt --tp_size 2 --max_batch_size 256 "
+               "--max_num_tokens 2048 --max_seq_len 4096 --kv_cache_free_gpu_memory_fraction 0.9 (run_comparison_benchmark.sh); "
+               "engine build settings not recorded"),
+        n="2", isl="512", osl="128", script="run_comparison_benchmark.sh (concurrency 16 64 128, num_prompts = 5 x concurrency)",
+        note=("outlier: throughput stays at ~1.3-1.4k tok/s from C=16 to 128 while TTFT grows 0.7 -> 10 s, i.e. the prebuilt "
+              "engine admits few requests (its build-time max batch is not recorded), so its capacity cannot be replayed.")),
+}
+
+
+def faradawn_rows() -> list[dict]:
+    rows = []
+    for rec in FARA:
+        f = rec[0]
+        v = dict(zip(FARA_KEYS, rec[1:]))
+        folder = f.rsplit("/", 1)[0]
+        cfg = FARA_CURVES[folder]
+        curve = f"{PREFIX}-faradawn-bench3-{cfg['curve']}"
+        tp = cfg["n"]
+        device_variant = ("2x H200 (README and old_results/benchmark_summary.txt: Hardware 2x H200 GPUs), TP 2" if tp == "2" else
+                          "one H200 of the README's 2x H200 machine (server logs: total GPU memory 139.8 GiB, world size 1)")
+        client = _FARA_CLIENT.format(isl=cfg["isl"], osl=cfg["osl"], np=v["num_prompts"], c=v["max_concurrency"],
+                                     n=v["completed"], ti=v["total_input_tokens"], to=v["total_output_tokens"])
+        base = {
+            "curve_id": curve, "source": FARA_BASE + f, "source_ref": f"faradawn/bench3@{FARA_COMMIT[:7]}:{f}",
+            "publisher": "Faradawn Yang (NVIDIA; github.com/faradawn)", "engine": cfg["engine"],
+            "engine_version": cfg["version"], "engine_flags": cfg["flags"], "device": "h200",
+            "device_variant": device_variant, "n_devices": tp, "tp": tp,
+            "model": "meta-llama/Meta-Llama-3-8B-Instruct", "quant": "bf16", "kv_cache_dtype": "auto",
+            "client": "vllm-bench-serve", "dataset": "random", "input_tokens": cfg["isl"], "output_tokens": cfg["osl"],
+            "range_ratio": "", "num_prompts": v["num_prompts"], "warmup": "", "ramp_up": "", "ignore_eos": "true",
+            "load_kind": "concurrency", "max_concurrency": v["max_concurrency"], "request_rate": "inf",
+            "burstiness": "1.0", "derivation": "",
+        }
+        for key, q, stat in FARA_METRICS:
+            rows.append(_row(base, row_id=f"{curve}-c{v['max_concurrency']}-{q}-{stat}", quantity=q, statistic=stat,
+                             value=fmt(float(v[key])), as_printed=f"\"{key}\": {v[key]}",
+                             notes=f"{cfg['note']} Client: {client} Script: {cfg['script']}."))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
 def all_rows() -> list[dict]:
-    return vultr_cuda_rows() + mushfiq_rows() + yobitel_rows()
+    return vultr_cuda_rows() + mushfiq_rows() + yobitel_rows() + faradawn_rows()
 
 
 def render(rows: list[dict]) -> str:
