@@ -218,7 +218,7 @@ _FARA_CLIENT = ("`python -m tensorrt_llm.serve.scripts.benchmark_serving --backe
 FARA_CURVES = {
     "1_vllm": dict(
         curve="vllm0.11.2-h200-llama-3-8b-tp1-128-512", engine="vllm", version="0.11.2",
-        flags="--dtype bfloat16 --max-model-len 1024 (the server's non-default args in logs/vllm_server.log; TP 1)",
+        flags="--dtype bfloat16 --max-model-len 1024 (non-default args logged in logs/vllm_server.log; TP 1)",
         n="1", isl="128", osl="512", script="launch_benchmark.sh (concurrency 1 4 8, num_prompts = 5 x concurrency)",
         note="vLLM V1 engine 0.11.2 (logs/vllm_server.log: FLASH_ATTN backend, KV cache 105.97 GiB = 868,080 tokens)."),
     "3_trtllm_pytorch": dict(
@@ -226,7 +226,7 @@ FARA_CURVES = {
         flags=("trtllm-serve, PyTorch backend (result folder 3_trtllm_pytorch); the serve command is not in the repo. "
                "logs/trtllm-serve-egine.log records a TensorRT LLM 1.2.0rc4 PyTorch-backend server started 2025-12-07 00:20 "
                "(tensor_parallel_size=1, max_batch_size=32, max_num_tokens=1024, kv_cache_dtype auto) before these results "
-               "(00:52-00:53); the log's file name says engine, its content says PyTorch backend"),
+               "(00:52-00:53); the log file name says engine, its content says PyTorch backend"),
         n="1", isl="128", osl="512", script="an earlier launch_benchmark.sh: num_prompts 5 at every concurrency (as the JSON records)",
         note=("num_prompts is 5 at concurrency 4 and 8 (JSON num_prompts), so at C=8 only 5 requests ever run; a replay keeps "
               "the 5 prompts (its cap is min(N, ...)), so the point is comparable as measured, but it is not an 8-client load.")),
