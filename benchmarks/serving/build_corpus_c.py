@@ -287,8 +287,81 @@ def faradawn_rows() -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
+# 5. Robert Shaw (Red Hat; vLLM maintainer), robertgshaw2-redhat/llm-benchmark-helm-charts@f189633, folder
+#    llama-3.3-70b-fp8: vLLM's benchmarks/benchmark_serving.py `--save-result --append-result` JSON lines
+#    of concurrency sweeps (sweep.sh: random 1000 in / 100 out, 20 x C prompts; sweep-decode-heavy.sh:
+#    random 512 in / 2048 out, 10 x C prompts; both --ignore-eos, request rate inf) against vLLM 0.9.2,
+#    Red Hat builds of vLLM and SGLang 0.4.9.post6 serving RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic on
+#    H200s (analyze.ipynb titles: "4xH200" / "1xH200"). Figures: corpus_c_redhat_data.py.
+from corpus_c_redhat_data import RH, RH_KEYS  # noqa: E402
+
+RH_COMMIT = "f189633979de51c353a4c6d7e21c72a1b5dc4cee"
+RH_BASE = f"https://github.com/robertgshaw2-redhat/llm-benchmark-helm-charts/blob/{RH_COMMIT}/"
+_VLLM_CMD = "vllm serve RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic --tensor-parallel-size {tp} --max-model-len 32000 --disable-log-requests"
+_SGL_CMD = ("python -m sglang.launch_server --model-path RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic --tp 4 "
+            "--context-length 32000{kv}")
+RH_FILES = {  # results file -> (curve suffix, engine, version, serving manifest, flags, tp, kv dtype)
+    "llama-3.3-70b-fp8/results/vllm.json": ("vllm0.9.2-tp4-1000-100", "vllm", "0.9.2", "vllm.yaml (image docker.io/vllm/vllm-openai:v0.9.2)", _VLLM_CMD.format(tp=4), 4, "auto"),
+    "llama-3.3-70b-fp8/results/vllm-decode-heavy.json": ("vllm0.9.2-tp4-512-2048", "vllm", "0.9.2", "vllm.yaml (image docker.io/vllm/vllm-openai:v0.9.2)", _VLLM_CMD.format(tp=4), 4, "auto"),
+    "llama-3.3-70b-fp8/results/vllm-midstream.json": ("vllm-midstream0.9.2.2-tp4-1000-100", "vllm", "0.9.2.2", "vllm-midstream.yaml (image quay.io/vllm/vllm-cuda:0.9.2.2, Red Hat midstream build)", _VLLM_CMD.format(tp=4), 4, "auto"),
+    "llama-3.3-70b-fp8/results/rhaiis.json": ("rhaiis3.2.0-tp4-1000-100", "vllm", "unknown", "rhaiis.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.0, Red Hat AI Inference Server; its vLLM version not printed)", _VLLM_CMD.format(tp=4), 4, "auto"),
+    "llama-3.3-70b-fp8/results/rhoai.json": ("rhoai2.23-tp4-1000-100", "vllm", "unknown", "rhoai.yaml (image quay.io/modh/vllm:rhoai-2.23-cuda, Red Hat OpenShift AI build; its vLLM version not printed)", _VLLM_CMD.format(tp=4), 4, "auto"),
+    "llama-3.3-70b-fp8/results/sgl.json": ("sglang0.4.9.post6-tp4-1000-100", "sglang", "v0.4.9.post6", "sgl.yaml (image docker.io/lmsysorg/sglang:v0.4.9.post6-cu126)", _SGL_CMD.format(kv=""), 4, "auto"),
+    "llama-3.3-70b-fp8/results/sgl-fp8.json": ("sglang0.4.9.post6-fp8kv-tp4-1000-100", "sglang", "v0.4.9.post6", "sgl-fp8-kv.yaml (image docker.io/lmsysorg/sglang:v0.4.9.post6-cu126)", _SGL_CMD.format(kv=" --kv-cache-dtype fp8_e4m3"), 4, "fp8_e4m3"),
+    "llama-3.3-70b-fp8/results/sgl-decode-heavy.json": ("sglang0.4.9.post6-tp4-512-2048", "sglang", "v0.4.9.post6", "sgl.yaml (image docker.io/lmsysorg/sglang:v0.4.9.post6-cu126)", _SGL_CMD.format(kv=""), 4, "auto"),
+    "llama-3.3-70b-fp8/results-take-2/rhaiis-3.1.json": ("take2-rhaiis3.1.0-tp4-1000-100", "vllm", "unknown", "rhaiis-3.1.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.1.0; its vLLM version not printed)", _VLLM_CMD.format(tp=4), 4, "auto"),
+    "llama-3.3-70b-fp8/results-take-2/rhaiis-tp1.json": ("take2-rhaiis3.2.0-tp1-1000-100", "vllm", "unknown", "rhaiis-tp1.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.0; its vLLM version not printed)", _VLLM_CMD.format(tp=1), 1, "auto"),
+    "llama-3.3-70b-fp8/results-take-2/rhaiis-tp4.json": ("take2-rhaiis3.2.0-tp4-1000-100", "vllm", "unknown", "rhaiis.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.0; its vLLM version not printed)", _VLLM_CMD.format(tp=4), 4, "auto"),
+    "llama-3.3-70b-fp8/results-take-2/vllm-tp1.json": ("take2-vllm0.9.2-tp1-1000-100", "vllm", "0.9.2", "vllm-tp1.yaml (image docker.io/vllm/vllm-openai:v0.9.2)", _VLLM_CMD.format(tp=1), 1, "auto"),
+    "llama-3.3-70b-fp8/results-take-2/vllm-tp4.json": ("take2-vllm0.9.2-tp4-1000-100", "vllm", "0.9.2", "vllm.yaml (image docker.io/vllm/vllm-openai:v0.9.2)", _VLLM_CMD.format(tp=4), 4, "auto"),
+}
+RH_METRICS = (("request_throughput", "request_tps", "value"), ("output_throughput", "output_tps", "value"),
+              ("total_token_throughput", "total_tps", "value"), ("mean_ttft_ms", "ttft_ms", "mean"),
+              ("median_ttft_ms", "ttft_ms", "median"), ("p90_ttft_ms", "ttft_ms", "p90"), ("p99_ttft_ms", "ttft_ms", "p99"),
+              ("mean_tpot_ms", "tpot_ms", "mean"), ("median_tpot_ms", "tpot_ms", "median"), ("p90_tpot_ms", "tpot_ms", "p90"),
+              ("p99_tpot_ms", "tpot_ms", "p99"), ("mean_itl_ms", "itl_ms", "mean"), ("median_itl_ms", "itl_ms", "median"),
+              ("p99_itl_ms", "itl_ms", "p99"), ("mean_e2el_ms", "e2el_ms", "mean"), ("median_e2el_ms", "e2el_ms", "median"),
+              ("p99_e2el_ms", "e2el_ms", "p99"))
+
+
+def redhat_rows() -> list[dict]:
+    rows = []
+    for rec in RH:
+        f, line = rec[0], rec[1]
+        v = dict(zip(RH_KEYS, rec[2:]))
+        suffix, engine, version, manifest, flags, tp, kv = RH_FILES[f]
+        decode_heavy = "decode-heavy" in f
+        isl, osl, mult, script = (("512", "2048", "10", "sweep-decode-heavy.sh") if decode_heavy else
+                                  ("1000", "100", "20", "sweep.sh"))
+        curve = f"{PREFIX}-redhat-h200-llama-3.3-70b-fp8-{suffix}"
+        note = (f"Server: {manifest} in llama-3.3-70b-fp8/ (Kubernetes manifest, {tp} GPU(s)); client: {script}, "
+                f"`python3 vllm/benchmarks/benchmark_serving.py --dataset-name random --random-input-len {isl} "
+                f"--random-output-len {osl} --max-concurrency C --num-prompts {mult} x C --seed $(date +%s) --percentile-metrics "
+                f"ttft,tpot,itl,e2el --metric-percentiles 90,95,99 --ignore-eos --save-result --append-result` "
+                f"(result backend 'vllm': the OpenAI completions endpoint of whichever server ran). Line {line} of the results "
+                f"file: {v['completed']} successful requests, total input tokens {v['total_input_tokens']}, total generated "
+                f"tokens {v['total_output_tokens']}. Hardware from the repo's analyze.ipynb plot titles "
+                f"(\"Llama-70B-FP8-Dynamic | {'1xH200' if tp == 1 else '4xH200'} | ...\"); the pairing of results file and "
+                f"manifest is by file name. KV cache: {'fp8_e4m3 (--kv-cache-dtype)' if kv != 'auto' else 'the engine default (no kv scales in the FP8-dynamic checkpoint, so bf16)'}.")
+        base = {
+            "curve_id": curve, "source": RH_BASE + f, "source_ref": f"robertgshaw2-redhat/llm-benchmark-helm-charts@{RH_COMMIT[:7]}:{f} (line {line})",
+            "publisher": "Robert Shaw (Red Hat; github.com/robertgshaw2-redhat)", "engine": engine, "engine_version": version,
+            "engine_flags": flags, "device": "h200", "device_variant": ("one H200" if tp == 1 else "4x H200 (one Kubernetes pod, TP 4)"),
+            "n_devices": str(tp), "tp": str(tp), "model": "llama-3.3-70b", "quant": "fp8", "kv_cache_dtype": kv,
+            "client": "vllm-bench-serve", "dataset": "random", "input_tokens": isl, "output_tokens": osl, "range_ratio": "",
+            "num_prompts": v["num_prompts"], "warmup": "", "ramp_up": "", "ignore_eos": "true", "load_kind": "concurrency",
+            "max_concurrency": v["max_concurrency"], "request_rate": "inf", "burstiness": "1.0", "derivation": "",
+        }
+        for key, q, stat in RH_METRICS:
+            rows.append(_row(base, row_id=f"{curve}-c{v['max_concurrency']}-{q}-{stat}", quantity=q, statistic=stat,
+                             value=fmt(float(v[key])), as_printed=f"\"{key}\": {v[key]}",
+                             notes=f"Model RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic (catalog llama-3.3-70b, FP8 dynamic). {note}"))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
 def all_rows() -> list[dict]:
-    return vultr_cuda_rows() + mushfiq_rows() + yobitel_rows() + faradawn_rows()
+    return vultr_cuda_rows() + mushfiq_rows() + yobitel_rows() + faradawn_rows() + redhat_rows()
 
 
 def render(rows: list[dict]) -> str:
