@@ -39,6 +39,7 @@ MODEL_ALIASES = {
     "meta-llama/Llama-3.3-70B-Instruct": "llama-3.3-70b",
     "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
     "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3.1-8b",  # 32 layers, 4096 hidden, 32/8 heads, 14336 FFN, 128256 vocab; only RoPE scaling / max positions differ
     "Qwen/Qwen3-8B": "qwen3-8b",
     "deepseek-ai/DeepSeek-R1-0528": "deepseek-r1",
     "deepseek-ai/DeepSeek-V3.1": "deepseek-v3",
