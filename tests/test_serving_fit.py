@@ -271,3 +271,29 @@ def test_coverage_judges_each_source_by_bands_built_from_the_others():
     assert cov["n"] == len(odd) and cov["coverage_pct"] < 100.0
     c_rows = [r for r in odd if r["source"] == "C"]
     assert cov["inside"] == len(odd) - len(c_rows)
+
+
+def test_the_fit_draws_a_rows_lengths_with_the_bench_clients_own_rule():
+    """One length rule (sim.bench.corpus.row_lengths -> sim.bench.datasets.sample_random): the serving
+    fit's load points and `predict_row`'s client draw the same lengths for the same row."""
+    from dataclasses import replace
+
+    from sim.bench.corpus import point_from_row, row_lengths
+    from sim.bench.datasets import sample_random
+
+    for client, rr, engine in (("sglang-bench-serving", "", "sglang"), ("custom", "0.8", "sglang"),
+                               ("vllm-bench-serve", "0.5", "vllm")):
+        rows = _curve("one", {4: {"ttft_ms|median": 20.0}, 8: {"ttft_ms|median": 25.0}})
+        for r in rows:
+            r.update(client=client, range_ratio=rr, engine=engine, engine_version="0.5.6" if engine == "sglang"
+                     else "0.11.0", input_tokens="1000", output_tokens="200", num_prompts="400")
+        p = sf.load_points(rows, catalog=SETS["catalog"])[0]
+        n = p.replayed_prompts
+        ins, outs = row_lengths(rows[0], n)
+        assert p.prompt_lens == ins.tolist() and p.output_lens == outs.tolist()
+        _, c, _ = point_from_row(rows[0])
+        assert c.range_mode == ("vllm" if client == "vllm-bench-serve" else "sglang")
+        s_in, s_out = sample_random(replace(c, num_prompts=n))
+        assert s_in.tolist() == p.prompt_lens and s_out.tolist() == p.output_lens
+        lo = 500 if client == "vllm-bench-serve" else (800 if rr else 1)
+        assert min(p.prompt_lens) >= lo and max(p.prompt_lens) <= (1500 if client == "vllm-bench-serve" else 1000)
