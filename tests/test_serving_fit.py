@@ -226,7 +226,15 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
         assert set(s["by_region"]) == {"below", "above"}
         assert {"curves", "median_abs_pct", "within_15pct"} <= set(s["knee"])
     assert set(fj["coverage"]) == {"baseline_by_source", "fitted_by_source", "request_only_by_source",
-                                   "shipped_bands_by_source"}
+                                   "abs_bands_of_shipped_residuals_by_source", "calibrated_bands_nested_by_source"}
+    nested = fj["coverage"]["calibrated_bands_nested_by_source"]
+    assert nested["n"] == sum(v["n"] for v in nested["by_metric"].values()) == sum(
+        v["n"] for v in nested["by_source"].values())
+    for sec in ("baseline", "by_source", "request_only_by_source"):
+        k = fj["knees_interpolated"][sec]
+        assert k["summary"]["curves"] == len(k["curves"])
+        for v in k["curves"].values():
+            assert (v["error"] is None) == (v["measured"] is None or v["predicted"] is None)
     # the presets ship the request overhead fitted on all rows, for the families the report says they do
     from sim.catalog.engine_config import load_engine
 
@@ -241,10 +249,12 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
         assert r["region"] in ("below", "above", "unknown")
         assert r["measured"] > 0 and {"baseline", "by_source", "by_device"} <= set(r)
     bj = json.loads((ROOT / "sim" / "catalog" / "data" / "serving_bands.json").read_text())
-    assert bj["schema"] == "infersim-serving-bands-1" and bj["q"] == 80
+    assert bj["schema"] == "infersim-serving-bands-2" and bj["q"] == 80
     for fam, ms in bj["bands"].items():
         for m, v in ms.items():
             assert m in accuracy.SERVING_LABELS and v["pct"] > 0 and v["n"] > 0
+            assert -100 < v["lo_pct"] <= v["center_pct"] <= v["hi_pct"] and v["pct"] == max(-v["lo_pct"], v["hi_pct"])
+            assert v["k"] == bj["k"][m]
     for fam, s in bj["support"].items():
         assert s["devices"] and fam in bj["bands"]
     assert 0 <= bj["coverage"]["coverage_pct"] <= 100

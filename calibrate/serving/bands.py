@@ -73,7 +73,7 @@ def raw_bands(records: list[dict]) -> dict[tuple[str, str], tuple[int, tuple[flo
 
 def _entry(n: int, raw: tuple[float, float, float], k: float, pooled: bool) -> dict:
     m, lo, hi = raw
-    lo_pct = round(100 * math.expm1(m + k * (lo - m)), 1)
+    lo_pct = max(round(100 * math.expm1(m + k * (lo - m)), 1), -99.9)  # printed to 0.1%: never -100%
     hi_pct = round(100 * math.expm1(m + k * (hi - m)), 1)
     return {"lo_pct": lo_pct, "hi_pct": hi_pct, "pct": max(abs(lo_pct), abs(hi_pct)),
             "center_pct": round(100 * math.expm1(m), 1), "k": k, "n": n, "pooled": pooled}

@@ -257,7 +257,8 @@ def _widen(v: dict, f: float) -> dict:
         return out
     c = math.log1p(out["center_pct"] / 100)
     for side in ("lo_pct", "hi_pct"):
-        out[side] = round(100 * math.expm1(c + f * (math.log1p(out[side] / 100) - c)), 1)
+        side_r = math.log1p(max(out[side], -99.9) / 100)  # a side printed as -100% (0.1% rounding): -99.9%
+        out[side] = max(round(100 * math.expm1(c + f * (side_r - c)), 1), -99.9)
     out["pct"] = max(abs(out["lo_pct"]), abs(out["hi_pct"]))
     return out
 
