@@ -58,9 +58,9 @@ def test_the_nested_folds_never_see_the_outer_source(monkeypatch):
     seen = []
     real_choose, real_data = sb.choose_k, sb.bands_data
 
-    def spy_choose(recs, pts, group="source"):
+    def spy_choose(recs, pts, *args):
         seen.append(("choose", {r["source"] for r in recs}, {p.source for p in pts}))
-        return real_choose(recs, pts, group)
+        return real_choose(recs, pts, *args)
 
     def spy_data(recs, pts, k, **kw):
         seen.append(("data", {r["source"] for r in recs}, {p.source for p in pts}))
@@ -84,6 +84,16 @@ def test_the_nested_folds_never_see_the_outer_source(monkeypatch):
             j += 1
         i = j
     assert i == len(seen)
+
+
+def test_a_family_measured_by_one_source_takes_the_all_family_band():
+    points, records = _synthetic(n_sources=4, rows=10)
+    for r in records:
+        r["family"] = "sglang" if r["source"] == "S00" else "vllm"
+    b = sb.signed_bands(records, {m: 1.0 for m in sb.HEADLINE})
+    assert b["sglang"]["ttft_p50"]["pooled"] and b["sglang"]["ttft_p50"]["n"] == 40  # S00 alone: the "*" band
+    assert not b["vllm"]["ttft_p50"]["pooled"] and b["vllm"]["ttft_p50"]["n"] == 30
+    assert not sb.signed_bands(records, {m: 1.0 for m in sb.HEADLINE}, min_sources=1)["sglang"]["ttft_p50"]["pooled"]
 
 
 def test_bands_are_signed_where_the_residuals_are_skewed():

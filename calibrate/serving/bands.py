@@ -11,6 +11,8 @@ The method (fixed, with its grid and its rules, before the outer held-out covera
   predicted with what was fitted on the other sources);
 - the raw band of a set of residuals (per engine family and metric, and of all families, "*"):
   its median m and its signed 10th and 90th percentiles q10, q90 (asymmetric: the residuals are);
+  a family with fewer than MIN_BAND_N residuals takes the all-family band (and, a rule added after
+  the outer coverage was first seen, see MIN_BAND_SOURCES, one with residuals from a single source);
 - the band printed is that band widened by a factor k about its median, [m + k (q10 - m),
   m + k (q90 - m)], k from `K_GRID` (1.0 to 4.0 in 0.1 steps), one k per metric;
 - k is chosen by leave-one-source-out on the training sources only: for each of them, bands built
@@ -50,6 +52,11 @@ K_GRID = tuple(round(1.0 + 0.1 * i, 1) for i in range(31))
 Q_LO, Q_HI, TARGET = 10.0, 90.0, 80.0
 #: a metric judged on fewer rows than this in the inner folds takes the all-metric k
 MIN_K_ROWS = 10
+#: a family's own band needs residuals from this many sources (else the all-family band): one
+#: source's residuals hold no between-source spread. ADDED AFTER the outer coverage of the method
+#: without it (MIN_BAND_SOURCES 1) was seen, because that method shipped vLLM (one source) a TTFT band
+#: of -28%..-17%; the report prints the coverage of both.
+MIN_BAND_SOURCES = 2
 
 
 def _usable(records: list[dict]) -> list[dict]:
@@ -62,13 +69,14 @@ def raw_band(errors: list[float]) -> tuple[float, float, float]:
     return float(np.median(r)), float(np.percentile(r, Q_LO)), float(np.percentile(r, Q_HI))
 
 
-def raw_bands(records: list[dict]) -> dict[tuple[str, str], tuple[int, tuple[float, float, float]]]:
-    """{(family or "*", metric): (n, raw_band)} of the headline residuals."""
-    by: dict[tuple[str, str], list[float]] = defaultdict(list)
+def raw_bands(records: list[dict]) -> dict[tuple[str, str], tuple[int, int, tuple[float, float, float]]]:
+    """{(family or "*", metric): (n, sources, raw_band)} of the headline residuals."""
+    by: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in _usable(records):
-        by[(r["family"], r["metric"])].append(r["error"])
-        by[("*", r["metric"])].append(r["error"])
-    return {key: (len(errs), raw_band(errs)) for key, errs in sorted(by.items())}
+        by[(r["family"], r["metric"])].append(r)
+        by[("*", r["metric"])].append(r)
+    return {key: (len(rs), len({r["source"] for r in rs}), raw_band([r["error"] for r in rs]))
+            for key, rs in sorted(by.items())}
 
 
 def _entry(n: int, raw: tuple[float, float, float], k: float, pooled: bool) -> dict:
@@ -79,14 +87,15 @@ def _entry(n: int, raw: tuple[float, float, float], k: float, pooled: bool) -> d
             "center_pct": round(100 * math.expm1(m), 1), "k": k, "n": n, "pooled": pooled}
 
 
-def signed_bands(records: list[dict], k: dict[str, float], raw: dict | None = None) -> dict:
+def signed_bands(records: list[dict], k: dict[str, float], raw: dict | None = None,
+                 min_sources: int = MIN_BAND_SOURCES) -> dict:
     """{family or "*": {metric: band entry}}: per family and metric the widened signed band
-    (`_entry`); a family with fewer than MIN_BAND_N residuals for a metric takes the all-family one.
-    `raw`: `raw_bands(records)` when the caller has it."""
+    (`_entry`); a family with fewer than MIN_BAND_N residuals or `min_sources` sources for a metric
+    takes the all-family one. `raw`: `raw_bands(records)` when the caller has it."""
     raw = raw_bands(records) if raw is None else raw
     out: dict[str, dict] = defaultdict(dict)
-    for (fam, m), (n, rb) in raw.items():
-        if fam == "*" or n >= MIN_BAND_N:
+    for (fam, m), (n, n_src, rb) in raw.items():
+        if fam == "*" or (n >= MIN_BAND_N and n_src >= min_sources):
             out[fam][m] = _entry(n, rb, k[m], fam == "*")
     for fam in {f for f, _ in raw if f != "*"}:
         for m, b in out["*"].items():
@@ -95,10 +104,10 @@ def signed_bands(records: list[dict], k: dict[str, float], raw: dict | None = No
 
 
 def bands_data(records: list[dict], points: list[LoadPoint], k: dict[str, float], *, raw: dict | None = None,
-               support: dict | None = None) -> dict:
+               support: dict | None = None, min_sources: int = MIN_BAND_SOURCES) -> dict:
     """What sim.catalog.accuracy.serving_error reads: bands, the off-device band, the load support
     (`raw`, `support`: `raw_bands(records)`, `_load_support(points)` when the caller has them)."""
-    bands = signed_bands(records, k, raw)
+    bands = signed_bands(records, k, raw, min_sources)
     return {"bands": bands, "bands_off_device": {"*": bands.get("*", {})},
             "off_support_factor": OFF_SUPPORT_FACTOR, "support": _load_support(points) if support is None else support}
 
@@ -130,7 +139,8 @@ def _split(records, points, group, g):
     return train, test, [p for p in points if group_of(p, group) != g]
 
 
-def choose_k(records: list[dict], points: list[LoadPoint], group: str = "source") -> dict:
+def choose_k(records: list[dict], points: list[LoadPoint], group: str = "source",
+             min_sources: int = MIN_BAND_SOURCES) -> dict:
     """Leave-one-group-out over the groups in `records` only: {"k": {metric: k}, "coverage":
     {metric: {k: pct}}, "n": {metric: judged rows}}. Each fold's bands come from the other groups'
     records and points; k per metric nearest TARGET (ties: smaller), the all-metric k where a metric
@@ -144,7 +154,7 @@ def choose_k(records: list[dict], points: list[LoadPoint], group: str = "source"
         raw, support = raw_bands(train), _load_support(tr_points)
         for k in K_GRID:
             judged[k] += judge(test, points, bands_data(train, tr_points, {m: k for m in HEADLINE}, raw=raw,
-                                                        support=support))
+                                                        support=support, min_sources=min_sources))
     cov: dict[str, dict[float, float]] = defaultdict(dict)
     n: dict[str, int] = {}
     for k, rows in judged.items():
@@ -179,7 +189,8 @@ def _coverage(judged: list[tuple[dict, bool]], key: str | None = None) -> dict:
     return out
 
 
-def nested_band_coverage(records: list[dict], points: list[LoadPoint], group: str = "source") -> dict:
+def nested_band_coverage(records: list[dict], points: list[LoadPoint], group: str = "source",
+                         min_sources: int = MIN_BAND_SOURCES) -> dict:
     """For each outer group g: k chosen by `choose_k` on the other groups only (its inner folds
     never see g: asserted), bands from the other groups with that k, g's rows judged. Coverage
     overall, per metric, per family and per group, and the k of each outer fold."""
@@ -190,8 +201,8 @@ def nested_band_coverage(records: list[dict], points: list[LoadPoint], group: st
         assert g not in {r[group] for r in train} and g not in {group_of(p, group) for p in tr_points}
         if not _usable(train):
             continue
-        ch = choose_k(train, tr_points, group)
-        rows = judge(test, points, bands_data(train, tr_points, ch["k"]))
+        ch = choose_k(train, tr_points, group, min_sources)
+        rows = judge(test, points, bands_data(train, tr_points, ch["k"], min_sources=min_sources))
         judged += rows
         folds[g] = {"k": ch["k"], "inside": sum(h for _, h in rows), "n": len(rows)}
     out = _coverage(judged)
