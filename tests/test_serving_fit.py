@@ -226,7 +226,8 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
         assert set(s["by_region"]) == {"below", "above"}
         assert {"curves", "median_abs_pct", "within_15pct"} <= set(s["knee"])
     assert set(fj["coverage"]) == {"baseline_by_source", "fitted_by_source", "request_only_by_source",
-                                   "abs_bands_of_shipped_residuals_by_source", "calibrated_bands_nested_by_source"}
+                                   "abs_bands_of_shipped_residuals_by_source", "calibrated_bands_nested_by_source",
+                                   "calibrated_bands_nested_by_source_preregistered"}
     nested = fj["coverage"]["calibrated_bands_nested_by_source"]
     assert nested["n"] == sum(v["n"] for v in nested["by_metric"].values()) == sum(
         v["n"] for v in nested["by_source"].values())
