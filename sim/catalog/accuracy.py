@@ -220,9 +220,9 @@ def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None
         figures = {m: _widen(v, f) for m, v in figures.items()}
         notes.append(f"bands x{f:g}")
     n = max((v.get("n", 0) for v in figures.values()), default=0)
-    basis = (f"80% of held-out serving-corpus rows of {family} (error = predicted / measured - 1, held out by source, "
-             f"{', '.join(support.get('devices', []))})" if support.get("devices") else
-             "80% of held-out serving-corpus rows of all engines (held out by source)")
+    err = "error = predicted / measured - 1, held out by source"
+    basis = (f"80% of held-out serving-corpus rows of {family} ({err}, {', '.join(support.get('devices', []))})"
+             if support.get("devices") else f"80% of held-out serving-corpus rows of all engines ({err})")
     if notes:
         basis += "; WIDENED: " + "; ".join(notes)
     return {"figures": figures, "n": n, "off_device": off_device, "off_load": off_load, "basis": basis}
