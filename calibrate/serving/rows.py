@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.bench.corpus import _MEANS_RES, _OUT_MEAN_RE, _TOTALS_RE, row_lengths, stated_means  # noqa: F401 (re-exported)
+from sim.bench.corpus import row_lengths, stated_means  # noqa: F401 (stated_means: re-exported)
 from sim.bench.corpus import blank as _blank
 from sim.bench.corpus import cell_number as _num
 from sim.bench.corpus import mean_lengths as _mean_lengths
