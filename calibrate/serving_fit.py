@@ -46,7 +46,7 @@ from calibrate.serving.report import (  # noqa: F401 (private names: the tests u
     report_markdown, summary_lines,
 )
 from calibrate.serving.rows import (  # noqa: F401 (private names: the tests use them)
-    _MEANS_RES, _OUT_MEAN_RE, _TOTALS_RE, CACHE_VERSION, CORPUS_DIR, KNEE_FACTOR, METRICS, MODEL_ALIASES,
+    CACHE_VERSION, CORPUS_DIR, KNEE_FACTOR, METRICS, MODEL_ALIASES,
     PUBLIC_DIR, ROOT, STATIC_BATCH, VLLM_LIKE, LoadPoint, _blank, _catalog_models, _client_kind, _hw_names,
     _lengths, _mean_lengths, _num, _overrides, curves, exclusion, load_corpus, load_points, model_id, prompt_cap,
     public_sources, release_of, stated_means,

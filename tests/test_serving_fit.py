@@ -226,7 +226,16 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
         assert set(s["by_region"]) == {"below", "above"}
         assert {"curves", "median_abs_pct", "within_15pct"} <= set(s["knee"])
     assert set(fj["coverage"]) == {"baseline_by_source", "fitted_by_source", "request_only_by_source",
-                                   "shipped_bands_by_source"}
+                                   "abs_bands_of_shipped_residuals_by_source", "calibrated_bands_nested_by_source",
+                                   "calibrated_bands_nested_by_source_preregistered"}
+    nested = fj["coverage"]["calibrated_bands_nested_by_source"]
+    assert nested["n"] == sum(v["n"] for v in nested["by_metric"].values()) == sum(
+        v["n"] for v in nested["by_source"].values())
+    for sec in ("baseline", "by_source", "request_only_by_source"):
+        k = fj["knees_interpolated"][sec]
+        assert k["summary"]["curves"] == len(k["curves"])
+        for v in k["curves"].values():
+            assert (v["error"] is None) == (v["measured"] is None or v["predicted"] is None)
     # the presets ship the request overhead fitted on all rows, for the families the report says they do
     from sim.catalog.engine_config import load_engine
 
@@ -241,10 +250,12 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
         assert r["region"] in ("below", "above", "unknown")
         assert r["measured"] > 0 and {"baseline", "by_source", "by_device"} <= set(r)
     bj = json.loads((ROOT / "sim" / "catalog" / "data" / "serving_bands.json").read_text())
-    assert bj["schema"] == "infersim-serving-bands-1" and bj["q"] == 80
+    assert bj["schema"] == "infersim-serving-bands-2" and bj["q"] == 80
     for fam, ms in bj["bands"].items():
         for m, v in ms.items():
             assert m in accuracy.SERVING_LABELS and v["pct"] > 0 and v["n"] > 0
+            assert -100 < v["lo_pct"] <= v["center_pct"] <= v["hi_pct"] and v["pct"] == max(-v["lo_pct"], v["hi_pct"])
+            assert v["k"] == bj["k"][m]
     for fam, s in bj["support"].items():
         assert s["devices"] and fam in bj["bands"]
     assert 0 <= bj["coverage"]["coverage_pct"] <= 100
@@ -271,3 +282,29 @@ def test_coverage_judges_each_source_by_bands_built_from_the_others():
     assert cov["n"] == len(odd) and cov["coverage_pct"] < 100.0
     c_rows = [r for r in odd if r["source"] == "C"]
     assert cov["inside"] == len(odd) - len(c_rows)
+
+
+def test_the_fit_draws_a_rows_lengths_with_the_bench_clients_own_rule():
+    """One length rule (sim.bench.corpus.row_lengths -> sim.bench.datasets.sample_random): the serving
+    fit's load points and `predict_row`'s client draw the same lengths for the same row."""
+    from dataclasses import replace
+
+    from sim.bench.corpus import point_from_row, row_lengths
+    from sim.bench.datasets import sample_random
+
+    for client, rr, engine in (("sglang-bench-serving", "", "sglang"), ("custom", "0.8", "sglang"),
+                               ("vllm-bench-serve", "0.5", "vllm")):
+        rows = _curve("one", {4: {"ttft_ms|median": 20.0}, 8: {"ttft_ms|median": 25.0}})
+        for r in rows:
+            r.update(client=client, range_ratio=rr, engine=engine, engine_version="0.5.6" if engine == "sglang"
+                     else "0.11.0", input_tokens="1000", output_tokens="200", num_prompts="400")
+        p = sf.load_points(rows, catalog=SETS["catalog"])[0]
+        n = p.replayed_prompts
+        ins, outs = row_lengths(rows[0], n)
+        assert p.prompt_lens == ins.tolist() and p.output_lens == outs.tolist()
+        _, c, _ = point_from_row(rows[0])
+        assert c.range_mode == ("vllm" if client == "vllm-bench-serve" else "sglang")
+        s_in, s_out = sample_random(replace(c, num_prompts=n))
+        assert s_in.tolist() == p.prompt_lens and s_out.tolist() == p.output_lens
+        lo = 500 if client == "vllm-bench-serve" else (800 if rr else 1)
+        assert min(p.prompt_lens) >= lo and max(p.prompt_lens) <= (1500 if client == "vllm-bench-serve" else 1000)

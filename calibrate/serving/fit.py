@@ -75,6 +75,10 @@ def curve_knees(points: list[LoadPoint], predictions: dict[str, dict]) -> dict[s
         meas = [next((p.measured.get(qs) for qs in METRICS["ttft_p50"] if p.measured.get(qs)), None) for p in ps]
         pred = [next((predictions[p.key()].get(f"{q}|{s}") for q, s in METRICS["ttft_p50"]
                       if predictions.get(p.key(), {}).get(f"{q}|{s}") is not None), None) for p in ps]
+        both = [i for i in range(len(ps)) if meas[i] is not None and pred[i] is not None]  # the same loads
+        loads, meas, pred = [loads[i] for i in both], [meas[i] for i in both], [pred[i] for i in both]
+        if len(loads) < 3:
+            continue
         km, kp = knee(loads, meas), knee(loads, pred)
         if km is None or kp is None:
             continue

@@ -15,6 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+from sim.bench.corpus import row_lengths, stated_means  # noqa: F401 (stated_means: re-exported)
+from sim.bench.corpus import blank as _blank
+from sim.bench.corpus import cell_number as _num
+from sim.bench.corpus import mean_lengths as _mean_lengths
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_DIR = ROOT / "benchmarks" / "serving"
 PUBLIC_DIR = ROOT / "benchmarks" / "public"
@@ -53,19 +58,6 @@ MODEL_ALIASES = {
 VLLM_LIKE = ("vllm-bench-serve", "sglang-bench-serving", "custom")
 STATIC_BATCH = ("vllm-benchmark-latency", "trtllm-static-batch", "llama-batched-bench", "benchmark_latency",
                 "gptManagerBenchmark")
-
-
-def _blank(v) -> bool:
-    return v is None or str(v).strip().lower() in ("", "not stated", "unknown", "none")
-
-
-def _num(v, default=None):
-    if _blank(v):
-        return default
-    try:
-        return float(str(v).strip())
-    except ValueError:
-        return default
 
 
 # ---- the corpus -----------------------------------------------------------------------------------
@@ -173,44 +165,6 @@ def _client_kind(client: str) -> str | None:
     return None
 
 
-_MEANS_RES = (
-    re.compile(r"=\s*([\d.]+)\s*input(?: tokens)?,? and [^=]*=\s*([\d.]+)\s*output"),
-    re.compile(r"realised means[^=]*=\s*([\d.]+)\s*input,[^=]*=\s*([\d.]+)\s*output"),
-)
-_TOTALS_RE = re.compile(r"(\d+) successful requests, total input tokens (\d+), total generated tokens (\d+)")
-
-
-def stated_means(row: dict) -> tuple[float, float] | None:
-    """Realised mean input/output lengths a row's notes state (the client's printed totals), if any."""
-    notes = row.get("notes") or ""
-    m = _TOTALS_RE.search(notes)
-    if m:
-        n = float(m.group(1))
-        return float(m.group(2)) / n, float(m.group(3)) / n
-    for rx in _MEANS_RES:
-        m = rx.search(notes)
-        if m:
-            return float(m.group(1)), float(m.group(2))
-    return None
-
-
-_OUT_MEAN_RE = re.compile(r"(\d+) / (\d+) = ([\d.]+) tokens per request")
-
-
-def _mean_lengths(row: dict) -> tuple[float, float] | None:
-    """(mean input, mean output) a non-random row states: its columns, the client's printed totals, or
-    a note's 'TOTAL / N = M tokens per request' for the outputs."""
-    means = stated_means(row)
-    li = _num(row.get("input_tokens"))
-    lo = _num(row.get("output_tokens"))
-    if means is not None:
-        li, lo = li or means[0], lo or means[1]
-    if lo is None:
-        m = _OUT_MEAN_RE.search(row.get("notes") or "")
-        lo = float(m.group(3)) if m else None
-    return (li, lo) if li and lo else None
-
-
 #: why a curve whose dataset is a multi-turn conversation file is not replayed (README "Multi-turn datasets")
 MULTI_TURN_REASON = ("multi-turn dataset file not available offline (per-turn token lengths, and so the "
                      "prefixes its requests share in the prefix cache, not stated)")
@@ -306,32 +260,14 @@ def prompt_cap(load_kind: str, load: float, num_prompts: int, overloaded: bool =
     return int(min(num_prompts, 400))
 
 
-def _lengths(r: dict, kind: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Input/output lengths as the row's client draws them (README 'What range_ratio means')."""
-    client = (r.get("client") or "").strip()
-    li = int(round(_num(r.get("input_tokens"), 0) or 0))
-    lo_ = int(round(_num(r.get("output_tokens"), 0) or 0))
-    means = stated_means(r)
+def _lengths(r: dict, kind: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Input/output lengths as the row's client draws them: sim.bench.corpus.row_lengths (the one rule,
+    README 'What range_ratio means'); a static-batch tool's fixed lengths."""
     if kind == "static":
+        li = int(round(_num(r.get("input_tokens"), 0) or 0))
+        lo_ = int(round(_num(r.get("output_tokens"), 0) or 0))
         return np.full(n, max(li, 1)), np.full(n, max(lo_, 1))
-    if (r.get("dataset") or "").strip().lower() != "random":  # an open loop at the stated mean lengths
-        ml = _mean_lengths(r)
-        li, lo_ = (int(round(ml[0])), int(round(ml[1]))) if ml else (li, lo_)
-        return np.full(n, max(li, 1)), np.full(n, max(lo_, 1))
-    rr = _num(r.get("range_ratio"), None)
-    if client == "vllm-bench-serve":
-        rr = rr or 0.0
-        ins = rng.integers(math.floor(li * (1 - rr)), math.ceil(li * (1 + rr)) + 1, n)
-        outs = rng.integers(max(1, math.floor(lo_ * (1 - rr))), max(1, math.ceil(lo_ * (1 + rr))) + 1, n)
-    else:
-        # sglang.bench_serving (default --random-range-ratio 0.0) and the InferenceX client:
-        # randint(max(int(L r), 1), L) inclusive
-        rr = 0.0 if rr is None else rr
-        ins = rng.integers(max(int(li * rr), 1), li + 1, n)
-        outs = rng.integers(max(int(lo_ * rr), 1), lo_ + 1, n)
-    if means is not None:  # the client's printed totals: scale the draw to the realised means
-        ins = np.maximum(1, np.round(ins * means[0] / max(ins.mean(), 1e-9))).astype(int)
-        outs = np.maximum(1, np.round(outs * means[1] / max(outs.mean(), 1e-9))).astype(int)
+    ins, outs = row_lengths(r, n, seed)
     return ins.astype(int), outs.astype(int)
 
 
@@ -482,8 +418,7 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
         rtps = next((_num(x.get("value")) for x in rs if x["quantity"] == "request_tps"), None)
         overloaded = load_kind == "rate" and (not math.isfinite(load) or (rtps is not None and rtps < 0.9 * load))
         n = prompt_cap(load_kind, load, n_src, overloaded) if kind == "serve" else n_src
-        rng = np.random.default_rng(seed)
-        ins, outs = _lengths(r, kind, n, rng)
+        ins, outs = _lengths(r, kind, n, seed)
         if load_kind == "rate" and math.isfinite(load):
             gaps = np.random.default_rng(seed + 1).exponential(1.0 / load, n)  # Poisson (burstiness 1)
             release = np.cumsum(gaps) - gaps[0]

@@ -8,5 +8,6 @@ GuideLLM would measure against a server, computed from a simulated one.
 - `sim.bench.results`: reading those tools' result files back (vLLM JSON or console block, SGLang
   bench_serving lines, AIPerf / genai-perf exports, GuideLLM benchmarks.json), for `infersim
   validate --measured` and `infersim calibrate --from-bench`.
-- `sim.bench.corpus`: one row of the serving corpus (benchmarks/serving) replayed, `predict_row(row)`.
+- `sim.bench.corpus`: one row of the serving corpus (benchmarks/serving) replayed, `predict_row(row)`;
+  its `row_lengths` is the one length rule the serving fit uses too.
 """

@@ -11,18 +11,23 @@ want to batch rows of one curve or change the deployment.
 Mapping (each column as the schema defines it):
 - client: `vllm-bench-serve` and `sglang-bench-serving` (SGLang's bench_serving derives from
   vLLM's benchmark_serving: same arrivals and metric definitions), `trtllm-bench` and `custom`
-  (no better definition known) replay as `vllm bench serve`; `aiperf`, `genai-perf` as AIPerf /
-  genai-perf (closed loop, warm-up dropped); `guidellm` as one GuideLLM strategy (concurrent
-  streams for load_kind concurrency, constant rate for rate).
+  (InferenceX's vLLM-derived benchmark_serving.py; no better definition known) replay as
+  `vllm bench serve`; `aiperf`, `genai-perf` as AIPerf / genai-perf (closed loop, warm-up dropped);
+  `guidellm` as one GuideLLM strategy (concurrent streams for load_kind concurrency, constant rate
+  for rate).
 - load: `max_concurrency` (empty: unbounded), `request_rate` (empty or `inf`: all at once),
   `burstiness` (default 1.0), `num_prompts` (default 1000; a closed loop without it: 10 x C,
   at least 100), `warmup`.
-- dataset: `random` with `input_tokens`, `output_tokens`, `range_ratio` (empty: the client's
-  default, 0). vLLM's lengths are uniform in [I(1-r), I(1+r)] (1.0, older vLLM's default when its
-  range was [I r, I], meant fixed lengths and replays as 0); SGLang's bench_serving draws from
-  [I r, I], so its default 0 means lengths uniform in [1, I] (mean I / 2) and 1 fixed lengths. Any other
-  dataset replays as fixed lengths at the stated means (ShareGPT's mean lengths are what the
-  sources state; the corpus has no conversation text to resample).
+- dataset (`row_lengths`, the one length rule of a row: the serving fit, calibrate/serving/rows.py,
+  draws its lengths with it too): `random` with `input_tokens`, `output_tokens`, `range_ratio`
+  (empty: the client's default, 0), drawn by sim.bench.datasets.sample_random as the client draws
+  them (`range_mode`). vLLM's lengths are uniform in [I(1-r), I(1+r)] (1.0, older vLLM's default when
+  its range was [I r, I], meant fixed lengths and replays as 0); SGLang's bench_serving and
+  InferenceX's client (`custom`) draw from [I r, I], so their default 0 means lengths uniform in
+  [1, I] (mean I / 2) and 1 fixed lengths. Where the notes state the realised mean lengths (the
+  client's printed totals) the draw is scaled to them. Any other dataset replays as fixed lengths at
+  the stated means (`mean_lengths`: ShareGPT's mean lengths are what the sources state; the corpus
+  has no conversation text to resample).
 - deployment: `device` -> --hw, `model`, `quant`, `engine` (passed as written to the engine
   lookup; a release such as `vllm@0.11` where the caller builds one), `tp`, `kv_cache_dtype`
   (fp8 -> kv_dtype fp8) and the engine flags vLLM / SGLang / TensorRT-LLM print for batch limits,
@@ -35,10 +40,14 @@ Mapping (each column as the schema defines it):
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Mapping
 
-from sim.bench.serve import Deployment, ServeClient, make_workload, run_client
+import numpy as np
+
+from sim.bench.datasets import release_times, sample_random
+from sim.bench.serve import Deployment, ServeClient, Workload, make_workload, run_client
 from sim.errors import ConfigError
 
 VLLM_LIKE = ("vllm-bench-serve", "sglang-bench-serving", "trtllm-bench", "custom")
@@ -60,18 +69,28 @@ _SWITCHES = {"--enable-prefix-caching": ("prefix_caching", True), "--no-enable-p
              "--disable-radix-cache": ("prefix_caching", False)}
 
 
-def _blank(v) -> bool:
-    return v is None or str(v).strip() in ("", "not stated", "unknown", "none", "None")
+def blank(v) -> bool:
+    """A corpus cell that states nothing (empty, `not stated`, `unknown`, `none`, any case)."""
+    return v is None or str(v).strip().lower() in ("", "not stated", "unknown", "none")
 
 
-def _f(row: Mapping, key: str, default=None) -> float | None:
-    v = row.get(key)
-    if _blank(v):
+def cell_number(v, default=None) -> float | None:
+    """A cell's number, `default` when it is blank or not a number (a lenient read)."""
+    if blank(v):
         return default
     try:
-        return float(v)
+        return float(str(v).strip())
     except ValueError:
-        raise ConfigError(f"not a number: {v!r}", file=row.get("source_ref") or row.get("row_id"), field=key) from None
+        return default
+
+
+def number(row: Mapping, key: str, default=None) -> float | None:
+    """A numeric cell (`default` when blank); a cell that is not a number is a one-line error."""
+    v = row.get(key)
+    x = cell_number(v)
+    if x is None and not blank(v):
+        raise ConfigError(f"not a number: {v!r}", file=row.get("source_ref") or row.get("row_id"), field=key)
+    return default if x is None else x
 
 
 def engine_overrides(flags: str | None, kv_cache_dtype: str | None = None, tp=None) -> dict:
@@ -97,11 +116,92 @@ def engine_overrides(flags: str | None, kv_cache_dtype: str | None = None, tp=No
         i += 1
     if out.get("kv_dtype") in ("auto", None):
         out.pop("kv_dtype", None)
-    if not _blank(kv_cache_dtype) and str(kv_cache_dtype).lower().startswith("fp8"):
+    if not blank(kv_cache_dtype) and str(kv_cache_dtype).lower().startswith("fp8"):
         out["kv_dtype"] = "fp8"
-    if not _blank(tp):
+    if not blank(tp):
         out["tp"] = int(float(tp))
     return out
+
+
+def range_mode(client: str) -> str:
+    """How `client` reads --random-range-ratio r (benchmarks/serving/README.md 'What range_ratio means'):
+    "sglang" ([L r, L], 1 = fixed, 0 = uniform in [1, L]) for SGLang's bench_serving and `custom`
+    (the corpus's custom random clients are InferenceX's utils/bench_serving/benchmark_serving.py,
+    `randint(int(L r), L)`); "vllm" ([L (1 - r), L (1 + r)]) for the rest."""
+    return "sglang" if str(client or "").strip() in ("sglang-bench-serving", "custom") else "vllm"
+
+
+_MEANS_RES = (
+    re.compile(r"=\s*([\d.]+)\s*input(?: tokens)?,? and [^=]*=\s*([\d.]+)\s*output"),
+    re.compile(r"realised means[^=]*=\s*([\d.]+)\s*input,[^=]*=\s*([\d.]+)\s*output"),
+)
+_TOTALS_RE = re.compile(r"(\d+) successful requests, total input tokens (\d+), total generated tokens (\d+)")
+_OUT_MEAN_RE = re.compile(r"(\d+) / (\d+) = ([\d.]+) tokens per request")
+
+
+def stated_means(row: Mapping) -> tuple[float, float] | None:
+    """Realised mean input/output lengths a row's notes state (the client's printed totals), if any."""
+    notes = row.get("notes") or ""
+    m = _TOTALS_RE.search(notes)
+    if m:
+        n = float(m.group(1))
+        return float(m.group(2)) / n, float(m.group(3)) / n
+    for rx in _MEANS_RES:
+        m = rx.search(notes)
+        if m:
+            return float(m.group(1)), float(m.group(2))
+    return None
+
+
+def mean_lengths(row: Mapping) -> tuple[float, float] | None:
+    """(mean input, mean output) a non-random row states: its columns, the client's printed totals, or
+    a note's 'TOTAL / N = M tokens per request' for the outputs."""
+    means = stated_means(row)
+    li, lo = cell_number(row.get("input_tokens")), cell_number(row.get("output_tokens"))
+    if means is not None:
+        li, lo = li or means[0], lo or means[1]
+    if lo is None:
+        m = _OUT_MEAN_RE.search(row.get("notes") or "")
+        lo = float(m.group(3)) if m else None
+    return (li, lo) if li and lo else None
+
+
+def is_random(row: Mapping) -> bool:
+    return str(row.get("dataset") or "random").strip().lower() == "random"
+
+
+def client_lengths(row: Mapping) -> tuple[int, int, float, str]:
+    """(input length, output length, range ratio, range mode) of the row's client, as it reads them:
+    a blank ratio is the client's default 0; vLLM with r >= 1 is the older benchmark_serving.py, whose
+    default 1.0 meant fixed lengths (today's vLLM takes r < 1 only), so 0. Any other dataset than
+    `random`: fixed lengths at the stated means (`mean_lengths`, else the columns)."""
+    li, lo = cell_number(row.get("input_tokens")) or 0.0, cell_number(row.get("output_tokens")) or 0.0
+    mode = range_mode(row.get("client"))
+    if not is_random(row):
+        ml = mean_lengths(row)
+        li, lo = ml if ml else (li, lo)
+        return max(int(round(li)), 1), max(int(round(lo)), 1), 0.0, mode
+    rr = cell_number(row.get("range_ratio")) or 0.0
+    if mode == "vllm" and rr >= 1.0:
+        rr = 0.0
+    return int(round(li)), int(round(lo)), rr, mode
+
+
+def row_lengths(row: Mapping, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The n (input, output) lengths the row's client draws (sim.bench.datasets.sample_random with the
+    row's `client_lengths`; fixed lengths for another dataset), scaled to the realised mean lengths
+    where the row's notes state them (`stated_means`: the client's printed totals). The one length
+    rule of a corpus row: `predict_row` and the serving fit (calibrate/serving/rows.py) both use it."""
+    li, lo, rr, mode = client_lengths(row)
+    if not is_random(row):
+        return np.full(n, li, dtype=np.int64), np.full(n, lo, dtype=np.int64)
+    ins, outs = sample_random(ServeClient(num_prompts=n, random_input_len=li, random_output_len=lo,
+                                          random_range_ratio=rr, range_mode=mode, seed=seed))
+    means = stated_means(row)
+    if means is not None:
+        ins = np.maximum(1, np.round(ins * means[0] / max(ins.mean(), 1e-9))).astype(np.int64)
+        outs = np.maximum(1, np.round(outs * means[1] / max(outs.mean(), 1e-9))).astype(np.int64)
+    return ins.astype(np.int64), outs.astype(np.int64)
 
 
 def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
@@ -110,38 +210,41 @@ def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
     tool = "vllm" if client in VLLM_LIKE else client
     if tool not in ("vllm", "aiperf", "genai-perf", "guidellm"):
         raise ConfigError(f"unknown client {client!r}", file=row.get("row_id"), field="client")
-    conc = _f(row, "max_concurrency")
-    rate = _f(row, "request_rate", math.inf)
-    n = _f(row, "num_prompts")
+    conc = number(row, "max_concurrency")
+    rate = number(row, "request_rate", math.inf)
+    n = number(row, "num_prompts")
     if n is None:
         n = max(100, 10 * int(conc)) if conc else 1000
-    rr = _f(row, "range_ratio", 0.0)
-    mode = "sglang" if client == "sglang-bench-serving" else "vllm"
-    if mode == "vllm" and rr >= 1.0:
-        # older vLLM (benchmark_serving.py sample_random_requests) drew from [I r, I], default r = 1.0:
-        # fixed lengths; today's [I(1-r), I(1+r)] takes r < 1 only
-        rr = 0.0
+    li, lo, rr, mode = client_lengths(row)
     client_s = ServeClient(
-        num_prompts=int(n), request_rate=rate if rate and rate > 0 else math.inf, burstiness=_f(row, "burstiness", 1.0),
+        num_prompts=int(n), request_rate=rate if rate and rate > 0 else math.inf, burstiness=number(row, "burstiness", 1.0),
         max_concurrency=int(conc) if conc else None,
-        random_input_len=int(round(_f(row, "input_tokens", 1024))), random_output_len=int(round(_f(row, "output_tokens", 128))),
-        random_range_ratio=rr if str(row.get("dataset") or "random").strip() == "random" else 0.0,
+        random_input_len=li or 1024, random_output_len=lo or 128, random_range_ratio=rr,
         percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(90.0, 95.0, 99.0),
-        num_warmups=int(_f(row, "warmup", 0) or 0), range_mode=mode,
+        num_warmups=int(number(row, "warmup", 0) or 0), range_mode=mode,
     )
-    dep = Deployment(hw=str(row["device"]), model=str(row["model"]), quant=None if _blank(row.get("quant")) else
+    dep = Deployment(hw=str(row["device"]), model=str(row["model"]), quant=None if blank(row.get("quant")) else
                      str(row["quant"]), engine=str(row.get("engine") or "vllm"),
                      overrides=engine_overrides(row.get("engine_flags"), row.get("kv_cache_dtype"), row.get("tp")))
     return tool, client_s.check(), dep
 
 
-def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, load_kind: str = "concurrency") -> dict:
-    """{(quantity, statistic): value} for one load point, in the corpus's quantities."""
+def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, load_kind: str = "concurrency",
+                  lengths: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+    """{(quantity, statistic): value} for one load point, in the corpus's quantities. `lengths`: the
+    requests' (input, output) lengths (`row_lengths`; default: what `client` samples), released as
+    the tool releases them."""
+    from dataclasses import replace
+
     from sim.bench.tools import guidellm_benchmark, run_aiperf
+
+    def workload(releaser: ServeClient) -> Workload:
+        wl = make_workload(client) if lengths is None else Workload(lengths[0], lengths[1], np.zeros(len(lengths[0])))
+        return replace(wl, release_s=release_times(releaser, len(wl)))
 
     out: dict[tuple[str, str], float] = {}
     if tool == "vllm":
-        r = run_client(client, deployment, date="corpus")
+        r = run_client(client, deployment, workload=workload(client), date="corpus")
         for q in ("ttft", "tpot", "itl", "e2el"):
             for stat, key in (("mean", f"mean_{q}_ms"), ("median", f"median_{q}_ms"), ("p90", f"p90_{q}_ms"),
                               ("p95", f"p95_{q}_ms"), ("p99", f"p99_{q}_ms")):
@@ -152,7 +255,10 @@ def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, loa
         out[("request_tps", "value")] = r["request_throughput"]
         tpot = r.get("mean_tpot_ms")
     elif tool in ("aiperf", "genai-perf"):
-        e, _ = run_aiperf(client, deployment, tool=tool)
+        # AIPerf's request-rate mode sends at a constant rate (burstiness inf in vLLM's terms)
+        rate = client.request_rate != math.inf
+        e, _ = run_aiperf(client, deployment, tool=tool,
+                          workload=workload(replace(client, burstiness=math.inf) if rate else client))
         for q, key in (("ttft", "time_to_first_token"), ("tpot", "inter_token_latency"), ("itl", "inter_token_latency"),
                        ("e2el", "request_latency")):
             d = e.get(key) or {}
@@ -163,14 +269,10 @@ def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, loa
         out[("request_tps", "value")] = e["request_throughput"]["avg"]
         tpot = (e.get("inter_token_latency") or {}).get("avg")
     else:
-        from dataclasses import replace
-
         from sim.bench.serve import simulate_workload
 
-        wl = make_workload(replace(client, request_rate=math.inf, burstiness=1.0))
+        wl = workload(replace(client, request_rate=math.inf))
         if load_kind == "rate" and client.request_rate != math.inf:
-            import numpy as np
-
             wl = replace(wl, release_s=np.arange(len(wl)) / client.request_rate)
             cap, strategy = client.max_concurrency, {"type_": "constant", "rate": client.request_rate}
         else:
@@ -195,4 +297,5 @@ def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, loa
 def predict_row(row: Mapping) -> dict:
     """The simulator's figures for one corpus row's load point (see the module docstring)."""
     tool, client, dep = point_from_row(row)
-    return predict_point(tool, client, dep, load_kind=str(row.get("load_kind") or "concurrency"))
+    return predict_point(tool, client, dep, load_kind=str(row.get("load_kind") or "concurrency"),
+                         lengths=row_lengths(row, client.num_prompts, client.seed))

@@ -148,11 +148,13 @@ def expected_error_for(hw_name: str, engine_name: str | None, *, concurrency: fl
 
 
 # ---- figures under load: bands from the serving corpus --------------------------------------------
-#: sim/catalog/data/serving_bands.json, written by benchmarks/serving_fit.py (calibrate/serving_fit.py):
-#: per engine family and metric, the 80th percentile of |predicted / measured - 1| of serving-corpus
-#: rows (benchmarks/serving) replayed with the presets, none of which was fitted to them (so every row
-#: is held out); per family, the devices and the largest loads of the replayed curves; the band of all
-#: families for a device without serving rows.
+#: sim/catalog/data/serving_bands.json, written by benchmarks/serving_fit.py (calibrate/serving/bands.py):
+#: per engine family and metric, the signed band [lo_pct, hi_pct] of predicted / measured - 1 of
+#: serving-corpus rows (benchmarks/serving) replayed with the presets, every row held out by source,
+#: widened by a factor chosen by leave-one-source-out so that a source the bands never saw falls
+#: inside 80% of the time; per family, the devices and the largest loads of the replayed curves; the
+#: band of all families for a device without serving rows. A band with `pct` alone (older files)
+#: reads as +-pct.
 SERVING_BANDS = Path(__file__).parent / "data" / "serving_bands.json"
 SERVING_LABELS = {"ttft_p50": "TTFT", "ttft_p99": "TTFT p99", "tpot_itl": "TPOT", "output_tps": "throughput"}
 _SERVING_CACHE: dict[str, dict] = {}
@@ -172,7 +174,7 @@ def _serving_data(path: Path | None = None) -> dict:
 def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None, rate: float | None = None,
                   path: Path | None = None, data: dict | None = None) -> dict:
     """The band of figures under load for `engine` (a preset name, a release such as vllm@0.7 is its
-    family) on `hw_name`: {"figures": {metric: {"pct", "n", "pooled"}}, "basis", "off_device",
+    family) on `hw_name`: {"figures": {metric: {"lo_pct", "hi_pct", "pct", "n", "pooled"}}, "basis", "off_device",
     "off_load", "n"}. Off support the band widens and `basis` says why:
     - a device with no serving rows of this family: the wider of the family's band and the band of
       all families on all devices (`bands_off_device`);
@@ -197,16 +199,16 @@ def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None
         notes = [f"no replayable serving rows of {family}: the band of all engines"]
     else:
         notes = []
-    figures = {m: dict(v) for m, v in bands.items()}
+    figures = {m: _signed(v) for m, v in bands.items()}
     off_device = hw_name not in support.get("devices", [])
     if off_device:
         # the widest of: this family's by-device band, all families' by-device band (a family measured
-        # on one device has no transfer of its own to learn from), the by-source band
+        # on one device has no transfer of its own to learn from), the by-source band; side by side
         off = data.get("bands_off_device") or {}
         for m, v in list(figures.items()):
             for d in ((off.get(family) or {}).get(m), (off.get("*") or {}).get(m)):
-                if d and d["pct"] > figures[m]["pct"]:
-                    figures[m] = dict(d)
+                if d:
+                    figures[m] = _union(figures[m], _signed(d))
         if support.get("devices"):
             notes.append(f"no serving rows of {family} on {hw_name}: the wider of its and all engines' bands")
     off_load = False
@@ -218,23 +220,69 @@ def serving_error(engine: str, hw_name: str, *, concurrency: float | None = None
         notes.append(f"rate {rate:g}/s is past the largest fitted ({support.get('max_rate') or 0:g}/s)")
     if off_load:
         f = float(data.get("off_support_factor") or 2.0)
-        for v in figures.values():
-            v["pct"] = round(v["pct"] * f, 1)
+        figures = {m: _widen(v, f) for m, v in figures.items()}
         notes.append(f"bands x{f:g}")
     n = max((v.get("n", 0) for v in figures.values()), default=0)
-    basis = (f"80% of held-out serving-corpus rows of {family} (held out by source, "
-             f"{', '.join(support.get('devices', []))})" if support.get("devices") else
-             "80% of held-out serving-corpus rows of all engines (held out by source)")
+    err = "error = predicted / measured - 1, held out by source"
+    basis = (f"80% of held-out serving-corpus rows of {family} ({err}, {', '.join(support.get('devices', []))})"
+             if support.get("devices") else f"80% of held-out serving-corpus rows of all engines ({err})")
     if notes:
         basis += "; WIDENED: " + "; ".join(notes)
     return {"figures": figures, "n": n, "off_device": off_device, "off_load": off_load, "basis": basis}
 
 
+def _signed(v: dict) -> dict:
+    """A band entry with its signed sides: `lo_pct` <= `hi_pct` (an entry with `pct` alone: +-pct,
+    centred on 0) and `pct` the larger side."""
+    out = dict(v)
+    if "lo_pct" not in out:
+        out.update(lo_pct=-out["pct"], hi_pct=out["pct"], signed=False)
+    out.setdefault("center_pct", 0.0)
+    out["pct"] = max(abs(out["lo_pct"]), abs(out["hi_pct"]))
+    return out
+
+
+def _union(a: dict, b: dict) -> dict:
+    """The wider of two bands, side by side (n and pooled from the one with the larger `pct`)."""
+    out = dict(a if a["pct"] >= b["pct"] else b)
+    out["lo_pct"], out["hi_pct"] = min(a["lo_pct"], b["lo_pct"]), max(a["hi_pct"], b["hi_pct"])
+    out["pct"] = max(abs(out["lo_pct"]), abs(out["hi_pct"]))
+    return out
+
+
+def _widen(v: dict, f: float) -> dict:
+    """The band x f: a signed band's sides moved f times as far from its centre in log(predicted /
+    measured) (so the lower side stays above -100%); a +-pct band's pct x f."""
+    out = dict(v)
+    if out.get("signed") is False:
+        out["pct"] = round(out["pct"] * f, 1)
+        out["lo_pct"], out["hi_pct"] = -out["pct"], out["pct"]
+        return out
+    c = math.log1p(out["center_pct"] / 100)
+    for side in ("lo_pct", "hi_pct"):
+        side_r = math.log1p(max(out[side], -99.9) / 100)  # a side printed as -100% (0.1% rounding): -99.9%
+        out[side] = max(round(100 * math.expm1(c + f * (side_r - c)), 1), -99.9)
+    out["pct"] = max(abs(out["lo_pct"]), abs(out["hi_pct"]))
+    return out
+
+
+def inside(v: dict, error: float) -> bool:
+    """Whether a residual (predicted / measured - 1) lies inside band entry `v` (as printed: 0.1%)."""
+    b = _signed(v)
+    return b["lo_pct"] <= round(100 * error, 1) <= b["hi_pct"]
+
+
 def describe_serving(err: dict) -> str:
-    """'expected error under load: TTFT ±40% · TTFT p99 ±70% · TPOT ±20% · throughput ±25% (basis)'."""
+    """'expected error under load: TTFT -30%/+45% · TTFT p99 ... · TPOT ... · throughput ... (basis)'
+    (a band without signed sides prints +-pct)."""
     figs = err.get("figures") or {}
     if not figs:
         return f"expected error under load: {err.get('basis', 'unknown')}"
-    parts = [f"{SERVING_LABELS[m]} ±{figs[m]['pct']:.0f}% (n={figs[m]['n']}{', all engines' if figs[m].get('pooled') else ''})"
+
+    def band(v: dict) -> str:
+        b = _signed(v)
+        return f"±{b['pct']:.0f}%" if b.get("signed") is False else f"{b['lo_pct']:+.0f}%/{b['hi_pct']:+.0f}%"
+
+    parts = [f"{SERVING_LABELS[m]} {band(figs[m])} (n={figs[m]['n']}{', all engines' if figs[m].get('pooled') else ''})"
              for m in SERVING_LABELS if m in figs]
     return f"expected error under load: {' · '.join(parts)} — {err['basis']}"
