@@ -118,8 +118,9 @@ class Replica:
                 k = 1
                 t = t_first = price.batch_time(b)
             else:
-                k = self._run_length(batch, b, first_done, now) if self.fast_forward and batch.stable else 1
-                t = price.run_time(b, k)
+                k, t = self._run_length(batch, b, first_done, now) if self.fast_forward and batch.stable else (1, None)
+                if t is None:
+                    t = price.run_time(b, k)
                 t_first = price.run_time(b, 1) if k > 1 else t
             yield env.timeout(t)  # ---- wait
             self._apply(batch, b, k, now, t_first, t, first_done, remaining)  # ---- apply
@@ -199,7 +200,7 @@ class Replica:
             self.peak_used_tokens = st.used_tokens
         # Peak of reserved KV: allocation happens in plan (admission, growth) and in apply (a
         # fast-forwarded run's blocks) and nothing is freed between them, so after apply is the peak.
-        reserved = kv.reserved_tokens
+        reserved = (kv.total_blocks - kv.free_blocks) * kv.block_size  # kv.reserved_tokens, minus two property calls
         if reserved > self.peak_reserved_tokens:
             self.peak_reserved_tokens = reserved
         if self.iterations.enabled:
@@ -248,17 +249,17 @@ class Replica:
             raise AssertionError("fast-forward ran past the KV cache")
         return total
 
-    def _run_length(self, batch: Batch, b: StepBatch, first_done: int, now_s: float) -> int:
+    def _run_length(self, batch: Batch, b: StepBatch, first_done: int, now_s: float) -> tuple[int, float | None]:
         """Decode steps the batch can run unchanged: up to its first completion (`first_done`
         steps away), the last step the KV cache can hold, the last step before a growth evicts a
         prefix-cached block (when a waiting request could be admitted), the step model's
         `run_limit`, and the first step ending at or after the next arrival (when an arrival
-        could be admitted)."""
+        could be admitted). With the run's seconds when they were priced on the way (else None)."""
         st = self.state
         dl = batch.decode_lanes
         k = first_done
         if k <= 1:
-            return 1
+            return 1, None
         # With requests waiting for a lane, the head is retried every iteration and keeps failing
         # while the free blocks only shrink -- unless a growth evicts a cached block: the head's
         # prefix hit may then shrink, and a shorter hit can need fewer blocks (a hit revives its
@@ -284,13 +285,15 @@ class Replica:
         if k > 1 and self.scheduler.arrival_may_change_plan(st):
             t_next = self.source.next_time()
             if t_next is not None:
-                kw = self.step_model.steps_within(b, t_next - now_s, k)
-                if kw < k:
-                    # Stop at the first step ending after the arrival, where a step-by-step run
-                    # admits it. (A step ending exactly at the arrival — a tie of two float sums —
-                    # is counted as before it.)
-                    k = kw + 1
-        return k
+                budget = t_next - now_s
+                t = self.step_model.run_time(b, k)
+                if t <= budget:  # the whole run ends by the arrival: `steps_within` would say k
+                    return k, t
+                # Stop at the first step ending after the arrival, where a step-by-step run admits
+                # it. (A step ending exactly at the arrival — a tie of two float sums — is counted
+                # as before it.) `steps_within` < k here: run_time(b, k) is past the budget.
+                k = self.step_model.steps_within(b, budget, k) + 1
+        return k, None
 
     def _record_decode_gaps(self, dl: np.ndarray, start_s: float, t_first: float, total_s: float, k: int) -> None:
         """ITL of the tokens this run produces: k steps of B gaps, step j lasting

@@ -208,7 +208,9 @@ class ReplicaState:
     def first_stop(self) -> int:
         """Decode steps to the first completion among the decoding lanes (some decoding):
         min(stop_ctx - context) over them."""
-        ends = self._stop_clocks()
+        ends = self._ends
+        if ends is None:
+            ends = self._stop_clocks()
         end_of = self._end_of
         while True:
             e, lane = ends[0]
@@ -219,7 +221,9 @@ class ReplicaState:
     def stops_within(self, k: int) -> list[int]:
         """The decoding lanes whose last token comes within k more steps of all of them (the clock
         not yet moved), in lane order: those with stop_ctx - context <= k."""
-        ends = self._stop_clocks()
+        ends = self._ends
+        if ends is None:
+            ends = self._stop_clocks()
         end_of = self._end_of
         limit = self.decode_clock + k
         out = set()
