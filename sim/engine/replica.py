@@ -289,10 +289,12 @@ class Replica:
                 t = self.step_model.run_time(b, k)
                 if t <= budget:  # the whole run ends by the arrival: `steps_within` would say k
                     return k, t
-                # Stop at the first step ending after the arrival, where a step-by-step run admits
-                # it. (A step ending exactly at the arrival — a tie of two float sums — is counted
-                # as before it.) `steps_within` < k here: run_time(b, k) is past the budget.
-                k = self.step_model.steps_within(b, budget, k) + 1
+                kw = self.step_model.steps_within(b, budget, k)
+                if kw < k:
+                    # Stop at the first step ending after the arrival, where a step-by-step run
+                    # admits it. (A step ending exactly at the arrival — a tie of two float sums —
+                    # is counted as before it.)
+                    k = kw + 1
         return k, None
 
     def _record_decode_gaps(self, dl: np.ndarray, start_s: float, t_first: float, total_s: float, k: int) -> None:
