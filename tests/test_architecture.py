@@ -219,3 +219,17 @@ def test_no_build_products_in_the_source_tree():
     found = sorted(str(p.relative_to(ROOT)) for pkg in PACKAGES for pattern in ("*.so", "*.pyd", "*.c", "*.pyx")
                    for p in (ROOT / pkg).rglob(pattern))
     assert not found, "build products in the source tree:\n" + "\n".join(found)
+
+
+MAX_MODULE_LINES = 600  # issue 40: a module that does one job fits in a screenful of screens
+
+
+def test_no_module_over_600_lines():
+    """Every module of the packages and of benchmarks/ (the scripts that write the committed
+    reports and corpora) stays under `MAX_MODULE_LINES`: one that grows past it does several jobs
+    and is split by job (as benchmarks/fidelity.py and its report, or the InferenceX importer and
+    its per-source modules)."""
+    over = sorted(f"{p.relative_to(ROOT)}: {n} lines" for top in (*PACKAGES, "benchmarks")
+                  for p in (ROOT / top).rglob("*.py")
+                  if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES)
+    assert not over, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(over)

@@ -16,45 +16,31 @@ offline, and `--check` fails (exit 1) when a committed CSV differs from what the
 Rules kept here (benchmarks/serving/README.md): `as_printed` is the source's figure exactly as
 written (the JSON number text or the printed line); `value` is that figure in the unit the quantity
 names; a conversion (s -> ms) is spelled out in `derivation`; nothing is estimated.
+
+This file reads the InferenceX result JSONs (token-position sweeps, together_runner baselines) and
+writes the CSVs; import_inferencex_prs.py reads the image-bump PR tables, import_inferencex_gpustack.py
+the GPUStack docs, import_inferencex_common.py holds what they share.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import io
-import json
 import re
 import sys
 from decimal import Decimal
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-SRC = HERE / "sources"
-
-from schema import COLUMNS  # noqa: E402 (this folder is on sys.path when run as a script)
-
-
-def dec_str(d: Decimal) -> str:
-    """A Decimal as plain text without exponent or trailing zeros (exact, no rounding)."""
-    s = format(d.normalize(), "f")
-    if "." in s:
-        s = s.rstrip("0").rstrip(".")
-    return s
-
-
-def load_json_raw(path: Path) -> dict:
-    """Parse JSON keeping every number's original text (no float round-trip)."""
-    return json.loads(path.read_text(), parse_float=str, parse_int=str)
-
-
-def gh(owner_repo: str, commit: str, path: str) -> str:
-    return f"https://github.com/{owner_repo}/blob/{commit}/{path}"
+from import_inferencex_common import (  # noqa: E402 (this folder is on sys.path when run as a script)
+    HERE, IX_REPO, NEW_DEVICE_NOTE, SRC, base_row, dec_str, gh, load_json_raw)
+from import_inferencex_gpustack import gpustack_rows  # noqa: E402
+from import_inferencex_prs import ix_pr_rows  # noqa: E402
+from schema import COLUMNS  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------
 # InferenceX experimental token-position sweeps (PR #709), 8xH200, vLLM nightly
 # --------------------------------------------------------------------------------------------
-IX_REPO = "SemiAnalysisAI/InferenceX"
 IX_TP_COMMIT = "5969d0ad2ddbf32b69e31340643e465705868b8e"
 IX_TP_DIR = "experimental/token_position_decode_slo"
 IX_TP_CLIENT_NOTE = (
@@ -119,10 +105,6 @@ SEC_KEYS = [
 ]
 
 
-def base_row(**kw) -> dict:
-    row = {c: "" for c in COLUMNS}
-    row.update({k: ("" if v is None else str(v)) for k, v in kw.items()})
-    return row
 
 
 def ix_token_position_rows() -> list[dict]:
@@ -248,10 +230,6 @@ TR_CURVES = [
         scripts="together_runner/local/recipes/launch_local.sh", ref_extra="",
     ),
 ]
-NEW_DEVICE_NOTE = {
-    "b200": "Device id b200: no shipped infersim profile yet (another helper adds it).",
-    "mi350x": "Device id mi350x: no shipped infersim profile yet.",
-}
 TR_MS_KEYS = [
     ("median_ttft_ms", "ttft_ms", "median"), ("p99_ttft_ms", "ttft_ms", "p99"),
     ("median_tpot_ms", "tpot_ms", "median"), ("p99_tpot_ms", "tpot_ms", "p99"),
@@ -308,345 +286,6 @@ def together_rows() -> list[dict]:
                     rows.append(base_row(**common, row_id=f"{stem}-{qty}-value", quantity=qty,
                                          statistic="value", value=dec_str(Decimal(m[key])),
                                          as_printed=f'"{key}": {m[key]}', notes=row_notes))
-    return rows
-
-
-# --------------------------------------------------------------------------------------------
-# GPUStack performance-lab docs: pasted result blocks
-# --------------------------------------------------------------------------------------------
-GS_REPO = "gpustack/gpustack"
-GS_COMMIT = "47277d79f4a5bae12a2d25e9ecbed2a2177a5f2d"
-
-# printed label -> (quantity, statistic, unit factor to the quantity's unit)
-BLOCK_LABELS = {
-    "Request throughput (req/s)": ("request_tps", "value", None),
-    "Output token throughput (tok/s)": ("output_tps", "value", None),
-    "Total Token throughput (tok/s)": ("total_tps", "value", None),
-    "Mean TTFT (ms)": ("ttft_ms", "mean", None), "Median TTFT (ms)": ("ttft_ms", "median", None),
-    "P95 TTFT (ms)": ("ttft_ms", "p95", None), "P99 TTFT (ms)": ("ttft_ms", "p99", None),
-    "Mean TPOT (ms)": ("tpot_ms", "mean", None), "Median TPOT (ms)": ("tpot_ms", "median", None),
-    "P95 TPOT (ms)": ("tpot_ms", "p95", None), "P99 TPOT (ms)": ("tpot_ms", "p99", None),
-    "Mean ITL (ms)": ("itl_ms", "mean", None), "Median ITL (ms)": ("itl_ms", "median", None),
-    "P95 ITL (ms)": ("itl_ms", "p95", None), "P99 ITL (ms)": ("itl_ms", "p99", None),
-    "Mean E2EL (ms)": ("e2el_ms", "mean", None), "Median E2EL (ms)": ("e2el_ms", "median", None),
-    "P99 E2EL (ms)": ("e2el_ms", "p99", None),
-    "Mean Latency(s)": ("e2el_ms", "mean", 1000), "Median Latency(s)": ("e2el_ms", "median", 1000),
-    "P95 Latency(s)": ("e2el_ms", "p95", 1000), "P99 Latency(s)": ("e2el_ms", "p99", 1000),
-}
-LINE = re.compile(r"^\s*(?P<label>[A-Za-z0-9 ()/.:%-]+?):\s+(?P<num>-?[0-9][0-9.]*)\s*$")
-
-
-GS_SHAREGPT_NOTE = (
-    "Dataset ShareGPT_V3_unfiltered_cleaned_split.json (lengths per conversation; totals printed in "
-    "the block: see 'Total input tokens' / 'Total generated tokens' of the source block)."
-)
-GS_DOCS = [
-    dict(
-        path="docs/performance-lab/qwen3-8b/h100-latency.md",
-        device="h100-sxm", device_variant="A single NVIDIA H100 SXM GPU", n=1, tp=1,
-        client="vllm-bench-serve", load_kind="concurrency",
-        client_note=("Client command as printed: vllm bench serve --model Qwen/Qwen3-8B --backend "
-                     "openai-chat --endpoint /v1/chat/completions --dataset-name sharegpt "
-                     "--dataset-path ShareGPT_V3_unfiltered_cleaned_split.json --num-prompts 100 "
-                     "--max-concurrency C (C = the block's 'BS' / 'Maximum request concurrency'). "
-                     "ignore_eos not set: outputs end at EOS or the dataset's length."),
-        skip=(),
-        curves=[
-            dict(sel="Baseline benchmark results", curve="gpustack-h100-vllm-qwen3-8b-bf16-sharegpt",
-                 engine="vllm", version="0.11.0", flags="vllm serve Qwen/Qwen3-8B",
-                 model="qwen3-8b", quant="bf16", kv="not stated", note="Baseline serving script."),
-            dict(sel="Optimized benchmark results",
-                 curve="gpustack-h100-sglang-qwen3-8b-fp8-eagle3-sharegpt",
-                 engine="sglang", version="0.5.3.post3",
-                 flags=("python3 -m sglang.launch_server --model Qwen/Qwen3-8B-FP8 "
-                        "--speculative-algorithm EAGLE3 --speculative-draft-model-path "
-                        "Tengyunw/qwen3_8b_eagle3 --speculative-num-steps 4 --speculative-eagle-topk 4 "
-                        "--speculative-num-draft-tokens 16"),
-                 model="Qwen/Qwen3-8B-FP8", quant="fp8", kv="not stated",
-                 note="Optimized serving script: FP8 checkpoint with EAGLE3 speculative decoding (TPOT/ITL count accepted tokens)."),
-        ],
-    ),
-    dict(
-        path="docs/performance-lab/qwen3.5-9b/h100-latency.md",
-        device="h100-sxm", device_variant="NVIDIA H100 80GB HBM3 (HBM3 => SXM part)", n=1, tp=1,
-        client="guidellm", load_kind="rate",
-        client_note=("Client: GPUStack's benchmark-runner on guidellm, profile 'ShareGPT xRPS' "
-                     "(dataset ShareGPT, request_rate R, total_requests 1000); the doc's open-source "
-                     "equivalent is guidellm benchmark --profile constant --rate R --max-requests 1000 "
-                     "--data ShareGPT_V3_unfiltered_cleaned_split.json. The block's 'Maximum request "
-                     "concurrency' line is the observed peak, not a cap. TPOT/ITL lines of these "
-                     "blocks (medians 0.00-0.15 ms) do not measure per-token decode time and are left out."),
-        skip=("tpot_ms", "itl_ms"),
-        curves=[
-            dict(sel="Baseline benchmark result", curve="gpustack-h100-vllm-qwen3.5-9b-bf16-sharegpt-rate",
-                 engine="vllm", version="0.17.1",
-                 flags="--reasoning-parser=qwen3 --max-model-len=32768",
-                 model="Qwen/Qwen3.5-9B", quant="bf16", kv="not stated",
-                 note="Baseline backend parameters."),
-            dict(sel="Optimized benchmark result",
-                 curve="gpustack-h100-vllm-qwen3.5-9b-bf16-mtp-sharegpt-rate",
-                 engine="vllm", version="0.17.1",
-                 flags=("--reasoning-parser=qwen3 --max-model-len=32768 "
-                        "--speculative-config={\"method\":\"mtp\",\"num_speculative_tokens\":1} "
-                        "--language-model-only --performance-mode=interactivity"),
-                 model="Qwen/Qwen3.5-9B", quant="bf16", kv="not stated",
-                 note="Optimized backend parameters: MTP speculative decoding (1 token)."),
-        ],
-    ),
-    dict(
-        path="docs/performance-lab/qwen3.5-35b-a3b/h200-latency.md",
-        device="h200", device_variant="NVIDIA H200", n=1, tp=1,
-        client="guidellm", load_kind="rate",
-        client_note=("Client: GPUStack's benchmark-runner on guidellm, profile 'ShareGPT xRPS' "
-                     "(dataset ShareGPT, request_rate R, total_requests 1000); the doc's open-source "
-                     "equivalent is guidellm benchmark --profile constant --rate R --max-requests 1000 "
-                     "--data ShareGPT_V3_unfiltered_cleaned_split.json. The block's 'Maximum request "
-                     "concurrency' line is the observed peak, not a cap. TPOT/ITL lines of these "
-                     "blocks (medians near 0 ms) do not measure per-token decode time and are left out. "
-                     "GPU count not stated (1 assumed from 'NVIDIA H200' and no TP flag)."),
-        skip=("tpot_ms", "itl_ms"),
-        curves=[
-            dict(sel="Baseline benchmark result",
-                 curve="gpustack-h200-vllm-qwen3.5-35b-a3b-bf16-sharegpt-rate",
-                 engine="vllm", version="0.17.1",
-                 flags="--reasoning-parser=qwen3 --max-model-len=32768",
-                 model="Qwen/Qwen3.5-35B-A3B", quant="bf16", kv="not stated",
-                 note="Baseline backend parameters."),
-            dict(sel="Optimized benchmark result",
-                 curve="gpustack-h200-vllm-qwen3.5-35b-a3b-bf16-mtp-sharegpt-rate",
-                 engine="vllm", version="0.17.1",
-                 flags=("--reasoning-parser=qwen3 "
-                        "--speculative-config={\"method\":\"mtp\",\"num_speculative_tokens\":1} "
-                        "--max-model-len=32768"),
-                 model="Qwen/Qwen3.5-35B-A3B", quant="bf16", kv="not stated",
-                 note="Optimized backend parameters: MTP speculative decoding (1 token)."),
-        ],
-    ),
-]
-RATE_HEADING = re.compile(r"^#### Rate (\d+(?:\.\d+)?)\s*$")
-BS_MARK = re.compile(r"^\s*# BS=(\d+)\s*$")
-INFO = re.compile(r'^\?\?\? info "(?P<title>[^"]+)"')
-HEADER = re.compile(r"lines (\d+)-(\d+) and (\d+)-(\d+)")
-
-
-def gpustack_rows() -> list[dict]:
-    rows = []
-    for doc in GS_DOCS:
-        path = SRC / "gpustack__gpustack" / GS_COMMIT / doc["path"]
-        lines = path.read_text().splitlines()
-        # map excerpt line numbers back to the source file's line numbers
-        h = HEADER.search(lines[0])
-        s1, e1, s2, _ = (int(x) for x in h.groups())
-        gap = lines.index(next(l for l in lines if l.startswith("<!-- ... lines")))
-
-        def src_line(i: int) -> int:  # i: 1-based line in the excerpt
-            return s1 + (i - 2) if i < gap + 1 else s2 + (i - gap - 2)
-
-        # walk: remember the current info-title, the current Rate heading and BS marker
-        title, rate, bs = None, None, None
-        points = []  # (curve spec, load, block start excerpt line, fields)
-        block = None
-        for i, line in enumerate(lines, 1):
-            if (m := INFO.match(line)):
-                title = m["title"]
-            if (m := RATE_HEADING.match(line)):
-                rate = m[1]
-            if (m := BS_MARK.match(line)):
-                bs = m[1]
-            if "Serving Benchmark Result" in line:
-                spec = next((c for c in doc["curves"] if c["sel"] == title), None)
-                block = {"spec": spec, "line": i, "fields": {},
-                         "load": rate if doc["load_kind"] == "rate" else bs}
-                points.append(block)
-                continue
-            if block is not None:
-                if line.strip().startswith("=====") or line.strip() == "```":
-                    block = None
-                elif (m := LINE.match(line)):
-                    block["fields"][m["label"].strip()] = (m["num"], line.strip())
-        for p in points:
-            spec = p["spec"]
-            if spec is None:
-                raise SystemExit(f"{path}:{p['line']}: result block under an unknown heading")
-            f = p["fields"]
-            load = p["load"]
-            if doc["load_kind"] == "concurrency":
-                printed_c = f["Maximum request concurrency"][0]
-                if printed_c != load:
-                    raise SystemExit(f"{path}:{p['line']}: BS={load} but block says concurrency {printed_c}")
-            n_req = f["Successful requests"][0]
-            src_no = src_line(p["line"])
-            extra = (f" Block at source line {src_no}: {n_req} successful requests, "
-                     f"total input tokens {f['Total input tokens'][0]}, total generated tokens "
-                     f"{f['Total generated tokens'][0]}.")
-            if doc["load_kind"] == "rate":
-                extra += f" Printed peak concurrency {f['Maximum request concurrency'][0]}."
-            common = dict(
-                curve_id=spec["curve"], source=gh(GS_REPO, GS_COMMIT, doc["path"]) + f"#L{src_no}",
-                source_ref=f"{GS_REPO}@{GS_COMMIT[:10]}:{doc['path']} (Other Benchmark Cases, line {src_no})",
-                publisher="GPUStack", engine=spec["engine"], engine_version=spec["version"],
-                engine_flags=spec["flags"], device=doc["device"], device_variant=doc["device_variant"],
-                n_devices=doc["n"], tp=doc["tp"], model=spec["model"], quant=spec["quant"],
-                kv_cache_dtype=spec["kv"], client=doc["client"], dataset="sharegpt",
-                input_tokens="", output_tokens="", range_ratio="",
-                num_prompts=100 if doc["load_kind"] == "concurrency" else 1000,
-                warmup="", ramp_up="", ignore_eos="false" if doc["client"] == "vllm-bench-serve" else "not stated",
-                load_kind=doc["load_kind"],
-                max_concurrency=load if doc["load_kind"] == "concurrency" else "",
-                request_rate="inf" if doc["load_kind"] == "concurrency" else load,
-                # guidellm --profile constant spaces arrivals evenly: vLLM's burstiness -> inf
-                burstiness="1.0" if doc["load_kind"] == "concurrency" else "inf",
-            )
-            notes = f"{spec['note']} {doc['client_note']} {GS_SHAREGPT_NOTE}{extra}"
-            if doc["load_kind"] == "rate":
-                notes += (" burstiness inf: the doc's guidellm equivalent uses --profile constant "
-                          "(evenly spaced arrivals, not Poisson).")
-            tag = f"c{load}" if doc["load_kind"] == "concurrency" else f"r{load}"
-            for label, (qty, stat, factor) in BLOCK_LABELS.items():
-                if label not in f or qty in doc["skip"]:
-                    continue
-                num, raw = f[label]
-                if factor:
-                    value = dec_str(Decimal(num) * factor)
-                    deriv = f"{label.split('(')[0].strip()} printed in seconds: {num} s x {factor}"
-                else:
-                    value, deriv = dec_str(Decimal(num)), ""
-                if Decimal(value) <= 0:
-                    continue  # a printed 0.00 carries no measurement
-                rows.append(base_row(**common, row_id=f"{spec['curve']}-{tag}-{qty}-{stat}",
-                                     quantity=qty, statistic=stat, value=value,
-                                     as_printed=re.sub(r"\s{2,}", " ", raw), derivation=deriv,
-                                     notes=notes))
-    return rows
-
-
-# --------------------------------------------------------------------------------------------
-# InferenceX published sweeps, as quoted in the baseline tables of InferenceX image-bump PRs
-# --------------------------------------------------------------------------------------------
-# Each "[Klaud Cold] Update ... image" PR description freezes the family's published points from
-# the InferenceX API (inferencex.semianalysis.com, "Mean latency") in a table: total and output
-# tokens/s per GPU, mean TTFT, mean TPOT. The sources/ files are verbatim excerpts of those PR
-# descriptions. Per-GPU throughputs are InferenceX's own normalisation (utils/process_result.py:
-# total_token_throughput / (tp x pp x pcp) for a single-node run; pp = pcp = 1 here), so the
-# server's throughput is the printed figure x TP.
-IX_PR_HARNESS = (
-    "Harness: InferenceX's official single-node sweep (benchmarks/benchmark_lib.sh "
-    "run_benchmark_serving -> utils/bench_serving/benchmark_serving.py): --dataset-name random, "
-    "--random-range-ratio 0.8 (RANDOM_RANGE_RATIO default of .github/workflows/benchmark-tmpl.yml "
-    "since Jan 2026; this client draws lengths from [int(0.8 L), L]), --request-rate inf "
-    "--max-concurrency C --ignore-eos --num-warmups 2xC; the recipes pass --num-prompts 10xC "
-    "(not restated in the table, so num_prompts is left empty). Server flags: the family's recipe "
-    "script under benchmarks/single_node/ at the baseline date (not restated). Latencies are means "
-    "(the table is labelled 'Mean latency')."
-)
-IX_PRS = {
-    3173: dict(family="dsr1-fp8-h200-sglang", engine="sglang", version="0.5.12",
-               image="lmsysorg/sglang:v0.5.12-cu130", date="2026-05-17", device="h200",
-               model="deepseek-ai/DeepSeek-R1-0528", quant="fp8", extra=""),
-    3183: dict(family="dsr1-fp4-b300-sglang", engine="sglang", version="0.5.12",
-               image="lmsysorg/sglang:v0.5.12-cu130", date="2026-05-22", device="b300",
-               model="nvidia/DeepSeek-R1-0528-FP4-V2", quant="nvfp4",
-               extra="The PR description shows 12 of the 29 published points (c1-c32)."),
-    3175: dict(family="dsr1-fp8-b300-sglang", engine="sglang", version="0.5.12",
-               image="lmsysorg/sglang:v0.5.12-cu130", date="2026-05-22", device="b300",
-               model="deepseek-ai/DeepSeek-R1-0528", quant="fp8",
-               extra="The PR description shows 12 of the 16 published points."),
-    3311: dict(family="qwen3.5-fp4-mi355x-sglang", engine="sglang", version="0.5.19",
-               image="lmsysorg/sglang-rocm:v0.5.19-rocm720-mi35x-20260913", date="2026-09-14",
-               device="mi355x", model="amd/Qwen3.5-397B-A17B-MXFP4", quant="mxfp4",
-               extra="The excerpt kept here ends after the c128 TP2 row."),
-    3285: dict(family="qwen3.5-fp4-mi355x-sglang-mtp", engine="sglang", version="0.5.19",
-               image="lmsysorg/sglang-rocm:v0.5.19-rocm720-mi35x-20260913", date="2026-09-14",
-               device="mi355x", model="amd/Qwen3.5-397B-A17B-MXFP4", quant="mxfp4",
-               extra="MTP speculative decoding (family '-mtp'): TPOT counts accepted tokens. The "
-                     "excerpt kept here ends inside the c128 TP2 row, which is left out."),
-    3107: dict(family="qwen3.5-fp8-mi355x-sglang-mtp", engine="sglang", version="0.5.18",
-               image="lmsysorg/sglang-rocm:v0.5.18-rocm720-mi35x-20260828", date="2026-08-31",
-               device="mi355x", model="Qwen/Qwen3.5-397B-A17B-FP8", quant="fp8",
-               extra="MTP speculative decoding (family '-mtp'): TPOT counts accepted tokens."),
-    3318: dict(family="dsr1-fp8-mi325x-sglang", engine="sglang", version="0.5.19",
-               image="lmsysorg/sglang:v0.5.19-rocm700-mi30x", date="2026-09-10", device="mi325x",
-               model="deepseek-ai/DeepSeek-R1-0528", quant="fp8", extra=""),
-    3317: dict(family="dsr1-fp8-b200-trt", engine="trtllm", version="1.3.0rc14",
-               image="nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc14", date="2026-05-18",
-               device="b200", model="deepseek-ai/DeepSeek-R1-0528", quant="fp8",
-               extra="The family's config has two TP8 EP1 search-space entries (conc 4-8 and "
-                     "64-128), both listed here as one curve; the excerpt kept here ends inside "
-                     "the 8k/1k rows. Client backend: InferenceX's client against trtllm-serve."),
-}
-NEW_DEVICE_NOTE.update({
-    "b300": "Device id b300: no shipped infersim profile yet.",
-    "mi325x": "Device id mi325x: no shipped infersim profile yet (another helper adds it).",
-    "mi355x": "Device id mi355x: no shipped infersim profile yet (another helper adds it).",
-})
-SEQ = {"1k": 1024, "8k": 8192}
-POINT_ROW = re.compile(r"^\| (?P<isl>\d+k)/(?P<osl>\d+k) c(?P<c>\d+) TP(?P<tp>\d+) EP(?P<ep>\d+) "
-                       r"(?P<hash>[0-9a-f]{6}) \| (?P<cells>.*) \|$")
-CONC_ROW = re.compile(r"^\| (?P<c>\d+) \| (?P<cells>.*) \|$")
-CONC_HEADER = re.compile(r"^(?P<isl>\d+k)/(?P<osl>\d+k) · TP(?P<tp>\d+)/EP(?P<ep>\d+) · Mean latency")
-
-
-def ix_pr_rows() -> list[dict]:
-    rows = []
-    for pr, meta in sorted(IX_PRS.items()):
-        path = SRC / "SemiAnalysisAI__InferenceX" / "pulls" / f"{pr}.md"
-        lines = path.read_text().splitlines()
-        header = next((CONC_HEADER.match(l) for l in lines if CONC_HEADER.match(l)), None)
-        points = []  # (isl, osl, tp, ep, c, hash, cells, raw line)
-        for line in lines:
-            if (m := POINT_ROW.match(line)):
-                points.append((m["isl"], m["osl"], int(m["tp"]), int(m["ep"]), int(m["c"]),
-                               m["hash"], m["cells"], line))
-            elif header and (m := CONC_ROW.match(line)):
-                points.append((header["isl"], header["osl"], int(header["tp"]), int(header["ep"]),
-                               int(m["c"]), "", m["cells"], line))
-        curves = {}
-        for p in points:
-            cells = [c.strip() for c in p[6].split("|")]
-            if len(cells) != 4 or "N/A" in cells:
-                continue  # unavailable point (printed N/A)
-            curves.setdefault(p[:4], []).append((p, cells))
-        for (isl_s, osl_s, tp, ep), pts in curves.items():
-            if len({p[4] for p, _ in pts}) < 3:
-                continue
-            isl, osl = SEQ[isl_s], SEQ[osl_s]
-            curve = (f"ix-api-{meta['device']}-{meta['engine']}-{meta['family']}-tp{tp}ep{ep}-"
-                     f"isl{isl}-osl{osl}")
-            notes_base = " ".join(x for x in (
-                f"InferenceX published sweep of family {meta['family']} on {meta['date']} "
-                f"(image {meta['image']}), quoted as the frozen baseline of PR #{pr}; EP{ep}.",
-                meta["extra"], IX_PR_HARNESS, NEW_DEVICE_NOTE.get(meta["device"], "")) if x)
-            for p, cells in pts:
-                c, point_hash, raw_line = p[4], p[5], p[7]
-                common = dict(
-                    curve_id=curve, source=f"https://github.com/{IX_REPO}/pull/{pr}",
-                    source_ref=f"{IX_REPO} PR #{pr} description, baseline table"
-                               + (f" (point {point_hash})" if point_hash else f" (row c={c})"),
-                    publisher="SemiAnalysis", engine=meta["engine"],
-                    engine_version=meta["version"], engine_flags="", device=meta["device"],
-                    device_variant=f"InferenceX runner '{meta['device']}' ({meta['family']})",
-                    n_devices=tp, tp=tp, model=meta["model"], quant=meta["quant"],
-                    kv_cache_dtype="not stated", client="custom", dataset="random",
-                    input_tokens=isl, output_tokens=osl, range_ratio="0.8", num_prompts="",
-                    warmup=2 * c, ramp_up="", ignore_eos="true", load_kind="concurrency",
-                    max_concurrency=c, request_rate="inf", burstiness="1.0",
-                )
-                notes = f"{notes_base} Table row: {raw_line}"
-                stem = f"{curve}-c{c}"
-                total, out, ttft, tpot = (x.replace(",", "") for x in cells)
-                for qty, raw, label in (("total_tps", total, "Total tok/s/GPU"),
-                                        ("output_tps", out, "Output tok/s/GPU")):
-                    rows.append(base_row(**common, row_id=f"{stem}-{qty}-value", quantity=qty,
-                                         statistic="value", value=dec_str(Decimal(raw) * tp),
-                                         as_printed=f"{label} {cells[0 if qty == 'total_tps' else 1]}",
-                                         derivation=f"{raw} tok/s/GPU x TP {tp} GPUs", notes=notes))
-                for qty, raw, label, cell in (("ttft_ms", ttft, "TTFT ms", cells[2]),
-                                              ("tpot_ms", tpot, "TPOT ms", cells[3])):
-                    rows.append(base_row(**common, row_id=f"{stem}-{qty}-mean", quantity=qty,
-                                         statistic="mean", value=dec_str(Decimal(raw)),
-                                         as_printed=f"{label} {cell}",
-                                         derivation="thousands separator dropped" if "," in cell else "",
-                                         notes=notes))
     return rows
 
 

@@ -265,19 +265,9 @@ class PagedAllocator(KVAllocator):
                 self._evict()
         return True
 
-    def add_one_block(self, lanes: list[int]) -> None:
-        """One more block for each of `lanes` (the caller checked that enough are free): what
-        `grow_by` does when each of them needs exactly one and no other lane needs any."""
-        held = self.held
-        for lane in lanes:
-            held[lane] += 1
-        self.free_blocks -= len(lanes)
-        if self.prefix is not None and self.prefix.unreferenced:
-            self._evict()
-
     def take_blocks(self, n: int) -> None:
-        """`n` free blocks go to decoding lanes whose counts the replica state keeps (its lazy
-        lanes: `ReplicaState.lazy`); `held` is written when the state settles them."""
+        """`n` free blocks go to decoding lanes whose counts the replica state keeps (with its block
+        phases: `ReplicaState.phases_ok`); `held` is written when the state reads them (`hold_for`)."""
         self.free_blocks -= n
         if self.prefix is not None and self.prefix.unreferenced:
             self._evict()
@@ -288,18 +278,9 @@ class PagedAllocator(KVAllocator):
 
     def hold_for(self, lanes, tokens) -> None:
         """Write `held` of `lanes` (a lane or an array) as the blocks `tokens` need, blocks already
-        counted out of `free_blocks` (`take_blocks`): the replica state settling its lazy lanes."""
+        counted out of `free_blocks` (`take_blocks`): the replica state writing its decoding lanes'
+        blocks (`ReplicaState.write_blocks`)."""
         self.held[lanes] = (tokens + (self.block_size - 1)) // self.block_size
-
-    def set_held(self, lanes: np.ndarray, context: np.ndarray, added: int) -> None:
-        """`lanes` now hold ceil(context / block_size) blocks each, `added` more than before in all
-        (the caller counted them and checked they are free): `grow_by(lanes, context, 0)` when no
-        lane holds more than its context needs."""
-        self.held[lanes] = (context + (self.block_size - 1)) // self.block_size
-        if added:
-            self.free_blocks -= added
-            if self.prefix is not None and self.prefix.unreferenced:
-                self._evict()
 
     def decode_steps_available(self, lanes: np.ndarray, context: np.ndarray, max_steps: int,
                                keep_free_blocks: int = 0) -> int:

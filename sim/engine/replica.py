@@ -55,8 +55,6 @@ class Replica:
         self.fast_forward = fast_forward
         self.check_invariants = check_invariants
         self.state = ReplicaState(kv, log, lanes=min(scheduler.max_seqs, 4096), prefix=prefix)
-        self.state.lazy = True  # decoding lanes as a base plus the decode clock (`ReplicaState.lazy`)
-        self.state.shadow = check_invariants  # ... and the arrays written too, to be compared
         self.peak_used_tokens = 0
         self.peak_reserved_tokens = 0
         self.batch_steps = 0
@@ -102,9 +100,10 @@ class Replica:
             if source.next_s <= now:  # (checked here too: a call per event is measurable)
                 self._take_arrivals(now)
             if self.check_invariants:
-                st.check_phases()
+                st.check_lanes()
             batch = sched.plan(st)  # ---- plan
             if self.check_invariants:
+                st.write_blocks()
                 kv.check()
             if not batch.prefill_lanes and not len(batch.decode_lanes):  # batch.empty
                 if self._reject_unschedulable(now):
@@ -119,8 +118,9 @@ class Replica:
                 k = 1
                 t = t_first = price.batch_time(b)
             else:
-                k = self._run_length(batch, b, first_done, now) if self.fast_forward and batch.stable else 1
-                t = price.run_time(b, k)
+                k, t = self._run_length(batch, b, first_done, now) if self.fast_forward and batch.stable else (1, None)
+                if t is None:
+                    t = price.run_time(b, k)
                 t_first = price.run_time(b, 1) if k > 1 else t
             yield env.timeout(t)  # ---- wait
             self._apply(batch, b, k, now, t_first, t, first_done, remaining)  # ---- apply
@@ -139,39 +139,34 @@ class Replica:
         return True
 
     def _step_batch(self, batch: Batch) -> tuple[StepBatch, int, np.ndarray | None]:
-        """The batch for the step model, the decode steps to its first completion and (when the
-        state keeps no stop clocks for these lanes) each lane's remaining steps. Ends the lockstep
-        of the lazy lanes when some decoding lane does not step (a budget-cut batch)."""
+        """The batch for the step model, the decode steps to its first completion and (when not
+        every decoding lane steps, or the stop clocks are not kept) each lane's remaining steps."""
         st = self.state
         dl = batch.decode_lanes
         n_dec = len(dl)
-        if st.lazy and n_dec != st.n_decoding and (n_dec or st.grown):
-            st.sync()  # the lockstep ends here
-            st.lazy = False
-        elif not n_dec:
+        if n_dec != st.n_decoding and st.grown:
+            st.phases_off()  # some lane grown for this step does not take it
+        if not n_dec:
             st.grown = 0  # (every lane grown in this plan was preempted)
-        ctx = remaining = None
+        sc = st.decode_ctx
+        ctx = sc[1] if sc is not None and sc[0] is dl else None  # the contexts the scheduler gathered
+        st.decode_ctx = None
+        remaining = None
         if not n_dec:
             first_done = 0
-        elif st.lazy:  # every decoding lane steps: contexts from the base and the clock, if read
-            first_done = st.first_stop()
+        elif n_dec == st.n_decoding and (st._ends is not None or batch.stable):
+            first_done = st.first_stop()  # every lane steps: the stop clocks' heap
         else:
-            # the contexts the scheduler gathered to grow the batch's KV (`_grow_decodes`), and
-            # the stop points of the decoding lanes, gathered once per set of lanes
-            sc = st.decode_ctx
-            ctx = sc[1] if sc is not None and sc[0] is dl else st.ctx[dl]
-            if st.lockstep and n_dec == st.n_decoding:  # the stop clocks' heap (`first_stop`)
-                first_done = st.first_stop()
+            if ctx is None:
+                ctx = st.decode_contexts(dl)
+            if dl is st._decode_array:  # the stop points, gathered once per set of lanes
+                stop = st._decode_stop
+                if stop is None:
+                    stop = st._decode_stop = st.stop_ctx[dl]
             else:
-                if dl is st._decode_array:
-                    stop = st._decode_stop
-                    if stop is None:
-                        stop = st._decode_stop = st.stop_ctx[dl]
-                else:
-                    stop = st.stop_ctx[dl]
-                remaining = stop - ctx  # decode steps to each lane's last token (>= 1)
-                first_done = int(_min(remaining))
-        st.decode_ctx = None
+                stop = st.stop_ctx[dl]
+            remaining = stop - ctx  # decode steps to each lane's last token (>= 1)
+            first_done = int(_min(remaining))
         return StepBatch(st, dl, batch.prefill_lanes, batch.prefill_tokens, ctx), first_done, remaining
 
     def _apply(self, batch: Batch, b: StepBatch, k: int, now: float, t_first: float, t: float, first_done: int,
@@ -199,15 +194,13 @@ class Replica:
                 self.gaps.add(t_first, 0.0, 1, n_dec)
             finished = self._advance_decodes(b, k, end, first_done, remaining)
         self.skipped_decodes = n_dec < st.n_decoding
-        if n_dec and st.lockstep:
-            st.stepped(n_dec, k)
         if pl:
             self._apply_prefill(batch, end, finished)
         if st.used_tokens > self.peak_used_tokens:
             self.peak_used_tokens = st.used_tokens
         # Peak of reserved KV: allocation happens in plan (admission, growth) and in apply (a
         # fast-forwarded run's blocks) and nothing is freed between them, so after apply is the peak.
-        reserved = kv.reserved_tokens
+        reserved = (kv.total_blocks - kv.free_blocks) * kv.block_size  # kv.reserved_tokens, minus two property calls
         if reserved > self.peak_reserved_tokens:
             self.peak_reserved_tokens = reserved
         if self.iterations.enabled:
@@ -217,6 +210,7 @@ class Replica:
             p = st.finish(lane, end)
             self.source.done(p.request, end)
         if self.check_invariants:
+            st.write_blocks()
             kv.check()
 
     def _advance_decodes(self, b: StepBatch, k: int, end: float, first_done: int,
@@ -225,62 +219,47 @@ class Replica:
         returns the lanes whose last token came within them."""
         st, kv = self.state, self.kv
         dl, n_dec = b.decode_lanes, b.n_decode
-        grows = kv.grows_on_decode
         st.decode_ctx_sum += k * n_dec
         st.used_tokens += k * n_dec
-        if st.lazy:
-            # the clock (`stepped`) moves every lane's context; blocks counted, not written
-            st.grown = 0
-            st.last_step_s = end
-            ctx = None
-            if self.check_invariants:  # (`shadow`) the arrays as before, for `check_phases`
-                ctx = b.decode_ctx()
-                ctx += k
-                st.ctx[dl] = ctx
-                st.last_token_s[dl] = end
-            if k > 1 and grows:
-                total = self._run_blocks(dl, ctx, k)
-                if self.check_invariants:
-                    kv.set_held(dl, ctx, total)
-                else:
-                    kv.take_blocks(total)
-            return st.stops_within(k) if first_done <= k else []
-        ctx = b.decode_ctx()
-        ctx += k
-        st.ctx[dl] = ctx
-        if k > 1 and grows:
-            if st.phases_ok and n_dec == st.n_decoding:
-                # every lane now holds ceil(ctx / bs) blocks; how many that adds, from the phases
-                kv.set_held(dl, ctx, self._run_blocks(dl, ctx, k))
-            elif not kv.grow_by(dl, ctx, 0):  # pragma: no cover - _run_length bounds k
+        if k > 1 and kv.grows_on_decode:
+            if st.phases_ok and n_dec == st.n_decoding:  # blocks counted from the phases, not written
+                kv.take_blocks(self._run_blocks(dl, b, k))
+            elif not kv.grow_by(dl, b.decode_ctx(), k):  # pragma: no cover - _run_length bounds k
                 raise AssertionError("fast-forward ran past the KV cache")
-        st.last_token_s[dl] = end
         if first_done > k:
-            return []
-        return st.stops_within(k) if remaining is None else dl[remaining <= k].tolist()
+            finished = []
+        else:
+            finished = st.stops_within(k) if remaining is None else dl[remaining <= k].tolist()
+        if n_dec == st.n_decoding:
+            st.step_all(k, end)  # the clock moves every lane's context
+        else:
+            st.step_some(dl, k, end)
+        return finished
 
-    def _run_blocks(self, dl, ctx, k: int) -> int:
+    def _run_blocks(self, dl, b: StepBatch, k: int) -> int:
         """Blocks a fast-forwarded run of k decode steps adds to all the decoding lanes, counted from
         the block phases (`ReplicaState.blocks_for_steps`; checked against the allocator's own count
-        under `check_invariants`, where `ctx` holds the lanes' contexts after the run)."""
+        under `check_invariants`)."""
         total = self.state.blocks_for_steps(k)
-        if self.check_invariants and total != self.kv.grow_blocks_needed(dl, ctx):
-            raise AssertionError("block phases disagree with the allocator on a run's growth")
+        if self.check_invariants:
+            self.state.write_blocks()
+            if total != self.kv.grow_blocks_needed(dl, b.decode_ctx() + k):
+                raise AssertionError("block phases disagree with the allocator on a run's growth")
         if total > self.kv.free_blocks:  # pragma: no cover - _run_length bounds k
             raise AssertionError("fast-forward ran past the KV cache")
         return total
 
-    def _run_length(self, batch: Batch, b: StepBatch, first_done: int, now_s: float) -> int:
+    def _run_length(self, batch: Batch, b: StepBatch, first_done: int, now_s: float) -> tuple[int, float | None]:
         """Decode steps the batch can run unchanged: up to its first completion (`first_done`
         steps away), the last step the KV cache can hold, the last step before a growth evicts a
         prefix-cached block (when a waiting request could be admitted), the step model's
         `run_limit`, and the first step ending at or after the next arrival (when an arrival
-        could be admitted)."""
+        could be admitted). With the run's seconds when they were priced on the way (else None)."""
         st = self.state
         dl = batch.decode_lanes
         k = first_done
         if k <= 1:
-            return 1
+            return 1, None
         # With requests waiting for a lane, the head is retried every iteration and keeps failing
         # while the free blocks only shrink -- unless a growth evicts a cached block: the head's
         # prefix hit may then shrink, and a shorter hit can need fewer blocks (a hit revives its
@@ -290,8 +269,10 @@ class Replica:
         keep = len(cache.unreferenced) if cache is not None and self.scheduler.waiting_may_be_admitted(st) else 0
         if st.phases_ok and len(dl) == st.n_decoding:
             avail = st.steps_available(k, keep)
-            if self.check_invariants and avail != self.kv.decode_steps_available(dl, b.decode_ctx(), k, keep):
-                raise AssertionError("block phases disagree with the allocator on the steps available")
+            if self.check_invariants:
+                st.write_blocks()
+                if avail != self.kv.decode_steps_available(dl, b.decode_ctx(), k, keep):
+                    raise AssertionError("block phases disagree with the allocator on the steps available")
             k = max(1, min(k, avail))
         else:
             k = max(1, min(k, self.kv.decode_steps_available(dl, b.decode_ctx(), k, keep)))
@@ -304,13 +285,17 @@ class Replica:
         if k > 1 and self.scheduler.arrival_may_change_plan(st):
             t_next = self.source.next_time()
             if t_next is not None:
-                kw = self.step_model.steps_within(b, t_next - now_s, k)
+                budget = t_next - now_s
+                t = self.step_model.run_time(b, k)
+                if t <= budget:  # the whole run ends by the arrival: `steps_within` would say k
+                    return k, t
+                kw = self.step_model.steps_within(b, budget, k)
                 if kw < k:
                     # Stop at the first step ending after the arrival, where a step-by-step run
                     # admits it. (A step ending exactly at the arrival — a tie of two float sums —
                     # is counted as before it.)
                     k = kw + 1
-        return k
+        return k, None
 
     def _record_decode_gaps(self, dl: np.ndarray, start_s: float, t_first: float, total_s: float, k: int) -> None:
         """ITL of the tokens this run produces: k steps of B gaps, step j lasting
@@ -319,7 +304,7 @@ class Replica:
         n = len(dl)
         delta = (2.0 * total_s / k - 2.0 * t_first) / (k - 1) if k > 1 else 0.0
         if self.skipped_decodes:
-            stall = start_s - (np.maximum(st.t_join[dl], st.last_step_s) if st.lazy else st.last_token_s[dl])
+            stall = start_s - st.last_tokens(dl)
             late = stall > 0
             n_late = int(late.sum())
             if n_late:

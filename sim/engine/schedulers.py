@@ -127,9 +127,7 @@ class Scheduler:
 
     def _running_generated(self, state: "ReplicaState", lanes: np.ndarray) -> np.ndarray:
         """Tokens each running lane has generated (0 while it reads its prompt)."""
-        if state.lazy:
-            state.sync()
-        return np.where(state.is_decoding[lanes], state.ctx[lanes] - state.prompt[lanes] + 1, 0)
+        return np.where(state.is_decoding[lanes], state.contexts(lanes) - state.prompt[lanes] + 1, 0)
 
     def _ratio_room(self, state: "ReplicaState") -> float:
         """SGLang PrefillAdder's `rem_total_tokens`: free KV tokens (cached blocks nobody uses count
@@ -214,36 +212,30 @@ class Scheduler:
         block, preempt the newest running sequence (recompute) until the rest fit — vLLM v1
         `Scheduler.schedule()`: `preempted_req = self.running.pop()`."""
         lanes = state.decode_lanes()
+        if not len(lanes):
+            return lanes
         kv = state.kv
-        lazy = state.lazy
         if state.phases_ok:
             # the lanes that need a block are those in the clock's phase (`ReplicaState.phases`):
-            # each needs exactly one, so the growth is theirs alone, no array arithmetic
+            # each needs exactly one, so the growth is theirs alone, counted and not written
+            # (the state writes a lane's blocks when it is read)
             need = state.boundary_lanes()
             if len(need) <= kv.free_blocks:
-                if lazy:  # the state counts the lanes' blocks (`ReplicaState.lazy`)
-                    state.grown = 1
-                    if not state.shadow:
-                        if need:
-                            kv.take_blocks(len(need))
-                        return lanes
+                state.grown = 1
                 if need:
-                    kv.add_one_block(need)
-                state.decode_ctx = (lanes, state.ctx[lanes])
+                    kv.take_blocks(len(need))
                 return lanes
-        elif lazy and not kv.grows_on_decode:
+            state.write_blocks()  # grow_by reads the lanes' blocks
+        elif not kv.grows_on_decode:
             return lanes  # (contiguous: `grow_by` gives nothing and never fails)
-        if lazy:
-            state.sync()  # grow_by reads the arrays
-        ctx = state.ctx[lanes]
+        ctx = state.decode_contexts(lanes)
         while len(lanes) and not kv.grow_by(lanes, ctx, 1):
             state.preempt_newest()
             keep = state.active[lanes]
             lanes = lanes[keep]
             ctx = ctx[keep]
         state.decode_ctx = (lanes, ctx)  # the replica prices this batch from the same gather
-        if lazy:
-            state.grown = 1
+        state.grown = 1
         return lanes
 
     def _continue_prefills(self, state: "ReplicaState", lanes: list[int], tokens: list[int], budget: int) -> int:

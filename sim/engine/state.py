@@ -18,9 +18,6 @@ from sim.engine.kv import BlockPhases, KVAllocator
 from sim.engine.metrics import STATUS_COMPLETED, RequestLog
 from workloads.request import Request
 
-_min = np.minimum.reduce  # ndarray.min() of a 1-D array, minus numpy's Python wrapper (once per event)
-_isum = np.add.reduce  # ndarray.sum(), likewise
-
 
 class Pending:
     """A request waiting for admission (new, or preempted and waiting to be recomputed)."""
@@ -57,11 +54,11 @@ class ReplicaState:
         self.waiting: deque[Pending] = deque()
         n = max(1, lanes)
         kv.ensure_lanes(n)
-        self.ctx = np.zeros(n, dtype=np.int64)  # tokens in this lane's KV
+        self.ctx = np.zeros(n, dtype=np.int64)  # tokens in this lane's KV (a decoding lane's: see `cbase`)
         self.prefill_goal = np.zeros(n, dtype=np.int64)  # tokens in KV when the next token comes out
         self.prompt = np.zeros(n, dtype=np.int64)
         self.stop_ctx = np.zeros(n, dtype=np.int64)  # replica-only: KV length when generation ends
-        self.last_token_s = np.zeros(n, dtype=np.float64)
+        self.last_token_s = np.zeros(n, dtype=np.float64)  # (a decoding lane's: see `t_join`)
         self.active = np.zeros(n, dtype=bool)
         self.is_decoding = np.zeros(n, dtype=bool)
         self.admit_seq = np.zeros(n, dtype=np.int64)  # admission order (oldest = smallest)
@@ -72,43 +69,41 @@ class ReplicaState:
         self.running: list[int] = []  # admission order, oldest first
         self.prefilling: list[int] = []  # running lanes still computing their prompt, oldest first
         self.n_decoding = 0
-        self.decode_ctx_sum = 0  # sum of ctx over the decoding lanes (the decode batch's lines need only it)
+        self.decode_ctx_sum = 0  # sum of the decoding lanes' contexts (the decode batch's lines need only it)
         self._decode_array: np.ndarray | None = None
         self._decode_stop: np.ndarray | None = None  # stop_ctx[_decode_array] (stop_ctx is fixed while a lane decodes)
-        self.decode_ctx: tuple | None = None  # (lanes, ctx[lanes]) the scheduler gathered this iteration
-        # Block phases of the decoding lanes (paged KV; the allocator's `BlockPhases`, whose block
-        # arithmetic this state only calls): `decode_clock` counts the decode steps every decoding
-        # lane took together; a decoding lane whose blocks are exactly those its context needs sits
-        # in bucket (ctx - decode_clock) mod block_size, which stays its bucket while it steps with the clock. `phases_ok` is False once a lane
-        # broke that (it skipped a step it had grown for, or joined holding more blocks): the
-        # scheduler then computes every growth from the arrays (`KVAllocator.grow_by`).
+        self.decode_ctx: tuple | None = None  # (lanes, contexts) the scheduler gathered this iteration
+        # The decoding lanes, one representation: `decode_clock` counts the decode steps every
+        # decoding lane took together, and a decoding lane's context is cbase[lane] + decode_clock
+        # (cbase: its context when it joined minus the clock then; a step that only some lanes take
+        # adds to theirs), its last token's time the later of t_join[lane] (its joining, or its last
+        # step that not every lane took) and `last_step_s` (the end of the last step all took). So
+        # a decode event writes no per-lane array: `ctx` and `last_token_s` of a decoding lane are
+        # written when it is read (`_settle`: it leaves or is preempted).
         self.decode_clock = 0
-        self.phases_ok = kv.grows_on_decode
-        self.phases = BlockPhases(kv.block_size) if self.phases_ok else None  # (the allocator's arithmetic)
-        # Stop clocks: while every decoding lane steps with the clock (`lockstep`), a lane's last
-        # token comes at clock stop_ctx - ctx + decode_clock, which does not change while it
-        # decodes; a heap of them (pruned lazily: `_end_of` holds the live ones) gives the batch's
-        # first completion (`first_stop`) and the lanes a run finishes (`stops_within`).
-        self.lockstep = True
-        self._ends: list[tuple[int, int]] = []
-        self._end_of: dict[int, int] = {}
-        # Lazy lanes (`lazy`, turned on by the replica): while every decoding lane steps with the
-        # clock, a decoding lane's context is `cbase[lane] + decode_clock` (cbase = its context
-        # minus the clock when it joined), its blocks (paged, with `phases_ok`) ceil((context +
-        # grown) / block_size) (`grown`: the scheduler gave this plan's step its blocks and the
-        # replica has not applied it yet) and its last token's time the later of its joining
-        # (`t_join`) and the last decode step's end (`last_step_s`). So a decode event writes no
-        # array: `ctx`, `kv.held` and `last_token_s` of a decoding lane are written when it is read
-        # (`_settle`: it leaves or is preempted) or when the lockstep or the phases break (`sync`,
-        # then `lazy` stays off for the run). `shadow` (the replica's `check_invariants`) keeps the
-        # arrays written as well, and `check_phases` compares them.
-        self.lazy = False
-        self.shadow = False
         self.cbase = np.zeros(n, dtype=np.int64)
         self.t_join = np.zeros(n, dtype=np.float64)
-        self.grown = 0
         self.last_step_s = float("-inf")
-        self.used_tokens = 0  # sum of ctx over running lanes
+        # Blocks of the decoding lanes (paged KV): the allocator's `held` array, or, while
+        # `phases_ok`, its `BlockPhases` (this state only calls their arithmetic): a decoding lane
+        # holding exactly the blocks its context needs sits in bucket (context - decode_clock) mod
+        # block_size, which stays its bucket while it steps with the clock, and holds
+        # ceil((context + grown) / block_size) blocks (`grown`: the scheduler gave this plan's step
+        # its blocks and the replica has not applied it yet), written into `held` when it is read
+        # (`write_blocks`, `_settle`). `phases_ok` turns off for the run once a lane breaks that (it
+        # skipped a step it had grown for, or joined holding more blocks): the blocks are then
+        # written into `held` (`phases_off`) and every growth is the allocator's `grow_by`.
+        self.phases_ok = kv.grows_on_decode
+        self.phases = BlockPhases(kv.block_size) if self.phases_ok else None
+        self.grown = 0
+        # Stop clocks: a decoding lane's last token comes at clock stop_ctx - cbase, which does not
+        # change while it steps with the clock; a heap of them (pruned lazily: `_end_of` holds the
+        # live ones) gives the batch's first completion (`first_stop`) and the lanes a run finishes
+        # (`stops_within`). A step that only some lanes take moves theirs: the heap is dropped
+        # (None) and built again when a batch of all the decoding lanes next needs it.
+        self._ends: list[tuple[int, int]] | None = []
+        self._end_of: dict[int, int] | None = {}
+        self.used_tokens = 0  # sum of the contexts over running lanes
         self.preemptions = 0
         self.now_s = 0.0
 
@@ -123,46 +118,50 @@ class ReplicaState:
         return self._decode_array
 
     def decode_contexts(self, lanes: np.ndarray) -> np.ndarray:
-        """The contexts of these decoding lanes (a fresh int64 array), also while `lazy`."""
-        return self.cbase[lanes] + self.decode_clock if self.lazy else self.ctx[lanes]
+        """The contexts of these decoding lanes (a fresh int64 array)."""
+        return self.cbase[lanes] + self.decode_clock
+
+    def contexts(self, lanes: np.ndarray) -> np.ndarray:
+        """The contexts of these running lanes, decoding or not (a fresh int64 array)."""
+        return np.where(self.is_decoding[lanes], self.cbase[lanes] + self.decode_clock, self.ctx[lanes])
 
     def start_decoding(self, lane: int) -> None:
         c = int(self.ctx[lane])
         if self.phases_ok and not self.kv.holds_exactly(lane, c):
-            if self.lazy:  # the lazy blocks need the phases: write the lanes out, then arrays only
-                self.sync()
-                self.lazy = False
-            self.phases_ok = False
+            self.phases_off()
         self.prefilling.remove(lane)
         self.is_decoding[lane] = True
         self.n_decoding += 1
         self._decode_array = self._decode_stop = None
         self.decode_ctx_sum += c
-        if self.lazy:
-            self.cbase[lane] = c - self.decode_clock
-            self.t_join[lane] = self.last_token_s[lane]
-        if self.lockstep:
+        self.cbase[lane] = c - self.decode_clock
+        self.t_join[lane] = self.last_token_s[lane]
+        if self._ends is not None:
             e = int(self.stop_ctx[lane]) - c + self.decode_clock
             self._end_of[lane] = e
             heapq.heappush(self._ends, (e, lane))
         if self.phases_ok:
             self.phases.join(lane, c, self.decode_clock)
 
-    def sync(self) -> None:
-        """With `lazy`: write every decoding lane's context, blocks (paged) and last token's time
-        into the arrays (see `lazy` in `__init__`)."""
-        if not self.lazy or not self.n_decoding:
-            return
-        dl = self.decode_lanes()
-        c = self.cbase[dl] + self.decode_clock
-        self.ctx[dl] = c
+    def write_blocks(self) -> None:
+        """With `phases_ok`: write every decoding lane's blocks into the allocator's `held` (for a
+        reader of `held`: `grow_by`, the invariant checks)."""
+        if self.phases_ok and self.n_decoding:
+            dl = self.decode_lanes()
+            self.kv.hold_for(dl, self.cbase[dl] + (self.decode_clock + self.grown))
+
+    def phases_off(self) -> None:
+        """The decoding lanes' blocks leave the phases for good: written into `held`, which every
+        later growth reads (`phases_ok` above)."""
         if self.phases_ok:
-            self.kv.hold_for(dl, c + self.grown)
-        self.last_token_s[dl] = np.maximum(self.t_join[dl], self.last_step_s)
+            self.write_blocks()
+            self.phases_ok = False
+            self.phases = None
 
     def _settle(self, lane: int) -> None:
-        """`sync` for one lane (it is about to be read: it leaves or is preempted)."""
-        if self.lazy and self.is_decoding[lane]:
+        """Write a decoding lane's context, blocks (with `phases_ok`) and last token's time into the
+        arrays: it is about to be read (it leaves or is preempted)."""
+        if self.is_decoding[lane]:
             c = int(self.cbase[lane]) + self.decode_clock
             self.ctx[lane] = c
             if self.phases_ok:
@@ -170,24 +169,49 @@ class ReplicaState:
             t = float(self.t_join[lane])
             self.last_token_s[lane] = t if t >= self.last_step_s else self.last_step_s
 
+    def last_tokens(self, lanes: np.ndarray) -> np.ndarray:
+        """When each of these decoding lanes produced its last token."""
+        return np.maximum(self.t_join[lanes], self.last_step_s)
+
     def boundary_lanes(self) -> list[int]:
         """With `phases_ok`: the decoding lanes whose context fills their last block (ctx a
         multiple of the block size), i.e. those that need one more block for their next token
         (`grow_by(lanes, ctx, 1)` gives each exactly one, the others none); in joining order."""
         return self.phases.boundary(self.decode_clock)
 
-    def stepped(self, n_dec: int, k: int) -> None:
-        """The replica applied k decode steps to `n_dec` decoding lanes (after the scheduler grew
-        every decoding lane for one step): the clock moves when all of them stepped."""
-        if n_dec == self.n_decoding:
-            self.decode_clock += k
-        else:  # some grown lane did not step: its blocks are no longer those its context needs
-            self.phases_ok = self.lockstep = False
+    def step_all(self, k: int, end_s: float) -> None:
+        """Every decoding lane took k decode steps, the last ending at `end_s`: the clock moves."""
+        self.decode_clock += k
+        self.last_step_s = end_s
+        self.grown = 0
+
+    def step_some(self, lanes: np.ndarray, k: int, end_s: float) -> None:
+        """Only `lanes` (not every decoding lane) took k decode steps, the last ending at `end_s`:
+        their bases move, their stop clocks and block phases no longer hold (the others may hold a
+        block grown for a step they did not take)."""
+        self.phases_off()
+        self.cbase[lanes] += k
+        self.t_join[lanes] = end_s
+        self._ends = self._end_of = None
+        self.grown = 0
+
+    def _stop_clocks(self) -> list[tuple[int, int]]:
+        """The stop clocks' heap, built again from the arrays if a partial step dropped it."""
+        if self._ends is None:
+            dl = self.decode_lanes()
+            lanes, ends = dl.tolist(), (self.stop_ctx[dl] - self.cbase[dl]).tolist()
+            self._end_of = dict(zip(lanes, ends))
+            self._ends = list(zip(ends, lanes))
+            heapq.heapify(self._ends)
+        return self._ends
 
     def first_stop(self) -> int:
-        """Decode steps to the first completion among the decoding lanes (`lockstep`, some decoding):
-        min(stop_ctx - ctx) over them."""
-        ends, end_of = self._ends, self._end_of
+        """Decode steps to the first completion among the decoding lanes (some decoding):
+        min(stop_ctx - context) over them."""
+        ends = self._ends
+        if ends is None:
+            ends = self._stop_clocks()
+        end_of = self._end_of
         while True:
             e, lane = ends[0]
             if end_of.get(lane) == e:
@@ -195,9 +219,12 @@ class ReplicaState:
             heapq.heappop(ends)
 
     def stops_within(self, k: int) -> list[int]:
-        """The decoding lanes whose last token comes within k more steps (`lockstep`; the clock not
-        yet moved), in lane order: those with stop_ctx - ctx <= k."""
-        ends, end_of = self._ends, self._end_of
+        """The decoding lanes whose last token comes within k more steps of all of them (the clock
+        not yet moved), in lane order: those with stop_ctx - context <= k."""
+        ends = self._ends
+        if ends is None:
+            ends = self._stop_clocks()
+        end_of = self._end_of
         limit = self.decode_clock + k
         out = set()
         while ends and ends[0][0] <= limit:
@@ -217,25 +244,22 @@ class ReplicaState:
         for one (with `phases_ok`; the clock not yet moved): the allocator's `BlockPhases`."""
         return self.phases.blocks_for_steps(self.n_decoding, k, self.decode_clock)
 
-    def check_phases(self) -> None:
-        """The stop clocks and `phases` against the arrays (the replica's `check_invariants`,
-        before each plan)."""
-        lanes = self.decode_lanes().tolist()
-        if self.lazy:  # (`shadow`: the arrays were written as well)
-            for lane in lanes:
-                t = max(float(self.t_join[lane]), self.last_step_s)
-                if int(self.cbase[lane]) + self.decode_clock != int(self.ctx[lane]) or t != self.last_token_s[lane]:
-                    raise AssertionError(f"lane {lane}: lazy context or last token out of step with the arrays")
-        if self.decode_ctx_sum != int(self.ctx[lanes].sum()):
+    def check_lanes(self) -> None:
+        """The context sum, the stop clocks and the block phases against the lanes' contexts (the
+        replica's `check_invariants`, before each plan; writes the blocks into `held`)."""
+        dl = self.decode_lanes()
+        lanes, ctx = dl.tolist(), self.decode_contexts(dl).tolist()
+        if self.decode_ctx_sum != sum(ctx):
             raise AssertionError("decode_ctx_sum out of step with the decoding lanes' contexts")
-        if self.lockstep:
+        if self._ends is not None:
             if sorted(self._end_of) != lanes:
                 raise AssertionError("stop clocks out of step with the decoding lanes")
-            for lane in lanes:
-                if self._end_of[lane] != int(self.stop_ctx[lane] - self.ctx[lane]) + self.decode_clock:
+            for lane, c in zip(lanes, ctx):
+                if self._end_of[lane] != int(self.stop_ctx[lane]) - c + self.decode_clock:
                     raise AssertionError(f"lane {lane}: stop clock out of step")
         if self.phases_ok:
-            self.phases.check(lanes, self.ctx[lanes].tolist(), self.kv, self.decode_clock)
+            self.write_blocks()
+            self.phases.check(lanes, ctx, self.kv, self.decode_clock)
 
     def _grow_lanes(self) -> None:
         old = len(self.ctx)
@@ -324,7 +348,8 @@ class ReplicaState:
             self.n_decoding -= 1
             self.decode_ctx_sum -= c
             self._decode_array = self._decode_stop = None
-            self._end_of.pop(lane, None)
+            if self._end_of is not None:
+                self._end_of.pop(lane, None)
             if self.phases is not None:
                 self.phases.leave(lane)
         else:

@@ -1,0 +1,138 @@
+"""InferenceX's published sweeps, as quoted in the baseline tables of InferenceX image-bump PRs ->
+inferencex_published.csv rows (run by `import_inferencex.py`)."""
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from import_inferencex_common import IX_REPO, NEW_DEVICE_NOTE, SRC, base_row, dec_str
+
+
+# InferenceX published sweeps, as quoted in the baseline tables of InferenceX image-bump PRs
+# --------------------------------------------------------------------------------------------
+# Each "[Klaud Cold] Update ... image" PR description freezes the family's published points from
+# the InferenceX API (inferencex.semianalysis.com, "Mean latency") in a table: total and output
+# tokens/s per GPU, mean TTFT, mean TPOT. The sources/ files are verbatim excerpts of those PR
+# descriptions. Per-GPU throughputs are InferenceX's own normalisation (utils/process_result.py:
+# total_token_throughput / (tp x pp x pcp) for a single-node run; pp = pcp = 1 here), so the
+# server's throughput is the printed figure x TP.
+IX_PR_HARNESS = (
+    "Harness: InferenceX's official single-node sweep (benchmarks/benchmark_lib.sh "
+    "run_benchmark_serving -> utils/bench_serving/benchmark_serving.py): --dataset-name random, "
+    "--random-range-ratio 0.8 (RANDOM_RANGE_RATIO default of .github/workflows/benchmark-tmpl.yml "
+    "since Jan 2026; this client draws lengths from [int(0.8 L), L]), --request-rate inf "
+    "--max-concurrency C --ignore-eos --num-warmups 2xC; the recipes pass --num-prompts 10xC "
+    "(not restated in the table, so num_prompts is left empty). Server flags: the family's recipe "
+    "script under benchmarks/single_node/ at the baseline date (not restated). Latencies are means "
+    "(the table is labelled 'Mean latency')."
+)
+IX_PRS = {
+    3173: dict(family="dsr1-fp8-h200-sglang", engine="sglang", version="0.5.12",
+               image="lmsysorg/sglang:v0.5.12-cu130", date="2026-05-17", device="h200",
+               model="deepseek-ai/DeepSeek-R1-0528", quant="fp8", extra=""),
+    3183: dict(family="dsr1-fp4-b300-sglang", engine="sglang", version="0.5.12",
+               image="lmsysorg/sglang:v0.5.12-cu130", date="2026-05-22", device="b300",
+               model="nvidia/DeepSeek-R1-0528-FP4-V2", quant="nvfp4",
+               extra="The PR description shows 12 of the 29 published points (c1-c32)."),
+    3175: dict(family="dsr1-fp8-b300-sglang", engine="sglang", version="0.5.12",
+               image="lmsysorg/sglang:v0.5.12-cu130", date="2026-05-22", device="b300",
+               model="deepseek-ai/DeepSeek-R1-0528", quant="fp8",
+               extra="The PR description shows 12 of the 16 published points."),
+    3311: dict(family="qwen3.5-fp4-mi355x-sglang", engine="sglang", version="0.5.19",
+               image="lmsysorg/sglang-rocm:v0.5.19-rocm720-mi35x-20260913", date="2026-09-14",
+               device="mi355x", model="amd/Qwen3.5-397B-A17B-MXFP4", quant="mxfp4",
+               extra="The excerpt kept here ends after the c128 TP2 row."),
+    3285: dict(family="qwen3.5-fp4-mi355x-sglang-mtp", engine="sglang", version="0.5.19",
+               image="lmsysorg/sglang-rocm:v0.5.19-rocm720-mi35x-20260913", date="2026-09-14",
+               device="mi355x", model="amd/Qwen3.5-397B-A17B-MXFP4", quant="mxfp4",
+               extra="MTP speculative decoding (family '-mtp'): TPOT counts accepted tokens. The "
+                     "excerpt kept here ends inside the c128 TP2 row, which is left out."),
+    3107: dict(family="qwen3.5-fp8-mi355x-sglang-mtp", engine="sglang", version="0.5.18",
+               image="lmsysorg/sglang-rocm:v0.5.18-rocm720-mi35x-20260828", date="2026-08-31",
+               device="mi355x", model="Qwen/Qwen3.5-397B-A17B-FP8", quant="fp8",
+               extra="MTP speculative decoding (family '-mtp'): TPOT counts accepted tokens."),
+    3318: dict(family="dsr1-fp8-mi325x-sglang", engine="sglang", version="0.5.19",
+               image="lmsysorg/sglang:v0.5.19-rocm700-mi30x", date="2026-09-10", device="mi325x",
+               model="deepseek-ai/DeepSeek-R1-0528", quant="fp8", extra=""),
+    3317: dict(family="dsr1-fp8-b200-trt", engine="trtllm", version="1.3.0rc14",
+               image="nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc14", date="2026-05-18",
+               device="b200", model="deepseek-ai/DeepSeek-R1-0528", quant="fp8",
+               extra="The family's config has two TP8 EP1 search-space entries (conc 4-8 and "
+                     "64-128), both listed here as one curve; the excerpt kept here ends inside "
+                     "the 8k/1k rows. Client backend: InferenceX's client against trtllm-serve."),
+}
+NEW_DEVICE_NOTE.update({
+    "b300": "Device id b300: no shipped infersim profile yet.",
+    "mi325x": "Device id mi325x: no shipped infersim profile yet (another helper adds it).",
+    "mi355x": "Device id mi355x: no shipped infersim profile yet (another helper adds it).",
+})
+SEQ = {"1k": 1024, "8k": 8192}
+POINT_ROW = re.compile(r"^\| (?P<isl>\d+k)/(?P<osl>\d+k) c(?P<c>\d+) TP(?P<tp>\d+) EP(?P<ep>\d+) "
+                       r"(?P<hash>[0-9a-f]{6}) \| (?P<cells>.*) \|$")
+CONC_ROW = re.compile(r"^\| (?P<c>\d+) \| (?P<cells>.*) \|$")
+CONC_HEADER = re.compile(r"^(?P<isl>\d+k)/(?P<osl>\d+k) · TP(?P<tp>\d+)/EP(?P<ep>\d+) · Mean latency")
+
+
+def ix_pr_rows() -> list[dict]:
+    rows = []
+    for pr, meta in sorted(IX_PRS.items()):
+        path = SRC / "SemiAnalysisAI__InferenceX" / "pulls" / f"{pr}.md"
+        lines = path.read_text().splitlines()
+        header = next((CONC_HEADER.match(l) for l in lines if CONC_HEADER.match(l)), None)
+        points = []  # (isl, osl, tp, ep, c, hash, cells, raw line)
+        for line in lines:
+            if (m := POINT_ROW.match(line)):
+                points.append((m["isl"], m["osl"], int(m["tp"]), int(m["ep"]), int(m["c"]),
+                               m["hash"], m["cells"], line))
+            elif header and (m := CONC_ROW.match(line)):
+                points.append((header["isl"], header["osl"], int(header["tp"]), int(header["ep"]),
+                               int(m["c"]), "", m["cells"], line))
+        curves = {}
+        for p in points:
+            cells = [c.strip() for c in p[6].split("|")]
+            if len(cells) != 4 or "N/A" in cells:
+                continue  # unavailable point (printed N/A)
+            curves.setdefault(p[:4], []).append((p, cells))
+        for (isl_s, osl_s, tp, ep), pts in curves.items():
+            if len({p[4] for p, _ in pts}) < 3:
+                continue
+            isl, osl = SEQ[isl_s], SEQ[osl_s]
+            curve = (f"ix-api-{meta['device']}-{meta['engine']}-{meta['family']}-tp{tp}ep{ep}-"
+                     f"isl{isl}-osl{osl}")
+            notes_base = " ".join(x for x in (
+                f"InferenceX published sweep of family {meta['family']} on {meta['date']} "
+                f"(image {meta['image']}), quoted as the frozen baseline of PR #{pr}; EP{ep}.",
+                meta["extra"], IX_PR_HARNESS, NEW_DEVICE_NOTE.get(meta["device"], "")) if x)
+            for p, cells in pts:
+                c, point_hash, raw_line = p[4], p[5], p[7]
+                common = dict(
+                    curve_id=curve, source=f"https://github.com/{IX_REPO}/pull/{pr}",
+                    source_ref=f"{IX_REPO} PR #{pr} description, baseline table"
+                               + (f" (point {point_hash})" if point_hash else f" (row c={c})"),
+                    publisher="SemiAnalysis", engine=meta["engine"],
+                    engine_version=meta["version"], engine_flags="", device=meta["device"],
+                    device_variant=f"InferenceX runner '{meta['device']}' ({meta['family']})",
+                    n_devices=tp, tp=tp, model=meta["model"], quant=meta["quant"],
+                    kv_cache_dtype="not stated", client="custom", dataset="random",
+                    input_tokens=isl, output_tokens=osl, range_ratio="0.8", num_prompts="",
+                    warmup=2 * c, ramp_up="", ignore_eos="true", load_kind="concurrency",
+                    max_concurrency=c, request_rate="inf", burstiness="1.0",
+                )
+                notes = f"{notes_base} Table row: {raw_line}"
+                stem = f"{curve}-c{c}"
+                total, out, ttft, tpot = (x.replace(",", "") for x in cells)
+                for qty, raw, label in (("total_tps", total, "Total tok/s/GPU"),
+                                        ("output_tps", out, "Output tok/s/GPU")):
+                    rows.append(base_row(**common, row_id=f"{stem}-{qty}-value", quantity=qty,
+                                         statistic="value", value=dec_str(Decimal(raw) * tp),
+                                         as_printed=f"{label} {cells[0 if qty == 'total_tps' else 1]}",
+                                         derivation=f"{raw} tok/s/GPU x TP {tp} GPUs", notes=notes))
+                for qty, raw, label, cell in (("ttft_ms", ttft, "TTFT ms", cells[2]),
+                                              ("tpot_ms", tpot, "TPOT ms", cells[3])):
+                    rows.append(base_row(**common, row_id=f"{stem}-{qty}-mean", quantity=qty,
+                                         statistic="mean", value=dec_str(Decimal(raw)),
+                                         as_printed=f"{label} {cell}",
+                                         derivation="thousands separator dropped" if "," in cell else "",
+                                         notes=notes))
+    return rows
+
