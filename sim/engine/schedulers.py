@@ -351,7 +351,12 @@ class ContinuousBatching(Scheduler):
         batch = self._admit_whole_prompts(state)
         if batch.prefill_lanes:
             return batch
-        return Batch([], [], self._grow_decodes(state), stable=True)
+        preempted_before = state.preemptions
+        decodes = self._grow_decodes(state)
+        # Admission ran before the growth: a sequence preempted by it frees a lane and blocks the
+        # next plan offers to the waiting head (the preempted one, whose prompt blocks may be
+        # cached) -- a plan this one never tried, so the batch is not known to repeat.
+        return Batch([], [], decodes, stable=state.preemptions == preempted_before)
 
 
 class ChunkedPrefill(Scheduler):
@@ -435,7 +440,9 @@ class PrefillFirst(ChunkedPrefill):
         decodes = self._grow_decodes(state)
         if state.preemptions != preempted_before and self.ntr is not None:
             self._retracted(state)
-        return Batch([], [], decodes, stable=True)
+        # as `continuous`: a preemption by the growth (after admission was tried) frees a lane and
+        # blocks for the waiting head, which the next plan tries: not a batch known to repeat
+        return Batch([], [], decodes, stable=state.preemptions == preempted_before)
 
 
 class Slots(ChunkedPrefill):
