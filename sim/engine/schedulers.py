@@ -59,7 +59,8 @@ class Batch:
     `prefill_lanes[i]` computes `prefill_tokens[i]` prompt (or recompute) tokens; every lane in
     `decode_lanes` computes one token. `stable` says that, as long as no request arrives, finishes
     or runs out of KV blocks, the scheduler would plan this same decode batch again — which lets
-    the replica fast-forward a run of identical decode iterations in one event.
+    the replica fast-forward a run of identical decode iterations in one event. A plan that
+    preempted is never stable: the next plan offers the freed lane and blocks to the waiting head.
     """
 
     prefill_lanes: list[int]
