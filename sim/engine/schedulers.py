@@ -59,7 +59,8 @@ class Batch:
     `prefill_lanes[i]` computes `prefill_tokens[i]` prompt (or recompute) tokens; every lane in
     `decode_lanes` computes one token. `stable` says that, as long as no request arrives, finishes
     or runs out of KV blocks, the scheduler would plan this same decode batch again — which lets
-    the replica fast-forward a run of identical decode iterations in one event.
+    the replica fast-forward a run of identical decode iterations in one event. A plan that
+    preempted is never stable: the next plan offers the freed lane and blocks to the waiting head.
     """
 
     prefill_lanes: list[int]
@@ -351,7 +352,12 @@ class ContinuousBatching(Scheduler):
         batch = self._admit_whole_prompts(state)
         if batch.prefill_lanes:
             return batch
-        return Batch([], [], self._grow_decodes(state), stable=True)
+        preempted_before = state.preemptions
+        decodes = self._grow_decodes(state)
+        # Admission ran before the growth: a sequence preempted by it frees a lane and blocks the
+        # next plan offers to the waiting head (the preempted one, whose prompt blocks may be
+        # cached) -- a plan this one never tried, so the batch is not known to repeat.
+        return Batch([], [], decodes, stable=state.preemptions == preempted_before)
 
 
 class ChunkedPrefill(Scheduler):
@@ -435,7 +441,9 @@ class PrefillFirst(ChunkedPrefill):
         decodes = self._grow_decodes(state)
         if state.preemptions != preempted_before and self.ntr is not None:
             self._retracted(state)
-        return Batch([], [], decodes, stable=True)
+        # as `continuous`: a preemption by the growth (after admission was tried) frees a lane and
+        # blocks for the waiting head, which the next plan tries: not a batch known to repeat
+        return Batch([], [], decodes, stable=state.preemptions == preempted_before)
 
 
 class Slots(ChunkedPrefill):
