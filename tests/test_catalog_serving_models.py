@@ -140,6 +140,20 @@ def test_ernie_45_21b_by_hand():
     assert step_bytes("ernie-4.5-21b-a3b") == pytest.approx(BF16 * (total - 27 * 58 * expert), rel=1e-12)
 
 
+# ---- sliding windows: Gemma 3 4B (34 layers, 29 of them in a 1,024-token window) ------------------------
+
+def test_gemma3_4b_caches_a_window_in_29_layers_by_hand():
+    m = CAT["gemma-3-4b"]
+    per_layer_token = 2 * 4 * 256 * BF16  # K and V of 4 KV heads of 256
+    assert m.kv_bytes_per_token("bf16") == 34 * per_layer_token == 139_264  # what a window-blind allocator holds
+    assert m.kv_bytes_per_sequence(4096, "bf16") == (5 * 4096 + 29 * 1024) * per_layer_token == 205_520_896
+    total = 34 * (gqa(2560, 8, 4, 256) + 3 * 2560 * 10240 + 2 * 2560) + 262208 * 2560 + 2560
+    assert m.n_params_total == total
+    # Gemma 3 report (arXiv 2503.19786) table 1: 3,209M non-embedding parameters
+    assert m.block_params / 1e6 == pytest.approx(3209, rel=0.001)
+    assert step_bytes("gemma-3-4b") == pytest.approx(BF16 * total, rel=1e-12)  # tied: the table once, as LM head
+
+
 # ---- Kimi Delta Attention + MLA: Kimi Linear --------------------------------------------------------------
 
 def test_kimi_linear_caches_latents_in_7_layers_and_a_kda_state_in_20_by_hand():
@@ -194,7 +208,7 @@ CORPUS_IDS = {
     "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8": "qwen3-coder-480b-a35b",
     "moonshotai/Kimi-Linear-48B-A3B-Instruct": "kimi-linear-48b-a3b",
     "nvidia/DeepSeek-R1-0528-FP4-V2": "deepseek-r1", "deepseek-ai/DeepSeek-R1-0528": "deepseek-r1",
-    "Qwen/Qwen2.5-Coder-7B": "qwen2.5-7b",
+    "Qwen/Qwen2.5-Coder-7B": "qwen2.5-7b", "google/gemma-3-4b-it": "gemma-3-4b",
 }
 
 
