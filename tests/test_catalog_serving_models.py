@@ -314,3 +314,21 @@ def test_unmodelled_variants_of_these_families_are_one_error_naming_the_field(tm
             spec_from_hf_config(tmp_path)
         assert e.value.field == field, config.get("model_type")
         assert "\n" not in str(e.value)
+
+
+# ---- the fixed state of hybrid models is held per device --------------------------------------------------
+
+def test_tensor_parallel_ranks_each_hold_their_share_of_the_fixed_state():
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+    from sim.engine.build import plan_kv
+
+    m, h200 = CAT["qwen3-coder-next"], load_profile("h200")
+    eng = load_engine("vllm")
+    state = m.state_bytes_per_sequence(eng.kv_dtype) * eng.max_num_seqs  # all sequences, all layers
+    tp2 = plan_kv(h200, m, "bf16", eng.with_overrides(tp=2)).activation_reserve_bytes
+    tp4 = plan_kv(h200, m, "bf16", eng.with_overrides(tp=4)).activation_reserve_bytes
+    # the same activation reserve on every rank; the state split 2 and 4 ways (heads across ranks)
+    assert tp2 - tp4 == pytest.approx(state / 2 - state / 4)
+    # the SGLang cookbook's TP2 Qwen3-Coder-Next on B200 (80 GB of bf16 weights per GPU) now plans
+    assert plan_kv(load_profile("b200"), m, "bf16", load_engine("sglang").with_overrides(tp=2)).capacity_tokens > 0
