@@ -34,24 +34,23 @@ METRICS = {
 }
 KNEE_FACTOR = 3.0  # issue 38: the knee is the highest load whose TTFT p50 stays under 3x its low-load value
 
-#: HF repository ids whose architecture is identical to a catalog entry (same config.json shapes):
-#: a base/coder/instruct variant shares its sibling's layers, heads, hidden and vocabulary sizes.
-#: An alias applies only when the catalog has the target (entries for models a later catalog adds
-#: resolve once it lands).
-MODEL_ALIASES = {
-    "Qwen/Qwen2.5-Coder-7B": "qwen2.5-7b",          # config.json: 28 layers, 3584 hidden, 28/4 heads, 18944 FFN
-    "Qwen/Qwen3-Coder-30B-A3B-Instruct": "qwen3-30b-a3b",  # 48 layers, 128 experts / 8 active, 32/4 heads
-    "meta-llama/Llama-3.3-70B-Instruct": "llama-3.3-70b",
-    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
-    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-    "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3.1-8b",  # 32 layers, 4096 hidden, 32/8 heads, 14336 FFN, 128256 vocab; only RoPE scaling / max positions differ
-    "Qwen/Qwen3-8B": "qwen3-8b",
-    "deepseek-ai/DeepSeek-R1-0528": "deepseek-r1",
-    "deepseek-ai/DeepSeek-V3.1": "deepseek-v3",
-    "Qwen/Qwen3-235B-A22B-Instruct-2507": "qwen3-235b-a22b",
-    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout",
-    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": "llama-4-maverick",
-}
+def _catalog_aliases() -> dict[str, str]:
+    """HF repository id -> catalog entry, from each entry's `hf_repos` in sim/catalog/data/models.yaml (the
+    release, its instruct/coder siblings with the same config.json shapes, quantized copies): the ids are
+    written once, in the catalog. An id two entries claim is an error naming both."""
+    from sim.catalog.models import load_catalog
+
+    out: dict[str, str] = {}
+    for name, spec in load_catalog().items():
+        for repo in spec.hf_repos:
+            if out.setdefault(repo, name) != name:
+                raise ValueError(f"hf_repos: {repo} is claimed by both {out[repo]} and {name}")
+    return out
+
+
+#: HF repository ids the serving corpus names -> catalog ids (read from the catalog's `hf_repos`). An alias
+#: applies only when the catalog passed to `model_id` has the target.
+MODEL_ALIASES = _catalog_aliases()
 
 #: clients replayed as `vllm bench serve` (same arrivals and metric definitions), and static-batch
 #: tools (B requests at once, fixed lengths, every request measured)

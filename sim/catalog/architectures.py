@@ -20,6 +20,10 @@ A decoder layer mixes tokens with one of:
   each sequence holds a state independent of its context: the recurrent state (Gated DeltaNet:
   H_v x d_k x d_v; Mamba-2: H x P x N with P = d_inner / H; Mamba: d_inner x N) plus the causal
   convolution's last (kernel - 1) inputs. A step reads and writes each sequence's state once.
+  *Kimi Delta Attention* (KDA, Kimi Linear: arXiv 2510.26692; config.json linear_attn_config: num_heads,
+  head_dim, short_conv_kernel_size, kda_layers) is Gated DeltaNet with a per-channel (not per-head) forget
+  gate: the same H x d_k x d_v state per head (keys and values of one width, as many key as value heads),
+  three short convolutions over q, k and v, and low-rank gate projections (weights in `linear_params`).
 
 Every function takes the raw config numbers (cited per model in sim/catalog/data/models.yaml) and
 returns element counts or FLOPs; `ModelSpec` and the cost model multiply by bytes per element.
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
@@ -50,7 +54,9 @@ class LinearAttention(BaseModel):
     """Layers whose token mixer keeps a fixed-size recurrent state instead of a KV cache.
 
     - `kind`: `gated_deltanet` (Qwen3-Next: linear_num_value_heads, linear_num_key_heads,
-      linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim), `mamba2` (Nemotron-H,
+      linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim), `kda` (Kimi Linear's Kimi Delta
+      Attention: linear_attn_config num_heads = n_heads = n_groups, head_dim = head_dim = state_dim,
+      short_conv_kernel_size = conv_kernel), `mamba2` (Nemotron-H,
       Granite 4: mamba_num_heads, mamba_head_dim, ssm_state_size / mamba_d_state, n_groups,
       conv_kernel), `mamba` (Jamba: mamba_expand x hidden = d_inner, mamba_d_state, mamba_d_conv,
       mamba_dt_rank).
@@ -58,7 +64,7 @@ class LinearAttention(BaseModel):
     """
 
     model_config = _FROZEN
-    kind: Literal["gated_deltanet", "mamba2", "mamba"]
+    kind: Literal["gated_deltanet", "kda", "mamba2", "mamba"]
     n_layers: int = Field(gt=0)
     n_heads: int = Field(gt=0, description="value heads (gated_deltanet) / SSM heads (mamba2) / 1 (mamba)")
     head_dim: int = Field(gt=0, description="value head dim (gated_deltanet) / head dim P (mamba2) / d_inner (mamba)")
@@ -66,6 +72,13 @@ class LinearAttention(BaseModel):
     n_groups: int = Field(1, gt=0, description="key heads (gated_deltanet) / B,C groups (mamba2); 1 for mamba")
     conv_kernel: int = Field(4, gt=0)
     dt_rank: int = Field(0, ge=0, description="mamba's dt projection rank")
+
+    @model_validator(mode="after")
+    def _check(self) -> "LinearAttention":
+        if self.kind == "kda" and (self.n_groups != self.n_heads or self.state_dim != self.head_dim):
+            raise ValueError("kda: one key head per value head of the same width (n_groups = n_heads, "
+                             "state_dim = head_dim; Kimi Linear's linear_attn_config num_heads, head_dim)")
+        return self
 
 
 # ---- attention (per layer) -----------------------------------------------------------------------
@@ -131,11 +144,13 @@ def linear_state_elements(la: LinearAttention) -> int:
     """Recurrent state + convolution state of one sequence in one layer [elements]:
 
         gated_deltanet: H_v d_k d_v + (kernel - 1)(2 H_k d_k + H_v d_v)
+        kda:            H d d       + (kernel - 1)(3 H d)      (the same with H_k = H_v = H, d_k = d_v = d:
+                                                               vLLM's KDA cache: q, k, v conv states + H x d x d)
         mamba2:         H P N       + (kernel - 1)(H P + 2 G N)
         mamba:          d_inner N   + (kernel - 1) d_inner
     """
     conv = la.conv_kernel - 1
-    if la.kind == "gated_deltanet":
+    if la.kind in ("gated_deltanet", "kda"):
         return la.n_heads * la.state_dim * la.head_dim + conv * (2 * la.n_groups * la.state_dim + _inner(la))
     if la.kind == "mamba2":
         return _inner(la) * la.state_dim + conv * (_inner(la) + 2 * la.n_groups * la.state_dim)
@@ -144,7 +159,7 @@ def linear_state_elements(la: LinearAttention) -> int:
 
 def linear_flops_per_token(la: LinearAttention) -> float:
     """Recurrence FLOPs per token per layer beyond the projections: the state update and readout touch
-    every state element a few times (Gated DeltaNet: S k, the rank-1 update, S q; Mamba: dA*h + dB*x,
+    every state element a few times (Gated DeltaNet and KDA: S k, the rank-1 update, S q; Mamba: dA*h + dB*x,
     C h), about 6 FLOPs per state element; a coarse figure, small next to the projections."""
     return 6.0 * (linear_state_elements(la) - (la.conv_kernel - 1) * _inner(la))
 
@@ -154,6 +169,10 @@ def linear_params(la: LinearAttention, hidden: int) -> int:
 
         gated_deltanet: h(2 H_k d_k + 2 H_v d_v) + 2 h H_v + kernel (2 H_k d_k + H_v d_v) + H_v d_v h + 2 H_v + d_v
                         (in_proj_qkvz, in_proj_ba, conv1d, out_proj, A_log + dt_bias, gated RMSNorm)
+        kda:            4 h D + 2 h d + 2 d D + h H + 3 kernel D + D + H + d                  (D = H d)
+                        (q, k, v, o projections; f_a and g_a (h x d) and f_b and g_b (d x D): the low-rank
+                        forget and output gates; b_proj (h x H); q, k, v depthwise convs; dt_bias; A_log;
+                        o_norm. vLLM's KimiDeltaAttention / Apriel2 KDA mixer modules)
         mamba2:         h(2 D + 2 G N + H) + kernel (D + 2 G N) + D h + 3 H + D   (D = H P)
         mamba:          2 h D + kernel D + D (R + 2 N) + R D + D N + D + D h     (D = d_inner, R = dt_rank)
     """
@@ -162,6 +181,10 @@ def linear_params(la: LinearAttention, hidden: int) -> int:
         key = la.n_groups * la.state_dim
         return (hidden * (2 * key + 2 * d) + 2 * hidden * la.n_heads + la.conv_kernel * (2 * key + d)
                 + d * hidden + 2 * la.n_heads + la.head_dim)
+    if la.kind == "kda":
+        d_head = la.head_dim
+        return (4 * hidden * d + 2 * hidden * d_head + 2 * d_head * d + hidden * la.n_heads + 3 * la.conv_kernel * d
+                + d + la.n_heads + d_head)
     if la.kind == "mamba2":
         gn = 2 * la.n_groups * la.state_dim
         return hidden * (2 * d + gn + la.n_heads) + la.conv_kernel * (d + gn) + d * hidden + 3 * la.n_heads + d

@@ -35,6 +35,10 @@ class HFModelType:
     # shared expert), "llama4" (interleaved MoE, chunked attention), "glm4_moe", "granite_hybrid" (Mamba-2
     # layers by layer_types), "nemotron_h" (hybrid_override_pattern), "jamba" (Mamba every attn_layer_period)
     extra: str = ""
+    active_key: str = "num_experts_per_tok"  # key holding the experts each token is routed to
+    # key whose value stands in for a missing intermediate_size (Qwen3.5 MoE configs state only the expert
+    # width: every layer is MoE, so the dense width is unused)
+    ffn_fallback_key: str | None = None
 
 
 # transformers config classes: LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config (Qwen2Attention
@@ -57,6 +61,18 @@ HF_MODEL_TYPES: dict[str, HFModelType] = {
     "granitemoehybrid": HFModelType("granitehybrid", False, experts_key="num_local_experts", extra="granite_hybrid"),
     "nemotron_h": HFModelType("nemotron_h", False, extra="nemotron_h"),
     "jamba": HFModelType("jamba", False, experts_key="num_experts", extra="jamba"),
+    # serving-corpus models (issue 38): transformers MiniMaxM2Config, Qwen3_5MoeTextConfig / Qwen3_5TextConfig
+    # (the text_config of Qwen3_5(Moe)ForConditionalGeneration), Glm4MoeLiteConfig, Ernie4_5_MoeConfig
+    "minimax_m2": HFModelType("minimax_m2", False, experts_key="num_local_experts", extra="minimax_m2"),
+    "qwen3_5_moe_text": HFModelType("qwen3_5_moe", False, experts_key="num_experts", extra="qwen3_next",
+                                    ffn_fallback_key="moe_intermediate_size"),
+    "qwen3_5_text": HFModelType("qwen3_5", False, extra="qwen3_next"),
+    "glm4_moe_lite": HFModelType("glm4moelite", False, "attention_bias", experts_key="n_routed_experts",
+                                 extra="deepseek"),
+    "kimi_linear": HFModelType("kimi_linear", False, experts_key="num_experts", extra="kimi_linear",
+                               active_key="num_experts_per_token"),
+    "ernie4_5_moe": HFModelType("ernie4_5_moe", True, "use_bias", experts_key="moe_num_experts", extra="ernie",
+                                active_key="moe_k"),
 }
 
 # quantization_config.quant_method -> sim.catalog.quant name.
@@ -153,8 +169,13 @@ def _hf_extra(cfg: _HFConfig, kind: HFModelType, n_layers: int, hidden: int, n_e
                                        n_heads=cfg.int("linear_num_value_heads"), head_dim=cfg.int("linear_value_head_dim"),
                                        state_dim=cfg.int("linear_key_head_dim"), n_groups=cfg.int("linear_num_key_heads"),
                                        conv_kernel=cfg.int("linear_conv_kernel_dim", 4))
-        out["attention_output_gate"] = True
-        out["n_shared_experts"] = 1 if cfg.int("shared_expert_intermediate_size", 0) else 0
+        out["attention_output_gate"] = cfg.bool("attn_output_gate", True)  # Qwen3.5 states it; Qwen3-Next always gates
+        shared = cfg.int("shared_expert_intermediate_size", 0) if n_experts else 0
+        if shared and shared != cfg.int("moe_intermediate_size"):
+            raise ConfigError(f"a shared expert of width {shared} beside experts of width "
+                              f"{cfg.int('moe_intermediate_size')} is not modelled (one expert width per model)",
+                              file=cfg.path, field="shared_expert_intermediate_size")
+        out["n_shared_experts"] = 1 if shared else 0
         out["mtp_layers"] = cfg.int("mtp_num_hidden_layers", 0)
     elif kind.extra == "llama4":
         step = cfg.int("interleave_moe_layer_step", 1)
@@ -192,6 +213,49 @@ def _hf_extra(cfg: _HFConfig, kind: HFModelType, n_layers: int, hidden: int, n_e
                                        n_groups=cfg.int("n_groups", 1), conv_kernel=cfg.int("conv_kernel", 4))
         out["n_layers"] = mixers
         out["gated_mlp"] = False  # squared-ReLU MLP: up and down projections
+    elif kind.extra == "minimax_m2":
+        # MiniMaxM2Config: attn_type_list marks each layer 1 = softmax attention, 0 = lightning (linear)
+        # attention as in MiniMax-01 / M1; M2 and M2.5 are all 1. Lightning attention is not modelled.
+        types = d.get("attn_type_list")
+        if isinstance(types, list) and any(t != 1 for t in types[:n_layers]):
+            raise ConfigError("lightning (linear) attention layers (attn_type_list 0) are not modelled",
+                              file=cfg.path, field="attn_type_list")
+        if cfg.int("shared_intermediate_size", 0):
+            raise ConfigError("a shared expert (shared_intermediate_size > 0) of MiniMax's form is not modelled",
+                              file=cfg.path, field="shared_intermediate_size")
+        # the expert width is `intermediate_size` (no moe_intermediate_size key)
+        out["moe_intermediate_size"] = cfg.int("intermediate_size")
+        out["mtp_layers"] = cfg.int("num_mtp_modules", 0) if cfg.bool("use_mtp", False) else 0
+    elif kind.extra == "kimi_linear":
+        # KimiLinearConfig: MLA full-attention layers (the keys DeepSeek-V3 uses) between Kimi Delta
+        # Attention layers listed in linear_attn_config.kda_layers (1-based); DeepSeek-style MoE
+        la = d.get("linear_attn_config")
+        if not isinstance(la, dict) or not isinstance(la.get("kda_layers"), list):
+            raise ConfigError("expected an object with kda_layers, num_heads, head_dim", file=cfg.path,
+                              field="linear_attn_config")
+        lac = _HFConfig(cfg.path, la)
+        heads, width = lac.int("num_heads"), lac.int("head_dim")
+        out["linear_attention"] = dict(kind="kda", n_layers=len(la["kda_layers"]), n_heads=heads, head_dim=width,
+                                       state_dim=width, n_groups=heads,
+                                       conv_kernel=lac.int("short_conv_kernel_size", 4))
+        out["mla"] = dict(kv_lora_rank=cfg.int("kv_lora_rank"), q_lora_rank=cfg.int("q_lora_rank", 0) or None,
+                          qk_nope_head_dim=cfg.int("qk_nope_head_dim"), qk_rope_head_dim=cfg.int("qk_rope_head_dim"),
+                          v_head_dim=cfg.int("v_head_dim"))
+        dense = cfg.int("first_k_dense_replace", 0)
+        if n_experts and dense:
+            out["n_moe_layers"] = n_layers - dense
+        out["n_shared_experts"] = cfg.int("num_shared_experts", 0) if n_experts else 0
+        out["mtp_layers"] = cfg.int("num_nextn_predict_layers", 0)
+    elif kind.extra == "ernie":
+        # Ernie4_5_MoeConfig: experts in layers start..end (inclusive) every `interval`, the others dense;
+        # moe_num_shared_experts shared experts of the expert width (one MLP of that many widths)
+        start = cfg.int("moe_layer_start_index", 0)
+        end = d.get("moe_layer_end_index")
+        end = n_layers - 1 if end is None or end == -1 else cfg.int("moe_layer_end_index")
+        interval = cfg.int("moe_layer_interval", 1)
+        if n_experts:
+            out["n_moe_layers"] = sum(1 for i in range(n_layers) if start <= i <= end and (i - start) % interval == 0)
+        out["n_shared_experts"] = cfg.int("moe_num_shared_experts", 0) if n_experts else 0
     elif kind.extra == "jamba":
         period, offset = cfg.int("attn_layer_period", 8), cfg.int("attn_layer_offset", 4)
         attention = sum(1 for i in range(n_layers) if i % period == offset)
@@ -232,8 +296,10 @@ def spec_from_hf_config(path: str | Path) -> ModelSpec:
 
     n_layers = cfg.int("num_hidden_layers")
     n_heads = cfg.int("num_attention_heads")
-    context = cfg.int("max_position_embeddings")
+    # Kimi Linear states its context as model_max_length (no max_position_embeddings)
+    context = cfg.int("max_position_embeddings", cfg.int("model_max_length") if "model_max_length" in data else None)
     n_experts = cfg.int(kind.experts_key, 0) if kind.experts_key else 0
+    ffn = cfg.int("intermediate_size", cfg.int(kind.ffn_fallback_key) if kind.ffn_fallback_key else None)
     qkv_bias = kind.qkv_bias if isinstance(kind.qkv_bias, bool) else cfg.bool(kind.qkv_bias, False)
     window, n_sliding = _hf_sliding(cfg, kind, n_layers, context)
 
@@ -261,13 +327,13 @@ def spec_from_hf_config(path: str | Path) -> ModelSpec:
             n_heads=n_heads,
             n_kv_heads=cfg.int("num_key_value_heads", n_heads),
             head_dim=cfg.int("head_dim", 0) or None,
-            intermediate_size=cfg.int("intermediate_size"),
+            intermediate_size=ffn,
             vocab_size=cfg.int("vocab_size"),
             max_context=context,
             tie_embeddings=cfg.bool("tie_word_embeddings", kind.tie_default),
             qkv_bias=qkv_bias,
             n_experts=n_experts,
-            n_experts_active=cfg.int("num_experts_per_tok") if n_experts else 0,
+            n_experts_active=cfg.int(kind.active_key) if n_experts else 0,
             moe_intermediate_size=cfg.int("moe_intermediate_size", 0) or None if n_experts else None,
             sliding_window=window,
             n_sliding_layers=n_sliding,

@@ -84,6 +84,12 @@ class ModelSpec(BaseModel):
         "llama.cpp-family engines; the others load the released checkpoint: as_loaded_by)",
     )
     sources: list[str] = Field(default_factory=list)
+    hf_repos: list[str] = Field(
+        default_factory=list,
+        description="Hugging Face repository ids served as this entry: the release itself and checkpoints of the "
+        "same architecture (an instruct or coder sibling with the same config.json shapes, a quantized copy whose "
+        "format the row or the run states). Read by the serving corpus's model lookup "
+        "(calibrate/serving/rows.py model_id) so each id is written once, here")
     notes: str = ""
 
     @model_validator(mode="after")

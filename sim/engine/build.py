@@ -116,9 +116,11 @@ def plan_kv(hw: HardwareProfile, model: ModelSpec, quant: str, engine: EngineCon
                                        activation_reserve_fraction=0.0)
     budget = memory_budget_bytes(hw, engine.memory_fraction)
     # hybrid models: the recurrent layers' fixed state of every sequence the engine may run is allocated
-    # beside the KV cache (vLLM sizes its Mamba-state pool by max_num_seqs); 0 for attention-only models
-    reserve = (max(activations, engine.activation_reserve_fraction * budget)
-               + model.state_bytes_per_sequence(engine.kv_dtype) * engine.max_num_seqs)
+    # beside the KV cache (vLLM sizes its Mamba-state pool by max_num_seqs); 0 for attention-only models.
+    # The reserve is per device: tensor parallelism splits the state by heads (vLLM's Gated DeltaNet, KDA
+    # and Mamba mixers hold num_heads / tp heads per rank) and pipeline parallelism by layers
+    state = model.state_bytes_per_sequence(engine.kv_dtype) * engine.max_num_seqs / (engine.tp * engine.pp)
+    reserve = max(activations, engine.activation_reserve_fraction * budget) + state
     per_token = model.kv_bytes_per_token(engine.kv_dtype)
     placed = engine.tp * engine.pp > 1 or engine.gpu_layers is not None
     if not placed and weights + extra_weight_bytes >= budget:
