@@ -225,8 +225,20 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         graph_sizes: Sequence[int] | None = None,
         eager_overhead_s: float = 0.0,
         graph_padding: bool = True,
+        layer_floor_s: float = 0.0,
     ):
         self.model = model
+        # The per-layer kernel floor (EngineConfig.layer_floor_us): one layer's chain of small kernels
+        # (norms, the projections, router and top-k, the routed and shared experts' GEMMs, activation,
+        # rotary) lasts at least this long per step even when it moves few bytes: every kernel costs a
+        # few microseconds from launch to completion inside a CUDA graph, and a layer runs ~10-30 of
+        # them. The weight-GEMM phase of a step is therefore max(FLOP time, weight-stream time,
+        # n_layers x layer_floor_s): hidden behind the weight stream of a dense model on few devices
+        # (a 70B layer streams ~100-200 us per device), exposed where each device streams little per
+        # layer (a sparse MoE at small batch over 8 devices streams ~10 us per layer). Value per engine,
+        # fitted to serving rows (sim/catalog/engines/*.yaml sources); 0 = no floor.
+        self.layer_floor_s = float(layer_floor_s)
+        self.gemm_floor_s = self.layer_floor_s * model.n_layers
         # CUDA-graph decode batches (EngineConfig.cuda_graph_sizes, increasing; None = not modelled) and
         # the host cost of a step launched eagerly above the largest (`graph_extra_s`)
         self.graph_sizes = tuple(graph_sizes) if graph_sizes else None
@@ -373,7 +385,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
                    decode_correction=correction, kv_pad=eng.attention_kv_padding,
                    flash_attention=eng.flash_attention_for(spec),
                    graph_sizes=eng.cuda_graph_sizes, eager_overhead_s=eng.eager_overhead_ms / 1e3,
-                   graph_padding=eng.cuda_graph_padding,
+                   graph_padding=eng.cuda_graph_padding, layer_floor_s=eng.layer_floor_us / 1e6,
                    **llamacpp_kernel_args(prof, eng.kernel_family, q))
 
     # ---- token counts summed over layers ---------------------------------------------------------
@@ -476,6 +488,10 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             tile_s = self._mmq_tile_s(tokens)
             matmul_s = max(matmul_s, tile_s) if isinstance(tile_s, float) else np.maximum(matmul_s, tile_s)
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
+        if self.gemm_floor_s > 0:
+            # the layers' kernels take at least n_layers x the per-layer kernel floor (`layer_floor_s`)
+            weights_s = (max(weights_s, self.gemm_floor_s) if isinstance(weights_s, float)
+                         else np.maximum(weights_s, self.gemm_floor_s))
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
         kv_s = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
                 + self.kv_bytes_per_layer_token * self.n_layers * tokens
