@@ -403,12 +403,14 @@ def run(rows: list[dict], *, cache: Cache | None = None) -> dict:
     only = {f: shippable_grid() for f in options}
     r_preds, r_chosen = _heldout(points, "source", only, cache)
     r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
+    rd_preds, rd_chosen = _heldout(points, "device", only, cache)  # the same, held out by device
     shipped = {p.key(): replay(p, {}, cache) for p in points}  # the presets as they are in the tree
     base_records = _records(points, base, knees_meas)
     out = {"points": points, "excluded": excluded, "replayed_rows": replayed_rows, "errors": errors,
            "baseline": {"records": base_records, "knees": knees_meas}, "cv": {}, "final_params": final,
            "request_only": {"records": _records(points, r_preds, knees_meas), "chosen": r_chosen,
-                            "knees": curve_knees(points, r_preds), "final_params": r_final},
+                            "knees": curve_knees(points, r_preds), "final_params": r_final,
+                            "by_device": {"records": _records(points, rd_preds, knees_meas), "chosen": rd_chosen}},
            "shipped_values": _shipped_request_overheads(points),
            "shipped_layer_floors": _shipped_request_overheads(points, "layer_floor_us"),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
