@@ -69,7 +69,7 @@ def fidelity_json(res: dict, targets: dict) -> dict:
         "load_points": len(pts),
         "replay_errors": res["errors"],
         "grid": {"iteration_overhead_ms": list(GRID_ITERATION_MS), "per_sequence_overhead_ms":
-                 list(GRID_PER_SEQUENCE_MS), "layer_floor_us": list(GRID_LAYER_FLOOR_US),
+                 list(GRID_PER_SEQUENCE_MS), "mla_layer_floor_us": list(GRID_LAYER_FLOOR_US),
                  "request_overhead_ms": f"0 to {API_MAX_MS:g} in {API_STEP_MS:g} ms steps"},
         "final_params": res["final_params"],
         "baseline": _section(res["baseline"]["records"], res["baseline"]["knees"]),
@@ -82,7 +82,7 @@ def fidelity_json(res: dict, targets: dict) -> dict:
                                    "final_params": res["request_only"]["final_params"]},
         "request_only_by_device": {"by_metric": summarize(res["request_only"]["by_device"]["records"]),
                                    "chosen": res["request_only"]["by_device"]["chosen"]},
-        "shipped_layer_floor_us": res["shipped_layer_floors"],
+        "shipped_mla_layer_floor_us": res["shipped_mla_layer_floors"],
         "shipped_request_overhead_ms": res["shipped_values"],
         "shipped_presets_in_sample": summarize(res["shipped"]["records"]),
         "coverage": {"baseline_by_source": nested_coverage(res["baseline"]["records"], res["points"], "source"),
@@ -166,7 +166,7 @@ def _fmt(s: dict | None, key="median_abs_pct") -> str:
 def summary_lines(res: dict, targets: dict) -> list[str]:
     lines = [f"rows: {res['replayed_rows']} replayed in {len(res['points'])} load points, "
              f"{len(res['excluded'])} excluded"]
-    for name, recs, kn in (("baseline (presets, request_overhead_ms 0, layer_floor_us 0)", res["baseline"]["records"], res["baseline"]["knees"]),
+    for name, recs, kn in (("baseline (presets, request_overhead_ms 0, mla_layer_floor_us 0)", res["baseline"]["records"], res["baseline"]["knees"]),
                            ("shippable terms (floor, request overhead), held out by source", res["request_only"]["records"],
                             res["request_only"]["knees"]),
                            ("held out by source", res["cv"]["source"]["records"], res["cv"]["source"]["knees"]),
@@ -182,7 +182,7 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
     cov = nested_coverage(band_records(res), res["points"], "source")
     lines.append(f"80% band coverage of the bands as shipped: {cov['coverage_pct']}% of {cov['n']}")
     lines.append(f"presets' request_overhead_ms: {json.dumps(res['shipped_values'], sort_keys=True)}")
-    lines.append(f"presets' layer_floor_us: {json.dumps(res['shipped_layer_floors'], sort_keys=True)}")
+    lines.append(f"presets' mla_layer_floor_us: {json.dumps(res['shipped_mla_layer_floors'], sort_keys=True)}")
     return lines
 
 
@@ -258,8 +258,10 @@ def report_markdown(res: dict, targets: dict) -> str:
           "step costs, iteration_overhead_ms in "
           f"{list(GRID_ITERATION_MS)} x per_sequence_overhead_ms in {list(GRID_PER_SEQUENCE_MS)} (None = the "
           "preset's), the pair with the smallest median |log(predicted / measured)| over TPOT/ITL and "
-          "output-throughput rows, or instead of the pair the per-layer kernel floor layer_floor_us in "
-          f"{list(GRID_LAYER_FLOOR_US)} alone (sim.cost.roofline `layer_floor_s`); (2) given it, a per-request API-server latency (HTTP, tokenization, "
+          "output-throughput rows, or instead of the pair the per-layer kernel floor of MLA models "
+          f"mla_layer_floor_us in {list(GRID_LAYER_FLOOR_US)} alone (sim.cost.roofline `layer_floor_s`; first "
+          "tried on every architecture, restricted to MLA after that fit moved gpt-oss-120b's kernel-level "
+          "rows by ~30%: a choice made on all rows); (2) given it, a per-request API-server latency (HTTP, tokenization, "
           f"streaming: added to TTFT and E2E) from 0 to {API_MAX_MS:g} ms in {API_STEP_MS:g} ms steps, the one "
           "with the smallest median |log| over TTFT p50/p99 rows. Hyper-parameters: the grid and the loss. "
           "The first grid (iteration <= 4 ms, API <= 100 ms, one stage) was fixed before any serving row was "
@@ -276,13 +278,13 @@ def report_markdown(res: dict, targets: dict) -> str:
           "(calibrate/public_fit.py) replays its rows with the presets' iteration/per-sequence overheads, so "
           "changing them would move the kernel-level figures without a refit.", "",
           "### What ships: the per-layer kernel floor and the per-request front-end latency", "",
-          "The engine fields `layer_floor_us` (sim.cost.roofline: the weight-GEMM phase of a step lasts at least "
-          "n_layers x it; a layer's chain of small kernels) and `request_overhead_ms` "
+          "The engine fields `mla_layer_floor_us` (sim.cost.roofline: the weight-GEMM phase of an MLA model's step "
+          "lasts at least n_layers x it; a DeepSeek layer's chain of small kernels) and `request_overhead_ms` "
           "(workloads.arrivals.FrontEnd: a request reaches the queue that "
           "long after its send; TTFT and E2E include it, TPOT does not; a closed-loop client waits for it) are "
           "fitted, the presets' host step costs kept: stage (1) reduced to the presets or the floor alone, then "
           "stage (2). Held out by source (each source's rows predicted with the value fitted on the others; the "
-          "predictions replay it as the engine runs it), against the baseline (request_overhead_ms 0, layer_floor_us 0):", "",
+          "predictions replay it as the engine runs it), against the baseline (request_overhead_ms 0, mla_layer_floor_us 0):", "",
           "| metric | baseline median | shippable by source median | p90 | baseline p90 | shippable by device median |",
           "|---|---|---|---|---|---|"]
     rdev = fj["request_only_by_device"]
@@ -305,7 +307,7 @@ def report_markdown(res: dict, targets: dict) -> str:
           "A family's preset gets the all-rows value only where its held-out-by-source error improves on the "
           "baseline (a family with one source has no held-out evidence and gets none). The presets as "
           f"replayed here ship request_overhead_ms {json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
-          f"and layer_floor_us {json.dumps(fj['shipped_layer_floor_us'], sort_keys=True)}; "
+          f"and mla_layer_floor_us {json.dumps(fj['shipped_mla_layer_floor_us'], sort_keys=True)}; "
           "the bands below are, for a family that ships a value, its request-only residuals held out by source, "
           "for the others the baseline's.", ""]
     L += ["## Per source and device (held out by source)", "", "| group | ttft_p50 | ttft_p99 | tpot_itl | output_tps |",
