@@ -201,6 +201,13 @@ def band_pct(errors: list[float], q: float = 80.0) -> float | None:
 #: serving row was replayed; its edges were chosen on all rows, so it was widened once to these.
 GRID_ITERATION_MS = (None, 0.5, 1.0, 2.0, 4.0, 8.0)
 GRID_PER_SEQUENCE_MS = (None, 0.01, 0.03, 0.1)
+#: the per-layer kernel floor of MLA models (EngineConfig.mla_layer_floor_us: a DeepSeek layer's small
+#: kernels take at least this long per step, sim.cost.roofline), tried alone (the presets' host step costs
+#: kept): 0 (no floor, the presets before this fit) or 20-60 us, the range a layer of 10-30 kernels of
+#: 2-4 us each spans (fixed before its replays, from the kernel count). It was first tried on every
+#: architecture; restricting it to MLA models came after its first fit (it moved gpt-oss-120b's
+#: kernel-level rows by ~30%): a choice made on all rows, said in the report
+GRID_LAYER_FLOOR_US = (20.0, 30.0, 40.0, 50.0, 60.0)
 API_STEP_MS, API_MAX_MS = 5.0, 300.0
 #: a band at a load past the largest any fitted curve reached is widened by this factor (a convention,
 #: not fitted: nothing was measured there)
@@ -220,14 +227,20 @@ def grid() -> list[dict]:
             if seq is not None:
                 p["per_sequence_overhead_ms"] = seq
             out.append(p)
-    return out
+    return out + shippable_grid()[1:]
+
+
+def shippable_grid() -> list[dict]:
+    """What may ship in the presets without moving the kernel-level fit's step costs: nothing ({}) or the
+    per-layer kernel floor alone (GRID_LAYER_FLOOR_US); the API latency is searched apart as in `grid`."""
+    return [{}] + [{"mla_layer_floor_us": v} for v in GRID_LAYER_FLOOR_US]
 
 
 def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:
     """`replay` with the simulator's parameters. The engine's per-request front-end latency
     (`request_overhead_ms`) is always set: the fitted value, else 0 (the presets before this fit), so
     the fit and its baseline do not depend on the value the presets ship."""
-    params = {"request_overhead_ms": 0.0, **(params or {})}
+    params = {"request_overhead_ms": 0.0, "mla_layer_floor_us": 0.0, **(params or {})}
     return replay(point, params, cache)
 
 
@@ -390,18 +403,22 @@ def run(rows: list[dict], *, cache: Cache | None = None) -> dict:
         kn = curve_knees(points, preds)
         cv[by] = {"preds": preds, "chosen": chosen, "knees": kn}
     final = fit_engine_params(points, options, lambda p, q: predict(p, q, cache))
-    # what can ship: the presets' step costs kept (the kernel-level fit replays them), only the
-    # per-request front-end latency (request_overhead_ms) fitted, held out by source
-    only = {f: [{}] for f in options}
+    # what can ship: the presets' host step costs kept (the kernel-level fit replays them), the
+    # per-layer kernel floor and the per-request front-end latency (request_overhead_ms) fitted, held
+    # out by source
+    only = {f: shippable_grid() for f in options}
     r_preds, r_chosen = _heldout(points, "source", only, cache)
     r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
+    rd_preds, rd_chosen = _heldout(points, "device", only, cache)  # the same, held out by device
     shipped = {p.key(): replay(p, {}, cache) for p in points}  # the presets as they are in the tree
     base_records = _records(points, base, knees_meas)
     out = {"points": points, "excluded": excluded, "replayed_rows": replayed_rows, "errors": errors,
            "baseline": {"records": base_records, "knees": knees_meas}, "cv": {}, "final_params": final,
            "request_only": {"records": _records(points, r_preds, knees_meas), "chosen": r_chosen,
-                            "knees": curve_knees(points, r_preds), "final_params": r_final},
+                            "knees": curve_knees(points, r_preds), "final_params": r_final,
+                            "by_device": {"records": _records(points, rd_preds, knees_meas), "chosen": rd_chosen}},
            "shipped_values": _shipped_request_overheads(points),
+           "shipped_mla_layer_floors": _shipped_request_overheads(points, "mla_layer_floor_us"),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
@@ -409,13 +426,14 @@ def run(rows: list[dict], *, cache: Cache | None = None) -> dict:
     return out
 
 
-def _shipped_request_overheads(points: list[LoadPoint]) -> dict[str, float]:
-    """{family: request_overhead_ms} of the presets the points replay (0 where none is shipped)."""
+def _shipped_request_overheads(points: list[LoadPoint], field: str = "request_overhead_ms") -> dict[str, float]:
+    """{family: request_overhead_ms} (or another engine `field`) of the presets the points replay (0
+    where none is shipped)."""
     from sim.api import make_spec, resolve
 
     out: dict[str, float] = {}
     for p in points:
         if p.family not in out:
             _, eng = resolve(make_spec(trace="<serving fit>", hw=p.device, model=p.model, quant=p.quant, engine=p.engine))
-            out[p.family] = float(eng.request_overhead_ms)
+            out[p.family] = float(getattr(eng, field))
     return dict(sorted(out.items()))

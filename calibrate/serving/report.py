@@ -13,8 +13,8 @@ from calibrate.serving.bands import (
     nested_band_coverage,
 )
 from calibrate.serving.fit import (
-    API_MAX_MS, API_STEP_MS, GRID_ITERATION_MS, GRID_PER_SEQUENCE_MS, MIN_BAND_N, OFF_SUPPORT_FACTOR, _by, _knee_summary,
-    nested_coverage, summarize,
+    API_MAX_MS, API_STEP_MS, GRID_ITERATION_MS, GRID_LAYER_FLOOR_US, GRID_PER_SEQUENCE_MS, MIN_BAND_N,
+    OFF_SUPPORT_FACTOR, _by, _knee_summary, nested_coverage, summarize,
 )
 from calibrate.serving.rows import LoadPoint
 
@@ -90,7 +90,8 @@ def fidelity_json(res: dict, targets: dict) -> dict:
         "load_points": len(pts),
         "replay_errors": res["errors"],
         "grid": {"iteration_overhead_ms": list(GRID_ITERATION_MS), "per_sequence_overhead_ms":
-                 list(GRID_PER_SEQUENCE_MS), "request_overhead_ms": f"0 to {API_MAX_MS:g} in {API_STEP_MS:g} ms steps"},
+                 list(GRID_PER_SEQUENCE_MS), "mla_layer_floor_us": list(GRID_LAYER_FLOOR_US),
+                 "request_overhead_ms": f"0 to {API_MAX_MS:g} in {API_STEP_MS:g} ms steps"},
         "final_params": res["final_params"],
         "baseline": _section(res["baseline"]["records"], res["baseline"]["knees"]),
         "heldout_by_source": {**_section(res["cv"]["source"]["records"], res["cv"]["source"]["knees"]),
@@ -100,6 +101,9 @@ def fidelity_json(res: dict, targets: dict) -> dict:
         "request_only_by_source": {**_section(res["request_only"]["records"], res["request_only"]["knees"]),
                                    "chosen": res["request_only"]["chosen"],
                                    "final_params": res["request_only"]["final_params"]},
+        "request_only_by_device": {"by_metric": summarize(res["request_only"]["by_device"]["records"]),
+                                   "chosen": res["request_only"]["by_device"]["chosen"]},
+        "shipped_mla_layer_floor_us": res["shipped_mla_layer_floors"],
         "shipped_request_overhead_ms": res["shipped_values"],
         "shipped_presets_in_sample": summarize(res["shipped"]["records"]),
         "coverage": {"baseline_by_source": nested_coverage(res["baseline"]["records"], res["points"], "source"),
@@ -199,8 +203,8 @@ def _fmt(s: dict | None, key="median_abs_pct") -> str:
 def summary_lines(res: dict, targets: dict) -> list[str]:
     lines = [f"rows: {res['replayed_rows']} replayed in {len(res['points'])} load points, "
              f"{len(res['excluded'])} excluded"]
-    for name, recs, kn in (("baseline (presets, request_overhead_ms 0)", res["baseline"]["records"], res["baseline"]["knees"]),
-                           ("request overhead only, held out by source", res["request_only"]["records"],
+    for name, recs, kn in (("baseline (presets, request_overhead_ms 0, mla_layer_floor_us 0)", res["baseline"]["records"], res["baseline"]["knees"]),
+                           ("shippable terms (floor, request overhead), held out by source", res["request_only"]["records"],
                             res["request_only"]["knees"]),
                            ("held out by source", res["cv"]["source"]["records"], res["cv"]["source"]["knees"]),
                            ("held out by device", res["cv"]["device"]["records"], res["cv"]["device"]["knees"])):
@@ -223,6 +227,7 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
     lines.append(f"interpolated knee, held out by source: median {_fmt(ik)} on the {ik['both_cross']} curves "
                  f"where both cross 3x ({ik['one_crosses']} where one does, {ik['neither_crosses']} neither)")
     lines.append(f"presets' request_overhead_ms: {json.dumps(res['shipped_values'], sort_keys=True)}")
+    lines.append(f"presets' mla_layer_floor_us: {json.dumps(res['shipped_mla_layer_floors'], sort_keys=True)}")
     return lines
 
 
@@ -316,7 +321,10 @@ def report_markdown(res: dict, targets: dict) -> str:
           "step costs, iteration_overhead_ms in "
           f"{list(GRID_ITERATION_MS)} x per_sequence_overhead_ms in {list(GRID_PER_SEQUENCE_MS)} (None = the "
           "preset's), the pair with the smallest median |log(predicted / measured)| over TPOT/ITL and "
-          "output-throughput rows; (2) given it, a per-request API-server latency (HTTP, tokenization, "
+          "output-throughput rows, or instead of the pair the per-layer kernel floor of MLA models "
+          f"mla_layer_floor_us in {list(GRID_LAYER_FLOOR_US)} alone (sim.cost.roofline `layer_floor_s`; first "
+          "tried on every architecture, restricted to MLA after that fit moved gpt-oss-120b's kernel-level "
+          "rows by ~30%: a choice made on all rows); (2) given it, a per-request API-server latency (HTTP, tokenization, "
           f"streaming: added to TTFT and E2E) from 0 to {API_MAX_MS:g} ms in {API_STEP_MS:g} ms steps, the one "
           "with the smallest median |log| over TTFT p50/p99 rows. Hyper-parameters: the grid and the loss. "
           "The first grid (iteration <= 4 ms, API <= 100 ms, one stage) was fixed before any serving row was "
@@ -332,29 +340,37 @@ def report_markdown(res: dict, targets: dict) -> str:
     L += ["", "The fitted step costs are **not** written into the engine presets: the kernel-level fit "
           "(calibrate/public_fit.py) replays its rows with the presets' iteration/per-sequence overheads, so "
           "changing them would move the kernel-level figures without a refit.", "",
-          "### What ships: the per-request front-end latency alone", "",
-          "The engine field `request_overhead_ms` (workloads.arrivals.FrontEnd: a request reaches the queue that "
-          "long after its send; TTFT and E2E include it, TPOT does not; a closed-loop client waits for it) is "
-          "fitted alone, the presets' step costs kept: stage (2) above with stage (1)'s grid reduced to the "
-          "presets. Held out by source (each source's rows predicted with the value fitted on the others; the "
-          "predictions replay it as the engine runs it), against the baseline (request_overhead_ms 0):", "",
-          "| metric | baseline median | request-only by source median | p90 | baseline p90 |", "|---|---|---|---|---|"]
+          "### What ships: the per-layer kernel floor and the per-request front-end latency", "",
+          "The engine fields `mla_layer_floor_us` (sim.cost.roofline: the weight-GEMM phase of an MLA model's step "
+          "lasts at least n_layers x it; a DeepSeek layer's chain of small kernels) and `request_overhead_ms` "
+          "(workloads.arrivals.FrontEnd: a request reaches the queue that "
+          "long after its send; TTFT and E2E include it, TPOT does not; a closed-loop client waits for it) are "
+          "fitted, the presets' host step costs kept: stage (1) reduced to the presets or the floor alone, then "
+          "stage (2). Held out by source (each source's rows predicted with the value fitted on the others; the "
+          "predictions replay it as the engine runs it), against the baseline (request_overhead_ms 0, mla_layer_floor_us 0):", "",
+          "| metric | baseline median | shippable by source median | p90 | baseline p90 | shippable by device median |",
+          "|---|---|---|---|---|---|"]
+    rdev = fj["request_only_by_device"]
     for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "headline"):
         b, r = fj["baseline"]["by_metric"].get(m), ro["by_metric"].get(m)
-        L.append(f"| {m} | {_fmt(b)} | {_fmt(r)} | {_fmt(r, 'p90_abs_pct')} | {_fmt(b, 'p90_abs_pct')} |")
+        L.append(f"| {m} | {_fmt(b)} | {_fmt(r)} | {_fmt(r, 'p90_abs_pct')} | {_fmt(b, 'p90_abs_pct')} | "
+                 f"{_fmt(rdev['by_metric'].get(m))} |")
     L += ["", "| family | baseline ttft_p50 | request-only ttft_p50 (by source) | baseline headline | request-only headline |",
           "|---|---|---|---|---|"]
     for fam in sorted(ro["by_family"]):
         b, r = fj["baseline"]["by_family"].get(fam, {}), ro["by_family"][fam]
         L.append(f"| {fam} | {_fmt(b.get('ttft_p50'))} | {_fmt(r.get('ttft_p50'))} | {_fmt(b.get('headline'))} | "
                  f"{_fmt(r.get('headline'))} |")
-    L += ["", "| fold (held out) | chosen per family |", "|---|---|"]
+    L += ["", "| fold (held out) | by | chosen per family |", "|---|---|---|"]
     for g, ch in sorted(ro["chosen"].items()):
-        L.append(f"| {g} | {json.dumps(ch, sort_keys=True)} |")
-    L += [f"| (all rows) | {json.dumps(ro['final_params'], sort_keys=True)} |", "",
+        L.append(f"| {g} | source | {json.dumps(ch, sort_keys=True)} |")
+    for g, ch in sorted(rdev["chosen"].items()):
+        L.append(f"| {g} | device | {json.dumps(ch, sort_keys=True)} |")
+    L += [f"| (all rows) | final | {json.dumps(ro['final_params'], sort_keys=True)} |", "",
           "A family's preset gets the all-rows value only where its held-out-by-source error improves on the "
           "baseline (a family with one source has no held-out evidence and gets none). The presets as "
-          f"replayed here ship request_overhead_ms {json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)}; "
+          f"replayed here ship request_overhead_ms {json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
+          f"and mla_layer_floor_us {json.dumps(fj['shipped_mla_layer_floor_us'], sort_keys=True)}; "
           "the bands below are, for a family that ships a value, its request-only residuals held out by source, "
           "for the others the baseline's.", ""]
     L += ["## Per source and device (held out by source)", "", "| group | ttft_p50 | ttft_p99 | tpot_itl | output_tps |",

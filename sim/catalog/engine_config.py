@@ -207,6 +207,15 @@ class EngineConfig(BaseModel):
         0.0, ge=0,
         description="host cost of launching one step's kernels one by one (a decode step above the largest graph)",
     )
+    mla_layer_floor_us: float = Field(
+        0.0, ge=0,
+        description=("device time one decoder layer of an MLA model (DeepSeek-V2/V3/R1) takes at least in a "
+                     "decode step, however few bytes it moves: its chain of ~20-30 small kernels (MLA "
+                     "projections and norms, rotary, absorbed attention, router, top-k, grouped expert GEMMs, "
+                     "shared expert, activation quantization), each a few microseconds even inside a CUDA "
+                     "graph; the weight-GEMM phase of a step lasts at least n_layers x this "
+                     "(sim.cost.roofline `layer_floor_s`). Other architectures: not priced. 0 = no floor"),
+    )
     prefix_caching: bool = False
     efficiency_scale: EfficiencyScale = EfficiencyScale()
     kernel_family: str | None = Field(

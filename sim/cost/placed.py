@@ -58,6 +58,8 @@ class PlacedSteps:
             # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`);
             # llama.cpp's MMQ tile floor (`_mmq_tile_s`) is priced on one device only, not per part
             gemm_s = np.maximum(matmul_flops / p.matmul_flops_per_s, stream_s)
+            if self.gemm_floor_s > 0:  # the part's share of the per-layer kernel floor (`layer_floor_s`)
+                gemm_s = np.maximum(gemm_s, f * self.gemm_floor_s)
             c, m = gemm_s + attention_s, gemm_s + kv_s
             if math.isfinite(p.upload_min_tokens):
                 # op offload (sim.cost.parallel): weights copied over the link, matmuls on the GPU, then the

@@ -225,8 +225,23 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         graph_sizes: Sequence[int] | None = None,
         eager_overhead_s: float = 0.0,
         graph_padding: bool = True,
+        layer_floor_s: float = 0.0,
     ):
         self.model = model
+        # The per-layer kernel floor of an MLA model (EngineConfig.mla_layer_floor_us): a decoder layer of
+        # DeepSeek-V2/V3/R1 runs a long chain of small kernels per decode step (MLA's q down/up and kv
+        # down projections with their norms, rotary, the absorbed W_UK / W_UV batched GEMMs around the
+        # attention, o_proj; the router, top-k, the routed experts' grouped GEMMs and the shared expert;
+        # the FP8 block-scaled checkpoints quantize activations before each GEMM), each a few microseconds
+        # from launch to completion inside a CUDA graph, so the layer takes at least this long however few
+        # bytes it moves. The weight-GEMM phase of a step is max(FLOP time, weight-stream time,
+        # n_layers x layer_floor_s): exposed at small batch over 8 GPUs (~10 us of weights per layer and
+        # device for DeepSeek-R1 FP8 at batch 1), hidden once the batch touches most experts. Priced for
+        # MLA models only: the serving rows that fit it are DeepSeek's (sim/catalog/engines/sglang.yaml),
+        # and a GQA MoE's layer runs fewer kernels (gpt-oss-120b over 8 H100s at batch 1 decodes within
+        # 0.1% of the kernel-level rows with no floor, benchmarks/public_fidelity.md). 0 = no floor.
+        self.layer_floor_s = float(layer_floor_s) if model.mla is not None else 0.0
+        self.gemm_floor_s = self.layer_floor_s * model.n_layers
         # CUDA-graph decode batches (EngineConfig.cuda_graph_sizes, increasing; None = not modelled) and
         # the host cost of a step launched eagerly above the largest (`graph_extra_s`)
         self.graph_sizes = tuple(graph_sizes) if graph_sizes else None
@@ -373,7 +388,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
                    decode_correction=correction, kv_pad=eng.attention_kv_padding,
                    flash_attention=eng.flash_attention_for(spec),
                    graph_sizes=eng.cuda_graph_sizes, eager_overhead_s=eng.eager_overhead_ms / 1e3,
-                   graph_padding=eng.cuda_graph_padding,
+                   graph_padding=eng.cuda_graph_padding, layer_floor_s=eng.mla_layer_floor_us / 1e6,
                    **llamacpp_kernel_args(prof, eng.kernel_family, q))
 
     # ---- token counts summed over layers ---------------------------------------------------------
@@ -476,6 +491,10 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             tile_s = self._mmq_tile_s(tokens)
             matmul_s = max(matmul_s, tile_s) if isinstance(tile_s, float) else np.maximum(matmul_s, tile_s)
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
+        if self.gemm_floor_s > 0:
+            # an MLA model's layers take at least n_layers x the per-layer kernel floor (`layer_floor_s`)
+            weights_s = (max(weights_s, self.gemm_floor_s) if isinstance(weights_s, float)
+                         else np.maximum(weights_s, self.gemm_floor_s))
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
         kv_s = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
                 + self.kv_bytes_per_layer_token * self.n_layers * tokens
