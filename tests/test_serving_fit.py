@@ -312,3 +312,20 @@ def test_the_fit_draws_a_rows_lengths_with_the_bench_clients_own_rule():
         assert s_in.tolist() == p.prompt_lens and s_out.tolist() == p.output_lens
         lo = 500 if client == "vllm-bench-serve" else (800 if rr else 1)
         assert min(p.prompt_lens) >= lo and max(p.prompt_lens) <= (1500 if client == "vllm-bench-serve" else 1000)
+
+
+def test_parallel_prefetch_replays_the_same_numbers_as_one_process():
+    # benchmarks/serving_fit.py --jobs N fills the cache in N processes before the fit reads it: each entry
+    # must be what a one-process replay of the same point and parameters gives
+    from calibrate.serving.replay import prefetch
+
+    rows = _curve("tiny", {c: {"ttft_ms|median": 20.0, "tpot_ms|median": 7.0, "output_tps|value": 100.0 * c}
+                           for c in (1, 2, 4)})
+    points = sf.load_points(rows, catalog=SETS["catalog"])
+    pairs = [(p, q) for p in points for q in ({}, {"iteration_overhead_ms": 2.0})]
+    cache = sf.Cache(None)
+    assert prefetch(pairs + pairs, cache, 2) == len(pairs)  # duplicates replayed once
+    assert prefetch(pairs, cache, 2) == 0  # nothing left to do
+    for p, q in pairs:
+        got = sf.replay(p, q, cache)
+        assert got == sf.replay(p, q) and "error" not in got

@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from calibrate.serving.replay import Cache, replay
+from calibrate.serving.replay import Cache, prefetch, replay
 from calibrate.serving.rows import (
     KNEE_FACTOR, METRICS, LoadPoint, _catalog_models, _hw_names, curves, exclusion, load_points, public_sources,
 )
@@ -371,8 +371,9 @@ def _bands(records: list[dict], q: float = 80.0) -> dict:
     return dict(out)
 
 
-def run(rows: list[dict], *, cache: Cache | None = None) -> dict:
-    """Everything the report and the bands need (see the module docstring)."""
+def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
+    """Everything the report and the bands need (see the module docstring). `jobs` > 1 replays the
+    step-cost grid in that many processes first (the same numbers, sooner)."""
     hw, catalog, public = _hw_names(), _catalog_models(), public_sources()
     excluded = []
     points: list[LoadPoint] = []
@@ -392,6 +393,12 @@ def run(rows: list[dict], *, cache: Cache | None = None) -> dict:
         else:
             for r in c:
                 excluded.append({"row_id": r["row_id"], "curve_id": cid, "file": r["_file"], "reason": why})
+    if jobs > 1:  # every point x every grid entry is replayed by some fold's stage 1: run them in parallel
+        cache = cache if cache is not None else Cache(None)
+        fams = {p.family for p in points}
+        opts = {f: [{}] + grid() + shippable_grid() for f in fams}
+        prefetch([(p, {"request_overhead_ms": 0.0, **q}) for p in points for q in opts[p.family]]
+                 + [(p, {}) for p in points], cache, jobs)
     # baseline: the presets as they are (nothing fitted to serving rows, so every residual is out of sample)
     base = {p.key(): predict(p, {}, cache) for p in points}
     errors = {p.curve_id: base[p.key()]["error"] for p in points if "error" in base[p.key()]}
