@@ -308,3 +308,23 @@ def test_the_fit_draws_a_rows_lengths_with_the_bench_clients_own_rule():
         assert s_in.tolist() == p.prompt_lens and s_out.tolist() == p.output_lens
         lo = 500 if client == "vllm-bench-serve" else (800 if rr else 1)
         assert min(p.prompt_lens) >= lo and max(p.prompt_lens) <= (1500 if client == "vllm-bench-serve" else 1000)
+
+
+def test_fixed_length_inferencex_token_position_rows_replay_at_their_stated_lengths():
+    """Issue 38 diagnosis: InferenceX's experimental token-position client sends every prompt ISL tokens and
+    every output OSL (its result files count num_prompts x ISL input tokens). Its rows were recorded with
+    range_ratio 0, which the `custom` client's reading [int(L r), L] turns into U[0, L]: the fit replayed
+    half the tokens. Every load point of those curves must replay exactly ISL in and OSL out."""
+    rows = [r for r in sf.load_corpus() if r["curve_id"].startswith("ix-h200-vllm-")]
+    curves = sf.curves(rows)
+    assert len(curves) >= 10
+    catalog = {"minimax-m2.5", "qwen3.5-397b-a17b", "llama-3.1-8b"}
+    checked = 0
+    for curve in curves.values():
+        if sf.exclusion(curve, catalog=catalog, public=set()) is not None:
+            continue
+        isl, osl = int(curve[0]["input_tokens"]), int(curve[0]["output_tokens"])
+        for p in sf.load_points(curve, catalog=catalog):
+            assert set(p.prompt_lens) == {isl} and set(p.output_lens) == {osl}, p.curve_id
+            checked += 1
+    assert checked >= 20
