@@ -99,6 +99,23 @@ def test_exclusions_name_their_reason():
     assert "multi-turn" in sf.exclusion(sharegpt, **SETS)
 
 
+def test_a_data_parallel_layout_is_excluded_not_replayed_on_tp_gpus_only():
+    """Issue 38: a DP/EP run (InferenceX MiniMax-M2.5 "DEP8": n_devices 8, tp 1) replayed as its tp alone put
+    the whole model on one GPU; the simulator serves one tp x pp replica, so such a curve is excluded and
+    says why. n_devices = tp x pp (pipeline stages from the flags) is replayed."""
+    base = {1: {"ttft_ms|median": 20.0}, 2: {"ttft_ms|median": 20.0}}
+    dep = _curve("dep", base)
+    for r in dep:
+        r.update(n_devices="8", tp="1")
+    why = sf.exclusion(dep, **SETS)
+    assert why is not None and "data-parallel" in why and "dp 8" in why
+    pp = _curve("pp", base)
+    for r in pp:
+        r.update(n_devices="4", tp="2", engine_flags="--tensor-parallel-size 2 --pipeline-parallel-size 2")
+    assert sf.exclusion(pp, **SETS) is None
+    assert sf.exclusion(_curve("one", base), **SETS) is None
+
+
 def _points_for_folds():
     rows = (_curve("s1", {1: {"ttft_ms|median": 20.0}, 2: {"ttft_ms|median": 20.0}}, publisher="A")
             + _curve("s2", {1: {"ttft_ms|median": 20.0}, 2: {"ttft_ms|median": 20.0}}, publisher="B",
