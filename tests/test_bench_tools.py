@@ -182,6 +182,11 @@ def test_a_corpus_row_replays_its_client_at_its_load_point():
 
     assert engine_overrides("--max-num-seqs 512 --kv-cache-dtype fp8 -tp 2 --enable-prefix-caching", None, None) == \
         {"max_num_seqs": 512, "kv_dtype": "fp8", "tp": 2, "prefix_caching": True}
+    # expert parallelism as vLLM and SGLang print it (issue 38: MiniMax-M2.5 TEP8 and --tp 8 --ep 8 were read as TP)
+    assert engine_overrides("--tensor-parallel-size 8 --enable-expert-parallel --trust-remote-code") == \
+        {"tp": 8, "expert_parallel": True}
+    assert engine_overrides("--tp 8 --ep 8 --mem-fraction-static 0.85")["expert_parallel"] is True
+    assert engine_overrides("--tp-size 4 --ep-size 1")["expert_parallel"] is False
     tool, client, dep = point_from_row(ROW)
     assert tool == "vllm" and client.max_concurrency == 8 and client.num_prompts == 40
     assert client.request_rate == float("inf") and dict(dep.overrides) == {"max_num_seqs": 64, "memory_fraction": 0.95,

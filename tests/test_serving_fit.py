@@ -99,6 +99,23 @@ def test_exclusions_name_their_reason():
     assert "multi-turn" in sf.exclusion(sharegpt, **SETS)
 
 
+def test_a_data_parallel_layout_is_excluded_not_replayed_on_tp_gpus_only():
+    """Issue 38: a DP/EP run (InferenceX MiniMax-M2.5 "DEP8": n_devices 8, tp 1) replayed as its tp alone put
+    the whole model on one GPU; the simulator serves one tp x pp replica, so such a curve is excluded and
+    says why. n_devices = tp x pp (pipeline stages from the flags) is replayed."""
+    base = {1: {"ttft_ms|median": 20.0}, 2: {"ttft_ms|median": 20.0}}
+    dep = _curve("dep", base)
+    for r in dep:
+        r.update(n_devices="8", tp="1")
+    why = sf.exclusion(dep, **SETS)
+    assert why is not None and "data-parallel" in why and "dp 8" in why
+    pp = _curve("pp", base)
+    for r in pp:
+        r.update(n_devices="4", tp="2", engine_flags="--tensor-parallel-size 2 --pipeline-parallel-size 2")
+    assert sf.exclusion(pp, **SETS) is None
+    assert sf.exclusion(_curve("one", base), **SETS) is None
+
+
 def _points_for_folds():
     rows = (_curve("s1", {1: {"ttft_ms|median": 20.0}, 2: {"ttft_ms|median": 20.0}}, publisher="A")
             + _curve("s2", {1: {"ttft_ms|median": 20.0}, 2: {"ttft_ms|median": 20.0}}, publisher="B",
@@ -329,3 +346,23 @@ def test_parallel_prefetch_replays_the_same_numbers_as_one_process():
     for p, q in pairs:
         got = sf.replay(p, q, cache)
         assert got == sf.replay(p, q) and "error" not in got
+
+
+def test_fixed_length_inferencex_token_position_rows_replay_at_their_stated_lengths():
+    """Issue 38 diagnosis: InferenceX's experimental token-position client sends every prompt ISL tokens and
+    every output OSL (its result files count num_prompts x ISL input tokens). Its rows were recorded with
+    range_ratio 0, which the `custom` client's reading [int(L r), L] turns into U[0, L]: the fit replayed
+    half the tokens. Every load point of those curves must replay exactly ISL in and OSL out."""
+    rows = [r for r in sf.load_corpus() if r["curve_id"].startswith("ix-h200-vllm-")]
+    curves = sf.curves(rows)
+    assert len(curves) >= 10
+    catalog = {"minimax-m2.5", "qwen3.5-397b-a17b", "llama-3.1-8b"}
+    checked = 0
+    for curve in curves.values():
+        if sf.exclusion(curve, catalog=catalog, public=set()) is not None:
+            continue
+        isl, osl = int(curve[0]["input_tokens"]), int(curve[0]["output_tokens"])
+        for p in sf.load_points(curve, catalog=catalog):
+            assert set(p.prompt_lens) == {isl} and set(p.output_lens) == {osl}, p.curve_id
+            checked += 1
+    assert checked >= 20

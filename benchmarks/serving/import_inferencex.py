@@ -119,6 +119,10 @@ def ix_token_position_rows() -> list[dict]:
         data = load_json_raw(path)
         if int(data["max_concurrency"]) != conc or int(data["completed"]) != int(data["num_prompts"]):
             raise SystemExit(f"{path}: max_concurrency/completed disagree with the file name")
+        n_req = int(data["num_prompts"])
+        if int(data["total_input_tokens"]) != n_req * isl or int(data["total_output_tokens"]) != n_req * osl:
+            raise SystemExit(f"{path}: total_input_tokens/total_output_tokens are not num_prompts x ISL/OSL "
+                             "(the fixed lengths range_ratio 1 records)")
         rel = path.relative_to(SRC / "SemiAnalysisAI__InferenceX" / IX_TP_COMMIT).as_posix()
         curve = f"ix-h200-vllm-{meta['tag']}-isl{isl}-osl{osl}"
         src_ref = f"{IX_REPO}@{IX_TP_COMMIT[:10]}:{rel} (PR #709)"
@@ -130,12 +134,16 @@ def ix_token_position_rows() -> list[dict]:
             device_variant="8xH200 (plot title '8xH200'; Slurm partition h200)",
             n_devices=meta["n"], tp=meta["tp"], model=meta["model"], quant=meta["quant"],
             kv_cache_dtype="not stated", client="custom", dataset="random", input_tokens=isl,
-            output_tokens=osl, range_ratio="0", num_prompts=data["num_prompts"],
+            output_tokens=osl, range_ratio="1", num_prompts=data["num_prompts"],
             warmup=2 * conc, ramp_up="", ignore_eos="true", load_kind="concurrency",
             max_concurrency=conc, request_rate="inf", burstiness=data["burstiness"],
         )
         notes = (f"{meta['notes']} {IX_TP_CLIENT_NOTE} Scripts: {IX_TP_DIR}/{{{scripts}}}. "
-                 f"range_ratio 0 = the client's fixed lengths.")
+                 f"range_ratio 1 = the client's fixed lengths: it has no range option, and the result file's "
+                 f"total_input_tokens {data['total_input_tokens']} and total_output_tokens "
+                 f"{data['total_output_tokens']} are {data['num_prompts']} x {isl} and x {osl}; in the "
+                 f"corpus's reading of client=custom, randint(int(L x r), L), fixed lengths are r = 1 "
+                 f"(r = 0 would be U[0, L], half the tokens).")
         stem = f"{curve}-c{conc}"
         for key, qty, stat in SEC_KEYS:
             raw = data[key]

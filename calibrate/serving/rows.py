@@ -169,6 +169,16 @@ MULTI_TURN_REASON = ("multi-turn dataset file not available offline (per-turn to
                      "prefixes its requests share in the prefix cache, not stated)")
 
 
+def _data_parallel(r: dict) -> int:
+    """dp = n_devices / (tp x pp) of a row (schema: n_devices = tp*pp*dp); 1 when any is not stated."""
+    n, tp = _num(r.get("n_devices")), _num(r.get("tp"), 1) or 1
+    if n is None:
+        return 1
+    m = re.search(r"(?:--pipeline-parallel-size|-pp)[ =](\d+)", r.get("engine_flags") or "")
+    pp = int(m.group(1)) if m else 1
+    return max(1, int(n) // max(1, int(tp) * pp))
+
+
 def exclusion(curve: list[dict], *, hw: set[str] | None = None, catalog: set[str] | None = None,
               public: set[str] | None = None) -> str | None:
     """Why a curve cannot be replayed, or None. One reason, the first that applies."""
@@ -185,6 +195,13 @@ def exclusion(curve: list[dict], *, hw: set[str] | None = None, catalog: set[str
             return why
     if r["device"] not in hw:
         return f"device {r['device']} has no hardware profile"
+    dp = _data_parallel(r)
+    if dp > 1:
+        # e.g. InferenceX's MiniMax-M2.5 "DEP8": attention data-parallel on 8 GPUs, experts spread across them.
+        # The simulator serves one tp x pp replica, so tp 1 would put the whole model on one GPU (it does not
+        # fit), and tp 8 would price tensor-parallel attention and all-reduces the run did not do.
+        return (f"data-parallel layout (n_devices {int(_num(r.get('n_devices')))} = "
+                f"tp x pp x dp with dp {dp}) not modelled: the simulator serves one tp x pp replica")
     if model_id(r["model"], catalog) is None:
         return f"model {r['model']} not in the catalog"
     if release_of(r["engine"], r.get("engine_version")) is None:

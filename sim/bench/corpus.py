@@ -54,6 +54,11 @@ VLLM_LIKE = ("vllm-bench-serve", "sglang-bench-serving", "trtllm-bench", "custom
 STATISTICS = ("mean", "median", "p90", "p95", "p99")
 
 #: server flags (vLLM, SGLang, trtllm-serve) -> EngineConfig field, value type
+def _ep_size_on(v: str) -> bool:
+    """An expert-parallel size as printed -> whether experts are placed whole (size > 1)."""
+    return int(float(v)) > 1
+
+
 _FLAGS = {
     "--max-num-seqs": ("max_num_seqs", int), "--max-running-requests": ("max_num_seqs", int),
     "--max_batch_size": ("max_num_seqs", int), "--max-batch-size": ("max_num_seqs", int),
@@ -64,9 +69,15 @@ _FLAGS = {
     "--kv_cache_free_gpu_memory_fraction": ("memory_fraction", float),
     "--tensor-parallel-size": ("tp", int), "-tp": ("tp", int), "--tp": ("tp", int), "--tp-size": ("tp", int),
     "--tp_size": ("tp", int), "--pipeline-parallel-size": ("pp", int), "-pp": ("pp", int),
+    # SGLang's expert-parallel size (--ep-size, alias --ep): experts placed whole on the ranks when > 1
+    # (EngineConfig.expert_parallel; sglang/srt/server_args.py `ep_size`, default 1)
+    "--ep-size": ("expert_parallel", _ep_size_on), "--ep": ("expert_parallel", _ep_size_on),
+    "--expert-parallel-size": ("expert_parallel", _ep_size_on),
 }
 _SWITCHES = {"--enable-prefix-caching": ("prefix_caching", True), "--no-enable-prefix-caching": ("prefix_caching", False),
-             "--disable-radix-cache": ("prefix_caching", False)}
+             "--disable-radix-cache": ("prefix_caching", False),
+             # vLLM's switch (vllm/engine/arg_utils.py `enable_expert_parallel`): experts whole on the tp ranks
+             "--enable-expert-parallel": ("expert_parallel", True)}
 
 
 def blank(v) -> bool:
