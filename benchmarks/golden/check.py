@@ -51,15 +51,16 @@ def run(i: int, line: str) -> str:
     else:
         line_ = line
     args = shlex.split(line_)[1:]
-    scratch = Path(tempfile.gettempdir()) / "infersim-golden" / f"{i:02d}"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
+    # a fresh folder of its own (a fixed-length random name: two checks running at once, e.g. in two
+    # worktrees, must not resume each other's sweeps)
+    scratch = Path(tempfile.mkdtemp(prefix=f"infersim-golden-{i:02d}-"))
     args = [a.replace("{OUT}", str(scratch)) for a in args]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
     proc = subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600)
     text = f"$ {line}\n[exit {proc.returncode}]\n{proc.stdout}\n[stderr]\n{proc.stderr}"
     text = text.replace(str(scratch), "{OUT}")  # the same text whatever the temporary folder is
+    shutil.rmtree(scratch, ignore_errors=True)
     return "".join(l for l in text.splitlines(keepends=True) if not WALL.search(l))
 
 
