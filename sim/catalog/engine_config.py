@@ -28,13 +28,7 @@ if TYPE_CHECKING:
     from sim.catalog.models import ModelSpec
 
 from sim.catalog.engine_settings import (  # noqa: F401  (RuleCondition: importable from here as before)
-    GIB,
-    EfficiencyScale,
-    EngineSource,
-    HardwareRule,
-    NewTokenRatio,
-    RuleCondition,
-    SpeculativeSettings,
+    GIB, EfficiencyScale, EngineSource, HardwareRule, NewTokenRatio, RuleCondition, SpeculativeSettings,
 )
 from sim.catalog.policies import SCHEDULERS, known_allocator, known_scheduler
 from sim.catalog.quant import get_quant, kv_dtype_bytes
@@ -203,18 +197,11 @@ class EngineConfig(BaseModel):
             "CudaGraphConfig.enable_padding, default False)"
         ),
     )
-    eager_overhead_ms: float = Field(
-        0.0, ge=0,
-        description="host cost of launching one step's kernels one by one (a decode step above the largest graph)",
-    )
+    eager_overhead_ms: float = Field(0.0, ge=0, description=(
+        "host cost of launching one step's kernels one by one (a decode step above the largest graph)"))
     mla_layer_floor_us: float = Field(
-        0.0, ge=0,
-        description=("device time one decoder layer of an MLA model (DeepSeek-V2/V3/R1) takes at least in a "
-                     "decode step, however few bytes it moves: its chain of ~20-30 small kernels (MLA "
-                     "projections and norms, rotary, absorbed attention, router, top-k, grouped expert GEMMs, "
-                     "shared expert, activation quantization), each a few microseconds even inside a CUDA "
-                     "graph; the weight-GEMM phase of a step lasts at least n_layers x this "
-                     "(sim.cost.roofline `layer_floor_s`). Other architectures: not priced. 0 = no floor"),
+        0.0, ge=0, description=("device time one decoder layer of an MLA model takes at least in a decode step (its "
+                                "chain of small kernels): docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"),
     )
     prefix_caching: bool = False
     efficiency_scale: EfficiencyScale = EfficiencyScale()

@@ -180,8 +180,7 @@ import numpy as np
 from sim.catalog.models import ModelSpec
 from sim.catalog.quant import QuantFormat
 from sim.cost.decode_runs import DecodeRuns
-# (StepFeatures, MATVEC_MAX_ROWS and expected_distinct_experts are read from this module too)
-from sim.cost.features import CalibrationFeatures, StepFeatures  # noqa: F401
+from sim.cost.features import CalibrationFeatures, StepFeatures  # noqa: F401 (re-exported, as are the kernels names)
 from sim.cost.kernels import MATVEC_MAX_ROWS, expected_distinct_experts, pool_experts, weight_stream_s  # noqa: F401
 from sim.cost.graphs import CudaGraphs
 from sim.cost.padded import PaddedViews
@@ -228,18 +227,8 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         layer_floor_s: float = 0.0,
     ):
         self.model = model
-        # The per-layer kernel floor of an MLA model (EngineConfig.mla_layer_floor_us): a decoder layer of
-        # DeepSeek-V2/V3/R1 runs a long chain of small kernels per decode step (MLA's q down/up and kv
-        # down projections with their norms, rotary, the absorbed W_UK / W_UV batched GEMMs around the
-        # attention, o_proj; the router, top-k, the routed experts' grouped GEMMs and the shared expert;
-        # the FP8 block-scaled checkpoints quantize activations before each GEMM), each a few microseconds
-        # from launch to completion inside a CUDA graph, so the layer takes at least this long however few
-        # bytes it moves. The weight-GEMM phase of a step is max(FLOP time, weight-stream time,
-        # n_layers x layer_floor_s): exposed at small batch over 8 GPUs (~10 us of weights per layer and
-        # device for DeepSeek-R1 FP8 at batch 1), hidden once the batch touches most experts. Priced for
-        # MLA models only: the serving rows that fit it are DeepSeek's (sim/catalog/engines/sglang.yaml),
-        # and a GQA MoE's layer runs fewer kernels (gpt-oss-120b over 8 H100s at batch 1 decodes within
-        # 0.1% of the kernel-level rows with no floor, benchmarks/public_fidelity.md). 0 = no floor.
+        # The per-layer kernel floor of an MLA model (EngineConfig.mla_layer_floor_us; what it models and why
+        # MLA only: docs/cost-model.md, 'Per-layer kernel floor'). 0 = no floor.
         self.layer_floor_s = float(layer_floor_s) if model.mla is not None else 0.0
         self.gemm_floor_s = self.layer_floor_s * model.n_layers
         # CUDA-graph decode batches (EngineConfig.cuda_graph_sizes, increasing; None = not modelled) and
