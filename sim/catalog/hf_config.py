@@ -144,6 +144,23 @@ def _hf_sliding(cfg: _HFConfig, kind: HFModelType, n_layers: int, context: int) 
     return window, n
 
 
+def _deepseek_keys(cfg: _HFConfig, n_layers: int, n_experts: int, shared_key: str, *, mla: bool) -> dict[str, Any]:
+    """The DeepSeek-V3 keys (DeepseekV3Config; Kimi Linear reuses them, naming its shared experts
+    `shared_key`): the MLA latent and head sizes, the first `first_k_dense_replace` layers dense, the
+    shared experts, num_nextn_predict_layers MTP modules."""
+    out: dict[str, Any] = {}
+    if mla:
+        out["mla"] = dict(kv_lora_rank=cfg.int("kv_lora_rank"), q_lora_rank=cfg.int("q_lora_rank", 0) or None,
+                          qk_nope_head_dim=cfg.int("qk_nope_head_dim"), qk_rope_head_dim=cfg.int("qk_rope_head_dim"),
+                          v_head_dim=cfg.int("v_head_dim"))
+    dense = cfg.int("first_k_dense_replace", 0)
+    if n_experts and dense:
+        out["n_moe_layers"] = n_layers - dense
+    out["n_shared_experts"] = cfg.int(shared_key, 0) if n_experts else 0
+    out["mtp_layers"] = cfg.int("num_nextn_predict_layers", 0)
+    return out
+
+
 def _hf_extra(cfg: _HFConfig, kind: HFModelType, n_layers: int, hidden: int, n_experts: int) -> dict[str, Any]:
     """ModelSpec fields of the architectures beyond GQA transformers (`HFModelType.extra`), from the keys
     each config class defines (transformers DeepseekV3Config, Qwen3NextConfig, Llama4TextConfig,
@@ -151,15 +168,7 @@ def _hf_extra(cfg: _HFConfig, kind: HFModelType, n_layers: int, hidden: int, n_e
     out: dict[str, Any] = {}
     d = cfg.data
     if kind.extra == "deepseek":
-        if d.get("kv_lora_rank"):
-            out["mla"] = dict(kv_lora_rank=cfg.int("kv_lora_rank"), q_lora_rank=cfg.int("q_lora_rank", 0) or None,
-                              qk_nope_head_dim=cfg.int("qk_nope_head_dim"), qk_rope_head_dim=cfg.int("qk_rope_head_dim"),
-                              v_head_dim=cfg.int("v_head_dim"))
-        dense = cfg.int("first_k_dense_replace", 0)
-        if n_experts and dense:
-            out["n_moe_layers"] = n_layers - dense
-        out["n_shared_experts"] = cfg.int("n_shared_experts", 0) if n_experts else 0
-        out["mtp_layers"] = cfg.int("num_nextn_predict_layers", 0)
+        out.update(_deepseek_keys(cfg, n_layers, n_experts, "n_shared_experts", mla=bool(d.get("kv_lora_rank"))))
     elif kind.extra == "qwen3_next":
         interval = cfg.int("full_attention_interval", 4)
         types = d.get("layer_types")
@@ -238,14 +247,7 @@ def _hf_extra(cfg: _HFConfig, kind: HFModelType, n_layers: int, hidden: int, n_e
         out["linear_attention"] = dict(kind="kda", n_layers=len(la["kda_layers"]), n_heads=heads, head_dim=width,
                                        state_dim=width, n_groups=heads,
                                        conv_kernel=lac.int("short_conv_kernel_size", 4))
-        out["mla"] = dict(kv_lora_rank=cfg.int("kv_lora_rank"), q_lora_rank=cfg.int("q_lora_rank", 0) or None,
-                          qk_nope_head_dim=cfg.int("qk_nope_head_dim"), qk_rope_head_dim=cfg.int("qk_rope_head_dim"),
-                          v_head_dim=cfg.int("v_head_dim"))
-        dense = cfg.int("first_k_dense_replace", 0)
-        if n_experts and dense:
-            out["n_moe_layers"] = n_layers - dense
-        out["n_shared_experts"] = cfg.int("num_shared_experts", 0) if n_experts else 0
-        out["mtp_layers"] = cfg.int("num_nextn_predict_layers", 0)
+        out.update(_deepseek_keys(cfg, n_layers, n_experts, "num_shared_experts", mla=True))
     elif kind.extra == "ernie":
         # Ernie4_5_MoeConfig: experts in layers start..end (inclusive) every `interval`, the others dense;
         # moe_num_shared_experts shared experts of the expert width (one MLP of that many widths)
