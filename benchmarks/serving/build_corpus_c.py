@@ -13,16 +13,13 @@ No arguments beyond --check, no network, standard library only.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from corpus_b_common import fmt, num  # noqa: E402
-from schema import COLUMNS  # noqa: E402
+from corpus_b_common import csv_text, fmt, num  # noqa: E402
 
 OUT = HERE / "corpus_c.csv"
 PREFIX = "corpus_c"
@@ -365,19 +362,7 @@ def all_rows() -> list[dict]:
 
 
 def render(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    w.writeheader()
-    ids = set()
-    for r in rows:
-        missing = [c for c in COLUMNS if c not in r]
-        if missing:
-            raise ValueError(f"row {r.get('row_id')} lacks {missing}")
-        if r["row_id"] in ids:
-            raise ValueError(f"duplicate row_id {r['row_id']}")
-        ids.add(r["row_id"])
-        w.writerow(r)
-    return buf.getvalue()
+    return csv_text(rows, "corpus_c.csv")
 
 
 def main(argv=None) -> int:

@@ -9,6 +9,7 @@ figure exactly as printed) into rows of the serving-corpus schema
 from __future__ import annotations
 
 import csv
+import io
 import re
 from pathlib import Path
 
@@ -67,17 +68,25 @@ def slug(s: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", s.lower()).strip("-")
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
+def csv_text(rows: list[dict], name: str) -> str:
+    """The CSV text of `rows` in the schema's column order; a row lacking a column, or a repeated row_id,
+    is an error naming the file `name`."""
     ids = set()
     for r in rows:
         missing = [c for c in COLUMNS if c not in r]
         if missing:
-            raise ValueError(f"{path.name}: row {r.get('row_id')} lacks {missing}")
+            raise ValueError(f"{name}: row {r.get('row_id')} lacks {missing}")
         if r["row_id"] in ids:
-            raise ValueError(f"{path.name}: duplicate row_id {r['row_id']}")
+            raise ValueError(f"{name}: duplicate row_id {r['row_id']}")
         ids.add(r["row_id"])
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({c: r[c] for c in COLUMNS})
+    return buf.getvalue()
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
     with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({c: r[c] for c in COLUMNS})
+        f.write(csv_text(rows, path.name))
