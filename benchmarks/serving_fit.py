@@ -4,6 +4,7 @@ source and by device, and publish the held-out error and the bands `run`, `plan`
     python benchmarks/serving_fit.py            # writes benchmarks/serving_fidelity.md and .json and
                                                 # sim/catalog/data/serving_bands.json
     python benchmarks/serving_fit.py --no-cache # replay everything again
+    python benchmarks/serving_fit.py --curves 'cookbook.*b200'  # a subset, printed only (development)
 
 Library code: calibrate/serving_fit.py, a facade over calibrate/serving/ (what is replayed and how,
 the folds, the fit). Deterministic: the same corpus and tree give the same files. A JSON cache of replayed points
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from collections import Counter, defaultdict
@@ -38,10 +40,19 @@ def main(argv=None) -> int:
     ap.add_argument("--no-cache", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="print only")
     ap.add_argument("--jobs", type=int, default=1, help="replay processes (same results; default 1)")
+    ap.add_argument("--curves", metavar="REGEX", help="only the curves whose curve_id matches (a development "
+                    "aid: its figures are a subset's, so nothing is written)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     cache = sf.Cache(None if a.no_cache else CACHE)
     rows = sf.load_corpus()
+    if a.curves:
+        pat = re.compile(a.curves)
+        rows = [r for r in rows if pat.search(r["curve_id"])]
+        if not rows:
+            print(f"serving_fit.py: error: --curves {a.curves!r} matches no curve_id", file=sys.stderr)
+            return 2
+        a.no_write = True
     res = sf.run(rows, cache=cache, jobs=max(1, a.jobs))
     cache.save()
     res["runtime_s"] = round(time.perf_counter() - t0, 1)
