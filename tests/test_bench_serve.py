@@ -253,3 +253,36 @@ def test_token_gaps_rebuilt_per_request_agree_with_the_simulators_own_gap_log():
     assert r["mean_itl_ms"] == pytest.approx(gaps["mean"] * 1e3, rel=1e-9)
     assert r["median_itl_ms"] == pytest.approx(gaps["p50"] * 1e3, rel=0.01)
     assert r["p99_itl_ms"] == pytest.approx(gaps["p99"] * 1e3, rel=0.01)
+
+
+def test_release_times_follow_each_client_lineage():
+    """Today's vLLM rescales its gamma gaps so n requests span n / rate; SGLang's bench_serving (and the
+    older benchmark_serving.py lineage) yields a request, then sleeps an exponential gap, unscaled."""
+    from sim.bench.datasets import release_times
+
+    n, rate = 400, 4.0
+    v = release_times(ServeClient(num_prompts=n, request_rate=rate, seed=3), n)
+    s = release_times(ServeClient(num_prompts=n, request_rate=rate, seed=3, range_mode="sglang"), n)
+    assert v[-1] == pytest.approx(n / rate)
+    assert s[0] == 0.0 and s[-1] != pytest.approx(n / rate)
+    gaps = np.diff(s)
+    assert np.all(gaps > 0) and np.mean(gaps) == pytest.approx(1 / rate, rel=0.15)
+    # the same draws: vLLM's i-th release is SGLang's (i+1)-th times one scale factor
+    ratio = v[:-1] / s[1:]
+    assert np.allclose(ratio, ratio[0])
+
+
+def test_serving_fit_rate_points_are_released_by_the_clients_rule():
+    from calibrate.serving.rows import load_points
+    from sim.bench.datasets import release_times
+
+    row = {"row_id": "r1", "curve_id": "c", "source": "s", "publisher": "p", "engine": "sglang",
+           "engine_version": "0.4.0", "device": "h100-sxm", "model": "llama-3.1-8b", "quant": "bf16", "tp": "1",
+           "kv_cache_dtype": "", "client": "sglang-bench-serving", "dataset": "random", "input_tokens": "512",
+           "output_tokens": "64", "range_ratio": "1", "num_prompts": "50", "load_kind": "rate",
+           "request_rate": "2", "max_concurrency": "", "burstiness": "1.0", "quantity": "ttft_ms",
+           "statistic": "median", "value": "50", "notes": "", "engine_flags": ""}
+    (p,) = load_points([row], catalog={"llama-3.1-8b"})
+    want = release_times(ServeClient(num_prompts=p.replayed_prompts, request_rate=2.0, range_mode="sglang"),
+                         p.replayed_prompts)
+    assert p.release_s == [round(float(x), 6) for x in want]

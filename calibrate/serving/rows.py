@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.bench.corpus import row_lengths, stated_means  # noqa: F401 (stated_means: re-exported)
+from sim.bench.corpus import range_mode, row_lengths, stated_means  # noqa: F401 (stated_means: re-exported)
+from sim.bench.datasets import release_times
+from sim.bench.serve import ServeClient
 from sim.bench.corpus import blank as _blank
 from sim.bench.corpus import cell_number as _num
 from sim.bench.corpus import mean_lengths as _mean_lengths
@@ -435,9 +437,10 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
         overloaded = load_kind == "rate" and (not math.isfinite(load) or (rtps is not None and rtps < 0.9 * load))
         n = prompt_cap(load_kind, load, n_src, overloaded) if kind == "serve" else n_src
         ins, outs = _lengths(r, kind, n, seed)
-        if load_kind == "rate" and math.isfinite(load):
-            gaps = np.random.default_rng(seed + 1).exponential(1.0 / load, n)  # Poisson (burstiness 1)
-            release = np.cumsum(gaps) - gaps[0]
+        if load_kind == "rate" and math.isfinite(load):  # released as the client releases them
+            release = release_times(ServeClient(num_prompts=n, request_rate=load, seed=seed,
+                                                burstiness=_num(r.get("burstiness"), 1.0) or 1.0,
+                                                range_mode=range_mode(r.get("client"))), n)
         else:
             release = np.zeros(n)
         p = LoadPoint(

@@ -100,7 +100,11 @@ def sample_sharegpt(client: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def release_times(client: Any, n: int) -> np.ndarray:
-    """When vLLM's `get_request` releases each of n requests (seconds from the benchmark's start)."""
+    """When the client's `get_request` releases each of n requests (seconds from the benchmark's start).
+    Today's vLLM draws gamma gaps (shape = burstiness) and rescales them so the n requests span exactly
+    n / rate. The older benchmark_serving.py lineage (`range_mode` "sglang": SGLang's bench_serving,
+    InferenceX's vLLM-derived script, vLLM before the change) yields a request, then sleeps an
+    exponential gap: the same draws, not rescaled."""
     rng = np.random.RandomState(client.seed)  # np.random.seed(args.seed): the legacy global generator
     delays = np.zeros(n)
     ramp = client.ramp_up_strategy
@@ -119,6 +123,8 @@ def release_times(client: Any, n: int) -> np.ndarray:
         else:
             delays[i] = rng.gamma(shape=client.burstiness, scale=1.0 / (rate * client.burstiness))
     cum = np.cumsum(delays)
+    if ramp is None and n and cum[-1] != 0 and getattr(client, "range_mode", "vllm") == "sglang":
+        return np.concatenate([[0.0], cum[:-1]])  # yield, then sleep: the first request goes at 0
     if ramp is None and n and cum[-1] != 0:
         cum = cum * ((n / client.request_rate) / cum[-1])
     return cum
