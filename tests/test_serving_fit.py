@@ -366,3 +366,18 @@ def test_fixed_length_inferencex_token_position_rows_replay_at_their_stated_leng
             assert set(p.prompt_lens) == {isl} and set(p.output_lens) == {osl}, p.curve_id
             checked += 1
     assert checked >= 20
+
+
+def test_the_cache_key_spells_out_the_presets_fitted_fields_the_fingerprint_leaves_out():
+    from calibrate.serving import replay as rp
+
+    rows = _curve("key", {1: {"ttft_ms|median": 20.0}})
+    (p,) = sf.load_points(rows, catalog=SETS["catalog"])
+    shipped = rp._preset_fitted(p)
+    assert "request_overhead_ms" in shipped
+    # a replay with the presets as they are and one naming the same values explicitly are the same replay
+    assert rp.cache_key(p, {}) == rp.cache_key(p, dict(shipped))
+    assert rp.cache_key(p, {}) != rp.cache_key(p, {"request_overhead_ms": shipped["request_overhead_ms"] + 5.0})
+    # the lines of those fields in an engine preset do not enter the tree's fingerprint, any other does
+    y = b"name: x\nrequest_overhead_ms: 130   # fitted\n  mla_layer_floor_us: 60\niteration_overhead_ms: 0.3\n"
+    assert rp._FITTED_LINE.sub(b"", y) == b"name: x\n\n\niteration_overhead_ms: 0.3\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -50,9 +51,17 @@ def _param_key(params: dict | None) -> str:
 _TREE: list[str] = []
 
 
+#: engine fields the serving fit itself fits and ships (and a replay's parameters always set, or its
+#: cache key spells out with the preset's value): kept out of the tree's fingerprint, so shipping a
+#: fitted value re-replays only the points that use the presets as they are, not the whole corpus
+FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us", "mla_layer_floor_us")
+_FITTED_LINE = re.compile(rb"^[ \t]*(?:%s)[ \t]*:.*$" % b"|".join(f.encode() for f in FITTED_FIELDS), re.M)
+
+
 def tree_fingerprint() -> str:
     """A hash of everything a replay depends on (the simulator's code, presets, profiles, catalog): a
-    cache entry made by another tree is never reused."""
+    cache entry made by another tree is never reused. The presets' FITTED_FIELDS lines are left out:
+    `replay` keys a point on those fields' effective values instead."""
     if not _TREE:
         h = hashlib.sha256(CACHE_VERSION.encode())
         files = sorted([*ROOT.glob("sim/**/*.py"), *ROOT.glob("sim/**/*.yaml"), *ROOT.glob("workloads/*.py"),
@@ -62,14 +71,39 @@ def tree_fingerprint() -> str:
             if str(f.relative_to(ROOT)).startswith(skip):
                 continue
             h.update(str(f.relative_to(ROOT)).encode())
-            h.update(f.read_bytes())
+            data = f.read_bytes()
+            h.update(_FITTED_LINE.sub(b"", data) if f.suffix == ".yaml" and "sim/catalog/engines" in str(f) else data)
         _TREE.append(h.hexdigest()[:16])
     return _TREE[0]
 
 
+_PRESET_FITTED: dict[str, dict] = {}
+
+
+def _preset_fitted(point: LoadPoint) -> dict:
+    """{field: value} of the FITTED_FIELDS the point's engine preset (its release, on its device and
+    checkpoint) sets, for the cache key: the fingerprint leaves those lines out."""
+    k = point.key()
+    if k not in _PRESET_FITTED:
+        from sim.api import make_spec, resolve
+
+        try:
+            _, eng = resolve(make_spec(trace="<serving fit>", hw=point.device, model=point.model, quant=point.quant,
+                                       engine=point.engine))
+            _PRESET_FITTED[k] = {f: float(getattr(eng, f)) for f in FITTED_FIELDS if hasattr(eng, f)}
+        except Exception:  # noqa: BLE001 - a deployment the simulator refuses: replay records the error
+            _PRESET_FITTED[k] = {}
+    return _PRESET_FITTED[k]
+
+
+def cache_key(point: LoadPoint, params: dict | None) -> str:
+    """The tree, the point, and the engine parameters in effect: `params` over the preset's fitted fields."""
+    return f"{tree_fingerprint()}:{point.key()}:{_param_key({**_preset_fitted(point), **(params or {})})}"
+
+
 def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = None) -> dict:
     """{"quantity|statistic": predicted} for one load point with engine overrides `params` added."""
-    k = f"{tree_fingerprint()}:{point.key()}:{_param_key(params)}"
+    k = cache_key(point, params)
     if cache is not None and cache.get(k) is not None:
         return cache.get(k)
     from sim.bench.serve import Deployment, ServeClient, Workload, run_client
@@ -116,7 +150,7 @@ def prefetch(pairs: list[tuple[LoadPoint, dict]], cache: Cache, jobs: int) -> in
     the tree), so the fit reads the same numbers; only the wall time changes. Returns the replays run."""
     todo, keys = [], []
     for point, params in pairs:
-        k = f"{tree_fingerprint()}:{point.key()}:{_param_key(params)}"
+        k = cache_key(point, params)
         if cache.get(k) is None and k not in keys:
             todo.append((point, params))
             keys.append(k)
