@@ -203,6 +203,12 @@ class EngineConfig(BaseModel):
         0.0, ge=0, description=("device time one decoder layer of an MLA model takes at least in a decode step (its "
                                 "chain of small kernels): docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"),
     )
+    allreduce_oneshot_max_kib: dict[int, float] | None = Field(None, description=(
+        "TP size -> the largest all-reduce message [KiB] the engine's custom all-reduce runs one-shot "
+        "(sim.cost.parallel AllReducePolicy); None = no custom all-reduce (NCCL's ring for every size)"))
+    allreduce_custom_max_kib: dict[int, float] | None = Field(None, description=(
+        "TP size -> the largest message [KiB] the custom all-reduce takes at all (two-shot above the one-shot "
+        "limit); larger messages and TP sizes not listed go to NCCL's ring"))
     prefix_caching: bool = False
     efficiency_scale: EfficiencyScale = EfficiencyScale()
     kernel_family: str | None = Field(
