@@ -16,7 +16,6 @@ from sim.catalog.lookup import get_model
 from sim.catalog.models import ModelSpec
 from sim.cost.memory import check_parallel_fit, device_memory_bytes, kv_capacity_tokens, parallel_kv_capacity_tokens
 from sim.cost.parallel import (
-    AllReducePolicy,
     ParallelConfig,
     gpipe_time_s,
     kv_heads_per_device,
@@ -220,10 +219,7 @@ def test_engine_tp_and_pp_reach_the_cost_model_with_the_profiles_interconnect():
     cm = CostModel.from_names("llama-3.1-70b", "bf16", "h100-sxm", eng)
     fitted = load_profile("h100-sxm").efficiency_for("vllm", "torch").interconnect_latency_us
     assert fitted is not None and fitted != 5.0
-    # ... and its custom all-reduce thresholds pick the algorithm, NCCL's ring keeping the profile's step
-    assert cm.parallel == ParallelConfig(4, 1, 450e9, fitted / 1e6,
-                                         allreduce_policy=AllReducePolicy(512 * 1024, 32 * 1024 * 1024),
-                                         ring_step_latency_s=5e-6)
+    assert cm.parallel == ParallelConfig(4, 1, 450e9, fitted / 1e6)
     plain = CostModel.from_names("llama-3.1-70b", "bf16", "h100-sxm", "vllm")
     assert plain.placement is None
     assert cm.single_stream_decode_tok_s(1000) > 2 * plain.single_stream_decode_tok_s(1000)

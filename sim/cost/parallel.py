@@ -26,18 +26,22 @@ Tensor parallel (Megatron-LM style, Shoeybi et al. 2019, arXiv 1909.08053), `tp 
   That ring is NCCL's algorithm, and the one engines without a custom all-reduce run (llama.cpp's
   row split prices it so). vLLM, SGLang and TensorRT-LLM instead run their own all-reduce kernels on
   the small messages of decode and pick the algorithm by message size (`AllReducePolicy`,
-  `allreduce_s`; engine preset fields `allreduce_oneshot_max_kib` / `allreduce_custom_max_kib`):
+  `allreduce_s`; engine preset fields `allreduce_oneshot_max_kib` / `allreduce_custom_max_kib`, priced
+  so only when the engine's `allreduce_algorithms` is on: off in the presets, see docs/cost-model.md):
 
       one-shot (every rank reads the N - 1 peers' whole buffers over NVLink and reduces locally):
           t = alpha + (N - 1) x bytes / link_bandwidth
       two-shot (reduce-scatter then all-gather through peer buffers):
           t = 2 alpha + 2 (N - 1) / N x bytes / link_bandwidth
-      beyond the custom kernels' buffer: NCCL's ring, 2 (N - 1) / N x bytes / busbw + 2 (N - 1) x step
+      beyond the custom kernels' buffer, NCCL's ring as above.
 
-  alpha is the latency of one such kernel's barrier-and-exchange, the kernel family's fitted
-  `interconnect_latency_us` (`Efficiency.interconnect_latency_us`); the ring's step is then the
-  profile's own `interconnect_latency_us` (NCCL's per-step latency). An engine without a custom
-  all-reduce prices every message with the ring at the family's step latency, as before.
+  alpha, one custom kernel's barrier and peer exchange, is the profile's link latency
+  (`interconnect_latency_us`, a hardware term). The ring's step stays the kernel family's fitted
+  `interconnect_latency_us` (`Efficiency.interconnect_latency_us`, fitted to the public TP rows;
+  TensorRT-LLM's offline rows, large batches on the ring, fit 14-19 us, which absorbs more than a
+  bare NVLink step). Without a custom all-reduce (llama.cpp; a deployment over PCIe, where vLLM
+  disables its kernels above 2 GPUs and TensorRT-LLM falls back to NCCL; AMD parts, whose ROCm
+  kernels are not modelled) every message runs the ring.
   The bandwidth in the all-reduce is the bus bandwidth a ring reaches over that link
   (`allreduce_bus_bandwidth_gb_per_s`, NCCL all_reduce_perf's busbw), the link rate when the profile
   gives none. Over PCIe the two differ by 2x: the GPUs' flows cross the host's PCIe switches,
@@ -166,13 +170,23 @@ class AllReducePolicy:
         return RING
 
     @classmethod
-    def for_engine(cls, engine: "EngineConfig | None", tp: int) -> "AllReducePolicy":
-        """The engine preset's thresholds for a TP group of `tp` (KiB in the preset; a TP size the
-        preset does not list runs NCCL, as vLLM's custom all-reduce supports only world sizes 2, 4, 6, 8)."""
-        if engine is None or tp <= 1:
+    def for_engine(cls, engine: "EngineConfig | None", tp: int, hw: "HardwareProfile | None" = None) -> "AllReducePolicy":
+        """The engine preset's thresholds for a TP group of `tp` on `hw` (KiB in the preset; a TP size the
+        preset does not list runs NCCL, as vLLM's custom all-reduce supports only world sizes 2, 4, 6, 8).
+        Datacenter Blackwell (`generation: blackwell`) takes the `*_blackwell` tables where the preset has
+        them. The custom kernels need an NVIDIA peer link faster than PCIe (NVLink: the profile's
+        interconnect above its host link; AMD's ROCm kernels are not modelled); over PCIe every engine falls back to NCCL (vLLM disables its
+        custom all-reduce above 2 GPUs without full NVLink and consumer cards lack P2P; TensorRT-LLM's
+        ifFallbackToNCCL checks NVLink)."""
+        if engine is None or tp <= 1 or not engine.allreduce_algorithms:
             return cls()
-        one = (engine.allreduce_oneshot_max_kib or {}).get(tp, 0.0)
-        custom = (engine.allreduce_custom_max_kib or {}).get(tp, 0.0)
+        if hw is not None and (hw.vendor != "NVIDIA"
+                               or not (hw.interconnect_bandwidth_gb_per_s or 0) > (hw.host_bandwidth_gb_per_s or 0)):
+            return cls()
+        blackwell = hw is not None and hw.generation == "blackwell"
+        ones = (blackwell and engine.allreduce_oneshot_max_kib_blackwell) or engine.allreduce_oneshot_max_kib or {}
+        customs = (blackwell and engine.allreduce_custom_max_kib_blackwell) or engine.allreduce_custom_max_kib or {}
+        one, custom = ones.get(tp, 0.0), customs.get(tp, 0.0)
         return cls(oneshot_max_bytes=one * 1024.0, custom_max_bytes=max(custom, one) * 1024.0)
 
 
@@ -183,10 +197,10 @@ def allreduce_s(message_bytes, devices: int, link_bandwidth_bytes_per_s: float, 
 
         one-shot: alpha + (N - 1) x bytes / link_bw
         two-shot: 2 alpha + 2 (N - 1) / N x bytes / link_bw
-        ring:     2 (N - 1) / N x bytes / ring_bw + 2 (N - 1) x ring_step
+        ring:     2 (N - 1) / N x bytes / ring_bw + 2 (N - 1) x step
 
-    alpha = `hop_latency_s` (one custom kernel's barrier and peer exchange), `ring_step_latency_s`
-    NCCL's step. With no policy (or one without a custom all-reduce) every size runs the ring. 0 for one device."""
+    alpha = `hop_latency_s` (one custom kernel's barrier and peer exchange), step = `ring_step_latency_s`.
+    With no policy (or one without a custom all-reduce) every size runs the ring. 0 for one device."""
     import numpy as np
 
     if devices <= 1:
@@ -200,22 +214,6 @@ def allreduce_s(message_bytes, devices: int, link_bandwidth_bytes_per_s: float, 
         one = hop_latency_s + (n - 1) * b / link_bandwidth_bytes_per_s
         two = 2 * hop_latency_s + 2 * (n - 1) / n * b / link_bandwidth_bytes_per_s
         out = np.where(b <= policy.oneshot_max_bytes, one, np.where(b <= policy.custom_max_bytes, two, ring))
-    return float(out) if np.ndim(out) == 0 else out
-
-
-def allreduce_hops(message_bytes, devices: int, policy: AllReducePolicy | None):
-    """How many hop latencies (alpha of `allreduce_s`) one all-reduce of `message_bytes` pays: 1 one-shot,
-    2 two-shot, 0 on NCCL's ring when the engine has a custom all-reduce (the ring then pays the
-    profile's step), 2 (N - 1) when it has none (the ring's steps are the family's). Vectorised."""
-    import numpy as np
-
-    b = np.asarray(message_bytes, dtype=float)
-    if devices <= 1:
-        out = 0.0 * b
-    elif policy is None or not policy.custom:
-        out = 0.0 * b + 2 * (devices - 1)
-    else:
-        out = np.where(b <= policy.oneshot_max_bytes, 1.0, np.where(b <= policy.custom_max_bytes, 2.0, 0.0))
     return float(out) if np.ndim(out) == 0 else out
 
 
@@ -273,9 +271,11 @@ class ParallelConfig:
     # MoE: routed experts placed whole on the tp ranks (`expert_parallel_imbalance`) instead of split
     expert_parallel: bool = False
     # the engine's all-reduce algorithm by message size (None: NCCL's ring for every size, at
-    # `interconnect_latency_s` per step); with a custom all-reduce the ring's step is `ring_step_latency_s`
+    # `interconnect_latency_s` per step), the ring's steps still at that latency beyond the custom kernels
     allreduce_policy: AllReducePolicy | None = None
-    ring_step_latency_s: float | None = None
+    # one custom all-reduce kernel's barrier-and-exchange latency: the profile's link latency (a hardware
+    # term, not the family's fitted ring step); None = `interconnect_latency_s`
+    custom_hop_latency_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp"):
@@ -305,15 +305,15 @@ class ParallelConfig:
                 f"{hw.name} has no interconnect_bandwidth_gb_per_s; tp/pp > 1 needs one", field="tp")
         bw = hw.interconnect_bandwidth_gb_per_s
         ar = hw.allreduce_bus_bandwidth_gb_per_s
-        policy = AllReducePolicy.for_engine(engine, tp)
-        custom = policy.custom  # an engine without a custom all-reduce: the ring at the step latency above
+        policy = AllReducePolicy.for_engine(engine, tp, hw)
+        custom = policy.custom  # an engine without a custom all-reduce: the ring alone
         return cls(tp=tp, pp=pp,
                    interconnect_bandwidth_bytes_per_s=bw * 1e9 if bw is not None else math.inf,
                    interconnect_latency_s=(hw.interconnect_latency_us if latency_us is None else latency_us) / 1e6,
                    allreduce_bandwidth_bytes_per_s=ar * 1e9 if ar is not None else None,
                    expert_parallel=expert_parallel,
                    allreduce_policy=policy if custom else None,
-                   ring_step_latency_s=hw.interconnect_latency_us / 1e6 if custom else None)
+                   custom_hop_latency_s=hw.interconnect_latency_us / 1e6 if custom else None)
 
 
 def expert_parallel_imbalance(touched, n_experts: int, ranks: int):
@@ -451,10 +451,13 @@ class TPAllReduce:
                                         self.ring_step_latency_s, self.policy)
 
     def terms(self, tokens):
-        """(seconds without the hop latency, hops) for `tokens`: seconds(tokens) = fixed + hops x hop_latency_s
-        (the split the public fit uses to fit the hop latency)."""
-        hops = self.count * allreduce_hops(tokens * self.bytes_per_token, self.devices, self.policy)
-        return self.seconds(tokens) - hops * self.hop_latency_s, hops
+        """(seconds without the ring's step latency, ring steps) for `tokens`: seconds(tokens) = fixed + steps x
+        ring_step_latency_s (the split the public fit uses to fit the family's step latency)."""
+        import numpy as np
+
+        b = np.asarray(tokens, dtype=float) * self.bytes_per_token
+        steps = self.count * np.where(b > self.policy.custom_max_bytes, 2.0 * (self.devices - 1), 0.0)
+        return self.seconds(tokens) - steps * self.ring_step_latency_s, steps
 
 
 def tp_group_params(params: "CostParams", tp: int) -> "CostParams":
@@ -504,8 +507,9 @@ def build_placement(
     allreduce = None
     if policy is not None and policy.custom and n_ar:
         # the engine's custom all-reduce by message size, NCCL's ring (at the profile's step) beyond it
-        ring_step = parallel.ring_step_latency_s if parallel.ring_step_latency_s is not None else lat
-        allreduce = TPAllReduce(n_ar, tp, act, bw, ar_bw, lat, ring_step, policy)
+        # custom kernels at the profile's link latency, NCCL's ring steps at the (family's fitted) step latency
+        hop = parallel.custom_hop_latency_s if parallel.custom_hop_latency_s is not None else lat
+        allreduce = TPAllReduce(n_ar, tp, act, bw, ar_bw, hop, lat, policy)
     else:
         # ring: 2(N-1)/N x bytes / busbw + 2(N-1) x latency each (linear in the tokens)
         per_token = n_ar * ring_allreduce_s(act, tp, ar_bw, 0.0)
