@@ -203,21 +203,9 @@ class EngineConfig(BaseModel):
         0.0, ge=0, description=("device time one decoder layer of an MLA model takes at least in a decode step (its "
                                 "chain of small kernels): docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"),
     )
-    allreduce_algorithms: bool = Field(False, description=(
-        "price TP all-reduces by the algorithm the engine's custom all-reduce picks per message size "
-        "(allreduce_*_max_kib; sim.cost.parallel AllReducePolicy) instead of NCCL's ring for every size. Off in "
-        "the presets: with the public refit it moved the kernel-level held-out-by-device error from 8.5 / 24.4% "
-        "to 9.1 / 32.9% (docs/cost-model.md 'Tensor-parallel all-reduce')"))
-    allreduce_oneshot_max_kib: dict[int, float] | None = Field(None, description=(
-        "TP size -> the largest all-reduce message [KiB] the engine's custom all-reduce runs one-shot "
-        "(sim.cost.parallel AllReducePolicy); None = no custom all-reduce (NCCL's ring for every size)"))
-    allreduce_custom_max_kib: dict[int, float] | None = Field(None, description=(
-        "TP size -> the largest message [KiB] the custom all-reduce takes at all (two-shot above the one-shot "
-        "limit); larger messages and TP sizes not listed go to NCCL's ring"))
-    allreduce_oneshot_max_kib_blackwell: dict[int, float] | None = Field(None, description=(
-        "allreduce_oneshot_max_kib on datacenter Blackwell (profiles of generation blackwell); None = the same"))
-    allreduce_custom_max_kib_blackwell: dict[int, float] | None = Field(None, description=(
-        "allreduce_custom_max_kib on datacenter Blackwell; None = the same"))
+    # when on, TP all-reduce by algorithm: {oneshot|custom[_blackwell]: {TP size: max message KiB}} (AllReducePolicy)
+    allreduce_algorithms: bool = False
+    allreduce_max_kib: dict[str, dict[int, float]] | None = None
     prefix_caching: bool = False
     efficiency_scale: EfficiencyScale = EfficiencyScale()
     kernel_family: str | None = Field(

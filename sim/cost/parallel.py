@@ -26,7 +26,7 @@ Tensor parallel (Megatron-LM style, Shoeybi et al. 2019, arXiv 1909.08053), `tp 
   That ring is NCCL's algorithm, and the one engines without a custom all-reduce run (llama.cpp's
   row split prices it so). vLLM, SGLang and TensorRT-LLM instead run their own all-reduce kernels on
   the small messages of decode and pick the algorithm by message size (`AllReducePolicy`,
-  `allreduce_s`; engine preset fields `allreduce_oneshot_max_kib` / `allreduce_custom_max_kib`, priced
+  `allreduce_s`; engine preset field `allreduce_max_kib`: one-shot and custom limits per TP size, priced
   so only when the engine's `allreduce_algorithms` is on: off in the presets, see docs/cost-model.md):
 
       one-shot (every rank reads the N - 1 peers' whole buffers over NVLink and reduces locally):
@@ -183,9 +183,10 @@ class AllReducePolicy:
         if hw is not None and (hw.vendor != "NVIDIA"
                                or not (hw.interconnect_bandwidth_gb_per_s or 0) > (hw.host_bandwidth_gb_per_s or 0)):
             return cls()
+        table = engine.allreduce_max_kib or {}
         blackwell = hw is not None and hw.generation == "blackwell"
-        ones = (blackwell and engine.allreduce_oneshot_max_kib_blackwell) or engine.allreduce_oneshot_max_kib or {}
-        customs = (blackwell and engine.allreduce_custom_max_kib_blackwell) or engine.allreduce_custom_max_kib or {}
+        ones = (blackwell and table.get("oneshot_blackwell")) or table.get("oneshot") or {}
+        customs = (blackwell and table.get("custom_blackwell")) or table.get("custom") or {}
         one, custom = ones.get(tp, 0.0), customs.get(tp, 0.0)
         return cls(oneshot_max_bytes=one * 1024.0, custom_max_bytes=max(custom, one) * 1024.0)
 
