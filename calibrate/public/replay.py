@@ -35,8 +35,11 @@ class Shape:
     numerator: float = 0.0
     scale: float = 0.0
     tp: int = 1
-    comm_per_token_s: float = 0.0
-    comm_steps: float = 0.0  # collective steps per pass (each costs the step latency)
+    # per iteration of `features` (arrays) or per token / per pass (floats): the all-reduces' seconds
+    # without the hop latency, and the hops that each cost the family's latency (`lat_us`)
+    comm_per_token_s: "float | np.ndarray" = 0.0
+    comm_steps: "float | np.ndarray" = 0.0  # collective steps (hops) per pass (each costs the step latency)
+    comm_fixed_s: "float | np.ndarray" = 0.0  # seconds per iteration not scaled by the step latency
 
 
 class Excluded(Exception):
@@ -196,16 +199,20 @@ def _kv_capacity(hw, spec, q, eng) -> int:
         return 0
 
 
-def _comm(hw, spec, tp: int) -> tuple[float, float]:
-    """A TP group's all-reduces (sim.cost.parallel's placement): seconds per token (bandwidth term) and
-    collective steps per pass, which cost the family's step latency each (`GroupParams.lat_us`)."""
+def _comm(hw, spec, tp: int, eng=None):
+    """A TP group's all-reduces as sim.cost.parallel's placement prices them with `eng`'s algorithm choice:
+    a function of the iterations' token counts -> (seconds not scaled by the hop latency, hops), the hops
+    costing the family's fitted latency each (`GroupParams.lat_us`). None for one device."""
     if tp <= 1:
-        return 0.0, 0.0
+        return None
     from sim.cost.parallel import ParallelConfig, build_placement
 
-    pl = build_placement(spec, CostParams(1e12, 1e12, 1e12), ParallelConfig.for_profile(hw, tp, 1, latency_us=1.0),
-                         None)
-    return pl.comm_s_per_token, pl.comm_s_per_pass / 1e-6  # per pass at 1 us per step = steps
+    pl = build_placement(spec, CostParams(1e12, 1e12, 1e12),
+                         ParallelConfig.for_profile(hw, tp, 1, latency_us=1.0, engine=eng), None)
+    if pl.allreduce is not None:
+        return pl.allreduce.terms
+    per_token, steps = pl.comm_s_per_token, pl.comm_s_per_pass / 1e-6  # per pass at 1 us per step = steps
+    return lambda tokens: (per_token * np.asarray(tokens, dtype=float), steps + 0.0 * np.asarray(tokens, dtype=float))
 
 
 def _decode_steps(cm, batch: int, start: int, steps: int, samples: int = 24):
@@ -292,6 +299,7 @@ def predict_with(row: PublicRow, shape: Shape, cp: CostParams, lat_us: float | N
         cp = tp_group_params(cp, shape.tp)  # as sim.cost.parallel prices a TP group
     lat_s = (lat_us if lat_us is not None else hw.interconnect_latency_us) * 1e-6
     f = shape.features
-    t = cm.predict_times(cp, f) + shape.comm_per_token_s * f.new_tokens + shape.comm_steps * lat_s
+    t = (cm.predict_times(cp, f) + shape.comm_per_token_s * f.new_tokens + shape.comm_fixed_s
+         + shape.comm_steps * lat_s)
     total = float(np.dot(t, shape.weights))
     return shape.numerator / total if shape.numerator else total * shape.scale

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 from calibrate.public.corpus import PublicCorpus
 from calibrate.public.params import engine_family
 from calibrate.public.replay import (
@@ -97,12 +99,15 @@ class RowContext:
     spec: Any
     q: Any
     cm: Any
-    comm: tuple[float, float]
+    comm: Any  # tokens -> (seconds not scaled by the hop latency, hops), or None (`_comm`)
 
     def shape(self, items, numerator: float = 0.0, scale: float = 0.0) -> Shape:
         """A Shape of iterations [(StepFeatures, how often)]: value = numerator / T, or T x scale."""
         f, w = _pack(items)
-        return Shape(f, w, numerator, scale, self.row.n_devices, self.comm[0], self.comm[1])
+        if self.comm is None:
+            return Shape(f, w, numerator, scale, self.row.n_devices)
+        fixed, hops = self.comm(np.asarray(f.new_tokens, dtype=float))
+        return Shape(f, w, numerator, scale, self.row.n_devices, comm_steps=hops, comm_fixed_s=fixed)
 
 
 # corpus `metric` -> the replayer of that kind of benchmark (`replayer` registers one)
@@ -128,7 +133,7 @@ def row_shape(row: PublicRow, corpus: PublicCorpus | None = None) -> Shape:
         hw, eng, spec, q, cm = _row_objects(row, corpus=corpus)
     except ConfigError as e:
         raise Excluded(f"cannot build the engine/model: {e.problem}") from None
-    comm = _comm(hw, spec, row.n_devices)
+    comm = _comm(hw, spec, row.n_devices, eng)
     if row.engine in ("llama.cpp", "ollama", "lmstudio") and row.n_devices > 1:
         raise Excluded("llama.cpp over several GPUs splits layers (pipeline), not tensor parallel")
     replay = REPLAYERS.get(row.metric)

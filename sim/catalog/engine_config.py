@@ -203,6 +203,9 @@ class EngineConfig(BaseModel):
         0.0, ge=0, description=("device time one decoder layer of an MLA model takes at least in a decode step (its "
                                 "chain of small kernels): docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"),
     )
+    # when on, TP all-reduce by algorithm: {oneshot|custom[_blackwell]: {TP size: max message KiB}} (AllReducePolicy)
+    allreduce_algorithms: bool = False
+    allreduce_max_kib: dict[str, dict[int, float]] | None = None
     prefix_caching: bool = False
     efficiency_scale: EfficiencyScale = EfficiencyScale()
     kernel_family: str | None = Field(

@@ -23,6 +23,25 @@ Tensor parallel (Megatron-LM style, Shoeybi et al. 2019, arXiv 1909.08053), `tp 
   `interconnect_bandwidth_gb_per_s` is per device and per direction, `interconnect_latency_us` the
   latency of one collective step. The all-reduces sit on the critical path (not overlapped with
   compute), as in Megatron-LM and vLLM's decode.
+  That ring is NCCL's algorithm, and the one engines without a custom all-reduce run (llama.cpp's
+  row split prices it so). vLLM, SGLang and TensorRT-LLM instead run their own all-reduce kernels on
+  the small messages of decode and pick the algorithm by message size (`AllReducePolicy`,
+  `allreduce_s`; engine preset field `allreduce_max_kib`: one-shot and custom limits per TP size, priced
+  so only when the engine's `allreduce_algorithms` is on: off in the presets, see docs/cost-model.md):
+
+      one-shot (every rank reads the N - 1 peers' whole buffers over NVLink and reduces locally):
+          t = alpha + (N - 1) x bytes / link_bandwidth
+      two-shot (reduce-scatter then all-gather through peer buffers):
+          t = 2 alpha + 2 (N - 1) / N x bytes / link_bandwidth
+      beyond the custom kernels' buffer, NCCL's ring as above.
+
+  alpha, one custom kernel's barrier and peer exchange, is the profile's link latency
+  (`interconnect_latency_us`, a hardware term). The ring's step stays the kernel family's fitted
+  `interconnect_latency_us` (`Efficiency.interconnect_latency_us`, fitted to the public TP rows;
+  TensorRT-LLM's offline rows, large batches on the ring, fit 14-19 us, which absorbs more than a
+  bare NVLink step). Without a custom all-reduce (llama.cpp; a deployment over PCIe, where vLLM
+  disables its kernels above 2 GPUs and TensorRT-LLM falls back to NCCL; AMD parts, whose ROCm
+  kernels are not modelled) every message runs the ring.
   The bandwidth in the all-reduce is the bus bandwidth a ring reaches over that link
   (`allreduce_bus_bandwidth_gb_per_s`, NCCL all_reduce_perf's busbw), the link rate when the profile
   gives none. Over PCIe the two differ by 2x: the GPUs' flows cross the host's PCIe switches,
@@ -124,6 +143,81 @@ def ring_allreduce_s(message_bytes: float, devices: int, bandwidth_bytes_per_s: 
     return steps / devices * message_bytes / bandwidth_bytes_per_s + steps * latency_s
 
 
+ONESHOT, TWOSHOT, RING = "oneshot", "twoshot", "ring"
+
+
+@dataclass(frozen=True)
+class AllReducePolicy:
+    """Which all-reduce algorithm an engine runs on a message of `bytes` over its TP group.
+
+    `oneshot_max_bytes`: messages up to it run one-shot; `custom_max_bytes`: up to it two-shot (the
+    engine's custom all-reduce buffer); beyond, NCCL's ring. Both 0 = no custom all-reduce (every
+    message on NCCL's ring). Built per TP size from the engine preset (`for_engine`)."""
+
+    oneshot_max_bytes: float = 0.0
+    custom_max_bytes: float = 0.0
+
+    @property
+    def custom(self) -> bool:
+        return self.custom_max_bytes > 0 or self.oneshot_max_bytes > 0
+
+    def algorithm(self, message_bytes: float) -> str:
+        """The algorithm a message of `message_bytes` runs (one message; `allreduce_s` is vectorised)."""
+        if message_bytes <= self.oneshot_max_bytes:
+            return ONESHOT
+        if message_bytes <= self.custom_max_bytes:
+            return TWOSHOT
+        return RING
+
+    @classmethod
+    def for_engine(cls, engine: "EngineConfig | None", tp: int, hw: "HardwareProfile | None" = None) -> "AllReducePolicy":
+        """The engine preset's thresholds for a TP group of `tp` on `hw` (KiB in the preset; a TP size the
+        preset does not list runs NCCL, as vLLM's custom all-reduce supports only world sizes 2, 4, 6, 8).
+        Datacenter Blackwell (`generation: blackwell`) takes the `*_blackwell` tables where the preset has
+        them. The custom kernels need an NVIDIA peer link faster than PCIe (NVLink: the profile's
+        interconnect above its host link; AMD's ROCm kernels are not modelled); over PCIe every engine falls back to NCCL (vLLM disables its
+        custom all-reduce above 2 GPUs without full NVLink and consumer cards lack P2P; TensorRT-LLM's
+        ifFallbackToNCCL checks NVLink)."""
+        if engine is None or tp <= 1 or not engine.allreduce_algorithms:
+            return cls()
+        if hw is not None and (hw.vendor != "NVIDIA"
+                               or not (hw.interconnect_bandwidth_gb_per_s or 0) > (hw.host_bandwidth_gb_per_s or 0)):
+            return cls()
+        table = engine.allreduce_max_kib or {}
+        blackwell = hw is not None and hw.generation == "blackwell"
+        ones = (blackwell and table.get("oneshot_blackwell")) or table.get("oneshot") or {}
+        customs = (blackwell and table.get("custom_blackwell")) or table.get("custom") or {}
+        one, custom = ones.get(tp, 0.0), customs.get(tp, 0.0)
+        return cls(oneshot_max_bytes=one * 1024.0, custom_max_bytes=max(custom, one) * 1024.0)
+
+
+def allreduce_s(message_bytes, devices: int, link_bandwidth_bytes_per_s: float, ring_bandwidth_bytes_per_s: float,
+                hop_latency_s: float, ring_step_latency_s: float, policy: AllReducePolicy | None = None):
+    """Seconds of one all-reduce of `message_bytes` (scalar or numpy array) over `devices` devices by the
+    algorithm `policy` picks for that size (module docstring):
+
+        one-shot: alpha + (N - 1) x bytes / link_bw
+        two-shot: 2 alpha + 2 (N - 1) / N x bytes / link_bw
+        ring:     2 (N - 1) / N x bytes / ring_bw + 2 (N - 1) x step
+
+    alpha = `hop_latency_s` (one custom kernel's barrier and peer exchange), step = `ring_step_latency_s`.
+    With no policy (or one without a custom all-reduce) every size runs the ring. 0 for one device."""
+    import numpy as np
+
+    if devices <= 1:
+        return 0.0 * message_bytes
+    n = devices
+    b = np.asarray(message_bytes, dtype=float)
+    ring = ring_allreduce_s(b, n, ring_bandwidth_bytes_per_s, ring_step_latency_s)
+    if policy is None or not policy.custom:
+        out = ring
+    else:
+        one = hop_latency_s + (n - 1) * b / link_bandwidth_bytes_per_s
+        two = 2 * hop_latency_s + 2 * (n - 1) / n * b / link_bandwidth_bytes_per_s
+        out = np.where(b <= policy.oneshot_max_bytes, one, np.where(b <= policy.custom_max_bytes, two, ring))
+    return float(out) if np.ndim(out) == 0 else out
+
+
 def kv_heads_per_device(n_kv_heads: int, tp: int) -> int:
     """KV heads each tensor-parallel rank caches: K / N, or 1 (replicated) when N > K (vLLM)."""
     return max(1, n_kv_heads // tp)
@@ -177,6 +271,12 @@ class ParallelConfig:
     allreduce_bandwidth_bytes_per_s: float | None = None
     # MoE: routed experts placed whole on the tp ranks (`expert_parallel_imbalance`) instead of split
     expert_parallel: bool = False
+    # the engine's all-reduce algorithm by message size (None: NCCL's ring for every size, at
+    # `interconnect_latency_s` per step), the ring's steps still at that latency beyond the custom kernels
+    allreduce_policy: AllReducePolicy | None = None
+    # one custom all-reduce kernel's barrier-and-exchange latency: the profile's link latency (a hardware
+    # term, not the family's fitted ring step); None = `interconnect_latency_s`
+    custom_hop_latency_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp"):
@@ -194,20 +294,27 @@ class ParallelConfig:
 
     @classmethod
     def for_profile(cls, hw: "HardwareProfile", tp: int = 1, pp: int = 1,
-                    latency_us: float | None = None, expert_parallel: bool = False) -> "ParallelConfig":
+                    latency_us: float | None = None, expert_parallel: bool = False,
+                    engine: "EngineConfig | None" = None) -> "ParallelConfig":
         """The degrees with `hw`'s interconnect; a multi-device split needs the profile to state one.
         `latency_us` replaces the profile's collective step latency (an engine family's all-reduce,
-        fitted to public TP measurements: `Efficiency.interconnect_latency_us`)."""
+        fitted to public TP measurements: `Efficiency.interconnect_latency_us`). `engine`'s custom
+        all-reduce thresholds (`AllReducePolicy.for_engine`) pick the algorithm per message size; NCCL's
+        ring then keeps the profile's step latency."""
         if tp * pp > 1 and hw.interconnect_bandwidth_gb_per_s is None:
             raise ConfigError(
                 f"{hw.name} has no interconnect_bandwidth_gb_per_s; tp/pp > 1 needs one", field="tp")
         bw = hw.interconnect_bandwidth_gb_per_s
         ar = hw.allreduce_bus_bandwidth_gb_per_s
+        policy = AllReducePolicy.for_engine(engine, tp, hw)
+        custom = policy.custom  # an engine without a custom all-reduce: the ring alone
         return cls(tp=tp, pp=pp,
                    interconnect_bandwidth_bytes_per_s=bw * 1e9 if bw is not None else math.inf,
                    interconnect_latency_s=(hw.interconnect_latency_us if latency_us is None else latency_us) / 1e6,
                    allreduce_bandwidth_bytes_per_s=ar * 1e9 if ar is not None else None,
-                   expert_parallel=expert_parallel)
+                   expert_parallel=expert_parallel,
+                   allreduce_policy=policy if custom else None,
+                   custom_hop_latency_s=hw.interconnect_latency_us / 1e6 if custom else None)
 
 
 def expert_parallel_imbalance(touched, n_experts: int, ranks: int):
@@ -319,7 +426,39 @@ class Placement:
     comm_s_per_token: float = 0.0
     comm_s_per_pass: float = 0.0
     extra_overhead_s: float = 0.0
+    # TP all-reduces priced by algorithm (`TPAllReduce.seconds(tokens)`), added to the comm terms above
+    allreduce: "TPAllReduce | None" = None
     overhead_params: "CostParams | None" = None  # whose iteration/per-sequence overheads apply (None: the GPU's)
+
+
+@dataclass(frozen=True)
+class TPAllReduce:
+    """A pass's tensor-parallel all-reduces: `count` per pass, each of tokens x `bytes_per_token` bytes,
+    priced by `allreduce_s` with the algorithm `policy` picks for that message size."""
+
+    count: int
+    devices: int
+    bytes_per_token: float
+    link_bandwidth_bytes_per_s: float
+    ring_bandwidth_bytes_per_s: float
+    hop_latency_s: float
+    ring_step_latency_s: float
+    policy: AllReducePolicy
+
+    def seconds(self, tokens):
+        """Seconds of the pass's all-reduces for `tokens` tokens (scalar or numpy array)."""
+        return self.count * allreduce_s(tokens * self.bytes_per_token, self.devices, self.link_bandwidth_bytes_per_s,
+                                        self.ring_bandwidth_bytes_per_s, self.hop_latency_s,
+                                        self.ring_step_latency_s, self.policy)
+
+    def terms(self, tokens):
+        """(seconds without the ring's step latency, ring steps) for `tokens`: seconds(tokens) = fixed + steps x
+        ring_step_latency_s (the split the public fit uses to fit the family's step latency)."""
+        import numpy as np
+
+        b = np.asarray(tokens, dtype=float) * self.bytes_per_token
+        steps = self.count * np.where(b > self.policy.custom_max_bytes, 2.0 * (self.devices - 1), 0.0)
+        return self.seconds(tokens) - steps * self.ring_step_latency_s, steps
 
 
 def tp_group_params(params: "CostParams", tp: int) -> "CostParams":
@@ -362,14 +501,25 @@ def build_placement(
     # the all-reduce's bus bandwidth (`allreduce_bus_bandwidth_gb_per_s`), else the link rate
     ar_bw = parallel.allreduce_bandwidth_bytes_per_s or bw
     act = h * DEVICE_ACTIVATION_BYTES  # bytes per token crossing a link
-    # TP: 2 all-reduces per layer; ring: 2(N-1)/N x bytes / busbw + 2(N-1) x latency each.
+    # TP: 2 all-reduces per layer.
     n_ar = ALLREDUCES_PER_LAYER * L if tp > 1 else 0
-    per_token = n_ar * ring_allreduce_s(act, tp, ar_bw, 0.0)
-    per_pass = n_ar * ring_allreduce_s(0.0, tp, ar_bw, lat)
+    policy = parallel.allreduce_policy
+    per_token = per_pass = 0.0
+    allreduce = None
+    if policy is not None and policy.custom and n_ar:
+        # the engine's custom all-reduce by message size, NCCL's ring (at the profile's step) beyond it
+        # custom kernels at the profile's link latency, NCCL's ring steps at the (family's fitted) step latency
+        hop = parallel.custom_hop_latency_s if parallel.custom_hop_latency_s is not None else lat
+        allreduce = TPAllReduce(n_ar, tp, act, bw, ar_bw, hop, lat, policy)
+    else:
+        # ring: 2(N-1)/N x bytes / busbw + 2(N-1) x latency each (linear in the tokens)
+        per_token = n_ar * ring_allreduce_s(act, tp, ar_bw, 0.0)
+        per_pass = n_ar * ring_allreduce_s(0.0, tp, ar_bw, lat)
     # PP: one point-to-point send per stage boundary.
     per_token += (pp - 1) * act / bw
     per_pass += (pp - 1) * lat
-    return Placement(parts, microbatches=pp, comm_s_per_token=per_token, comm_s_per_pass=per_pass)
+    return Placement(parts, microbatches=pp, comm_s_per_token=per_token, comm_s_per_pass=per_pass,
+                     allreduce=allreduce)
 
 
 def _offload_placement(model: "ModelSpec", params: "CostParams", offload: OffloadConfig) -> Placement:

@@ -70,6 +70,8 @@ class PlacedSteps:
                 c, m = np.where(big, shipped + attention_s, c), np.where(big, shipped + kv_s, m)
             parts.append((c, m))
         comm = pl.comm_s_per_token * tokens + pl.comm_s_per_pass
+        if pl.allreduce is not None:  # TP all-reduces by algorithm (sim.cost.parallel `TPAllReduce`)
+            comm = comm + pl.allreduce.seconds(tokens)
         op = pl.overhead_params or self.params
         overhead = op.iteration_overhead_s + op.per_sequence_overhead_s * batch_seqs + pl.extra_overhead_s
         return parts, comm, overhead

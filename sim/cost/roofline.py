@@ -360,7 +360,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         # an engine family's fitted all-reduce step latency replaces the profile's (Efficiency)
         latency_us = prof.efficiency_for(eng.name, eng.efficiency_family(prof)).interconnect_latency_us
         parallel = (ParallelConfig.for_profile(prof, eng.tp, eng.pp, latency_us=latency_us,
-                                               expert_parallel=eng.expert_parallel)
+                                               expert_parallel=eng.expert_parallel, engine=eng)
                     if eng.tp * eng.pp > 1 else None)
         offload = None
         if eng.gpu_layers is not None:
