@@ -320,6 +320,10 @@ class Placement:
     comm_s_per_pass: float = 0.0
     extra_overhead_s: float = 0.0
     overhead_params: "CostParams | None" = None  # whose iteration/per-sequence overheads apply (None: the GPU's)
+    # the part of comm_s_per_token / comm_s_per_pass spent inside the layers (the TP all-reduces, not the
+    # pipeline sends): the per-layer kernel floor bounds it with the layers' GEMMs (sim.cost.placed)
+    layer_comm_s_per_token: float = 0.0
+    layer_comm_s_per_pass: float = 0.0
 
 
 def tp_group_params(params: "CostParams", tp: int) -> "CostParams":
@@ -366,10 +370,12 @@ def build_placement(
     n_ar = ALLREDUCES_PER_LAYER * L if tp > 1 else 0
     per_token = n_ar * ring_allreduce_s(act, tp, ar_bw, 0.0)
     per_pass = n_ar * ring_allreduce_s(0.0, tp, ar_bw, lat)
+    ar_token, ar_pass = per_token, per_pass
     # PP: one point-to-point send per stage boundary.
     per_token += (pp - 1) * act / bw
     per_pass += (pp - 1) * lat
-    return Placement(parts, microbatches=pp, comm_s_per_token=per_token, comm_s_per_pass=per_pass)
+    return Placement(parts, microbatches=pp, comm_s_per_token=per_token, comm_s_per_pass=per_pass,
+                     layer_comm_s_per_token=ar_token, layer_comm_s_per_pass=ar_pass)
 
 
 def _offload_placement(model: "ModelSpec", params: "CostParams", offload: OffloadConfig) -> Placement:
