@@ -1,4 +1,4 @@
-"""The per-layer kernel floor (EngineConfig.layer_floor_us, formerly mla_layer_floor_us; sim.cost.roofline
+"""The per-layer kernel floor (EngineConfig.layer_floor_us, formerly mla_layer_floor_us for MLA models only; sim.cost.roofline
 `layer_floor_s`, sim.cost.placed): every decoder layer's chain of small kernels takes at least that long per
 step, so a step's weight GEMMs and tensor-parallel all-reduces together last at least n_layers x the floor
 (the attention over cached keys on top). Exposed at small batch by small models and large TP groups, hidden
@@ -130,12 +130,11 @@ def test_decode_runs_with_the_floor_sum_their_steps(tp, model, quant, hw):
     assert cm.decode_run_time(ctx, k) > _cm(model, quant, hw, 0.0, tp=tp).decode_run_time(ctx, k)
 
 
-def test_the_former_name_is_still_read():
-    eng = load_engine("sglang").with_overrides(mla_layer_floor_us=42.0)
-    assert eng.layer_floor_us == 42.0 and eng.mla_layer_floor_us == 42.0
-
-
 def test_a_negative_floor_is_refused():
-    for name in ("layer_floor_us", "mla_layer_floor_us"):
-        with pytest.raises((ConfigError, ValueError)):
-            load_engine("sglang").with_overrides(**{name: -1.0})
+    with pytest.raises((ConfigError, ValueError)):
+        load_engine("sglang").with_overrides(layer_floor_us=-1.0)
+
+
+def test_the_former_mla_only_name_is_an_error_naming_it():
+    with pytest.raises(ConfigError, match="mla_layer_floor_us"):
+        load_engine("sglang").with_overrides(mla_layer_floor_us=60.0)

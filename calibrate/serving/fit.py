@@ -426,7 +426,7 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
                             "knees": curve_knees(points, r_preds), "final_params": r_final,
                             "by_device": {"records": _records(points, rd_preds, knees_meas), "chosen": rd_chosen}},
            "shipped_values": _shipped_request_overheads(points),
-           "shipped_mla_layer_floors": _shipped_request_overheads(points, "mla_layer_floor_us"),
+           "shipped_mla_layer_floors": _shipped_request_overheads(points, "layer_floor_us"),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)

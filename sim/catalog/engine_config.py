@@ -200,10 +200,8 @@ class EngineConfig(BaseModel):
     eager_overhead_ms: float = Field(0.0, ge=0, description=(
         "host cost of launching one step's kernels one by one (a decode step above the largest graph)"))
     layer_floor_us: float = Field(
-        0.0, ge=0, description=("device time one decoder layer takes at least in a step, every architecture (its "
-                                "chain of 10-30 small kernels: norms, projections, rotary, KV write, attention, "
-                                "all-reduces, MLP or router/top-k/grouped GEMMs): docs/cost-model.md 'Per-layer "
-                                "kernel floor'. 0 = no floor. `mla_layer_floor_us` is its former name, still read"),
+        0.0, ge=0, description=("device time one decoder layer (any kind) takes at least in a step: its chain of "
+                                "10-30 small kernels; docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"),
     )
     prefix_caching: bool = False
     efficiency_scale: EfficiencyScale = EfficiencyScale()
@@ -248,20 +246,6 @@ class EngineConfig(BaseModel):
     hardware_rules: list[HardwareRule] = Field(default_factory=list)
     sources: list[EngineSource] = Field(default_factory=list)
     notes: str = ""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _former_floor_name(cls, data: Any) -> Any:
-        """`mla_layer_floor_us` (the floor's name while it priced MLA models only) is read as `layer_floor_us`."""
-        if isinstance(data, dict) and "mla_layer_floor_us" in data:
-            data = dict(data)
-            data["layer_floor_us"] = data.pop("mla_layer_floor_us")  # the name given wins (with_overrides)
-        return data
-
-    @property
-    def mla_layer_floor_us(self) -> float:
-        """The former name of `layer_floor_us` (read-only)."""
-        return self.layer_floor_us
 
     @field_validator("gpu_layers", mode="before")
     @classmethod

@@ -227,11 +227,8 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         layer_floor_s: float = 0.0,
     ):
         self.model = model
-        # The per-layer kernel floor (EngineConfig.layer_floor_us), every architecture: a decoder layer's
-        # chain of small kernels lasts at least this long per step however few bytes it moves, so the
-        # step's weight-GEMM phase plus its all-reduces last at least n_layers x it (`_kernel_terms`,
-        # sim.cost.placed; docs/cost-model.md 'Per-layer kernel floor'). Every decoder layer counts
-        # (attention, MoE, linear-attention / state-space, MLA): each runs such a chain. 0 = no floor.
+        # The per-layer kernel floor (EngineConfig.layer_floor_us; every layer kind, docs/cost-model.md
+        # 'Per-layer kernel floor'): GEMMs + all-reduces last at least n_layers x it. 0 = no floor.
         self.layer_floor_s = float(layer_floor_s)
         self.gemm_floor_s = self.layer_floor_s * model.n_layers
         # CUDA-graph decode batches (EngineConfig.cuda_graph_sizes, increasing; None = not modelled) and
@@ -484,8 +481,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             matmul_s = max(matmul_s, tile_s) if isinstance(tile_s, float) else np.maximum(matmul_s, tile_s)
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         if self.gemm_floor_s > 0:
-            # the layers take at least n_layers x the per-layer kernel floor (`layer_floor_s`); on one device
-            # no all-reduce shares it (over a TP group: sim.cost.placed `_placed_terms`)
+            # the layers take at least n_layers x the per-layer kernel floor (`layer_floor_s`; TP: sim.cost.placed)
             weights_s = (max(weights_s, self.gemm_floor_s) if isinstance(weights_s, float)
                          else np.maximum(weights_s, self.gemm_floor_s))
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
