@@ -201,13 +201,14 @@ def band_pct(errors: list[float], q: float = 80.0) -> float | None:
 #: serving row was replayed; its edges were chosen on all rows, so it was widened once to these.
 GRID_ITERATION_MS = (None, 0.5, 1.0, 2.0, 4.0, 8.0)
 GRID_PER_SEQUENCE_MS = (None, 0.01, 0.03, 0.1)
-#: the per-layer kernel floor of MLA models (EngineConfig.mla_layer_floor_us: a DeepSeek layer's small
-#: kernels take at least this long per step, sim.cost.roofline), tried alone (the presets' host step costs
-#: kept): 0 (no floor, the presets before this fit) or 20-60 us, the range a layer of 10-30 kernels of
-#: 2-4 us each spans (fixed before its replays, from the kernel count). It was first tried on every
-#: architecture; restricting it to MLA models came after its first fit (it moved gpt-oss-120b's
-#: kernel-level rows by ~30%): a choice made on all rows, said in the report
-GRID_LAYER_FLOOR_US = (20.0, 30.0, 40.0, 50.0, 60.0)
+#: the per-layer kernel floor of every model (EngineConfig.layer_floor_us: a decoder layer's chain of small
+#: kernels and its all-reduces take at least this long per step, sim.cost.roofline / sim.cost.placed), tried
+#: alone (the presets' host step costs kept): 0 (the {} entry with the floor off in `predict`; the preset's
+#: own value is the {} entry of the shipped replay) or 25-150 us. The grid was set from the physical
+#: argument before any held-out figure of the every-architecture floor was seen: a layer runs 10-30 small
+#: kernels of ~2.5-5 us each from launch to completion inside a CUDA graph (25 us = 10 x 2.5, 150 us =
+#: 30 x 5). (The first, MLA-only grid was 20-60 us; its fit sat on its top edge, 60.)
+GRID_LAYER_FLOOR_US = (25.0, 50.0, 75.0, 100.0, 150.0)
 API_STEP_MS, API_MAX_MS = 5.0, 300.0
 #: a band at a load past the largest any fitted curve reached is widened by this factor (a convention,
 #: not fitted: nothing was measured there)
@@ -233,14 +234,14 @@ def grid() -> list[dict]:
 def shippable_grid() -> list[dict]:
     """What may ship in the presets without moving the kernel-level fit's step costs: nothing ({}) or the
     per-layer kernel floor alone (GRID_LAYER_FLOOR_US); the API latency is searched apart as in `grid`."""
-    return [{}] + [{"mla_layer_floor_us": v} for v in GRID_LAYER_FLOOR_US]
+    return [{}] + [{"layer_floor_us": v} for v in GRID_LAYER_FLOOR_US]
 
 
 def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:
     """`replay` with the simulator's parameters. The engine's per-request front-end latency
     (`request_overhead_ms`) is always set: the fitted value, else 0 (the presets before this fit), so
     the fit and its baseline do not depend on the value the presets ship."""
-    params = {"request_overhead_ms": 0.0, "mla_layer_floor_us": 0.0, **(params or {})}
+    params = {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, **(params or {})}
     return replay(point, params, cache)
 
 
@@ -425,7 +426,7 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
                             "knees": curve_knees(points, r_preds), "final_params": r_final,
                             "by_device": {"records": _records(points, rd_preds, knees_meas), "chosen": rd_chosen}},
            "shipped_values": _shipped_request_overheads(points),
-           "shipped_mla_layer_floors": _shipped_request_overheads(points, "mla_layer_floor_us"),
+           "shipped_mla_layer_floors": _shipped_request_overheads(points, "layer_floor_us"),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)

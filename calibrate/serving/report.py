@@ -90,7 +90,7 @@ def fidelity_json(res: dict, targets: dict) -> dict:
         "load_points": len(pts),
         "replay_errors": res["errors"],
         "grid": {"iteration_overhead_ms": list(GRID_ITERATION_MS), "per_sequence_overhead_ms":
-                 list(GRID_PER_SEQUENCE_MS), "mla_layer_floor_us": list(GRID_LAYER_FLOOR_US),
+                 list(GRID_PER_SEQUENCE_MS), "layer_floor_us": list(GRID_LAYER_FLOOR_US),
                  "request_overhead_ms": f"0 to {API_MAX_MS:g} in {API_STEP_MS:g} ms steps"},
         "final_params": res["final_params"],
         "baseline": _section(res["baseline"]["records"], res["baseline"]["knees"]),
@@ -203,7 +203,7 @@ def _fmt(s: dict | None, key="median_abs_pct") -> str:
 def summary_lines(res: dict, targets: dict) -> list[str]:
     lines = [f"rows: {res['replayed_rows']} replayed in {len(res['points'])} load points, "
              f"{len(res['excluded'])} excluded"]
-    for name, recs, kn in (("baseline (presets, request_overhead_ms 0, mla_layer_floor_us 0)", res["baseline"]["records"], res["baseline"]["knees"]),
+    for name, recs, kn in (("baseline (presets, request_overhead_ms 0, layer_floor_us 0)", res["baseline"]["records"], res["baseline"]["knees"]),
                            ("shippable terms (floor, request overhead), held out by source", res["request_only"]["records"],
                             res["request_only"]["knees"]),
                            ("held out by source", res["cv"]["source"]["records"], res["cv"]["source"]["knees"]),
@@ -227,7 +227,7 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
     lines.append(f"interpolated knee, held out by source: median {_fmt(ik)} on the {ik['both_cross']} curves "
                  f"where both cross 3x ({ik['one_crosses']} where one does, {ik['neither_crosses']} neither)")
     lines.append(f"presets' request_overhead_ms: {json.dumps(res['shipped_values'], sort_keys=True)}")
-    lines.append(f"presets' mla_layer_floor_us: {json.dumps(res['shipped_mla_layer_floors'], sort_keys=True)}")
+    lines.append(f"presets' layer_floor_us: {json.dumps(res['shipped_mla_layer_floors'], sort_keys=True)}")
     return lines
 
 
@@ -321,10 +321,11 @@ def report_markdown(res: dict, targets: dict) -> str:
           "step costs, iteration_overhead_ms in "
           f"{list(GRID_ITERATION_MS)} x per_sequence_overhead_ms in {list(GRID_PER_SEQUENCE_MS)} (None = the "
           "preset's), the pair with the smallest median |log(predicted / measured)| over TPOT/ITL and "
-          "output-throughput rows, or instead of the pair the per-layer kernel floor of MLA models "
-          f"mla_layer_floor_us in {list(GRID_LAYER_FLOOR_US)} alone (sim.cost.roofline `layer_floor_s`; first "
-          "tried on every architecture, restricted to MLA after that fit moved gpt-oss-120b's kernel-level "
-          "rows by ~30%: a choice made on all rows); (2) given it, a per-request API-server latency (HTTP, tokenization, "
+          "output-throughput rows, or instead of the pair the per-layer kernel floor of every model "
+          f"layer_floor_us in {list(GRID_LAYER_FLOOR_US)} alone (sim.cost.roofline `layer_floor_s`, sim.cost.placed: "
+          "a step's weight GEMMs and TP all-reduces together last at least n_layers x it; the grid set from the "
+          "kernel count, 10-30 kernels of 2.5-5 us, before its held-out figures were seen; an earlier MLA-only, "
+          "GEMM-only form was restricted after its fit moved gpt-oss-120b's kernel-level rows by ~30%); (2) given it, a per-request API-server latency (HTTP, tokenization, "
           f"streaming: added to TTFT and E2E) from 0 to {API_MAX_MS:g} ms in {API_STEP_MS:g} ms steps, the one "
           "with the smallest median |log| over TTFT p50/p99 rows. Hyper-parameters: the grid and the loss. "
           "The first grid (iteration <= 4 ms, API <= 100 ms, one stage) was fixed before any serving row was "
@@ -341,13 +342,13 @@ def report_markdown(res: dict, targets: dict) -> str:
           "(calibrate/public_fit.py) replays its rows with the presets' iteration/per-sequence overheads, so "
           "changing them would move the kernel-level figures without a refit.", "",
           "### What ships: the per-layer kernel floor and the per-request front-end latency", "",
-          "The engine fields `mla_layer_floor_us` (sim.cost.roofline: the weight-GEMM phase of an MLA model's step "
-          "lasts at least n_layers x it; a DeepSeek layer's chain of small kernels) and `request_overhead_ms` "
+          "The engine fields `layer_floor_us` (sim.cost.roofline, sim.cost.placed: a step's weight GEMMs and TP "
+          "all-reduces together last at least n_layers x it; a layer's chain of small kernels) and `request_overhead_ms` "
           "(workloads.arrivals.FrontEnd: a request reaches the queue that "
           "long after its send; TTFT and E2E include it, TPOT does not; a closed-loop client waits for it) are "
           "fitted, the presets' host step costs kept: stage (1) reduced to the presets or the floor alone, then "
           "stage (2). Held out by source (each source's rows predicted with the value fitted on the others; the "
-          "predictions replay it as the engine runs it), against the baseline (request_overhead_ms 0, mla_layer_floor_us 0):", "",
+          "predictions replay it as the engine runs it), against the baseline (request_overhead_ms 0, layer_floor_us 0):", "",
           "| metric | baseline median | shippable by source median | p90 | baseline p90 | shippable by device median |",
           "|---|---|---|---|---|---|"]
     rdev = fj["request_only_by_device"]
@@ -370,7 +371,7 @@ def report_markdown(res: dict, targets: dict) -> str:
           "A family's preset gets the all-rows value only where its held-out-by-source error improves on the "
           "baseline (a family with one source has no held-out evidence and gets none). The presets as "
           f"replayed here ship request_overhead_ms {json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
-          f"and mla_layer_floor_us {json.dumps(fj['shipped_mla_layer_floor_us'], sort_keys=True)}; "
+          f"and layer_floor_us {json.dumps(fj['shipped_mla_layer_floor_us'], sort_keys=True)}; "
           "the bands below are, for a family that ships a value, its request-only residuals held out by source, "
           "for the others the baseline's.", ""]
     L += ["## Per source and device (held out by source)", "", "| group | ttft_p50 | ttft_p99 | tpot_itl | output_tps |",

@@ -199,9 +199,9 @@ class EngineConfig(BaseModel):
     )
     eager_overhead_ms: float = Field(0.0, ge=0, description=(
         "host cost of launching one step's kernels one by one (a decode step above the largest graph)"))
-    mla_layer_floor_us: float = Field(
-        0.0, ge=0, description=("device time one decoder layer of an MLA model takes at least in a decode step (its "
-                                "chain of small kernels): docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"),
+    layer_floor_us: float = Field(
+        0.0, ge=0, description=("device time one decoder layer (any kind) takes at least in a step: its chain of "
+                                "10-30 small kernels; docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"),
     )
     # when on, TP all-reduce by algorithm: {oneshot|custom[_blackwell]: {TP size: max message KiB}} (AllReducePolicy)
     allreduce_algorithms: bool = False

@@ -429,6 +429,10 @@ class Placement:
     # TP all-reduces priced by algorithm (`TPAllReduce.seconds(tokens)`), added to the comm terms above
     allreduce: "TPAllReduce | None" = None
     overhead_params: "CostParams | None" = None  # whose iteration/per-sequence overheads apply (None: the GPU's)
+    # the part of comm_s_per_token / comm_s_per_pass spent inside the layers (the TP all-reduces, not the
+    # pipeline sends): the per-layer kernel floor bounds it with the layers' GEMMs (sim.cost.placed)
+    layer_comm_s_per_token: float = 0.0
+    layer_comm_s_per_pass: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -515,11 +519,12 @@ def build_placement(
         # ring: 2(N-1)/N x bytes / busbw + 2(N-1) x latency each (linear in the tokens)
         per_token = n_ar * ring_allreduce_s(act, tp, ar_bw, 0.0)
         per_pass = n_ar * ring_allreduce_s(0.0, tp, ar_bw, lat)
+    ar_token, ar_pass = per_token, per_pass  # the layers' all-reduces (the per-layer floor bounds them)
     # PP: one point-to-point send per stage boundary.
     per_token += (pp - 1) * act / bw
     per_pass += (pp - 1) * lat
     return Placement(parts, microbatches=pp, comm_s_per_token=per_token, comm_s_per_pass=per_pass,
-                     allreduce=allreduce)
+                     allreduce=allreduce, layer_comm_s_per_token=ar_token, layer_comm_s_per_pass=ar_pass)
 
 
 def _offload_placement(model: "ModelSpec", params: "CostParams", offload: OffloadConfig) -> Placement:

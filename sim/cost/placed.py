@@ -41,6 +41,11 @@ class PlacedSteps:
         kv_bytes = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
                     + self.kv_bytes_per_layer_token * self.n_layers * tokens
                     + self.state_bytes_per_sequence_step * seqs)  # hybrid models' recurrent state (0 otherwise)
+        # the all-reduces inside the layers (tensor parallel), which the per-layer kernel floor bounds with
+        # the GEMMs (sim.cost.parallel.Placement.layer_comm_s_per_token / _per_pass)
+        layer_comm = pl.layer_comm_s_per_token * tokens + pl.layer_comm_s_per_pass
+        if pl.allreduce is not None:  # by algorithm (`TPAllReduce`): the same all-reduces, priced apart
+            layer_comm = layer_comm + pl.allreduce.seconds(tokens)
         parts = []
         for p in pl.parts:
             f, h = p.layer_fraction, float(p.head)
@@ -58,8 +63,13 @@ class PlacedSteps:
             # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`);
             # llama.cpp's MMQ tile floor (`_mmq_tile_s`) is priced on one device only, not per part
             gemm_s = np.maximum(matmul_flops / p.matmul_flops_per_s, stream_s)
-            if self.gemm_floor_s > 0:  # the part's share of the per-layer kernel floor (`layer_floor_s`)
-                gemm_s = np.maximum(gemm_s, f * self.gemm_floor_s)
+            if self.gemm_floor_s > 0:
+                # the part's layers (a fraction f of them: a pipeline stage's) take at least f x n_layers x
+                # the per-layer kernel floor (`layer_floor_s`) for their weight GEMMs and their all-reduces
+                # together: the floor bounds the layer's fixed kernel chain, all-reduces included, so the
+                # GEMM phase is raised to f x (n_layers x floor - the pass's all-reduce seconds) at least.
+                # The attention's work over the cached keys stays on top (it grows with the context).
+                gemm_s = np.maximum(gemm_s, f * (self.gemm_floor_s - layer_comm))
             c, m = gemm_s + attention_s, gemm_s + kv_s
             if math.isfinite(p.upload_min_tokens):
                 # op offload (sim.cost.parallel): weights copied over the link, matmuls on the GPU, then the

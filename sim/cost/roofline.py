@@ -227,9 +227,9 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         layer_floor_s: float = 0.0,
     ):
         self.model = model
-        # The per-layer kernel floor of an MLA model (EngineConfig.mla_layer_floor_us; what it models and why
-        # MLA only: docs/cost-model.md, 'Per-layer kernel floor'). 0 = no floor.
-        self.layer_floor_s = float(layer_floor_s) if model.mla is not None else 0.0
+        # The per-layer kernel floor (EngineConfig.layer_floor_us; every layer kind, docs/cost-model.md
+        # 'Per-layer kernel floor'): GEMMs + all-reduces last at least n_layers x it. 0 = no floor.
+        self.layer_floor_s = float(layer_floor_s)
         self.gemm_floor_s = self.layer_floor_s * model.n_layers
         # CUDA-graph decode batches (EngineConfig.cuda_graph_sizes, increasing; None = not modelled) and
         # the host cost of a step launched eagerly above the largest (`graph_extra_s`)
@@ -377,7 +377,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
                    decode_correction=correction, kv_pad=eng.attention_kv_padding,
                    flash_attention=eng.flash_attention_for(spec),
                    graph_sizes=eng.cuda_graph_sizes, eager_overhead_s=eng.eager_overhead_ms / 1e3,
-                   graph_padding=eng.cuda_graph_padding, layer_floor_s=eng.mla_layer_floor_us / 1e6,
+                   graph_padding=eng.cuda_graph_padding, layer_floor_s=eng.layer_floor_us / 1e6,
                    **llamacpp_kernel_args(prof, eng.kernel_family, q))
 
     # ---- token counts summed over layers ---------------------------------------------------------
@@ -481,7 +481,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             matmul_s = max(matmul_s, tile_s) if isinstance(tile_s, float) else np.maximum(matmul_s, tile_s)
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         if self.gemm_floor_s > 0:
-            # an MLA model's layers take at least n_layers x the per-layer kernel floor (`layer_floor_s`)
+            # the layers take at least n_layers x the per-layer kernel floor (`layer_floor_s`; TP: sim.cost.placed)
             weights_s = (max(weights_s, self.gemm_floor_s) if isinstance(weights_s, float)
                          else np.maximum(weights_s, self.gemm_floor_s))
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
