@@ -232,7 +232,12 @@ def render_markdown(s: dict, corpus_files: list[str]) -> str:
                "one sequence per step, every group holding them refitted; the held-out errors above are not "
                "independent of it.", "", "| model | fraction | rows | devices | loss by fraction |", "|---|---|---|---|---|"]
         for m, r in s["moe_routing"].items():
-            label = f"{m} (no multi-sequence rows of its own: tied to {r['tied_to']})" if r.get("tied_to") else m
+            label = m
+            if r.get("uninformative"):
+                label = (f"{m} (its rows do not tell the fractions apart, spread < ROUTING_MIN_SPREAD: "
+                         + (f"tied to {r['tied_to']})" if r.get("tied_to") else "uniform)"))
+            elif r.get("tied_to"):
+                label = f"{m} (no multi-sequence rows of its own: tied to {r['tied_to']})"
             md.append(f"| {label} | {r['expert_pool_fraction']:g} | {r['rows']} | {', '.join(r['devices'])} | "
                       + ", ".join(f"{k}: {v:g}" for k, v in r["loss_by_fraction"].items()) + " |")
     if s.get("apple_kquant_matvec"):

@@ -965,14 +965,14 @@ def test_a_model_with_only_benchmark_batches_is_tied_to_the_benchmarks_routing(m
     # Qwen3-30B-A3B: its multi-sequence rows are all llama-batched-bench's (DGX Spark); its other rows
     # are single-sequence prompts (RTX 4090, M2 Ultra). Its own key must follow the benchmark's,
     # whatever the corpus's pool or the catalog held before.
-    rows = [r for r in load_corpus() if r.model == "qwen3-30b-a3b"]
+    rows = [r for r in load_corpus() if r.model == "qwen3-30b-a3b" and r.engine != "trtllm"]
     prepared = prepare(rows)
     seen = []
 
     def fake_choice(grid, apply, groups, rows_of, corpus):
         apply(0.32)
         seen.append(sorted({it.row.device for v in rows_of.values() for it in v}))
-        return 0.32, {0.32: 1.0}
+        return 0.32, {c: (1.0 if c == 0.32 else 5.0) for c in grid}  # rows that prefer 0.32
 
     from calibrate.public import fitting
 
@@ -984,6 +984,36 @@ def test_a_model_with_only_benchmark_batches_is_tied_to_the_benchmarks_routing(m
     assert out["qwen3-30b-a3b"]["tied_to"] == key
     assert corpus.pool["qwen3-30b-a3b"] == corpus.pool[key] == 0.32
     assert seen == [["dgx-spark"]]  # chosen on the benchmark's rows only
+
+
+def test_rows_that_do_not_tell_the_routing_fractions_apart_do_not_choose_it(monkeypatch):
+    # Qwen3-30B-A3B's TensorRT-LLM offline rows (B200, GB200, RTX PRO 6000; batches of hundreds touch
+    # every expert) fit every fraction alike: the model's key then follows the benchmark's (tied), as it
+    # did before those rows, instead of the grid's first minimum
+    rows = [r for r in load_corpus() if r.model == "qwen3-30b-a3b"]
+    prepared = prepare(rows)
+    seen = []
+
+    def fake_choice(grid, apply, groups, rows_of, corpus):
+        devices = sorted({it.row.device for v in rows_of.values() for it in v})
+        seen.append(devices)
+        # the offline rows: flat losses (spread under ROUTING_MIN_SPREAD); the benchmark's: 0.5 clearly best
+        scores = ({c: 43.7 + 0.01 * i for i, c in enumerate(grid)} if devices != ["dgx-spark"]
+                  else {c: (0.0 if c == 0.5 else 5.0) for c in grid})
+        best = min(scores, key=scores.get)
+        apply(best)
+        return best, scores
+
+    from calibrate.public import fitting
+
+    monkeypatch.setattr(fitting, "_grid_choice", fake_choice)
+    corpus = pf.PublicCorpus(pool={"qwen3-30b-a3b": 0.8})
+    out = pf.fit_routing(prepared, corpus)
+    key = "qwen3-30b-a3b" + pf.SYNTHETIC_SUFFIX
+    assert seen[0] == ["b200", "gb200", "rtx-pro-6000"] and seen[1] == ["dgx-spark"]
+    assert out["qwen3-30b-a3b"]["uninformative"] and out["qwen3-30b-a3b"]["tied_to"] == key
+    assert out["qwen3-30b-a3b"]["devices"] == ["b200", "gb200", "rtx-pro-6000"]  # its own rows, reported
+    assert out["qwen3-30b-a3b"]["expert_pool_fraction"] == corpus.pool["qwen3-30b-a3b"] == corpus.pool[key] == 0.5
 
 
 def test_the_mmq_tile_floor_prices_current_llama_cpp_rows_but_not_their_own_fit():

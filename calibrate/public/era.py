@@ -1,4 +1,4 @@
-"""Which software era a llama.cpp-family row ran: 2023-24 builds or 2025-and-later ones.
+"""Which software era a row ran: llama.cpp builds of 2023-24 or of 2025 on; TensorRT-LLM engines or its PyTorch flow.
 
 Read from what the row prints (`row_is_current`); the replay (flash attention, MMQ tiles) and the
 transfer (`ERA_TIERS`, `_era_step`) both go by it.
@@ -55,9 +55,27 @@ def row_is_current(row: PublicRow) -> bool | None:
     return any(s in row.source for s in _CURRENT_SOURCES)
 
 
+def row_software_current(row: PublicRow) -> bool | None:
+    """The era a row's software belongs to, for `current_share` (the transfer's `_era_step`): a
+    llama.cpp-family row by its build (`row_is_current`); a TensorRT-LLM row by its runtime, the
+    PyTorch-backend flow of 1.0 (`trtllm-bench throughput --backend pytorch`, the v1.0 perf-overview
+    rows) against the TensorRT engines of 0.x (the v0.13 perf-overview tables). The two launch a step
+    differently (Python scheduler and CUDA graphs over PyTorch modules vs one enqueue of a compiled
+    engine), which is what the memory-side parameters (per-iteration floor, per-sequence cost) and the
+    GEMV kernels' bandwidth carry. Without it the B200 / GB200 / RTX PRO 6000 NVFP4 rows (all PyTorch
+    flow) lent their launch costs to the A100's and L40S's 0.13-engine rows held out (A100 p90 16.4 ->
+    17.1%, L40S 13.9 -> 15.0%; the devices before issue 39 p90 24.4 -> 24.5%). Set after seeing that.
+    None for the other families (their versions are not compared). `row_is_current` itself stays the
+    llama.cpp replay's switch (flash attention, MMQ tiles)."""
+    if engine_family(row.engine, row.settings) == "trtllm":
+        return "--backend pytorch" in (row.settings.get("bench") or "")
+    return row_is_current(row)
+
+
 def current_share(rows: list[PublicRow]) -> float | None:
-    """Share of `rows` run on current llama.cpp builds; None when no row is of the llama.cpp family."""
-    flags = [f for f in (row_is_current(r) for r in rows) if f is not None]
+    """Share of `rows` run on current software (`row_software_current`: llama.cpp builds of 2025 on,
+    TensorRT-LLM's PyTorch flow); None when no row says."""
+    flags = [f for f in (row_software_current(r) for r in rows) if f is not None]
     return sum(flags) / len(flags) if flags else None
 
 

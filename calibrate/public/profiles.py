@@ -123,7 +123,9 @@ def profile_entries(v: Validation) -> dict[str, dict[str, dict]]:
             entry = efficiency_entry(p, src, rows=list(p.rows), error=error_bands(v, device, family))
             if p.efficiency.kquant_matvec_flops_per_weight is not None:
                 entry["kquant_matvec_flops_per_weight"] = p.efficiency.kquant_matvec_flops_per_weight
-            if p.current_share is not None and not p.transferred_from:
+            # llama.cpp builds only (sim.catalog.hardware `current_build_share`; TensorRT-LLM's era is
+            # the transfer's alone, calibrate/public/era.py `row_software_current`)
+            if p.current_share is not None and not p.transferred_from and family.startswith("ggml"):
                 entry["current_build_share"] = round(p.current_share, 2)
             if p.rows_here and not p.transferred_from:
                 entry["rows_timed_here"] = p.rows_here

@@ -118,8 +118,11 @@ def _pytorch_trtllm_fp8(row: PublicRow) -> bool:
     sequence, on average 128 + 2048/2 = 1,152 tokens = 151 MB in BF16, and 3.35 TB/s / 151 MB = 22,200
     tok/s is the most HBM can serve for the KV reads alone, before any weight is read. With FP8 KV
     (75 MB per token) the figure fits. (The v0.13 FP8 rows state FP8 KV: "If you specify FP8
-    quantization, the KV cache will automatically be set to FP8 as well".)"""
-    return row.quant == "fp8" and _pytorch_flow(row)
+    quantization, the KV cache will automatically be set to FP8 as well".) The NVFP4 rows of the same doc
+    (B200, GB200, RTX 6000 Pro; NVIDIA's ModelOpt FP4 checkpoints) are taken the same way, as the
+    trtllm engine preset does (`kv_dtype_for_quant`: nvfp4 -> fp8); their own figures do not rule a
+    BF16 cache out."""
+    return row.quant in ("fp8", "nvfp4") and _pytorch_flow(row)
 
 
 def _pytorch_flow(row: PublicRow) -> bool:

@@ -59,7 +59,8 @@ def trtllm_bench_limits(row: PublicRow, hw, spec) -> tuple[int, int]:
     validate_and_set_kv_cache_quant with kv_cache_dtype "auto": a ModelOpt FP8 checkpoint's
     kv_cache_quant_algo is FP8), as the replay's KV pool does. GPU memory is the profile's (NVML reports a little less: 79.6 GiB
     for an H100 80GB, 45 GiB for an L40S, which the profiles quote as 80 and 48)."""
-    bpe = 1.0 if row.quant == "fp8" else 2.0
+    # tuning.py's BYTES_PER_ELEM: NO_QUANT 2.0, FP8 1.0, NVFP4 0.5 (weights; the KV cache's likewise)
+    bpe = {"fp8": 1.0, "nvfp4": 0.5}.get(row.quant, 2.0)
     bkv = 1.0 if _row_kv_dtype(row) == "fp8" else 2.0
     tp = max(row.n_devices, 1)
     per_token = 2 * spec.n_layers * max(tp, spec.n_kv_heads) * spec.d_head * bkv / GiB

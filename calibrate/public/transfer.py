@@ -295,7 +295,12 @@ def transfer(device: str, family: str, fits: dict[tuple[str, str], GroupParams],
     # the floor and the all-reduce latency are the launch path's: eager-mode donors do not lend them
     graphs = [g for g in others if not g.eager]
     floor_ms, seq_ms = _launch_costs(device, [(weight(g, "memory"), g) for g in graphs], wmean)
-    lat_donors = [(weight(g), g) for g in graphs if g.lat_us is not None]
+    # the all-reduce latency is the launch path's too: a donor of the other software era (`_era_step`:
+    # TensorRT-LLM's PyTorch flow against its 0.x engines) is ERA_TIERS tiers further, as on the memory
+    # side. Without it the B200 / GB200 Llama 3.1 405B TP4 rows (PyTorch flow) set the A100's 0.13-engine
+    # TP2-TP8 rows held out 5-13 points slower (its p90 16.4 -> 16.8%); set after seeing that
+    lat_donors = [(weight(g) * TIER_DECAY ** (ERA_TIERS * _era_step(era, g)), g)
+                  for g in graphs if g.lat_us is not None]
     lat_us = _transfer_latency(device, lat_donors, wgeo, wmean, corpus)
     return GroupParams(
         device, family, bw, comp,
