@@ -257,10 +257,16 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
     from sim.catalog.engine_config import load_engine
 
     ro = fj["request_only_by_source"]
-    for fam, v in fj["shipped_request_overhead_ms"].items():
-        assert load_engine(fam).request_overhead_ms == v
-        if v > 0:
-            assert ro["final_params"][fam]["request_overhead_ms"] == v
+    rule = fj["front_end"]["ship_rule"]  # per engine release (sglang@0.4, vllm@0.11, ...)
+    assert set(rule) == set(fj["shipped_request_overhead_ms"])
+    for rel, v in fj["shipped_request_overhead_ms"].items():
+        assert load_engine(rel).request_overhead_ms == v
+        fp = ro["final_params"][rel.split("@")[0]]
+        fitted = fp.get("request_overhead_ms_by_release", {}).get(rel, fp.get("request_overhead_ms", 0.0))
+        assert rule[rel]["value"] == fitted and rule[rel]["shipped"] == v
+        assert v == (fitted if rule[rel]["ship"] else 0.0)  # the ship rule's decision is what the preset ships
+        if rule[rel]["ship"]:  # shipped only on held-out evidence that it beats the baseline
+            assert rule[rel]["heldout_ttft_p50_pct"] < rule[rel]["baseline_ttft_p50_pct"]
     for fam, v in fj["shipped_mla_layer_floor_us"].items():  # and the per-layer kernel floor likewise
         assert load_engine(fam).mla_layer_floor_us == v
         if v > 0:

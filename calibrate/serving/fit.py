@@ -168,21 +168,28 @@ _META = ("request_overhead_ms_by_release", "front_end_rule")
 def _api_search(records: list[dict]) -> float | None:
     """The front-end latency (0 to API_MAX_MS in API_STEP_MS steps) with the smallest median |log| over the
     TTFT p50/p99 `records` (added to their predictions); None when there is no such record."""
-    api_best, api_loss = 0.0, _loss(records, TTFT_METRICS, 0.0)
-    if not math.isfinite(api_loss):
+    rs = [r for r in records if r["metric"] in TTFT_METRICS and r["predicted"] and r["predicted"] > 0
+          and r["measured"] > 0]
+    if not rs:
         return None
-    for api in np.arange(API_STEP_MS, API_MAX_MS + API_STEP_MS / 2, API_STEP_MS):
-        loss = _loss(records, TTFT_METRICS, float(api))
+    pred = np.array([r["predicted"] for r in rs])
+    add = np.array([1.0 if r["quantity"] in ("ttft_ms", "e2el_ms") else 0.0 for r in rs])
+    meas = np.array([r["measured"] for r in rs])
+    apis = np.concatenate([[0.0], np.arange(API_STEP_MS, API_MAX_MS + API_STEP_MS / 2, API_STEP_MS)])
+    losses = np.median(np.abs(np.log((pred[None, :] + apis[:, None] * add[None, :]) / meas[None, :])), axis=1)
+    api_best, api_loss = 0.0, float(losses[0])
+    for api, loss in zip(apis[1:], losses[1:]):  # the first value within 1e-12 of the best so far, as before
         if loss < api_loss - 1e-12:
-            api_best, api_loss = float(api), loss
+            api_best, api_loss = float(api), float(loss)
     return api_best
 
 
-def front_end_values(records: list[dict], rule: str, min_release_sources: int = MIN_RELEASE_SOURCES
+def front_end_values(records: list[dict], rule: str, min_release_sources: int | None = None
                      ) -> tuple[float, dict[str, float]]:
     """(family value, {release: value}) of `request_overhead_ms` from one family's training records:
     the family's from all its records, a release's from its own records where they come from at least
     `min_release_sources` sources (records' "engine" is the release, e.g. sglang@0.4)."""
+    min_release_sources = MIN_RELEASE_SOURCES if min_release_sources is None else min_release_sources
     use = unloaded_records(records) if rule == "unloaded" else records
     fam = _api_search(use) or 0.0
     by_rel: dict[str, list[dict]] = defaultdict(list)
@@ -246,7 +253,7 @@ def point_params(chosen: dict | None, point: LoadPoint) -> dict:
 
 
 def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], predict, *,
-                      min_release_sources: int = MIN_RELEASE_SOURCES, rule: str | None = None) -> dict[str, dict]:
+                      min_release_sources: int | None = None, rule: str | None = None) -> dict[str, dict]:
     """Per engine family, from `points` (training points only), in two stages:
     1. the simulator's step costs (grid entries: iteration / per-sequence overheads) with the smallest
        median |log(predicted / measured)| over TPOT/ITL and output-throughput rows (what the steps decide);
@@ -264,6 +271,7 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
     A family without training points keeps its preset ({}). `predict(point, params) -> predicted dict`;
     `point_params(chosen[family], point)` gives a point's overrides."""
     rule = rule or FRONT_END_RULE
+    min_release_sources = MIN_RELEASE_SOURCES if min_release_sources is None else min_release_sources
     chosen: dict[str, dict] = {}
     by_family: dict[str, list[LoadPoint]] = defaultdict(list)
     for p in points:
