@@ -106,7 +106,7 @@ def bands_json(res: dict) -> dict:
         "generated_by": "benchmarks/serving_fit.py (calibrate/serving/bands.py)",
         "q": 80,
         "what": "signed 80% band of predicted / measured - 1 of serving-corpus rows (benchmarks/serving) "
-                "replayed with the presets, every row held out by source (a family whose preset ships a "
+                "replayed with the presets, every row held out by source (a release whose preset ships a "
                 "fitted request_overhead_ms predicted with the value fitted on the other sources, the others "
                 f"with nothing fitted to serving rows): the {Q_LO:g}th-{Q_HI:g}th percentiles of "
                 "log(predicted / measured) per engine family and metric, widened k times about their median, "
@@ -484,7 +484,7 @@ def report_markdown(res: dict, targets: dict) -> str:
     L += ["", "## Bands (what `run`, `plan` and `bench serve` print)", ""]
     bj = bands_json(res)
     cov = bj["coverage"]
-    L += [f"Residuals: log(predicted / measured) of the rows above, held out by source (a family that ships a "
+    L += [f"Residuals: log(predicted / measured) of the rows above, held out by source (a release that ships a "
           "request_overhead_ms: its request-only fit; the others: the baseline). Band of a family and metric: the "
           f"{Q_LO:g}th and {Q_HI:g}th percentiles and the median of its residuals (signed: predictions skewed low "
           "give a band reaching further below 0), widened k times about the median, k per metric from "
