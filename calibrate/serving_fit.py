@@ -38,6 +38,10 @@ from calibrate.serving.fit import (  # noqa: F401 (private names: the tests use 
     _ttft_p50, band_pct, curve_knees, fit_engine_params, folds, grid, group_of, headline_loss, knee, metric_of,
     nested_coverage, predict, region_of, residuals, run, summarize,
 )
+from calibrate.serving.fit import (  # noqa: F401 (the per-release front-end latency, stage 2)
+    FRONT_END_RULE, FRONT_END_RULES, MIN_RELEASE_SOURCES, choose_front_end_rule, front_end_values, point_params,
+    unloaded_records,
+)
 from calibrate.serving.replay import (  # noqa: F401 (private names: the tests use them)
     _TREE, Cache, _param_key, replay, tree_fingerprint,
 )
@@ -60,4 +64,6 @@ __all__ = [
     "folds", "grid", "group_of", "headline_loss", "knee", "load_corpus", "load_points", "metric_of", "model_id",
     "nested_coverage", "predict", "prompt_cap", "public_sources", "region_of", "release_of", "replay",
     "report_markdown", "residuals", "run", "stated_means", "summarize", "summary_lines", "tree_fingerprint",
+    "FRONT_END_RULE", "FRONT_END_RULES", "MIN_RELEASE_SOURCES", "choose_front_end_rule", "front_end_values",
+    "point_params", "unloaded_records",
 ]

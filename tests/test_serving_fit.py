@@ -146,9 +146,9 @@ def test_a_fold_never_sees_its_held_out_rows(by):
     orig_fit, orig_predict = sf_fit.fit_engine_params, sf_fit.predict
     calls = []
 
-    def spy_fit(points, grid, predict):
+    def spy_fit(points, grid, predict, **kw):
         calls.append({p.key() for p in points})
-        return orig_fit(points, grid, predict)
+        return orig_fit(points, grid, predict, **kw)
 
     sf_fit.fit_engine_params, sf_fit.predict = spy_fit, fake_predict
     try:
@@ -176,7 +176,7 @@ def test_the_fit_recovers_overheads_a_synthetic_curve_was_made_with():
     grid = [{}, {"iteration_overhead_ms": 1.0}, {"iteration_overhead_ms": 2.0}, {"iteration_overhead_ms": 4.0}]
     cache = sf.Cache(None)
     got = sf.fit_engine_params(pts, {"vllm": grid}, lambda p, q: sf.predict(p, q, cache))
-    assert got["vllm"] == truth
+    assert all(sf.point_params(got["vllm"], p) == truth for p in pts)
 
 
 def test_knee_is_the_highest_load_under_three_times_the_low_load_ttft():
@@ -257,10 +257,16 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
     from sim.catalog.engine_config import load_engine
 
     ro = fj["request_only_by_source"]
-    for fam, v in fj["shipped_request_overhead_ms"].items():
-        assert load_engine(fam).request_overhead_ms == v
-        if v > 0:
-            assert ro["final_params"][fam]["request_overhead_ms"] == v
+    rule = fj["front_end"]["ship_rule"]  # per engine release (sglang@0.4, vllm@0.11, ...)
+    assert set(rule) == set(fj["shipped_request_overhead_ms"])
+    for rel, v in fj["shipped_request_overhead_ms"].items():
+        assert load_engine(rel).request_overhead_ms == v
+        fp = ro["final_params"][rel.split("@")[0]]
+        fitted = fp.get("request_overhead_ms_by_release", {}).get(rel, fp.get("request_overhead_ms", 0.0))
+        assert rule[rel]["value"] == fitted and rule[rel]["shipped"] == v
+        assert v == (fitted if rule[rel]["ship"] else 0.0)  # the ship rule's decision is what the preset ships
+        if rule[rel]["ship"]:  # shipped only on held-out evidence that it beats the baseline
+            assert rule[rel]["heldout_ttft_p50_pct"] < rule[rel]["baseline_ttft_p50_pct"]
     for fam, v in fj["shipped_mla_layer_floor_us"].items():  # and the per-layer kernel floor likewise
         assert load_engine(fam).layer_floor_us == v
         if v > 0:  # (the field's former name in reports generated before it priced every model)
@@ -380,5 +386,78 @@ def test_the_cache_key_spells_out_the_presets_fitted_fields_the_fingerprint_leav
     assert rp.cache_key(p, {}) == rp.cache_key(p, dict(shipped))
     assert rp.cache_key(p, {}) != rp.cache_key(p, {"request_overhead_ms": shipped["request_overhead_ms"] + 5.0})
     # the lines of those fields in an engine preset do not enter the tree's fingerprint, any other does
-    y = b"name: x\nrequest_overhead_ms: 130   # fitted\n  mla_layer_floor_us: 60\niteration_overhead_ms: 0.3\n"
+    y = b"name: x\nrequest_overhead_ms: 130   # fitted\n  layer_floor_us: 60\niteration_overhead_ms: 0.3\n"
     assert rp._FITTED_LINE.sub(b"", y) == b"name: x\n\n\niteration_overhead_ms: 0.3\n"
+
+
+def _fe_points(spec: list[tuple[str, str, float]]) -> list:
+    """Points of synthetic curves, one per (publisher, engine_version, true front-end ms), at C = 1, 4, 16."""
+    pts = []
+    for pub, ver, _ in spec:
+        rows = _curve(f"fe-{pub}-{ver}", {c: {"ttft_ms|median": 1.0, "tpot_ms|median": 5.0} for c in (1, 4, 16)},
+                      publisher=pub, source=f"https://example.org/{pub}")
+        for r in rows:
+            r["engine_version"] = ver
+        pts += sf.load_points(rows, catalog=SETS["catalog"])
+    truth = {(pub, sf.release_of("vllm", ver)): fe for pub, ver, fe in spec}
+    for p in pts:  # measured: the fake prediction below with the release's true front-end latency
+        p.measured[("ttft_ms", "median")] = 100.0 * p.load + truth[(p.source, p.engine)]
+    return pts
+
+
+def _fake_predict(point, params, cache=None):
+    """TTFT = 100 ms x load + the front-end latency (what stage 2 adds), TPOT a constant."""
+    return {"ttft_ms|median": 100.0 * point.load + float((params or {}).get("request_overhead_ms", 0.0)),
+            "tpot_ms|median": 5.0}
+
+
+def test_front_end_latency_is_fitted_per_release_and_a_lone_source_release_falls_back_to_the_family():
+    """Two releases with two sources each and different front-end latencies (40 and 10 ms) are recovered
+    apart; a release with one source (vllm@0.7, 200 ms) takes the family's value, and held out by source
+    its rows are predicted with the family's value from the other sources, while a held-out source of a
+    two-source release is predicted with its release's value from the other source."""
+    spec = [("A", "0.11.0", 40.0), ("B", "0.11.2", 40.0), ("A", "0.10.1", 10.0), ("C", "0.9.2", 10.0),
+            ("C", "0.7.3", 200.0)]
+    pts = _fe_points(spec)
+    assert {p.engine for p in pts} == {"vllm@0.11", "vllm@0.10", "vllm@0.7"}
+    got = sf.fit_engine_params(pts, {"vllm": [{}]}, _fake_predict)["vllm"]
+    assert got["request_overhead_ms_by_release"] == {"vllm@0.11": 40.0, "vllm@0.10": 10.0}
+    fam = got["request_overhead_ms"]
+    assert fam not in (200.0,) and 10.0 <= fam <= 40.0  # all releases pooled: 200 ms is one curve of five
+    by_rel = {p.engine: sf.point_params(got, p).get("request_overhead_ms", 0.0) for p in pts}
+    assert by_rel == {"vllm@0.11": 40.0, "vllm@0.10": 10.0, "vllm@0.7": fam}
+    orig = sf_fit.predict
+    sf_fit.predict = _fake_predict
+    try:
+        preds, chosen = sf._heldout(pts, "source", {"vllm": [{}]}, None)
+    finally:
+        sf_fit.predict = orig
+    c = chosen["C"]["vllm"]  # C held out: fitted on A and B only
+    assert c["request_overhead_ms_by_release"] == {"vllm@0.11": 40.0, "vllm@0.10": 10.0}  # 0.10 from A alone
+    for p in pts:
+        if p.source != "C":
+            continue
+        fe = preds[p.key()]["ttft_ms|median"] - 100.0 * p.load
+        assert fe == (10.0 if p.engine == "vllm@0.10" else c["request_overhead_ms"])  # 0.7: the family's
+    a = chosen["A"]["vllm"]  # A held out: 0.11 from B, 0.10 from C
+    assert a["request_overhead_ms_by_release"]["vllm@0.11"] == 40.0
+    assert a["request_overhead_ms_by_release"]["vllm@0.10"] == 10.0
+
+
+def test_the_front_end_rule_is_chosen_on_the_training_sources_alone():
+    """`choose_front_end_rule` scores each rule by leave-one-source-out over the records it is given: with
+    every source's loaded rows off by a different queueing error and the unloaded rows right, the
+    unloaded-point rule wins; with loaded rows right and unloaded rows off, all loads win."""
+    def recs(src, unloaded_err, loaded_err):
+        out = []
+        for load, err in ((1, unloaded_err), (8, loaded_err), (16, loaded_err)):
+            out.append({"curve_id": src, "source": src, "engine": "vllm@0.11", "load": load, "metric": "ttft_p50",
+                        "quantity": "ttft_ms", "predicted": 100.0, "measured": 100.0 + 30.0 + err})
+        return out
+    queue = [r for s, e in (("A", 300.0), ("B", 0.0), ("C", 120.0), ("D", 40.0)) for r in recs(s, 0.0, e)]
+    rule, losses = sf.choose_front_end_rule(queue, queue)
+    assert rule == "unloaded" and losses["unloaded"] < losses["all_loads"]
+    flat = [r for s, e in (("A", 80.0), ("B", -20.0), ("C", 50.0)) for r in recs(s, e, 0.0)]
+    rule, losses = sf.choose_front_end_rule(flat, flat)
+    assert rule == "all_loads" and losses["all_loads"] < losses["unloaded"]
+    assert sf.choose_front_end_rule(queue[:3], queue[:3]) == ("all_loads", {})  # one source: the default

@@ -24,9 +24,9 @@ The method (fixed, with its grid and its rules, before the outer held-out covera
   sources (inner folds never see g's rows: `nested_band_coverage` asserts it), bands are built
   from the other sources with that k, and g's rows are judged. The bands shipped: k chosen by
   leave-one-source-out on all sources, bands from all residuals.
-Residuals of a family that ships a fitted request_overhead_ms come from the request-only fit held
+Residuals of an engine release that ships a fitted request_overhead_ms come from the request-only fit held
 out by source; an inner fold's residuals were predicted with the value fitted without that inner
-source but with the outer one (one scalar per family): the rows never reach the inner folds, that
+source but with the outer one (one scalar per release or family): the rows never reach the inner folds, that
 scalar does.
 
 Knee (`interpolated_knee`): the load where TTFT p50 crosses 3x its lowest-load value, interpolated

@@ -54,7 +54,7 @@ _TREE: list[str] = []
 #: engine fields the serving fit itself fits and ships (and a replay's parameters always set, or its
 #: cache key spells out with the preset's value): kept out of the tree's fingerprint, so shipping a
 #: fitted value re-replays only the points that use the presets as they are, not the whole corpus
-FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us", "mla_layer_floor_us")
+FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us")
 _FITTED_LINE = re.compile(rb"^[ \t]*(?:%s)[ \t]*:.*$" % b"|".join(f.encode() for f in FITTED_FIELDS), re.M)
 
 

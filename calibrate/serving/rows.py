@@ -257,6 +257,9 @@ class LoadPoint:
     max_concurrency: int | None
     measured: dict = field(default_factory=dict)  # (quantity, statistic) -> value
     row_ids: dict = field(default_factory=dict)  # (quantity, statistic) -> row_id
+    #: the source itself labels the run experimental / work in progress (`experimental_by_source`); not
+    #: part of `key()`: it changes no replay
+    experimental: bool = False
 
     def key(self) -> str:
         blob = json.dumps([self.curve_id, self.engine, self.model, self.quant, self.tp, self.kv_dtype,
@@ -405,6 +408,17 @@ def _overrides(r: dict, kv_dtype: str | None, tp: int) -> dict:
     return out
 
 
+#: what a collector's note quotes when the source itself says a run is experimental work in progress, not
+#: part of its published results (SemiAnalysis InferenceX's experimental/ folder README: "experimental WIP
+#: code ... not ... part of the official InferenceMAX results")
+EXPERIMENTAL_NOTE = re.compile(r"experimental WIP", re.IGNORECASE)
+
+
+def experimental_by_source(curve: list[dict]) -> bool:
+    """True when a row's note quotes the source calling the run experimental work in progress."""
+    return any(EXPERIMENTAL_NOTE.search(r.get("notes") or "") for r in curve)
+
+
 def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int = 0) -> list[LoadPoint]:
     catalog = _catalog_models() if catalog is None else catalog
     r0 = curve[0]
@@ -450,7 +464,8 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
                                                    if (load_kind, load) in stated else {})},
             load_kind=load_kind, load=float(load), num_prompts=n_src, replayed_prompts=n,
             prompt_lens=[int(x) for x in ins], output_lens=[int(x) for x in outs],
-            release_s=[round(float(x), 6) for x in release], max_concurrency=int(conc) if conc else None)
+            release_s=[round(float(x), 6) for x in release], max_concurrency=int(conc) if conc else None,
+            experimental=experimental_by_source(curve))
         for x in rs:
             v = _num(x.get("value"))
             if v is not None and v > 0:
