@@ -34,6 +34,18 @@ from calibrate.public_fit import (
 TARGETS = {"lodo_median": 0.10, "lodo_p90": 0.25, "tg_lodo_median": 0.07}
 
 
+#: rules of the public fit set after seeing what they did to held-out rows (said in the report, as the
+#: project's "no tuning to a number you report" rule asks; details in docs/changelog-calibration.md)
+POST_HOC_CHOICES = (
+    "MoE routing the rows cannot see (round 26, `ROUTING_MIN_SPREAD` = 1 in calibrate/public/fitting.py): a model "
+    "whose routing-grid losses span less keeps its synthetic benchmark's key or uniform routing; set after the "
+    "offline Qwen3-30B-A3B rows moved the Apple and GeForce llama.cpp transfers (devices before issue 39 held out "
+    "by device 8.5 / 24.4% -> 8.9 / 24.1%).",
+    "TensorRT-LLM's PyTorch flow is a software era of its own (round 26, `row_software_current`): v1.0 "
+    "(`--backend pytorch`) rows and v0.13 TensorRT-engine rows do not share memory-side parameters or the "
+    "all-reduce latency; set after seeing the L40S (p90 13.9 -> 15.0% without it) and A100 rows.",
+)
+
 def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -194,6 +206,10 @@ def render_markdown(s: dict, corpus_files: list[str]) -> str:
     for name, t in s["targets"].items():
         met = t["value"] is not None and t["value"] <= t["target"]
         md.append(f"| {name} | <= {_pct(t['target'])} | {_pct(t['value'])} | {'yes' if met else 'no'} |")
+    md += ["", "## Choices made after seeing held-out figures", "",
+           "Rules set after their effect on held-out rows was seen (the rest of the fit's hyper-parameters are "
+           "listed in docs/changelog-calibration.md with when and how each was chosen):", ""]
+    md += [f"- {c}" for c in POST_HOC_CHOICES]
     if s.get("lodo_by_device_set"):
         md += ["", "## Held out by device: the issue 39 parts beside the devices before them", "",
                "Leave-one-device-out error of the rows of the parts issue 39 added (their own fits held out: each "
