@@ -385,9 +385,13 @@ def test_the_cache_key_spells_out_the_presets_fitted_fields_the_fingerprint_leav
     # a replay with the presets as they are and one naming the same values explicitly are the same replay
     assert rp.cache_key(p, {}) == rp.cache_key(p, dict(shipped))
     assert rp.cache_key(p, {}) != rp.cache_key(p, {"request_overhead_ms": shipped["request_overhead_ms"] + 5.0})
-    # the lines of those fields in an engine preset do not enter the tree's fingerprint, any other does
-    y = b"name: x\nrequest_overhead_ms: 130   # fitted\n  layer_floor_us: 60\niteration_overhead_ms: 0.3\n"
-    assert rp._FITTED_LINE.sub(b"", y) == b"name: x\n\n\niteration_overhead_ms: 0.3\n"
+    # those fields and the citations of an engine preset do not enter the tree's fingerprint, any other value does
+    y = (b"name: x\nrequest_overhead_ms: 130   # fitted\niteration_overhead_ms: 0.3\nreleases:\n  '0.4':\n"
+         b"    set: {layer_floor_us: 60, block_size: 16}\n    sources:\n      - {url: a, note: b}\n")
+    d = rp.engine_preset_digest(y)
+    assert d == rp.engine_preset_digest(y.replace(b"130", b"95").replace(b"60,", b"150,").replace(b"note: b", b"note: c"))
+    assert d != rp.engine_preset_digest(y.replace(b"0.3", b"0.4"))
+    assert d != rp.engine_preset_digest(y.replace(b"block_size: 16", b"block_size: 32"))
 
 
 def _fe_points(spec: list[tuple[str, str, float]]) -> list:

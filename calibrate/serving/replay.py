@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -55,13 +54,28 @@ _TREE: list[str] = []
 #: cache key spells out with the preset's value): kept out of the tree's fingerprint, so shipping a
 #: fitted value re-replays only the points that use the presets as they are, not the whole corpus
 FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us")
-_FITTED_LINE = re.compile(rb"^[ \t]*(?:%s)[ \t]*:.*$" % b"|".join(f.encode() for f in FITTED_FIELDS), re.M)
+
+
+def engine_preset_digest(text: bytes) -> bytes:
+    """What of an engine preset a replay depends on: its parsed values without the FITTED_FIELDS (a
+    replay's key spells out their effective values) and without `sources` (citations: url, version,
+    fields, note), so re-citing a value or shipping a fitted one does not make the whole corpus cold."""
+    import yaml
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k not in FITTED_FIELDS and k != "sources"}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+
+    return json.dumps(strip(yaml.safe_load(text)), sort_keys=True, default=str).encode()
 
 
 def tree_fingerprint() -> str:
     """A hash of everything a replay depends on (the simulator's code, presets, profiles, catalog): a
-    cache entry made by another tree is never reused. The presets' FITTED_FIELDS lines are left out:
-    `replay` keys a point on those fields' effective values instead."""
+    cache entry made by another tree is never reused. Engine presets enter as `engine_preset_digest`
+    (no FITTED_FIELDS: `replay` keys a point on their effective values instead; no citations)."""
     if not _TREE:
         h = hashlib.sha256(CACHE_VERSION.encode())
         files = sorted([*ROOT.glob("sim/**/*.py"), *ROOT.glob("sim/**/*.yaml"), *ROOT.glob("workloads/*.py"),
@@ -72,7 +86,7 @@ def tree_fingerprint() -> str:
                 continue
             h.update(str(f.relative_to(ROOT)).encode())
             data = f.read_bytes()
-            h.update(_FITTED_LINE.sub(b"", data) if f.suffix == ".yaml" and "sim/catalog/engines" in str(f) else data)
+            h.update(engine_preset_digest(data) if f.suffix == ".yaml" and "sim/catalog/engines" in str(f) else data)
         _TREE.append(h.hexdigest()[:16])
     return _TREE[0]
 
