@@ -380,7 +380,7 @@ def test_the_cache_key_spells_out_the_presets_fitted_fields_the_fingerprint_leav
 
     rows = _curve("key", {1: {"ttft_ms|median": 20.0}})
     (p,) = sf.load_points(rows, catalog=SETS["catalog"])
-    shipped = rp._preset_fitted(p)
+    shipped = rp.preset_fitted(p)
     assert "request_overhead_ms" in shipped
     # a replay with the presets as they are and one naming the same values explicitly are the same replay
     assert rp.cache_key(p, {}) == rp.cache_key(p, dict(shipped))

@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from calibrate.serving.replay import Cache, prefetch, replay
+from calibrate.serving.replay import Cache, prefetch, preset_fitted, replay
 from calibrate.serving.rows import (
     KNEE_FACTOR, METRICS, LoadPoint, _catalog_models, _hw_names, curves, exclusion, load_points, public_sources,
 )
@@ -124,14 +124,15 @@ STEP_METRICS = ("tpot_itl", "output_tps")
 TTFT_METRICS = ("ttft_p50", "ttft_p99")
 
 
+def _scored(records: list[dict], metrics: tuple[str, ...]) -> list[dict]:
+    """The `metrics` records a loss can score: a positive prediction and measurement."""
+    return [r for r in records if r["metric"] in metrics and r["predicted"] and r["predicted"] > 0 and r["measured"] > 0]
+
+
 def _loss(records: list[dict], metrics: tuple[str, ...], api_ms: float = 0.0) -> float:
     """Median |log(predicted / measured)| over `metrics` records, `api_ms` added to TTFT predictions."""
-    errs = []
-    for r in records:
-        if r["metric"] not in metrics or not r["predicted"] or r["predicted"] <= 0 or r["measured"] <= 0:
-            continue
-        p = r["predicted"] + (api_ms if r["quantity"] in ("ttft_ms", "e2el_ms") else 0.0)
-        errs.append(abs(math.log(p / r["measured"])))
+    errs = [abs(math.log((r["predicted"] + (api_ms if r["quantity"] in ("ttft_ms", "e2el_ms") else 0.0))
+                         / r["measured"])) for r in _scored(records, metrics)]
     return float(np.median(errs)) if errs else math.inf
 
 
@@ -168,8 +169,7 @@ _META = ("request_overhead_ms_by_release", "front_end_rule")
 def _api_search(records: list[dict]) -> float | None:
     """The front-end latency (0 to API_MAX_MS in API_STEP_MS steps) with the smallest median |log| over the
     TTFT p50/p99 `records` (added to their predictions); None when there is no such record."""
-    rs = [r for r in records if r["metric"] in TTFT_METRICS and r["predicted"] and r["predicted"] > 0
-          and r["measured"] > 0]
+    rs = _scored(records, TTFT_METRICS)
     if not rs:
         return None
     pred = np.array([r["predicted"] for r in rs])
@@ -207,13 +207,8 @@ def front_end_values(records: list[dict], rule: str, min_release_sources: int | 
 def _with_api(records: list[dict], fam: float, rel: dict[str, float]) -> list[float]:
     """|log(predicted / measured)| of TTFT p50/p99 `records` with each one's front-end latency added (its
     release's, else the family's)."""
-    out = []
-    for r in records:
-        if r["metric"] not in TTFT_METRICS or not r["predicted"] or r["predicted"] <= 0 or r["measured"] <= 0:
-            continue
-        p = r["predicted"] + rel.get(r["engine"], fam)
-        out.append(abs(math.log(p / r["measured"])))
-    return out
+    return [abs(math.log((r["predicted"] + rel.get(r["engine"], fam)) / r["measured"]))
+            for r in _scored(records, TTFT_METRICS)]
 
 
 def choose_front_end_rule(fit_records: list[dict], score_records: list[dict], stage1=None) -> tuple[str, dict]:
@@ -382,12 +377,16 @@ def shippable_grid() -> list[dict]:
     return [{}] + [{"layer_floor_us": v} for v in GRID_LAYER_FLOOR_US]
 
 
+def fit_params(params: dict | None) -> dict:
+    """The engine overrides a fit replays: the fitted fields (request_overhead_ms, layer_floor_us) always
+    set, to the fitted value, else 0 (the presets before this fit), so the fit and its baseline do not
+    depend on the values the presets ship."""
+    return {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, **(params or {})}
+
+
 def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:
-    """`replay` with the simulator's parameters. The engine's per-request front-end latency
-    (`request_overhead_ms`) is always set: the fitted value, else 0 (the presets before this fit), so
-    the fit and its baseline do not depend on the value the presets ship."""
-    params = {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, **(params or {})}
-    return replay(point, params, cache)
+    """`replay` with the simulator's parameters as the fit sets them (`fit_params`)."""
+    return replay(point, fit_params(params), cache)
 
 
 def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], cache: Cache | None):
@@ -544,8 +543,8 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
         cache = cache if cache is not None else Cache(None)
         fams = {p.family for p in points}
         opts = {f: [{}] + grid() + shippable_grid() for f in fams}
-        prefetch([(p, {"request_overhead_ms": 0.0, **q}) for p in points for q in opts[p.family]]
-                 + [(p, {}) for p in points], cache, jobs)
+        prefetch([(p, fit_params(q)) for p in points for q in opts[p.family]] + [(p, {}) for p in points],
+                 cache, jobs)
     # baseline: the presets as they are (nothing fitted to serving rows, so every residual is out of sample)
     base = {p.key(): predict(p, {}, cache) for p in points}
     errors = {p.curve_id: base[p.key()]["error"] for p in points if "error" in base[p.key()]}
@@ -584,12 +583,9 @@ def _shipped_request_overheads(points: list[LoadPoint], field: str = "request_ov
                                per: str = "engine") -> dict[str, float]:
     """{release: request_overhead_ms} (per="engine", e.g. sglang@0.4) or {family: field} (per="family") of
     the presets the points replay (0 where none is shipped)."""
-    from sim.api import make_spec, resolve
-
     out: dict[str, float] = {}
     for p in points:
         k = getattr(p, per)
         if k not in out:
-            _, eng = resolve(make_spec(trace="<serving fit>", hw=p.device, model=p.model, quant=p.quant, engine=p.engine))
-            out[k] = float(getattr(eng, field))
+            out[k] = preset_fitted(p)[field]  # the preset's release, on the point's device and checkpoint
     return dict(sorted(out.items()))

@@ -94,7 +94,7 @@ def tree_fingerprint() -> str:
 _PRESET_FITTED: dict[str, dict] = {}
 
 
-def _preset_fitted(point: LoadPoint) -> dict:
+def preset_fitted(point: LoadPoint) -> dict:
     """{field: value} of the FITTED_FIELDS the point's engine preset (its release, on its device and
     checkpoint) sets, for the cache key: the fingerprint leaves those lines out."""
     k = point.key()
@@ -112,7 +112,7 @@ def _preset_fitted(point: LoadPoint) -> dict:
 
 def cache_key(point: LoadPoint, params: dict | None) -> str:
     """The tree, the point, and the engine parameters in effect: `params` over the preset's fitted fields."""
-    return f"{tree_fingerprint()}:{point.key()}:{_param_key({**_preset_fitted(point), **(params or {})})}"
+    return f"{tree_fingerprint()}:{point.key()}:{_param_key({**preset_fitted(point), **(params or {})})}"
 
 
 def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = None) -> dict:

@@ -43,9 +43,9 @@ class PlacedSteps:
                     + self.state_bytes_per_sequence_step * seqs)  # hybrid models' recurrent state (0 otherwise)
         # the all-reduces inside the layers (tensor parallel), which the per-layer kernel floor bounds with
         # the GEMMs (sim.cost.parallel.Placement.layer_comm_s_per_token / _per_pass)
-        layer_comm = pl.layer_comm_s_per_token * tokens + pl.layer_comm_s_per_pass
-        if pl.allreduce is not None:  # by algorithm (`TPAllReduce`): the same all-reduces, priced apart
-            layer_comm = layer_comm + pl.allreduce.seconds(tokens)
+        # TP all-reduces priced by algorithm (sim.cost.parallel `TPAllReduce`): the same all-reduces, apart
+        by_algorithm = pl.allreduce.seconds(tokens) if pl.allreduce is not None else 0.0
+        layer_comm = pl.layer_comm_s_per_token * tokens + pl.layer_comm_s_per_pass + by_algorithm
         parts = []
         for p in pl.parts:
             f, h = p.layer_fraction, float(p.head)
@@ -79,9 +79,7 @@ class PlacedSteps:
                 big = tokens >= p.upload_min_tokens
                 c, m = np.where(big, shipped + attention_s, c), np.where(big, shipped + kv_s, m)
             parts.append((c, m))
-        comm = pl.comm_s_per_token * tokens + pl.comm_s_per_pass
-        if pl.allreduce is not None:  # TP all-reduces by algorithm (sim.cost.parallel `TPAllReduce`)
-            comm = comm + pl.allreduce.seconds(tokens)
+        comm = pl.comm_s_per_token * tokens + pl.comm_s_per_pass + by_algorithm
         op = pl.overhead_params or self.params
         overhead = op.iteration_overhead_s + op.per_sequence_overhead_s * batch_seqs + pl.extra_overhead_s
         return parts, comm, overhead
