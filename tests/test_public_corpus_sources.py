@@ -46,15 +46,15 @@ def test_no_corpus_row_cites_a_reserved_source():
 
 def test_every_issue39_row_names_a_source_a_reader_can_open():
     rows = [rec for _, _, rec in _records() if rec["device"] in ISSUE39_DEVICES]
-    assert len(rows) >= 148  # 36 Strix Halo + 12 set-aside GDDR7 scoreboard rows + 100 TensorRT-LLM v1.0
+    # 36 Strix Halo + 12 set-aside GDDR7 scoreboard rows + 100 TensorRT-LLM v1.0 + 8 Jetson AI Lab (Thor)
+    assert len(rows) >= 156
     for r in rows:
         assert PINNED.search(r["source"]), f"{r['row_id']}: source not pinned to a commit or a thread: {r['source']}"
         assert r["as_printed"].strip(), f"{r['row_id']}: as_printed empty"
 
 
-def _builder():
-    spec = importlib.util.spec_from_file_location(
-        "build_public_new_devices_2026", ROOT / "benchmarks" / "build_public_new_devices_2026.py")
+def _builder(name: str = "build_public_new_devices_2026"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -84,3 +84,27 @@ def test_new_devices_2026_values_are_the_printed_cells():
         assert len(lines) == 1 and f"| {printed} |" in lines[0], rid
         counts[r["device"]] = counts.get(r["device"], 0) + 1
     assert counts == {"b200": 40, "gb200": 40, "rtx-pro-6000": 20}
+
+
+def test_jetson_thor_csv_is_what_its_builder_writes():
+    b = _builder("build_public_jetson_thor")
+    assert b.OUT.read_text(encoding="utf-8") == b.render(), \
+        "benchmarks/public/jetson_thor.csv differs: run python benchmarks/build_public_jetson_thor.py"
+
+
+def test_jetson_thor_values_are_the_printed_json_fields():
+    """Each Thor row's value is the JSON field its as_printed names, of the model it names, at the
+    concurrency that is its batch; every row cites the data file at the pinned commit."""
+    import json
+
+    b = _builder("build_public_jetson_thor")
+    data = {e["modelName"]: e["thor"] for e in json.loads(b.BENCHMARKS_JSON)}
+    rows = [rec for _, _, rec in _records() if rec["row_id"].startswith("jetson-ai-lab-thor-")]
+    assert len(rows) == 8
+    for r in rows:
+        assert r["device"] == "jetson-agx-thor" and r["source"] == b.SOURCE and b.COMMIT in r["source"]
+        name, field = r["as_printed"].split(" | ", 1)
+        key = f"concurrency{r['batch']}"
+        assert f'"{key}": ' in field, r["row_id"]
+        assert float(r["value"]) == float(data[name][key]), r["row_id"]
+        assert (r["input_tokens"], r["output_tokens"], r["metric"]) == ("2048", "128", "serving")
