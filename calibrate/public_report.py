@@ -44,6 +44,10 @@ POST_HOC_CHOICES = (
     "TensorRT-LLM's PyTorch flow is a software era of its own (round 26, `row_software_current`): v1.0 "
     "(`--backend pytorch`) rows and v0.13 TensorRT-engine rows do not share memory-side parameters or the "
     "all-reduce latency; set after seeing the L40S (p90 13.9 -> 15.0% without it) and A100 rows.",
+    "The Jetson AGX Thor's 8 vLLM rows are set aside from the fit and reported under the Thor's shipped transfer "
+    "(round 27): fitted, their one Qwen3-30B-A3B concurrency-8 row moved that model's routing fraction 0.5 -> 0.32 "
+    "and the Thor's torch fit became a donor of the DGX Spark and H100 transfers, taking the devices before issue "
+    "39 from 8.4 / 24.5% to 8.7 / 25.1% held out by device; decided after seeing those figures.",
 )
 
 def _pct(x) -> str:
