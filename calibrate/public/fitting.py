@@ -100,12 +100,9 @@ def fit_group(items: list[Prepared], device: str, family: str, corpus: PublicCor
     lo = np.array([math.log(BOUNDS["attention"][0]), BOUNDS["floor_ms"][0], BOUNDS["seq_ms"][0], BOUNDS["half_rows"][0]]
                   + [math.log(BOUNDS["bandwidth"][0])] * n + [math.log(BOUNDS["compute"][0])] * n)
     hi = np.array([0.0, BOUNDS["floor_ms"][1], BOUNDS["seq_ms"][1], BOUNDS["half_rows"][1]] + [0.0] * (2 * n))
-    if any(np.any(np.asarray(it.shape.comm_steps) > 0) for it in items):
-        # rows over several devices whose all-reduces run NCCL's ring also measure its step latency
-        # (normal prior at the profile's interconnect_latency_us, 5 us wide). Rows whose every
-        # all-reduce runs the engine's one-shot / two-shot kernels (sim.cost.parallel AllReducePolicy:
-        # small decode messages over NVLink) price those at the link's own latency and say nothing of
-        # the ring's step: the group then fits none and `transfer` lends one where it is needed
+    if any(it.row.n_devices > 1 for it in items):
+        # rows over several devices also measure the all-reduce's step latency (normal prior at the
+        # profile's interconnect_latency_us, 5 us wide)
         from sim.catalog.hardware import load_profile
 
         lat0 = load_profile(device).interconnect_latency_us
