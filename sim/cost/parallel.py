@@ -518,8 +518,8 @@ def build_placement(
     per_token = per_pass = 0.0
     allreduce = None
     if policy is not None and policy.custom and n_ar:
-        # the engine's custom all-reduce by message size, NCCL's ring (at the profile's step) beyond it
-        # custom kernels at the profile's link latency, NCCL's ring steps at the (family's fitted) step latency
+        # the engine's custom all-reduce by message size, NCCL's ring beyond it; a shot of the custom kernels
+        # and a ring step both at the collective step latency (the family's fitted one: module docstring)
         hop = parallel.custom_hop_latency_s if parallel.custom_hop_latency_s is not None else lat
         allreduce = TPAllReduce(n_ar, tp, act, bw, ar_bw, hop, lat, policy)
     else:
