@@ -13,6 +13,7 @@ from sim.catalog.lookup import get_model
 from sim.cost.params import CostParams
 from sim.cost.parallel import (
     ONESHOT,
+    TPAllReduce,
     RING,
     TWOSHOT,
     AllReducePolicy,
@@ -97,10 +98,10 @@ def test_presets_keep_the_ring_and_pcie_amd_and_llamacpp_never_use_custom_kernel
     assert not AllReducePolicy.for_engine(load_engine("llama.cpp").with_overrides(tp=2), 2, h100).custom
 
 
-def test_placement_prices_the_custom_kernels_at_the_profiles_latency_and_the_ring_at_the_familys():
+def test_placement_prices_a_custom_kernels_shot_and_a_ring_step_at_the_familys_step_latency():
     """Llama-3.1-8B (32 layers, hidden 4096: 8,192 B per token) on 2 H100s with TRT-LLM's thresholds on:
-    64 all-reduces per pass; at 4 tokens (32 KiB, one-shot) each costs the profile's 5 us + 32,768 /
-    450e9; at 2,048 tokens (16 MiB, above the 8 MiB buffer) NCCL's ring at the family's step."""
+    64 all-reduces per pass; at 4 tokens (32 KiB, one-shot) each costs one step at the family's fitted
+    latency + 32,768 / 450e9; at 2,048 tokens (16 MiB, above the 8 MiB buffer) NCCL's ring, 2 steps."""
     hw, spec = load_profile("h100-sxm"), get_model("llama-3.1-8b")
     eng = _on("trtllm", 2)
     cm = CostModel.from_names(spec, "bf16", hw, eng)
@@ -108,12 +109,13 @@ def test_placement_prices_the_custom_kernels_at_the_profiles_latency_and_the_rin
     assert pl.comm_s_per_token == 0.0 and pl.comm_s_per_pass == 0.0 and pl.allreduce is not None
     fam = cm.parallel.interconnect_latency_s
     assert fam == pytest.approx(hw.efficiency_for("trtllm", "trtllm").interconnect_latency_us / 1e6)
-    assert pl.allreduce.seconds(4) == pytest.approx(64 * (5e-6 + 4 * 8192 / 450e9), rel=1e-12)
+    assert fam != pytest.approx(hw.interconnect_latency_us / 1e6)  # the family's, not the profile's link
+    assert pl.allreduce.seconds(4) == pytest.approx(64 * (fam + 4 * 8192 / 450e9), rel=1e-12)
     ring = ring_allreduce_s(2048 * 8192, 2, (hw.allreduce_bus_bandwidth_gb_per_s or 450) * 1e9, fam)
     assert pl.allreduce.seconds(2048) == pytest.approx(64 * ring, rel=1e-12)
-    # the public fit's split: fixed + ring steps x the family's latency, steps 0 on the custom kernels
+    # the public fit's split: fixed + steps x the family's latency, a one-shot one step, the ring 2 (N - 1)
     fixed, steps = _comm(hw, spec, 2, eng)(np.array([4.0, 2048.0]))
-    assert steps.tolist() == [0.0, 64 * 2.0]
+    assert steps.tolist() == [64 * 1.0, 64 * 2.0]
     assert (fixed + steps * fam) == pytest.approx(pl.allreduce.seconds(np.array([4.0, 2048.0])), rel=1e-12)
     # with the presets (off) the placement is the ring's, as before
     off = build_placement(spec, CostParams(1e12, 1e12, 1e12), ParallelConfig.for_profile(
@@ -123,7 +125,7 @@ def test_placement_prices_the_custom_kernels_at_the_profiles_latency_and_the_rin
 
 def test_decode_step_of_deepseek_r1_tp8_on_b200_drops_the_ring_latency_with_trtllms_kernels():
     """The miss behind issue 38's TRT-LLM B200 DeepSeek-R1 rows: 61 layers x 2 all-reduces x 14 ring steps at
-    the family's fitted step made most of a 4-sequence decode step; one-shot kernels pay 122 x ~5 us."""
+    the family's fitted step made most of a 4-sequence decode step; one-shot kernels pay 122 x one step."""
     # the per-layer kernel floor (shipped in the preset) off: it would hold these all-reduces inside it
     off = CostModel.from_names("deepseek-r1", "fp8", "b200", load_engine("trtllm").with_overrides(tp=8, layer_floor_us=0))
     on = CostModel.from_names("deepseek-r1", "fp8", "b200", _on("trtllm", 8).with_overrides(layer_floor_us=0))
@@ -131,5 +133,40 @@ def test_decode_step_of_deepseek_r1_tp8_on_b200_drops_the_ring_latency_with_trtl
     b_off, b_on = off.breakdown(decode_context=ctx), on.breakdown(decode_context=ctx)
     step = off.parallel.interconnect_latency_s
     assert b_off["comm_s"] >= 122 * 14 * step
-    assert b_on["comm_s"] == pytest.approx(122 * (5e-6 + 7 * 4 * 14336 / 900e9), rel=1e-9)
+    assert b_on["comm_s"] == pytest.approx(122 * (step + 7 * 4 * 14336 / 900e9), rel=1e-9)
     assert b_on["step_s"] < b_off["step_s"] - 0.9 * 122 * 14 * step
+
+
+def test_the_public_fits_split_counts_a_two_shot_as_two_steps_and_scales_a_different_hop():
+    pol = AllReducePolicy(64 * KIB, 1024 * KIB)
+    same = TPAllReduce(10, 4, 8192.0, LINK, BUS, 3e-6, 3e-6, pol)
+    tokens = np.array([4.0, 64.0, 1024.0])  # 32 KiB one-shot, 512 KiB two-shot, 8 MiB ring
+    fixed, steps = same.terms(tokens)
+    assert steps.tolist() == [10.0, 20.0, 10 * 6.0]
+    assert fixed + steps * 3e-6 == pytest.approx(same.seconds(tokens), rel=1e-12)
+    other = TPAllReduce(10, 4, 8192.0, LINK, BUS, 6e-6, 3e-6, pol)  # a hop twice the step: 2 steps a shot
+    fixed, steps = other.terms(tokens)
+    assert steps.tolist() == [20.0, 40.0, 60.0]
+    assert fixed + steps * 3e-6 == pytest.approx(other.seconds(tokens), rel=1e-12)
+
+
+def test_the_kernel_fit_prices_a_rows_all_reduces_by_its_own_engine_releases_switch(monkeypatch):
+    """TensorRT-LLM's AUTO tables are 1.x's: its 0.x release keeps the ring whatever 1.0 does, and a corpus row
+    replays the switch of the release its engine_version maps to (calibrate/public/replay.py)."""
+    import calibrate.public.replayers as replayers
+    from calibrate.public.replay import row_allreduce_algorithms
+    from calibrate.public_fit import PublicCorpus, row_shape
+
+    assert load_engine("trtllm@0.x").allreduce_algorithms is False
+    rows = {r.row_id: r for r in PublicCorpus.load().rows}
+    new = rows["trtllm-v1.0-h100-sxm-llama-3.3-70b-fp8-tp2-128-2048"]
+    old = rows["trtllm-v0.13-h100-sxm-llama-3.1-70b-fp8-tp2-128-2048"]
+    assert row_allreduce_algorithms(old) is False
+    assert row_allreduce_algorithms(new) is load_engine("trtllm").allreduce_algorithms
+    steps = {}
+    for on in (False, True):
+        monkeypatch.setattr(replayers, "row_allreduce_algorithms", lambda row, on=on: on)
+        steps[on] = np.asarray(row_shape(new).comm_steps, dtype=float)
+    # 80 layers x 2 all-reduces: the ring's 2 (N - 1) = 2 steps each, a one-shot kernel's 1 (decode messages
+    # of a few hundred sequences are under TP2's 8 MiB one-shot limit)
+    assert steps[False].max() == 160 * 2.0 and steps[True].min() == 160 * 1.0

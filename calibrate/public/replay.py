@@ -218,6 +218,27 @@ def _comm(hw, spec, tp: int, eng=None):
     return lambda tokens: (per_token * np.asarray(tokens, dtype=float), steps + 0.0 * np.asarray(tokens, dtype=float))
 
 
+@lru_cache(maxsize=None)
+def _release_allreduce_algorithms(engine: str, version: str) -> bool:
+    from sim.catalog.engine_config import load_engine, release_for_version
+    from sim.errors import ConfigError
+
+    try:
+        release = release_for_version(engine, version)
+        return bool(load_engine(f"{engine}@{release}" if release else engine).allreduce_algorithms)
+    except ConfigError:
+        return False
+
+
+def row_allreduce_algorithms(row: PublicRow) -> bool:
+    """Whether a row's TP all-reduces are priced by algorithm (sim.cost.parallel `AllReducePolicy`): its
+    engine release's `allreduce_algorithms` (the release whose `covers` range holds the row's
+    engine_version, else the preset's default release), as the simulator prices `--engine NAME@RELEASE`.
+    TensorRT-LLM's AUTO tables are cited for 1.x: its 0.x release (the v0.13 / v0.16 TensorRT-engine rows)
+    keeps NCCL's ring at the family's fitted step."""
+    return _release_allreduce_algorithms(row.engine, row.engine_version)
+
+
 def _decode_steps(cm, batch: int, start: int, steps: int, samples: int = 24):
     """Decode iterations of `batch` sequences from context `start` for `steps` steps, sampled at up to
     `samples` evenly spaced steps (each standing for its share of the steps: the step time is

@@ -20,6 +20,7 @@ from calibrate.public.replay import (
     Excluded,
     Shape,
     _comm,
+    row_allreduce_algorithms,
     _decode_steps,
     _kv_capacity,
     _pack,
@@ -134,7 +135,10 @@ def row_shape(row: PublicRow, corpus: PublicCorpus | None = None) -> Shape:
         hw, eng, spec, q, cm = _row_objects(row, corpus=corpus)
     except ConfigError as e:
         raise Excluded(f"cannot build the engine/model: {e.problem}") from None
-    comm = _comm(hw, spec, row.n_devices, eng)
+    # the all-reduce algorithms of the row's own engine release (`row_allreduce_algorithms`), the rest of
+    # the preset as before
+    comm = _comm(hw, spec, row.n_devices, eng.with_overrides(allreduce_algorithms=row_allreduce_algorithms(row))
+                 if row.n_devices > 1 else eng)
     if row.engine in ("llama.cpp", "ollama", "lmstudio") and row.n_devices > 1:
         raise Excluded("llama.cpp over several GPUs splits layers (pipeline), not tensor parallel")
     replay = REPLAYERS.get(row.metric)

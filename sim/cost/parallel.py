@@ -35,11 +35,14 @@ Tensor parallel (Megatron-LM style, Shoeybi et al. 2019, arXiv 1909.08053), `tp 
           t = 2 alpha + 2 (N - 1) / N x bytes / link_bandwidth
       beyond the custom kernels' buffer, NCCL's ring as above.
 
-  alpha, one custom kernel's barrier and peer exchange, is the profile's link latency
-  (`interconnect_latency_us`, a hardware term). The ring's step stays the kernel family's fitted
-  `interconnect_latency_us` (`Efficiency.interconnect_latency_us`, fitted to the public TP rows;
-  TensorRT-LLM's offline rows, large batches on the ring, fit 14-19 us, which absorbs more than a
-  bare NVLink step). Without a custom all-reduce (llama.cpp; a deployment over PCIe, where vLLM
+  alpha, one shot's barrier and peer exchange, is the same collective step the ring's steps cost: the
+  kernel family's fitted `interconnect_latency_us` (`Efficiency.interconnect_latency_us`, fitted to the
+  public TP rows; the profile's own without a fit). A step of the engine's all-reduce path is a launch,
+  a barrier across the ranks and a synchronisation whichever algorithm moves the data, so a one-shot
+  kernel costs one such step and a two-shot two, where the ring costs 2 (N - 1). TensorRT-LLM's offline
+  rows, large batches on the ring, fit 14-19 us per step, more than a bare NVLink hop; priced at the
+  profile's link latency instead (5 us) the one-shot kernels made TensorRT-LLM 1.0's H100 TP2 offline
+  rows fast and the kernel fit's held-out p90 worse (docs/cost-model.md). Without a custom all-reduce (llama.cpp; a deployment over PCIe, where vLLM
   disables its kernels above 2 GPUs and TensorRT-LLM falls back to NCCL; AMD parts, whose ROCm
   kernels are not modelled) every message runs the ring.
   The bandwidth in the all-reduce is the bus bandwidth a ring reaches over that link
@@ -274,8 +277,8 @@ class ParallelConfig:
     # the engine's all-reduce algorithm by message size (None: NCCL's ring for every size, at
     # `interconnect_latency_s` per step), the ring's steps still at that latency beyond the custom kernels
     allreduce_policy: AllReducePolicy | None = None
-    # one custom all-reduce kernel's barrier-and-exchange latency: the profile's link latency (a hardware
-    # term, not the family's fitted ring step); None = `interconnect_latency_s`
+    # one custom all-reduce kernel's barrier-and-exchange latency; None = `interconnect_latency_s`, the
+    # collective step (what `for_profile` builds: the family's fitted step, module docstring)
     custom_hop_latency_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -299,8 +302,8 @@ class ParallelConfig:
         """The degrees with `hw`'s interconnect; a multi-device split needs the profile to state one.
         `latency_us` replaces the profile's collective step latency (an engine family's all-reduce,
         fitted to public TP measurements: `Efficiency.interconnect_latency_us`). `engine`'s custom
-        all-reduce thresholds (`AllReducePolicy.for_engine`) pick the algorithm per message size; NCCL's
-        ring then keeps the profile's step latency."""
+        all-reduce thresholds (`AllReducePolicy.for_engine`) pick the algorithm per message size; a shot of
+        the custom kernels costs the same step latency as a step of NCCL's ring (module docstring)."""
         if tp * pp > 1 and hw.interconnect_bandwidth_gb_per_s is None:
             raise ConfigError(
                 f"{hw.name} has no interconnect_bandwidth_gb_per_s; tp/pp > 1 needs one", field="tp")
@@ -313,8 +316,7 @@ class ParallelConfig:
                    interconnect_latency_s=(hw.interconnect_latency_us if latency_us is None else latency_us) / 1e6,
                    allreduce_bandwidth_bytes_per_s=ar * 1e9 if ar is not None else None,
                    expert_parallel=expert_parallel,
-                   allreduce_policy=policy if custom else None,
-                   custom_hop_latency_s=hw.interconnect_latency_us / 1e6 if custom else None)
+                   allreduce_policy=policy if custom else None)
 
 
 def expert_parallel_imbalance(touched, n_experts: int, ranks: int):
@@ -456,12 +458,17 @@ class TPAllReduce:
                                         self.ring_step_latency_s, self.policy)
 
     def terms(self, tokens):
-        """(seconds without the ring's step latency, ring steps) for `tokens`: seconds(tokens) = fixed + steps x
-        ring_step_latency_s (the split the public fit uses to fit the family's step latency)."""
+        """(seconds without the step latency, steps) for `tokens`: seconds(tokens) = fixed + steps x
+        ring_step_latency_s (the split the public fit uses to fit the family's step latency). A ring all-reduce
+        is 2 (N - 1) steps, a one-shot 1 and a two-shot 2 shots of `hop_latency_s` each, counted in steps of
+        `ring_step_latency_s` (1 per shot when the two are the same step, as `ParallelConfig.for_profile`
+        builds them)."""
         import numpy as np
 
         b = np.asarray(tokens, dtype=float) * self.bytes_per_token
-        steps = self.count * np.where(b > self.policy.custom_max_bytes, 2.0 * (self.devices - 1), 0.0)
+        shots = np.where(b <= self.policy.oneshot_max_bytes, 1.0, 2.0)
+        per_shot = self.hop_latency_s / self.ring_step_latency_s if self.ring_step_latency_s > 0 else 0.0
+        steps = self.count * np.where(b > self.policy.custom_max_bytes, 2.0 * (self.devices - 1), shots * per_shot)
         return self.seconds(tokens) - steps * self.ring_step_latency_s, steps
 
 
@@ -511,8 +518,8 @@ def build_placement(
     per_token = per_pass = 0.0
     allreduce = None
     if policy is not None and policy.custom and n_ar:
-        # the engine's custom all-reduce by message size, NCCL's ring (at the profile's step) beyond it
-        # custom kernels at the profile's link latency, NCCL's ring steps at the (family's fitted) step latency
+        # the engine's custom all-reduce by message size, NCCL's ring beyond it; a shot of the custom kernels
+        # and a ring step both at the collective step latency (the family's fitted one: module docstring)
         hop = parallel.custom_hop_latency_s if parallel.custom_hop_latency_s is not None else lat
         allreduce = TPAllReduce(n_ar, tp, act, bw, ar_bw, hop, lat, policy)
     else:
