@@ -48,6 +48,10 @@ POST_HOC_CHOICES = (
     "(round 27): fitted, their one Qwen3-30B-A3B concurrency-8 row moved that model's routing fraction 0.5 -> 0.32 "
     "and the Thor's torch fit became a donor of the DGX Spark and H100 transfers, taking the devices before issue "
     "39 from 8.4 / 24.5% to 8.7 / 25.1% held out by device; decided after seeing those figures.",
+    "TensorRT-LLM 1.0's all-reduce by algorithm is on, each custom-kernel shot costing the family's fitted step "
+    "(round 28, sim/cost/parallel.py): on with the profile's 5 us per shot gave 8.44 / 24.65% for the devices "
+    "before issue 39 (from 8.43 / 24.48% off), the family's step 8.40 / 24.55%; shipped on, a 0.07-point p90 rise, "
+    "for the serving TPOT of TensorRT-LLM on 8 B200s (held out by source 80 -> 11%); chosen after seeing both.",
 )
 
 def _pct(x) -> str:
