@@ -163,7 +163,38 @@ FRONT_END_RULE = "nested"
 #: it does to the figures; the report gives the figures with and without those rows)
 FIT_EXPERIMENTAL = False
 #: keys of a family's chosen parameters that are not engine fields (`point_params` resolves them)
-_META = ("request_overhead_ms_by_release", "front_end_rule")
+_META = ("request_overhead_ms_by_release", "front_end_rule", "layer_floor_us_by_vendor")
+#: the per-layer kernel floor is fitted per (engine family, vendor group) in the shippable fit: the group is
+#: the hardware profile's `vendor` (NVIDIA, AMD, ...). Fixed BEFORE any held-out figure of the split was
+#: computed, from a physical reason: the floor is a chain of small kernels' launch-to-completion times, set
+#: by the vendor's runtime and kernel libraries (CUDA graphs + cuBLAS/FlashInfer/CUTLASS vs HIP graphs +
+#: hipBLASLt/aiter), which differ between the vendors far more than between generations of one vendor's
+#: stack; no finer grouping (e.g. NVIDIA Blackwell vs Hopper) was tried. A group gets a floor of its own
+#: only when its rows come from at least MIN_FLOOR_GROUP_SOURCES sources (so each can be predicted from
+#: another of the same group); otherwise it takes its family's (all its rows pooled).
+FLOOR_GROUP = "vendor"
+MIN_FLOOR_GROUP_SOURCES = 2
+_VENDOR: dict[str, str] = {}
+
+
+def floor_group(point: LoadPoint) -> str:
+    """The point's vendor group for the per-vendor floor: its device profile's `vendor` ('' -> 'unknown')."""
+    if point.device not in _VENDOR:
+        from sim.catalog.hardware import load_profile
+
+        try:
+            _VENDOR[point.device] = load_profile(point.device).vendor or "unknown"
+        except Exception:  # noqa: BLE001 - a device without a profile is excluded before replay; be safe
+            _VENDOR[point.device] = "unknown"
+    return _VENDOR[point.device]
+
+
+def _floor_variants(options: list[dict], i: int) -> list[int]:
+    """The options that differ from options[i] only in layer_floor_us (no floor counted as 0): the ones a
+    vendor group may pick instead of its family's (so a group never changes the family's host step costs)."""
+    def rest(o: dict) -> dict:
+        return {k: v for k, v in o.items() if k != "layer_floor_us"}
+    return [j for j, o in enumerate(options) if rest(o) == rest(options[i])]
 
 
 def _api_search(records: list[dict]) -> float | None:
@@ -235,10 +266,14 @@ def choose_front_end_rule(fit_records: list[dict], score_records: list[dict], st
 
 
 def point_params(chosen: dict | None, point: LoadPoint) -> dict:
-    """The engine overrides a family's chosen parameters give `point`: the step costs, and the front-end
-    latency of the point's release where one was fitted, else the family's."""
+    """The engine overrides a family's chosen parameters give `point`: the step costs (the layer floor of the
+    point's vendor group where one was fitted, else the family's), and the front-end latency of the point's
+    release where one was fitted, else the family's."""
     chosen = chosen or {}
     out = {k: v for k, v in chosen.items() if k not in _META}
+    floor = (chosen.get("layer_floor_us_by_vendor") or {}).get(floor_group(point))
+    if floor is not None:  # the point's vendor group's own floor (0 = none, said explicitly)
+        out["layer_floor_us"] = floor
     rel = (chosen.get("request_overhead_ms_by_release") or {}).get(point.engine)
     if rel is not None:
         out.pop("request_overhead_ms", None)
@@ -248,7 +283,8 @@ def point_params(chosen: dict | None, point: LoadPoint) -> dict:
 
 
 def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], predict, *,
-                      min_release_sources: int | None = None, rule: str | None = None) -> dict[str, dict]:
+                      min_release_sources: int | None = None, rule: str | None = None,
+                      floor_by_vendor: bool = False, min_group_sources: int | None = None) -> dict[str, dict]:
     """Per engine family, from `points` (training points only), in two stages:
     1. the simulator's step costs (grid entries: iteration / per-sequence overheads) with the smallest
        median |log(predicted / measured)| over TPOT/ITL and output-throughput rows (what the steps decide);
@@ -264,8 +300,14 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
     Held-out folds pass `min_release_sources` = MIN_RELEASE_SOURCES - 1: a held-out source's release keeps
     its own value exactly when the release has MIN_RELEASE_SOURCES sources with the held-out one.
     A family without training points keeps its preset ({}). `predict(point, params) -> predicted dict`;
-    `point_params(chosen[family], point)` gives a point's overrides."""
+    `point_params(chosen[family], point)` gives a point's overrides.
+    `floor_by_vendor`: after stage 1 picks the family's entry, each vendor group (`floor_group`) whose
+    points come from at least `min_group_sources` (MIN_FLOOR_GROUP_SOURCES) sources picks, on its own
+    points, among the entries that differ from the family's only in layer_floor_us
+    (`layer_floor_us_by_vendor`); stage 2 then sees each point replayed with its group's floor. Held-out
+    folds pass MIN_FLOOR_GROUP_SOURCES - 1, as for the releases."""
     rule = rule or FRONT_END_RULE
+    min_group_sources = MIN_FLOOR_GROUP_SOURCES if min_group_sources is None else min_group_sources
     min_release_sources = MIN_RELEASE_SOURCES if min_release_sources is None else min_release_sources
     chosen: dict[str, dict] = {}
     by_family: dict[str, list[LoadPoint]] = defaultdict(list)
@@ -278,31 +320,51 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
             continue
         per_option = [{p.key(): residuals(p, predict(p, params)) for p in ps} for params in options]
 
-        def stage1(keep) -> int:
-            best_i, best_loss = 0, math.inf
+        def stage1(keep, among=None) -> int:
+            best_i, best_loss = None, math.inf
             for i, by_key in enumerate(per_option):
+                if among is not None and i not in among:
+                    continue
                 loss = _loss([r for p in ps if keep(p) for r in by_key[p.key()]], STEP_METRICS)
-                if loss < best_loss - 1e-12:
+                if best_i is None or loss < best_loss - 1e-12:
                     best_i, best_loss = i, loss
             return best_i
 
-        best_i = stage1(lambda p: True)
-        best_recs = [r for p in ps for r in per_option[best_i][p.key()]]
-        fit_recs = [r for p in ps if FIT_EXPERIMENTAL or not p.experimental for r in per_option[best_i][p.key()]]
+        def stage1_by_point(keep, min_sources: int) -> tuple[int, dict[str, int], dict[str, float]]:
+            """(family entry, {point key: entry}, {vendor: floor}) fitted on the points `keep` selects."""
+            fam_i = stage1(keep)
+            per_point = {p.key(): fam_i for p in ps}
+            own: dict[str, float] = {}
+            variants = _floor_variants(options, fam_i) if floor_by_vendor else []
+            if len(variants) > 1:
+                for g in sorted({floor_group(p) for p in ps if keep(p)}):
+                    gps = [p for p in ps if keep(p) and floor_group(p) == g]
+                    if len({p.source for p in gps}) < max(1, min_sources):
+                        continue
+                    gi = stage1(lambda p, g=g: keep(p) and floor_group(p) == g, among=set(variants))
+                    own[g] = float(options[gi].get("layer_floor_us", 0.0))
+                    for p in ps:
+                        if floor_group(p) == g:
+                            per_point[p.key()] = gi
+            return fam_i, per_point, own
+
+        best_i, choice, by_vendor = stage1_by_point(lambda p: True, min_group_sources)
+        fit_recs = [r for p in ps if FIT_EXPERIMENTAL or not p.experimental for r in per_option[choice[p.key()]][p.key()]]
         if rule == "nested":
-            inner_i: dict[str, int] = {}
+            inner_i: dict[str, dict[str, int]] = {}
 
             def inner(s):  # the step costs refitted without source s, then the others' records
                 if s not in inner_i:
-                    inner_i[s] = stage1(lambda p: p.source != s)
+                    inner_i[s] = stage1_by_point(lambda p: p.source != s, max(1, min_group_sources - 1))[1]
                 return [r for p in ps if p.source != s and (FIT_EXPERIMENTAL or not p.experimental)
-                        for r in per_option[inner_i[s]][p.key()]]
+                        for r in per_option[inner_i[s][p.key()]][p.key()]]
             use_rule, losses = choose_front_end_rule(fit_recs, fit_recs, inner)
         else:
             use_rule, losses = rule, {}
         fam_v, rel = front_end_values(fit_recs, use_rule, min_release_sources)
         chosen[fam] = {**options[best_i], **({"request_overhead_ms": fam_v} if fam_v else {}),
-                       **({"request_overhead_ms_by_release": rel} if rel else {}), "front_end_rule": use_rule}
+                       **({"request_overhead_ms_by_release": rel} if rel else {}), "front_end_rule": use_rule,
+                       **({"layer_floor_us_by_vendor": by_vendor} if by_vendor else {})}
     return chosen
 
 
@@ -389,15 +451,19 @@ def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:
     return replay(point, fit_params(params), cache)
 
 
-def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], cache: Cache | None):
-    """Held-out predictions: {point key: predicted}, {group: {family: chosen params}}."""
+def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], cache: Cache | None,
+             floor_by_vendor: bool = False):
+    """Held-out predictions: {point key: predicted}, {group: {family: chosen params}}. With
+    `floor_by_vendor` a held-out point's floor is its vendor group's fitted on the other sources of that
+    group where there is one (MIN_FLOOR_GROUP_SOURCES - 1 in the fold), else its family's."""
     preds: dict[str, dict] = {}
     chosen: dict[str, dict] = {}
     for g, train, test in folds(points, by):
         tr = [points[i] for i in train]
         fams = {points[i].family for i in test}
         ch = fit_engine_params(tr, {f: options[f] for f in fams}, lambda p, q: predict(p, q, cache),
-                               min_release_sources=MIN_RELEASE_SOURCES - 1)
+                               min_release_sources=MIN_RELEASE_SOURCES - 1, floor_by_vendor=floor_by_vendor,
+                               min_group_sources=MIN_FLOOR_GROUP_SOURCES - 1)
         chosen[g] = ch
         for i in test:
             p = points[i]
@@ -559,19 +625,25 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     # what can ship: the presets' host step costs kept (the kernel-level fit replays them), the
     # per-layer kernel floor and the per-request front-end latency (request_overhead_ms) fitted, held
     # out by source
+    # per-layer floor per (family, vendor group), FLOOR_GROUP; the same without the split for comparison
     only = {f: shippable_grid() for f in options}
-    r_preds, r_chosen = _heldout(points, "source", only, cache)
-    r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
-    rd_preds, rd_chosen = _heldout(points, "device", only, cache)  # the same, held out by device
+    r_preds, r_chosen = _heldout(points, "source", only, cache, floor_by_vendor=True)
+    r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache), floor_by_vendor=True)
+    rd_preds, rd_chosen = _heldout(points, "device", only, cache, floor_by_vendor=True)  # held out by device
+    rn_preds, rn_chosen = _heldout(points, "source", only, cache)  # one floor per family
+    rn_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
     shipped = {p.key(): replay(p, {}, cache) for p in points}  # the presets as they are in the tree
     base_records = _records(points, base, knees_meas)
     out = {"points": points, "excluded": excluded, "replayed_rows": replayed_rows, "errors": errors,
            "baseline": {"records": base_records, "knees": knees_meas}, "cv": {}, "final_params": final,
            "request_only": {"records": _records(points, r_preds, knees_meas), "chosen": r_chosen,
                             "knees": curve_knees(points, r_preds), "final_params": r_final,
-                            "by_device": {"records": _records(points, rd_preds, knees_meas), "chosen": rd_chosen}},
+                            "by_device": {"records": _records(points, rd_preds, knees_meas), "chosen": rd_chosen},
+                            "one_floor": {"records": _records(points, rn_preds, knees_meas), "chosen": rn_chosen,
+                                          "final_params": rn_final}},
            "shipped_values": _shipped_request_overheads(points),
-           "shipped_mla_layer_floors": _shipped_request_overheads(points, "layer_floor_us", "family"),
+           "shipped_mla_layer_floors": _shipped_family_floors(points),
+           "shipped_layer_floors_by_vendor": _shipped_vendor_floors(points),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
@@ -589,3 +661,27 @@ def _shipped_request_overheads(points: list[LoadPoint], field: str = "request_ov
         if k not in out:
             out[k] = preset_fitted(p)[field]  # the preset's release, on the point's device and checkpoint
     return dict(sorted(out.items()))
+
+
+def _shipped_family_floors(points: list[LoadPoint]) -> dict[str, float]:
+    """{family: layer_floor_us} of each family's preset (default release) before its hardware rules: the
+    value every vendor group without a rule of its own runs."""
+    from sim.catalog.engine_config import load_engine
+
+    return {f: float(load_engine(f).layer_floor_us) for f in sorted({p.family for p in points})}
+
+
+def _shipped_vendor_floors(points: list[LoadPoint]) -> dict[str, dict[str, dict]]:
+    """{family: {vendor: {"value", "device"}}}: the layer_floor_us each family's preset (default release) runs
+    on a device of each vendor group the points use (its hardware rules applied; `device` the first such
+    device of the points, for the check)."""
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+
+    out: dict[str, dict[str, dict]] = defaultdict(dict)
+    for p in sorted(points, key=lambda p: (p.family, p.device)):
+        g = floor_group(p)
+        if g not in out[p.family]:
+            eng = load_engine(p.family).for_hardware(load_profile(p.device))
+            out[p.family][g] = {"value": float(eng.layer_floor_us), "device": p.device}
+    return {f: dict(sorted(v.items())) for f, v in sorted(out.items())}
