@@ -86,16 +86,16 @@ SPEC = [("A", "h100-sxm"), ("B", "h200"), ("A", "b200"), ("C", "mi300x"), ("D", 
 def test_each_vendor_group_with_two_sources_gets_its_own_floor_and_a_lone_source_group_the_familys():
     pts = _floor_points(SPEC)
     one = sf.fit_engine_params(pts, {"vllm": FLOORS}, _fake)["vllm"]
-    assert "layer_floor_us_by_vendor" not in one  # without the split: one floor for every device
-    got = sf.fit_engine_params(pts, {"vllm": FLOORS}, _fake, floor_by_vendor=True)["vllm"]
-    assert got["layer_floor_us_by_vendor"] == {"NVIDIA": 100.0, "AMD": 300.0}  # Apple: one source (E)
+    assert "layer_floor_us_by_group" not in one  # without the split: one floor for every device
+    got = sf.fit_engine_params(pts, {"vllm": FLOORS}, _fake, floor_grouping="vendor")["vllm"]
+    assert got["layer_floor_us_by_group"] == {"NVIDIA": 100.0, "AMD": 300.0}  # Apple: one source (E)
     assert got.get("layer_floor_us") == one.get("layer_floor_us")  # the family's value is the pooled fit
     by_dev = {p.device: sf.point_params(got, p).get("layer_floor_us", 0.0) for p in pts}
     assert by_dev == {"h100-sxm": 100.0, "h200": 100.0, "b200": 100.0, "mi300x": 300.0, "mi355x": 300.0,
                       "apple-m4-max": got.get("layer_floor_us", 0.0)}
     # a host-cost entry chosen for the family leaves no floor variant to pick: no split
     host = [{"iteration_overhead_ms": 9.0}]
-    assert "layer_floor_us_by_vendor" not in sf.fit_engine_params(pts, {"vllm": host}, _fake, floor_by_vendor=True)["vllm"]
+    assert "layer_floor_us_by_group" not in sf.fit_engine_params(pts, {"vllm": host}, _fake, floor_grouping="vendor")["vllm"]
 
 
 def test_held_out_a_source_takes_its_groups_floor_from_the_other_sources_of_the_group():
@@ -103,13 +103,13 @@ def test_held_out_a_source_takes_its_groups_floor_from_the_other_sources_of_the_
     orig = sf_fit.predict
     sf_fit.predict = _fake
     try:
-        preds, chosen = sf._heldout(pts, "source", {"vllm": FLOORS}, None, floor_by_vendor=True)
+        preds, chosen = sf._heldout(pts, "source", {"vllm": FLOORS}, None, floor_grouping="vendor")
         preds1, chosen1 = sf._heldout(pts, "source", {"vllm": FLOORS}, None)
     finally:
         sf_fit.predict = orig
     # C (the mi300x rows) held out: AMD's floor from D alone; A held out: NVIDIA's from B alone
-    assert chosen["C"]["vllm"]["layer_floor_us_by_vendor"]["AMD"] == 300.0
-    assert chosen["A"]["vllm"]["layer_floor_us_by_vendor"]["NVIDIA"] == 100.0
+    assert chosen["C"]["vllm"]["layer_floor_us_by_group"]["AMD"] == 300.0
+    assert chosen["A"]["vllm"]["layer_floor_us_by_group"]["NVIDIA"] == 100.0
     for p in pts:
         tpot = preds[p.key()]["tpot_ms|median"]
         fam_floor = float(chosen[p.source]["vllm"].get("layer_floor_us", 0.0))
@@ -117,7 +117,7 @@ def test_held_out_a_source_takes_its_groups_floor_from_the_other_sources_of_the_
             assert tpot == pytest.approx(10.0 + 0.01 * fam_floor)
         else:  # exact: its group's floor from the group's other source
             assert tpot == pytest.approx(p.measured[("tpot_ms", "median")])
-        assert "layer_floor_us_by_vendor" not in chosen1[p.source]["vllm"]
+        assert "layer_floor_us_by_group" not in chosen1[p.source]["vllm"]
 
 
 def test_the_floor_ship_rule_ships_a_groups_value_only_where_held_out_it_beats_one_floor():
@@ -125,7 +125,7 @@ def test_the_floor_ship_rule_ships_a_groups_value_only_where_held_out_it_beats_o
     orig = sf_fit.predict
     sf_fit.predict = _fake
     try:
-        preds, chosen = sf._heldout(pts, "source", {"vllm": FLOORS}, None, floor_by_vendor=True)
+        preds, chosen = sf._heldout(pts, "source", {"vllm": FLOORS}, None, floor_grouping="vendor")
         preds1, chosen1 = sf._heldout(pts, "source", {"vllm": FLOORS}, None)
     finally:
         sf_fit.predict = orig
@@ -133,10 +133,10 @@ def test_the_floor_ship_rule_ships_a_groups_value_only_where_held_out_it_beats_o
     res = {"points": pts,
            "baseline": {"records": sf_fit._records(pts, {p.key(): _fake(p, {}) for p in pts}, knees)},
            "request_only": {"records": sf_fit._records(pts, preds, knees),
-                            "final_params": sf.fit_engine_params(pts, {"vllm": FLOORS}, _fake, floor_by_vendor=True),
+                            "final_params": sf.fit_engine_params(pts, {"vllm": FLOORS}, _fake, floor_grouping="vendor"),
                             "one_floor": {"records": sf_fit._records(pts, preds1, knees), "chosen": chosen1,
                                           "final_params": sf.fit_engine_params(pts, {"vllm": FLOORS}, _fake)}},
-           "shipped_layer_floors_by_vendor": {}}
+           "shipped_layer_floors_by_device": {}}
     from calibrate.serving.report import floor_ship_rule
 
     rule = floor_ship_rule(res)["vllm"]
@@ -168,3 +168,17 @@ def test_the_replay_cache_keys_on_the_floor_the_preset_runs_on_the_points_device
     assert rp.engine_preset_digest(y) == rp.engine_preset_digest(y + rule)
     assert rp.engine_preset_digest(y) != rp.engine_preset_digest(y + rule.replace(b"layer_floor_us: 300",
                                                                                    b"layer_floor_us: 300, block_size: 8"))
+
+
+def test_the_nested_choice_picks_the_grouping_that_predicts_an_unseen_source_best():
+    """Truth by vendor: leave-one-source-out prefers "vendor" to one floor (the pool misses both vendors) and
+    to "generation" (b200, mi300x and mi355x have a single source each, so they fall back to the pool)."""
+    pts = _floor_points(SPEC)
+    got = sf.fit_engine_params(pts, {"vllm": FLOORS}, _fake, floor_grouping="nested")["vllm"]
+    assert got["floor_grouping"] == "vendor"
+    losses = got["floor_grouping_losses"]
+    assert set(losses) == set(sf_fit.FLOOR_GROUPINGS) and losses["vendor"] < min(losses["family"], losses["generation"])
+    assert got["layer_floor_us_by_group"] == {"NVIDIA": 100.0, "AMD": 300.0}
+    # one source: nothing to hold out, one floor
+    lone = [p for p in pts if p.source == "A"]
+    assert "floor_grouping" not in sf.fit_engine_params(lone, {"vllm": FLOORS}, _fake, floor_grouping="nested")["vllm"]

@@ -163,30 +163,39 @@ FRONT_END_RULE = "nested"
 #: it does to the figures; the report gives the figures with and without those rows)
 FIT_EXPERIMENTAL = False
 #: keys of a family's chosen parameters that are not engine fields (`point_params` resolves them)
-_META = ("request_overhead_ms_by_release", "front_end_rule", "layer_floor_us_by_vendor")
-#: the per-layer kernel floor is fitted per (engine family, vendor group) in the shippable fit: the group is
-#: the hardware profile's `vendor` (NVIDIA, AMD, ...). Fixed BEFORE any held-out figure of the split was
-#: computed, from a physical reason: the floor is a chain of small kernels' launch-to-completion times, set
-#: by the vendor's runtime and kernel libraries (CUDA graphs + cuBLAS/FlashInfer/CUTLASS vs HIP graphs +
-#: hipBLASLt/aiter), which differ between the vendors far more than between generations of one vendor's
-#: stack; no finer grouping (e.g. NVIDIA Blackwell vs Hopper) was tried. A group gets a floor of its own
-#: only when its rows come from at least MIN_FLOOR_GROUP_SOURCES sources (so each can be predicted from
+_META = ("request_overhead_ms_by_release", "front_end_rule", "layer_floor_us_by_group", "floor_grouping",
+         "floor_grouping_losses")
+#: the per-layer kernel floor is fitted per (engine family, device group) in the shippable fit. Groupings
+#: (`floor_group`): "family" (one floor for every device), "vendor" (the hardware profile's `vendor`: NVIDIA,
+#: AMD, ...) or "generation" (its `generation`: hopper, blackwell, cdna3, ...). A group gets a floor of its
+#: own only when its rows come from at least MIN_FLOOR_GROUP_SOURCES sources (so each can be predicted from
 #: another of the same group); otherwise it takes its family's (all its rows pooled).
-FLOOR_GROUP = "vendor"
+#: FLOOR_GROUP "nested" picks the grouping per family by leave-one-source-out over the training sources alone
+#: (`fit_engine_params`), like the front-end rule. History, said because it is a choice made after seeing
+#: held-out figures: "vendor" was first fixed a priori (the floor is a chain of kernel launch-to-completion
+#: times set by the vendor's runtime and libraries: CUDA graphs + cuBLAS/FlashInfer/CUTLASS vs HIP graphs +
+#: hipBLASLt/aiter); its held-out figures on SGLang's rows (AMD's TPOT/ITL 27.9% -> 30.3% with the split)
+#: were seen before the nested choice over the three groupings replaced it.
+FLOOR_GROUPINGS = ("family", "vendor", "generation")
+FLOOR_GROUP = "nested"
 MIN_FLOOR_GROUP_SOURCES = 2
-_VENDOR: dict[str, str] = {}
+_PROFILE_FIELD: dict[tuple[str, str], str] = {}
 
 
-def floor_group(point: LoadPoint) -> str:
-    """The point's vendor group for the per-vendor floor: its device profile's `vendor` ('' -> 'unknown')."""
-    if point.device not in _VENDOR:
+def floor_group(point: LoadPoint, grouping: str = "vendor") -> str:
+    """The point's group under `grouping` (FLOOR_GROUPINGS): "*" for "family", else its device profile's
+    `vendor` or `generation` ('' -> 'unknown')."""
+    if grouping == "family":
+        return "*"
+    k = (point.device, grouping)
+    if k not in _PROFILE_FIELD:
         from sim.catalog.hardware import load_profile
 
         try:
-            _VENDOR[point.device] = load_profile(point.device).vendor or "unknown"
+            _PROFILE_FIELD[k] = getattr(load_profile(point.device), grouping) or "unknown"
         except Exception:  # noqa: BLE001 - a device without a profile is excluded before replay; be safe
-            _VENDOR[point.device] = "unknown"
-    return _VENDOR[point.device]
+            _PROFILE_FIELD[k] = "unknown"
+    return _PROFILE_FIELD[k]
 
 
 def _floor_variants(options: list[dict], i: int) -> list[int]:
@@ -267,12 +276,13 @@ def choose_front_end_rule(fit_records: list[dict], score_records: list[dict], st
 
 def point_params(chosen: dict | None, point: LoadPoint) -> dict:
     """The engine overrides a family's chosen parameters give `point`: the step costs (the layer floor of the
-    point's vendor group where one was fitted, else the family's), and the front-end latency of the point's
+    point's device group where one was fitted, else the family's), and the front-end latency of the point's
     release where one was fitted, else the family's."""
     chosen = chosen or {}
     out = {k: v for k, v in chosen.items() if k not in _META}
-    floor = (chosen.get("layer_floor_us_by_vendor") or {}).get(floor_group(point))
-    if floor is not None:  # the point's vendor group's own floor (0 = none, said explicitly)
+    by_group = chosen.get("layer_floor_us_by_group") or {}
+    floor = by_group.get(floor_group(point, chosen.get("floor_grouping") or "family")) if by_group else None
+    if floor is not None:  # the point's group's own floor (0 = none, said explicitly)
         out["layer_floor_us"] = floor
     rel = (chosen.get("request_overhead_ms_by_release") or {}).get(point.engine)
     if rel is not None:
@@ -284,7 +294,7 @@ def point_params(chosen: dict | None, point: LoadPoint) -> dict:
 
 def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], predict, *,
                       min_release_sources: int | None = None, rule: str | None = None,
-                      floor_by_vendor: bool = False, min_group_sources: int | None = None) -> dict[str, dict]:
+                      floor_grouping: str | None = None, min_group_sources: int | None = None) -> dict[str, dict]:
     """Per engine family, from `points` (training points only), in two stages:
     1. the simulator's step costs (grid entries: iteration / per-sequence overheads) with the smallest
        median |log(predicted / measured)| over TPOT/ITL and output-throughput rows (what the steps decide);
@@ -301,11 +311,14 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
     its own value exactly when the release has MIN_RELEASE_SOURCES sources with the held-out one.
     A family without training points keeps its preset ({}). `predict(point, params) -> predicted dict`;
     `point_params(chosen[family], point)` gives a point's overrides.
-    `floor_by_vendor`: after stage 1 picks the family's entry, each vendor group (`floor_group`) whose
-    points come from at least `min_group_sources` (MIN_FLOOR_GROUP_SOURCES) sources picks, on its own
-    points, among the entries that differ from the family's only in layer_floor_us
-    (`layer_floor_us_by_vendor`); stage 2 then sees each point replayed with its group's floor. Held-out
-    folds pass MIN_FLOOR_GROUP_SOURCES - 1, as for the releases."""
+    `floor_grouping` (None = one floor per family; "vendor" / "generation"; "nested" = per family the one of
+    FLOOR_GROUPINGS with the smallest leave-one-source-out step error over these points' sources, each
+    source's TPOT/ITL and throughput rows scored with the entries fitted on the other sources): after stage 1
+    picks the family's entry, each group (`floor_group`) whose points come from at least
+    `min_group_sources` (MIN_FLOOR_GROUP_SOURCES) sources picks, on its own points, among the entries that
+    differ from the family's only in layer_floor_us (`layer_floor_us_by_group`); stage 2 then sees each
+    point replayed with its group's floor. Held-out folds pass MIN_FLOOR_GROUP_SOURCES - 1, as for the
+    releases. The nested choice replays nothing new: it reads stage 1's residuals."""
     rule = rule or FRONT_END_RULE
     min_group_sources = MIN_FLOOR_GROUP_SOURCES if min_group_sources is None else min_group_sources
     min_release_sources = MIN_RELEASE_SOURCES if min_release_sources is None else min_release_sources
@@ -330,32 +343,44 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
                     best_i, best_loss = i, loss
             return best_i
 
-        def stage1_by_point(keep, min_sources: int) -> tuple[int, dict[str, int], dict[str, float]]:
-            """(family entry, {point key: entry}, {vendor: floor}) fitted on the points `keep` selects."""
+        def stage1_by_point(keep, min_sources: int, grouping: str) -> tuple[int, dict[str, int], dict[str, float]]:
+            """(family entry, {point key: entry}, {group: floor}) fitted on the points `keep` selects."""
             fam_i = stage1(keep)
             per_point = {p.key(): fam_i for p in ps}
             own: dict[str, float] = {}
-            variants = _floor_variants(options, fam_i) if floor_by_vendor else []
+            variants = _floor_variants(options, fam_i) if grouping != "family" else []
             if len(variants) > 1:
-                for g in sorted({floor_group(p) for p in ps if keep(p)}):
-                    gps = [p for p in ps if keep(p) and floor_group(p) == g]
+                for g in sorted({floor_group(p, grouping) for p in ps if keep(p)}):
+                    gps = [p for p in ps if keep(p) and floor_group(p, grouping) == g]
                     if len({p.source for p in gps}) < max(1, min_sources):
                         continue
-                    gi = stage1(lambda p, g=g: keep(p) and floor_group(p) == g, among=set(variants))
+                    gi = stage1(lambda p, g=g: keep(p) and floor_group(p, grouping) == g, among=set(variants))
                     own[g] = float(options[gi].get("layer_floor_us", 0.0))
                     for p in ps:
-                        if floor_group(p) == g:
+                        if floor_group(p, grouping) == g:
                             per_point[p.key()] = gi
             return fam_i, per_point, own
 
-        best_i, choice, by_vendor = stage1_by_point(lambda p: True, min_group_sources)
+        grouping, g_losses = floor_grouping or "family", {}
+        sources = sorted({p.source for p in ps})
+        if grouping == "nested":
+            grouping = "family"
+            if len(sources) >= 2:
+                for G in FLOOR_GROUPINGS:
+                    recs = []
+                    for s in sources:
+                        ch_s = stage1_by_point(lambda p, s=s: p.source != s, max(1, min_group_sources - 1), G)[1]
+                        recs += [r for p in ps if p.source == s for r in per_option[ch_s[p.key()]][p.key()]]
+                    g_losses[G] = round(_loss(recs, STEP_METRICS), 5)
+                grouping = min(FLOOR_GROUPINGS, key=lambda G: (g_losses[G], FLOOR_GROUPINGS.index(G)))
+        best_i, choice, by_group = stage1_by_point(lambda p: True, min_group_sources, grouping)
         fit_recs = [r for p in ps if FIT_EXPERIMENTAL or not p.experimental for r in per_option[choice[p.key()]][p.key()]]
         if rule == "nested":
             inner_i: dict[str, dict[str, int]] = {}
 
             def inner(s):  # the step costs refitted without source s, then the others' records
                 if s not in inner_i:
-                    inner_i[s] = stage1_by_point(lambda p: p.source != s, max(1, min_group_sources - 1))[1]
+                    inner_i[s] = stage1_by_point(lambda p: p.source != s, max(1, min_group_sources - 1), grouping)[1]
                 return [r for p in ps if p.source != s and (FIT_EXPERIMENTAL or not p.experimental)
                         for r in per_option[inner_i[s][p.key()]][p.key()]]
             use_rule, losses = choose_front_end_rule(fit_recs, fit_recs, inner)
@@ -364,7 +389,8 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
         fam_v, rel = front_end_values(fit_recs, use_rule, min_release_sources)
         chosen[fam] = {**options[best_i], **({"request_overhead_ms": fam_v} if fam_v else {}),
                        **({"request_overhead_ms_by_release": rel} if rel else {}), "front_end_rule": use_rule,
-                       **({"layer_floor_us_by_vendor": by_vendor} if by_vendor else {})}
+                       **({"floor_grouping": grouping, "layer_floor_us_by_group": by_group} if by_group else {}),
+                       **({"floor_grouping_losses": g_losses} if g_losses else {})}
     return chosen
 
 
@@ -452,17 +478,18 @@ def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:
 
 
 def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], cache: Cache | None,
-             floor_by_vendor: bool = False):
-    """Held-out predictions: {point key: predicted}, {group: {family: chosen params}}. With
-    `floor_by_vendor` a held-out point's floor is its vendor group's fitted on the other sources of that
-    group where there is one (MIN_FLOOR_GROUP_SOURCES - 1 in the fold), else its family's."""
+             floor_grouping: str | None = None):
+    """Held-out predictions: {point key: predicted}, {group: {family: chosen params}}. With a
+    `floor_grouping` a held-out point's floor is its device group's fitted on the other sources of that
+    group where there is one (MIN_FLOOR_GROUP_SOURCES - 1 in the fold), else its family's; "nested" picks the
+    grouping inside each fold from its training sources alone."""
     preds: dict[str, dict] = {}
     chosen: dict[str, dict] = {}
     for g, train, test in folds(points, by):
         tr = [points[i] for i in train]
         fams = {points[i].family for i in test}
         ch = fit_engine_params(tr, {f: options[f] for f in fams}, lambda p, q: predict(p, q, cache),
-                               min_release_sources=MIN_RELEASE_SOURCES - 1, floor_by_vendor=floor_by_vendor,
+                               min_release_sources=MIN_RELEASE_SOURCES - 1, floor_grouping=floor_grouping,
                                min_group_sources=MIN_FLOOR_GROUP_SOURCES - 1)
         chosen[g] = ch
         for i in test:
@@ -625,11 +652,11 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     # what can ship: the presets' host step costs kept (the kernel-level fit replays them), the
     # per-layer kernel floor and the per-request front-end latency (request_overhead_ms) fitted, held
     # out by source
-    # per-layer floor per (family, vendor group), FLOOR_GROUP; the same without the split for comparison
+    # the per-layer floor per (family, device group) as FLOOR_GROUP says; one floor per family for comparison
     only = {f: shippable_grid() for f in options}
-    r_preds, r_chosen = _heldout(points, "source", only, cache, floor_by_vendor=True)
-    r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache), floor_by_vendor=True)
-    rd_preds, rd_chosen = _heldout(points, "device", only, cache, floor_by_vendor=True)  # held out by device
+    r_preds, r_chosen = _heldout(points, "source", only, cache, floor_grouping=FLOOR_GROUP)
+    r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache), floor_grouping=FLOOR_GROUP)
+    rd_preds, rd_chosen = _heldout(points, "device", only, cache, floor_grouping=FLOOR_GROUP)  # held out by device
     rn_preds, rn_chosen = _heldout(points, "source", only, cache)  # one floor per family
     rn_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
     shipped = {p.key(): replay(p, {}, cache) for p in points}  # the presets as they are in the tree
@@ -643,7 +670,7 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
                                           "final_params": rn_final}},
            "shipped_values": _shipped_request_overheads(points),
            "shipped_mla_layer_floors": _shipped_family_floors(points),
-           "shipped_layer_floors_by_vendor": _shipped_vendor_floors(points),
+           "shipped_layer_floors_by_device": _shipped_device_floors(points),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
@@ -671,17 +698,14 @@ def _shipped_family_floors(points: list[LoadPoint]) -> dict[str, float]:
     return {f: float(load_engine(f).layer_floor_us) for f in sorted({p.family for p in points})}
 
 
-def _shipped_vendor_floors(points: list[LoadPoint]) -> dict[str, dict[str, dict]]:
-    """{family: {vendor: {"value", "device"}}}: the layer_floor_us each family's preset (default release) runs
-    on a device of each vendor group the points use (its hardware rules applied; `device` the first such
-    device of the points, for the check)."""
+def _shipped_device_floors(points: list[LoadPoint]) -> dict[str, dict[str, float]]:
+    """{family: {device: layer_floor_us}}: what each family's preset (default release) runs on each device the
+    points use, its hardware rules (a per-vendor or per-generation floor) applied."""
     from sim.catalog.engine_config import load_engine
     from sim.catalog.hardware import load_profile
 
-    out: dict[str, dict[str, dict]] = defaultdict(dict)
-    for p in sorted(points, key=lambda p: (p.family, p.device)):
-        g = floor_group(p)
-        if g not in out[p.family]:
-            eng = load_engine(p.family).for_hardware(load_profile(p.device))
-            out[p.family][g] = {"value": float(eng.layer_floor_us), "device": p.device}
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for p in points:
+        if p.device not in out[p.family]:
+            out[p.family][p.device] = float(load_engine(p.family).for_hardware(load_profile(p.device)).layer_floor_us)
     return {f: dict(sorted(v.items())) for f, v in sorted(out.items())}
