@@ -182,3 +182,23 @@ def test_the_nested_choice_picks_the_grouping_that_predicts_an_unseen_source_bes
     # one source: nothing to hold out, one floor
     lone = [p for p in pts if p.source == "A"]
     assert "floor_grouping" not in sf.fit_engine_params(lone, {"vllm": FLOORS}, _fake, floor_grouping="nested")["vllm"]
+
+
+def test_the_committed_report_check_fails_when_a_preset_does_not_run_what_the_ship_rule_says():
+    from tests.test_serving_fit import _presets_ship_the_per_group_floors
+
+    top = load_engine("sglang").layer_floor_us
+    runs = {d: load_engine("sglang").for_hardware(load_profile(d)).layer_floor_us for d in ("mi300x", "mi355x")}
+    group = {"grouping": "vendor", "devices": ["mi300x", "mi355x"], "own_value": True, "value": 300.0, "ship": False,
+             "heldout_split": {"tpot_itl": 20.0}, "heldout_one_floor": {"tpot_itl": 30.0}}
+    fj = {"layer_floor": {"ship_rule": {"sglang": {"AMD": group}}}, "shipped_mla_layer_floor_us": {"sglang": top},
+          "shipped_layer_floor_us_by_device": {"sglang": runs},
+          "request_only_by_source": {"final_params": {"sglang": {"layer_floor_us_by_group": {"AMD": 300.0}}}}}
+    if set(runs.values()) == {top}:  # the presets ship no AMD rule: a report saying "no" passes, "ship" fails
+        _presets_ship_the_per_group_floors(fj)
+        group["ship"] = True
+    else:  # an AMD rule ships: a report saying "no" fails
+        group["value"] = fj["request_only_by_source"]["final_params"]["sglang"]["layer_floor_us_by_group"]["AMD"] = runs["mi300x"]
+        group["ship"] = False
+    with pytest.raises(AssertionError):
+        _presets_ship_the_per_group_floors(fj)
