@@ -137,7 +137,7 @@ def test_the_floor_ship_rule_ships_a_groups_value_only_where_held_out_it_beats_o
                             "one_floor": {"records": sf_fit._records(pts, preds1, knees), "chosen": chosen1,
                                           "final_params": sf.fit_engine_params(pts, {"vllm": FLOORS}, _fake)}},
            "shipped_layer_floors_by_device": {}}
-    from calibrate.serving.report import floor_ship_rule
+    from calibrate.serving.floor_report import floor_ship_rule
 
     rule = floor_ship_rule(res)["vllm"]
     fam = rule["NVIDIA"]["family_value"]

@@ -9,6 +9,10 @@ from collections import defaultdict
 
 import numpy as np
 
+from calibrate.serving.floor import (  # noqa: F401  (the per-group floor: importable from here)
+    FLOOR_GROUP, FLOOR_GROUPINGS, MIN_FLOOR_GROUP_SOURCES, choose_floor_grouping, floor_group, floor_stage1,
+    shipped_device_floors, shipped_family_floors,
+)
 from calibrate.serving.replay import Cache, prefetch, preset_fitted, replay
 from calibrate.serving.rows import (
     KNEE_FACTOR, METRICS, LoadPoint, _catalog_models, _hw_names, curves, exclusion, load_points, public_sources,
@@ -165,47 +169,6 @@ FIT_EXPERIMENTAL = False
 #: keys of a family's chosen parameters that are not engine fields (`point_params` resolves them)
 _META = ("request_overhead_ms_by_release", "front_end_rule", "layer_floor_us_by_group", "floor_grouping",
          "floor_grouping_losses")
-#: the per-layer kernel floor is fitted per (engine family, device group) in the shippable fit. Groupings
-#: (`floor_group`): "family" (one floor for every device), "vendor" (the hardware profile's `vendor`: NVIDIA,
-#: AMD, ...) or "generation" (its `generation`: hopper, blackwell, cdna3, ...). A group gets a floor of its
-#: own only when its rows come from at least MIN_FLOOR_GROUP_SOURCES sources (so each can be predicted from
-#: another of the same group); otherwise it takes its family's (all its rows pooled).
-#: FLOOR_GROUP "nested" picks the grouping per family by leave-one-source-out over the training sources alone
-#: (`fit_engine_params`), like the front-end rule. History, said because it is a choice made after seeing
-#: held-out figures: "vendor" was first fixed a priori (the floor is a chain of kernel launch-to-completion
-#: times set by the vendor's runtime and libraries: CUDA graphs + cuBLAS/FlashInfer/CUTLASS vs HIP graphs +
-#: hipBLASLt/aiter); its held-out figures on SGLang's rows (AMD's TPOT/ITL 27.9% -> 30.3% with the split)
-#: were seen before the nested choice over the three groupings replaced it.
-FLOOR_GROUPINGS = ("family", "vendor", "generation")
-FLOOR_GROUP = "nested"
-MIN_FLOOR_GROUP_SOURCES = 2
-_PROFILE_FIELD: dict[tuple[str, str], str] = {}
-
-
-def floor_group(point: LoadPoint, grouping: str = "vendor") -> str:
-    """The point's group under `grouping` (FLOOR_GROUPINGS): "*" for "family", else its device profile's
-    `vendor` or `generation` ('' -> 'unknown')."""
-    if grouping == "family":
-        return "*"
-    k = (point.device, grouping)
-    if k not in _PROFILE_FIELD:
-        from sim.catalog.hardware import load_profile
-
-        try:
-            _PROFILE_FIELD[k] = getattr(load_profile(point.device), grouping) or "unknown"
-        except Exception:  # noqa: BLE001 - a device without a profile is excluded before replay; be safe
-            _PROFILE_FIELD[k] = "unknown"
-    return _PROFILE_FIELD[k]
-
-
-def _floor_variants(options: list[dict], i: int) -> list[int]:
-    """The options that differ from options[i] only in layer_floor_us (no floor counted as 0): the ones a
-    vendor group may pick instead of its family's (so a group never changes the family's host step costs)."""
-    def rest(o: dict) -> dict:
-        return {k: v for k, v in o.items() if k != "layer_floor_us"}
-    return [j for j, o in enumerate(options) if rest(o) == rest(options[i])]
-
-
 def _api_search(records: list[dict]) -> float | None:
     """The front-end latency (0 to API_MAX_MS in API_STEP_MS steps) with the smallest median |log| over the
     TTFT p50/p99 `records` (added to their predictions); None when there is no such record."""
@@ -344,35 +307,10 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
             return best_i
 
         def stage1_by_point(keep, min_sources: int, grouping: str) -> tuple[int, dict[str, int], dict[str, float]]:
-            """(family entry, {point key: entry}, {group: floor}) fitted on the points `keep` selects."""
-            fam_i = stage1(keep)
-            per_point = {p.key(): fam_i for p in ps}
-            own: dict[str, float] = {}
-            variants = _floor_variants(options, fam_i) if grouping != "family" else []
-            if len(variants) > 1:
-                for g in sorted({floor_group(p, grouping) for p in ps if keep(p)}):
-                    gps = [p for p in ps if keep(p) and floor_group(p, grouping) == g]
-                    if len({p.source for p in gps}) < max(1, min_sources):
-                        continue
-                    gi = stage1(lambda p, g=g: keep(p) and floor_group(p, grouping) == g, among=set(variants))
-                    own[g] = float(options[gi].get("layer_floor_us", 0.0))
-                    for p in ps:
-                        if floor_group(p, grouping) == g:
-                            per_point[p.key()] = gi
-            return fam_i, per_point, own
+            return floor_stage1(ps, options, stage1, keep, min_sources, grouping)
 
-        grouping, g_losses = floor_grouping or "family", {}
-        sources = sorted({p.source for p in ps})
-        if grouping == "nested":
-            grouping = "family"
-            if len(sources) >= 2:
-                for G in FLOOR_GROUPINGS:
-                    recs = []
-                    for s in sources:
-                        ch_s = stage1_by_point(lambda p, s=s: p.source != s, max(1, min_group_sources - 1), G)[1]
-                        recs += [r for p in ps if p.source == s for r in per_option[ch_s[p.key()]][p.key()]]
-                    g_losses[G] = round(_loss(recs, STEP_METRICS), 5)
-                grouping = min(FLOOR_GROUPINGS, key=lambda G: (g_losses[G], FLOOR_GROUPINGS.index(G)))
+        grouping, g_losses = choose_floor_grouping(ps, per_option, stage1_by_point, floor_grouping, min_group_sources,
+                                                   lambda recs: _loss(recs, STEP_METRICS))
         best_i, choice, by_group = stage1_by_point(lambda p: True, min_group_sources, grouping)
         fit_recs = [r for p in ps if FIT_EXPERIMENTAL or not p.experimental for r in per_option[choice[p.key()]][p.key()]]
         if rule == "nested":
@@ -553,63 +491,6 @@ def _load_support(points: list[LoadPoint]) -> dict:
     return {f: {**v, "devices": sorted(v["devices"])} for f, v in sorted(sup.items())}
 
 
-def nested_coverage(records: list[dict], points: list[LoadPoint], group: str = "source", q: float = 80.0) -> dict:
-    """The share of held-out records inside the band a reader would have been printed: for each group
-    g, a bands file built from the other groups only (bands per family and metric, the all-family
-    band, the other groups' devices and loads), then the band sim.catalog.accuracy.serving_error prints
-    for g's row (its engine, device and load: widened off device or past the loads the others reached),
-    and whether the row's |error| is within it."""
-    from sim.catalog.accuracy import serving_error
-
-    by_key = {p.key(): p for p in points}
-    inside = total = 0
-    per_metric: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for g in sorted({r[group] for r in records}):
-        others = [r for r in records if r[group] != g and r["error"] is not None and r["metric"] != "other"]
-        other_points = [p for p in points if group_of(p, group) != g]
-        bands = _bands(others, q)
-        data = {"bands": bands, "bands_off_device": {"*": bands.get("*", {})},
-                "off_support_factor": OFF_SUPPORT_FACTOR, "support": _load_support(other_points)}
-        for r in records:
-            if r[group] != g or r["error"] is None or r["metric"] == "other":
-                continue
-            p = by_key[r["point"]]
-            conc = p.max_concurrency if p.load_kind == "concurrency" else (
-                p.replayed_prompts if not math.isfinite(p.load) else None)
-            rate = p.load if p.load_kind == "rate" and math.isfinite(p.load) else None
-            b = serving_error(p.family, p.device, concurrency=conc, rate=rate, data=data)["figures"].get(r["metric"])
-            if b is None:
-                continue
-            hit = abs(r["error"]) * 100 <= b["pct"]
-            inside += hit
-            total += 1
-            per_metric[r["metric"]][0] += hit
-            per_metric[r["metric"]][1] += 1
-    return {"q": q, "inside": inside, "n": total,
-            "coverage_pct": round(100 * inside / total, 1) if total else None,
-            "by_metric": {m: {"inside": a, "n": b, "coverage_pct": round(100 * a / b, 1)} for m, (a, b)
-                          in sorted(per_metric.items())}}
-
-
-def _bands(records: list[dict], q: float = 80.0) -> dict:
-    """{family or "*": {metric: {"pct", "n", "pooled"}}} from held-out records."""
-    by: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for r in records:
-        if r["error"] is None or r["metric"] == "other":
-            continue
-        by[(r["family"], r["metric"])].append(r["error"])
-        by[("*", r["metric"])].append(r["error"])
-    out: dict[str, dict] = defaultdict(dict)
-    for (fam, m), errs in by.items():
-        if fam == "*" or len(errs) >= MIN_BAND_N:
-            out[fam][m] = {"pct": band_pct(errs, q), "n": len(errs), "pooled": fam == "*"}
-    fams = {f for f, _ in by if f != "*"}
-    for fam in fams:  # a family short of residuals for a metric: the pooled band
-        for m, b in out["*"].items():
-            out[fam].setdefault(m, {**b, "pooled": True})
-    return dict(out)
-
-
 def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     """Everything the report and the bands need (see the module docstring). `jobs` > 1 replays the
     step-cost grid in that many processes first (the same numbers, sooner)."""
@@ -669,8 +550,8 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
                             "one_floor": {"records": _records(points, rn_preds, knees_meas), "chosen": rn_chosen,
                                           "final_params": rn_final}},
            "shipped_values": _shipped_request_overheads(points),
-           "shipped_mla_layer_floors": _shipped_family_floors(points),
-           "shipped_layer_floors_by_device": _shipped_device_floors(points),
+           "shipped_mla_layer_floors": shipped_family_floors(points),
+           "shipped_layer_floors_by_device": shipped_device_floors(points),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
@@ -688,24 +569,3 @@ def _shipped_request_overheads(points: list[LoadPoint], field: str = "request_ov
         if k not in out:
             out[k] = preset_fitted(p)[field]  # the preset's release, on the point's device and checkpoint
     return dict(sorted(out.items()))
-
-
-def _shipped_family_floors(points: list[LoadPoint]) -> dict[str, float]:
-    """{family: layer_floor_us} of each family's preset (default release) before its hardware rules: the
-    value every vendor group without a rule of its own runs."""
-    from sim.catalog.engine_config import load_engine
-
-    return {f: float(load_engine(f).layer_floor_us) for f in sorted({p.family for p in points})}
-
-
-def _shipped_device_floors(points: list[LoadPoint]) -> dict[str, dict[str, float]]:
-    """{family: {device: layer_floor_us}}: what each family's preset (default release) runs on each device the
-    points use, its hardware rules (a per-vendor or per-generation floor) applied."""
-    from sim.catalog.engine_config import load_engine
-    from sim.catalog.hardware import load_profile
-
-    out: dict[str, dict[str, float]] = defaultdict(dict)
-    for p in points:
-        if p.device not in out[p.family]:
-            out[p.family][p.device] = float(load_engine(p.family).for_hardware(load_profile(p.device)).layer_floor_us)
-    return {f: dict(sorted(v.items())) for f, v in sorted(out.items())}
