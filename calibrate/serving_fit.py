@@ -34,10 +34,11 @@ from __future__ import annotations
 
 from calibrate.serving.fit import (  # noqa: F401 (private names: the tests use them)
     API_MAX_MS, API_STEP_MS, GRID_ITERATION_MS, GRID_PER_SEQUENCE_MS, MIN_BAND_N, OFF_SUPPORT_FACTOR, STEP_METRICS,
-    TTFT_METRICS, _bands, _by, _heldout, _knee_summary, _load_support, _loss, _records, _shipped_request_overheads,
+    TTFT_METRICS, _by, _heldout, _knee_summary, _load_support, _loss, _records, _shipped_request_overheads,
     _ttft_p50, band_pct, curve_knees, fit_engine_params, folds, grid, group_of, headline_loss, knee, metric_of,
-    nested_coverage, predict, region_of, residuals, run, summarize,
+    predict, region_of, residuals, run, summarize,
 )
+from calibrate.serving.bands import _bands, nested_coverage  # noqa: F401 (the uncalibrated bands' coverage)
 from calibrate.serving.fit import (  # noqa: F401 (the per-release front-end latency, stage 2)
     FRONT_END_RULE, FRONT_END_RULES, MIN_RELEASE_SOURCES, choose_front_end_rule, front_end_values, point_params,
     unloaded_records,

@@ -272,6 +272,7 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
         if v > 0:  # (the field's former name in reports generated before it priced every model)
             fitted = ro["final_params"][fam]
             assert fitted.get("layer_floor_us", fitted.get("mla_layer_floor_us")) == v
+    _presets_ship_the_per_group_floors(fj)
     assert len(fj["rows"]) == fj["rows_replayed"]
     for r in fj["rows"]:
         assert r["metric"] in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "other")
@@ -289,6 +290,30 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
     assert 0 <= bj["coverage"]["coverage_pct"] <= 100
     md = (ROOT / "benchmarks" / "serving_fidelity.md").read_text()
     assert f"{fj['rows_replayed']} replayed" in md
+
+
+def _presets_ship_the_per_group_floors(fj: dict) -> None:
+    """The per-layer floor per (family, device group): on every device of a group, the preset (its hardware
+    rules applied) runs the group's all-rows value where the ship rule says so, else the family's top-level
+    value. (A report generated before the per-group floor has no `layer_floor` section: nothing to check.)"""
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+
+    lf = fj.get("layer_floor")
+    if lf is None:
+        return
+    for fam, groups in lf["ship_rule"].items():
+        top = load_engine(fam).layer_floor_us
+        assert fj["shipped_mla_layer_floor_us"][fam] == top
+        for g, v in groups.items():
+            want = v["value"] if v["ship"] else top
+            for d in v["devices"]:
+                assert load_engine(fam).for_hardware(load_profile(d)).layer_floor_us == want, (fam, g, d)
+                assert fj["shipped_layer_floor_us_by_device"][fam][d] == want
+            if v["ship"]:  # shipped only on held-out evidence that the split beats one floor per family
+                assert v["own_value"] and v["heldout_split"]["tpot_itl"] < v["heldout_one_floor"]["tpot_itl"]
+            if v["own_value"]:
+                assert v["value"] == fj["request_only_by_source"]["final_params"][fam]["layer_floor_us_by_group"][g]
 
 
 def test_coverage_judges_each_source_by_bands_built_from_the_others():

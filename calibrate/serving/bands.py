@@ -42,7 +42,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from calibrate.serving.fit import MIN_BAND_N, OFF_SUPPORT_FACTOR, _load_support, group_of
+from calibrate.serving.fit import MIN_BAND_N, OFF_SUPPORT_FACTOR, _load_support, band_pct, group_of
 from calibrate.serving.rows import KNEE_FACTOR, METRICS, LoadPoint
 
 HEADLINE = ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps")
@@ -279,3 +279,61 @@ def interpolated_knee_summary(kn: dict[str, dict]) -> dict:
             "median_abs_pct": round(100 * float(np.median(errs)), 1) if errs else None,
             "within_15pct": sum(e <= 0.15 for e in errs), "one_crosses": len(one),
             "neither_crosses": sum(v["measured"] is None and v["predicted"] is None for v in kn.values())}
+
+
+# ---- the uncalibrated bands (the 80th percentile of |error|) and their nested coverage -------------------
+def nested_coverage(records: list[dict], points: list[LoadPoint], group: str = "source", q: float = 80.0) -> dict:
+    """The share of held-out records inside the band a reader would have been printed: for each group
+    g, a bands file built from the other groups only (bands per family and metric, the all-family
+    band, the other groups' devices and loads), then the band sim.catalog.accuracy.serving_error prints
+    for g's row (its engine, device and load: widened off device or past the loads the others reached),
+    and whether the row's |error| is within it."""
+    from sim.catalog.accuracy import serving_error
+
+    by_key = {p.key(): p for p in points}
+    inside = total = 0
+    per_metric: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for g in sorted({r[group] for r in records}):
+        others = [r for r in records if r[group] != g and r["error"] is not None and r["metric"] != "other"]
+        other_points = [p for p in points if group_of(p, group) != g]
+        bands = _bands(others, q)
+        data = {"bands": bands, "bands_off_device": {"*": bands.get("*", {})},
+                "off_support_factor": OFF_SUPPORT_FACTOR, "support": _load_support(other_points)}
+        for r in records:
+            if r[group] != g or r["error"] is None or r["metric"] == "other":
+                continue
+            p = by_key[r["point"]]
+            conc = p.max_concurrency if p.load_kind == "concurrency" else (
+                p.replayed_prompts if not math.isfinite(p.load) else None)
+            rate = p.load if p.load_kind == "rate" and math.isfinite(p.load) else None
+            b = serving_error(p.family, p.device, concurrency=conc, rate=rate, data=data)["figures"].get(r["metric"])
+            if b is None:
+                continue
+            hit = abs(r["error"]) * 100 <= b["pct"]
+            inside += hit
+            total += 1
+            per_metric[r["metric"]][0] += hit
+            per_metric[r["metric"]][1] += 1
+    return {"q": q, "inside": inside, "n": total,
+            "coverage_pct": round(100 * inside / total, 1) if total else None,
+            "by_metric": {m: {"inside": a, "n": b, "coverage_pct": round(100 * a / b, 1)} for m, (a, b)
+                          in sorted(per_metric.items())}}
+
+
+def _bands(records: list[dict], q: float = 80.0) -> dict:
+    """{family or "*": {metric: {"pct", "n", "pooled"}}} from held-out records."""
+    by: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in records:
+        if r["error"] is None or r["metric"] == "other":
+            continue
+        by[(r["family"], r["metric"])].append(r["error"])
+        by[("*", r["metric"])].append(r["error"])
+    out: dict[str, dict] = defaultdict(dict)
+    for (fam, m), errs in by.items():
+        if fam == "*" or len(errs) >= MIN_BAND_N:
+            out[fam][m] = {"pct": band_pct(errs, q), "n": len(errs), "pooled": fam == "*"}
+    fams = {f for f, _ in by if f != "*"}
+    for fam in fams:  # a family short of residuals for a metric: the pooled band
+        for m, b in out["*"].items():
+            out[fam].setdefault(m, {**b, "pooled": True})
+    return dict(out)

@@ -9,6 +9,10 @@ from collections import defaultdict
 
 import numpy as np
 
+from calibrate.serving.floor import (  # noqa: F401  (the per-group floor: importable from here)
+    FLOOR_GROUP, FLOOR_GROUPINGS, MIN_FLOOR_GROUP_SOURCES, choose_floor_grouping, floor_group, floor_stage1,
+    shipped_device_floors, shipped_family_floors,
+)
 from calibrate.serving.replay import Cache, prefetch, preset_fitted, replay
 from calibrate.serving.rows import (
     KNEE_FACTOR, METRICS, LoadPoint, _catalog_models, _hw_names, curves, exclusion, load_points, public_sources,
@@ -163,9 +167,8 @@ FRONT_END_RULE = "nested"
 #: it does to the figures; the report gives the figures with and without those rows)
 FIT_EXPERIMENTAL = False
 #: keys of a family's chosen parameters that are not engine fields (`point_params` resolves them)
-_META = ("request_overhead_ms_by_release", "front_end_rule")
-
-
+_META = ("request_overhead_ms_by_release", "front_end_rule", "layer_floor_us_by_group", "floor_grouping",
+         "floor_grouping_losses")
 def _api_search(records: list[dict]) -> float | None:
     """The front-end latency (0 to API_MAX_MS in API_STEP_MS steps) with the smallest median |log| over the
     TTFT p50/p99 `records` (added to their predictions); None when there is no such record."""
@@ -235,10 +238,15 @@ def choose_front_end_rule(fit_records: list[dict], score_records: list[dict], st
 
 
 def point_params(chosen: dict | None, point: LoadPoint) -> dict:
-    """The engine overrides a family's chosen parameters give `point`: the step costs, and the front-end
-    latency of the point's release where one was fitted, else the family's."""
+    """The engine overrides a family's chosen parameters give `point`: the step costs (the layer floor of the
+    point's device group where one was fitted, else the family's), and the front-end latency of the point's
+    release where one was fitted, else the family's."""
     chosen = chosen or {}
     out = {k: v for k, v in chosen.items() if k not in _META}
+    by_group = chosen.get("layer_floor_us_by_group") or {}
+    floor = by_group.get(floor_group(point, chosen.get("floor_grouping") or "family")) if by_group else None
+    if floor is not None:  # the point's group's own floor (0 = none, said explicitly)
+        out["layer_floor_us"] = floor
     rel = (chosen.get("request_overhead_ms_by_release") or {}).get(point.engine)
     if rel is not None:
         out.pop("request_overhead_ms", None)
@@ -248,7 +256,8 @@ def point_params(chosen: dict | None, point: LoadPoint) -> dict:
 
 
 def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], predict, *,
-                      min_release_sources: int | None = None, rule: str | None = None) -> dict[str, dict]:
+                      min_release_sources: int | None = None, rule: str | None = None,
+                      floor_grouping: str | None = None, min_group_sources: int | None = None) -> dict[str, dict]:
     """Per engine family, from `points` (training points only), in two stages:
     1. the simulator's step costs (grid entries: iteration / per-sequence overheads) with the smallest
        median |log(predicted / measured)| over TPOT/ITL and output-throughput rows (what the steps decide);
@@ -264,8 +273,17 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
     Held-out folds pass `min_release_sources` = MIN_RELEASE_SOURCES - 1: a held-out source's release keeps
     its own value exactly when the release has MIN_RELEASE_SOURCES sources with the held-out one.
     A family without training points keeps its preset ({}). `predict(point, params) -> predicted dict`;
-    `point_params(chosen[family], point)` gives a point's overrides."""
+    `point_params(chosen[family], point)` gives a point's overrides.
+    `floor_grouping` (None = one floor per family; "vendor" / "generation"; "nested" = per family the one of
+    FLOOR_GROUPINGS with the smallest leave-one-source-out step error over these points' sources, each
+    source's TPOT/ITL and throughput rows scored with the entries fitted on the other sources): after stage 1
+    picks the family's entry, each group (`floor_group`) whose points come from at least
+    `min_group_sources` (MIN_FLOOR_GROUP_SOURCES) sources picks, on its own points, among the entries that
+    differ from the family's only in layer_floor_us (`layer_floor_us_by_group`); stage 2 then sees each
+    point replayed with its group's floor. Held-out folds pass MIN_FLOOR_GROUP_SOURCES - 1, as for the
+    releases. The nested choice replays nothing new: it reads stage 1's residuals."""
     rule = rule or FRONT_END_RULE
+    min_group_sources = MIN_FLOOR_GROUP_SOURCES if min_group_sources is None else min_group_sources
     min_release_sources = MIN_RELEASE_SOURCES if min_release_sources is None else min_release_sources
     chosen: dict[str, dict] = {}
     by_family: dict[str, list[LoadPoint]] = defaultdict(list)
@@ -278,31 +296,39 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
             continue
         per_option = [{p.key(): residuals(p, predict(p, params)) for p in ps} for params in options]
 
-        def stage1(keep) -> int:
-            best_i, best_loss = 0, math.inf
+        def stage1(keep, among=None) -> int:
+            best_i, best_loss = None, math.inf
             for i, by_key in enumerate(per_option):
+                if among is not None and i not in among:
+                    continue
                 loss = _loss([r for p in ps if keep(p) for r in by_key[p.key()]], STEP_METRICS)
-                if loss < best_loss - 1e-12:
+                if best_i is None or loss < best_loss - 1e-12:
                     best_i, best_loss = i, loss
             return best_i
 
-        best_i = stage1(lambda p: True)
-        best_recs = [r for p in ps for r in per_option[best_i][p.key()]]
-        fit_recs = [r for p in ps if FIT_EXPERIMENTAL or not p.experimental for r in per_option[best_i][p.key()]]
+        def stage1_by_point(keep, min_sources: int, grouping: str) -> tuple[int, dict[str, int], dict[str, float]]:
+            return floor_stage1(ps, options, stage1, keep, min_sources, grouping)
+
+        grouping, g_losses = choose_floor_grouping(ps, per_option, stage1_by_point, floor_grouping, min_group_sources,
+                                                   lambda recs: _loss(recs, STEP_METRICS))
+        best_i, choice, by_group = stage1_by_point(lambda p: True, min_group_sources, grouping)
+        fit_recs = [r for p in ps if FIT_EXPERIMENTAL or not p.experimental for r in per_option[choice[p.key()]][p.key()]]
         if rule == "nested":
-            inner_i: dict[str, int] = {}
+            inner_i: dict[str, dict[str, int]] = {}
 
             def inner(s):  # the step costs refitted without source s, then the others' records
                 if s not in inner_i:
-                    inner_i[s] = stage1(lambda p: p.source != s)
+                    inner_i[s] = stage1_by_point(lambda p: p.source != s, max(1, min_group_sources - 1), grouping)[1]
                 return [r for p in ps if p.source != s and (FIT_EXPERIMENTAL or not p.experimental)
-                        for r in per_option[inner_i[s]][p.key()]]
+                        for r in per_option[inner_i[s][p.key()]][p.key()]]
             use_rule, losses = choose_front_end_rule(fit_recs, fit_recs, inner)
         else:
             use_rule, losses = rule, {}
         fam_v, rel = front_end_values(fit_recs, use_rule, min_release_sources)
         chosen[fam] = {**options[best_i], **({"request_overhead_ms": fam_v} if fam_v else {}),
-                       **({"request_overhead_ms_by_release": rel} if rel else {}), "front_end_rule": use_rule}
+                       **({"request_overhead_ms_by_release": rel} if rel else {}), "front_end_rule": use_rule,
+                       **({"floor_grouping": grouping, "layer_floor_us_by_group": by_group} if by_group else {}),
+                       **({"floor_grouping_losses": g_losses} if g_losses else {})}
     return chosen
 
 
@@ -389,15 +415,20 @@ def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:
     return replay(point, fit_params(params), cache)
 
 
-def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], cache: Cache | None):
-    """Held-out predictions: {point key: predicted}, {group: {family: chosen params}}."""
+def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], cache: Cache | None,
+             floor_grouping: str | None = None):
+    """Held-out predictions: {point key: predicted}, {group: {family: chosen params}}. With a
+    `floor_grouping` a held-out point's floor is its device group's fitted on the other sources of that
+    group where there is one (MIN_FLOOR_GROUP_SOURCES - 1 in the fold), else its family's; "nested" picks the
+    grouping inside each fold from its training sources alone."""
     preds: dict[str, dict] = {}
     chosen: dict[str, dict] = {}
     for g, train, test in folds(points, by):
         tr = [points[i] for i in train]
         fams = {points[i].family for i in test}
         ch = fit_engine_params(tr, {f: options[f] for f in fams}, lambda p, q: predict(p, q, cache),
-                               min_release_sources=MIN_RELEASE_SOURCES - 1)
+                               min_release_sources=MIN_RELEASE_SOURCES - 1, floor_grouping=floor_grouping,
+                               min_group_sources=MIN_FLOOR_GROUP_SOURCES - 1)
         chosen[g] = ch
         for i in test:
             p = points[i]
@@ -460,63 +491,6 @@ def _load_support(points: list[LoadPoint]) -> dict:
     return {f: {**v, "devices": sorted(v["devices"])} for f, v in sorted(sup.items())}
 
 
-def nested_coverage(records: list[dict], points: list[LoadPoint], group: str = "source", q: float = 80.0) -> dict:
-    """The share of held-out records inside the band a reader would have been printed: for each group
-    g, a bands file built from the other groups only (bands per family and metric, the all-family
-    band, the other groups' devices and loads), then the band sim.catalog.accuracy.serving_error prints
-    for g's row (its engine, device and load: widened off device or past the loads the others reached),
-    and whether the row's |error| is within it."""
-    from sim.catalog.accuracy import serving_error
-
-    by_key = {p.key(): p for p in points}
-    inside = total = 0
-    per_metric: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for g in sorted({r[group] for r in records}):
-        others = [r for r in records if r[group] != g and r["error"] is not None and r["metric"] != "other"]
-        other_points = [p for p in points if group_of(p, group) != g]
-        bands = _bands(others, q)
-        data = {"bands": bands, "bands_off_device": {"*": bands.get("*", {})},
-                "off_support_factor": OFF_SUPPORT_FACTOR, "support": _load_support(other_points)}
-        for r in records:
-            if r[group] != g or r["error"] is None or r["metric"] == "other":
-                continue
-            p = by_key[r["point"]]
-            conc = p.max_concurrency if p.load_kind == "concurrency" else (
-                p.replayed_prompts if not math.isfinite(p.load) else None)
-            rate = p.load if p.load_kind == "rate" and math.isfinite(p.load) else None
-            b = serving_error(p.family, p.device, concurrency=conc, rate=rate, data=data)["figures"].get(r["metric"])
-            if b is None:
-                continue
-            hit = abs(r["error"]) * 100 <= b["pct"]
-            inside += hit
-            total += 1
-            per_metric[r["metric"]][0] += hit
-            per_metric[r["metric"]][1] += 1
-    return {"q": q, "inside": inside, "n": total,
-            "coverage_pct": round(100 * inside / total, 1) if total else None,
-            "by_metric": {m: {"inside": a, "n": b, "coverage_pct": round(100 * a / b, 1)} for m, (a, b)
-                          in sorted(per_metric.items())}}
-
-
-def _bands(records: list[dict], q: float = 80.0) -> dict:
-    """{family or "*": {metric: {"pct", "n", "pooled"}}} from held-out records."""
-    by: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for r in records:
-        if r["error"] is None or r["metric"] == "other":
-            continue
-        by[(r["family"], r["metric"])].append(r["error"])
-        by[("*", r["metric"])].append(r["error"])
-    out: dict[str, dict] = defaultdict(dict)
-    for (fam, m), errs in by.items():
-        if fam == "*" or len(errs) >= MIN_BAND_N:
-            out[fam][m] = {"pct": band_pct(errs, q), "n": len(errs), "pooled": fam == "*"}
-    fams = {f for f, _ in by if f != "*"}
-    for fam in fams:  # a family short of residuals for a metric: the pooled band
-        for m, b in out["*"].items():
-            out[fam].setdefault(m, {**b, "pooled": True})
-    return dict(out)
-
-
 def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     """Everything the report and the bands need (see the module docstring). `jobs` > 1 replays the
     step-cost grid in that many processes first (the same numbers, sooner)."""
@@ -559,19 +533,25 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     # what can ship: the presets' host step costs kept (the kernel-level fit replays them), the
     # per-layer kernel floor and the per-request front-end latency (request_overhead_ms) fitted, held
     # out by source
+    # the per-layer floor per (family, device group) as FLOOR_GROUP says; one floor per family for comparison
     only = {f: shippable_grid() for f in options}
-    r_preds, r_chosen = _heldout(points, "source", only, cache)
-    r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
-    rd_preds, rd_chosen = _heldout(points, "device", only, cache)  # the same, held out by device
+    r_preds, r_chosen = _heldout(points, "source", only, cache, floor_grouping=FLOOR_GROUP)
+    r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache), floor_grouping=FLOOR_GROUP)
+    rd_preds, rd_chosen = _heldout(points, "device", only, cache, floor_grouping=FLOOR_GROUP)  # held out by device
+    rn_preds, rn_chosen = _heldout(points, "source", only, cache)  # one floor per family
+    rn_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
     shipped = {p.key(): replay(p, {}, cache) for p in points}  # the presets as they are in the tree
     base_records = _records(points, base, knees_meas)
     out = {"points": points, "excluded": excluded, "replayed_rows": replayed_rows, "errors": errors,
            "baseline": {"records": base_records, "knees": knees_meas}, "cv": {}, "final_params": final,
            "request_only": {"records": _records(points, r_preds, knees_meas), "chosen": r_chosen,
                             "knees": curve_knees(points, r_preds), "final_params": r_final,
-                            "by_device": {"records": _records(points, rd_preds, knees_meas), "chosen": rd_chosen}},
+                            "by_device": {"records": _records(points, rd_preds, knees_meas), "chosen": rd_chosen},
+                            "one_floor": {"records": _records(points, rn_preds, knees_meas), "chosen": rn_chosen,
+                                          "final_params": rn_final}},
            "shipped_values": _shipped_request_overheads(points),
-           "shipped_mla_layer_floors": _shipped_request_overheads(points, "layer_floor_us", "family"),
+           "shipped_mla_layer_floors": shipped_family_floors(points),
+           "shipped_layer_floors_by_device": shipped_device_floors(points),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)

@@ -59,14 +59,21 @@ FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us")
 def engine_preset_digest(text: bytes) -> bytes:
     """What of an engine preset a replay depends on: its parsed values without the FITTED_FIELDS (a
     replay's key spells out their effective values) and without `sources` (citations: url, version,
-    fields, note), so re-citing a value or shipping a fitted one does not make the whole corpus cold."""
+    fields, note), so re-citing a value or shipping a fitted one does not make the whole corpus cold; a
+    hardware rule that sets only FITTED_FIELDS (a per-vendor floor) is left out whole for the same reason."""
     import yaml
 
-    def strip(x):
+    def fitted_only(rule) -> bool:  # a hardware rule that sets only fitted fields (e.g. a per-vendor floor)
+        return (isinstance(rule, dict) and isinstance(rule.get("set"), dict) and bool(rule["set"])
+                and set(rule["set"]) <= set(FITTED_FIELDS) and rule.get("memory_reserved_gib") is None)
+
+    def strip(x, key=None):
         if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items() if k not in FITTED_FIELDS and k != "sources"}
+            return {k: strip(v, k) for k, v in x.items() if k not in FITTED_FIELDS and k != "sources"}
         if isinstance(x, list):
-            return [strip(v) for v in x]
+            # such a rule's whole effect is a fitted field's value on the devices it matches, which the cache
+            # key spells out (`preset_fitted` resolves the preset on the point's device): left out here too
+            return [strip(v) for v in x if not (key == "hardware_rules" and fitted_only(v))]
         return x
 
     return json.dumps(strip(yaml.safe_load(text)), sort_keys=True, default=str).encode()
@@ -96,8 +103,9 @@ _PRESET_FITTED: dict[str, dict] = {}
 
 def preset_fitted(point: LoadPoint) -> dict:
     """{field: value} of the FITTED_FIELDS the point's engine preset (its release, on its device and
-    checkpoint) sets, for the cache key: the fingerprint leaves those lines out."""
-    k = point.key()
+    checkpoint: its hardware rules applied, so a per-vendor floor keys the replay) sets, for the cache key:
+    the fingerprint leaves those lines out."""
+    k = f"{point.key()}:{point.device}:{point.engine}"
     if k not in _PRESET_FITTED:
         from sim.api import make_spec, resolve
 

@@ -10,14 +10,17 @@ from collections import Counter, defaultdict
 
 from calibrate.serving.bands import (
     K_GRID, MIN_BAND_SOURCES, MIN_K_ROWS, Q_HI, Q_LO, calibrated_bands, interpolated_knee_summary, interpolated_knees,
-    nested_band_coverage,
+    nested_band_coverage, nested_coverage,
 )
 from calibrate.serving.fit import (
     API_MAX_MS, API_STEP_MS, GRID_ITERATION_MS, GRID_LAYER_FLOOR_US, GRID_PER_SEQUENCE_MS, MIN_BAND_N,
-    OFF_SUPPORT_FACTOR, _by, _knee_summary, nested_coverage, summarize,
+    OFF_SUPPORT_FACTOR, _by, _knee_summary, summarize,
 )
 from calibrate.serving.fit import (
     FIT_EXPERIMENTAL, FRONT_END_RULE, FRONT_END_RULES, MIN_RELEASE_SOURCES, point_params,
+)
+from calibrate.serving.floor_report import (  # noqa: F401 (_fmt, _pct: the report's number formats)
+    _fmt, _pct, floor_json, floor_markdown, floor_summary_lines,
 )
 from calibrate.serving.rows import LoadPoint
 
@@ -151,6 +154,8 @@ def fidelity_json(res: dict, targets: dict) -> dict:
         "request_only_by_device": {"by_metric": summarize(res["request_only"]["by_device"]["records"]),
                                    "chosen": res["request_only"]["by_device"]["chosen"]},
         "shipped_mla_layer_floor_us": res["shipped_mla_layer_floors"],
+        "shipped_layer_floor_us_by_device": res["shipped_layer_floors_by_device"],
+        "layer_floor": floor_json(res),
         "shipped_request_overhead_ms": res["shipped_values"],
         "front_end": {"rule": FRONT_END_RULE, "rules": list(FRONT_END_RULES),
                       "min_release_sources": MIN_RELEASE_SOURCES, "ship_rule": front_end_ship_rule(res),
@@ -244,16 +249,6 @@ def _section(records: list[dict], knees: dict) -> dict:
                           for kk, vv in v.items()} for k, v in sorted(knees.items())}}
 
 
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f}%"
-
-
-def _fmt(s: dict | None, key="median_abs_pct") -> str:
-    if not s or s.get(key) is None:
-        return "-"
-    return f"{s[key]:.1f}%"
-
-
 def summary_lines(res: dict, targets: dict) -> list[str]:
     lines = [f"rows: {res['replayed_rows']} replayed in {len(res['points'])} load points, "
              f"{len(res['excluded'])} excluded"]
@@ -293,6 +288,7 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
                      + ", ".join(f"{sec} {_fmt(ex[sec]['with'].get('ttft_p50'))} / {_fmt(ex[sec]['without'].get('ttft_p50'))}"
                                  for sec in ("baseline", "request_only_by_source", "heldout_by_source")))
     lines.append(f"presets' layer_floor_us: {json.dumps(res['shipped_mla_layer_floors'], sort_keys=True)}")
+    lines += floor_summary_lines(res)
     return lines
 
 
@@ -470,6 +466,7 @@ def report_markdown(res: dict, targets: dict) -> str:
         for m in ("ttft_p50", "ttft_p99", "headline"):
             L.append(f"| {sec} | {m} | {_fmt(ex[sec]['with'].get(m))} | {_fmt(ex[sec]['without'].get(m))} | "
                      f"{_fmt(ex[sec]['experimental_only'].get(m))} |")
+    L += floor_markdown(fj)
     L += ["", f"The presets as replayed here ship request_overhead_ms "
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
           f"and layer_floor_us {json.dumps(fj['shipped_mla_layer_floor_us'], sort_keys=True)}; "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 if TYPE_CHECKING:
     from sim.catalog.hardware import HardwareProfile
@@ -55,6 +55,24 @@ class RuleCondition(BaseModel):
     min_memory_gib: float | None = Field(None, ge=0)
     max_memory_gib: float | None = Field(None, gt=0, description="exclusive upper bound")
     name_excludes: list[str] = Field(default_factory=list, description="substrings of the profile name")
+    vendor: list[str] | None = Field(None, description="the profile's `vendor` (NVIDIA, AMD, Apple, ...), any case")
+    generation: list[str] | None = Field(
+        None, description="the profile's `generation` (hopper, blackwell, cdna3, ...), any case")
+
+    @field_validator("vendor", "generation")
+    @classmethod
+    def _known(cls, v: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        """A name no hardware profile (shipped or the user's) carries is a typo: an error naming the known ones."""
+        if v is None:
+            return v
+        known = profile_field_values(info.field_name)
+        if not known:  # no profile readable (a stripped install): nothing to check against
+            return v
+        bad = [x for x in v if x.lower() not in {k.lower() for k in known}]
+        if bad:
+            raise ValueError(f"unknown {info.field_name} {', '.join(repr(b) for b in bad)}; known: "
+                             f"{', '.join(sorted(known, key=str.lower))}")
+        return v
 
     def matches(self, hw: "HardwareProfile") -> bool:
         mem_gib = hw.memory_bytes / GIB
@@ -64,7 +82,36 @@ class RuleCondition(BaseModel):
             and (self.min_memory_gib is None or mem_gib >= self.min_memory_gib)
             and (self.max_memory_gib is None or mem_gib < self.max_memory_gib)
             and not any(x.lower() in name for x in self.name_excludes)
+            and (self.vendor is None or hw.vendor.lower() in {x.lower() for x in self.vendor})
+            and (self.generation is None or hw.generation.lower() in {x.lower() for x in self.generation})
         )
+
+
+_PROFILE_VALUES: dict[str, frozenset[str]] = {}
+
+
+def profile_field_values(field: str) -> frozenset[str]:
+    """The values of a top-level scalar field (`vendor`, `generation`) across the hardware profiles found
+    (shipped and the user's), read from each file's `field: value` line without parsing the profiles
+    (an engine preset is validated on every load; this keeps that to a few small file reads)."""
+    import re
+
+    from sim.catalog.hardware import available_profiles
+
+    paths = available_profiles()
+    key = f"{field}:{sorted(map(str, paths.values()))}"
+    if key not in _PROFILE_VALUES:
+        pat = re.compile(rf"^{re.escape(field)}:\s*['\"]?([^'\"#\n]+?)['\"]?\s*(#.*)?$", re.M)
+        vals = set()
+        for path in paths.values():
+            try:
+                m = pat.search(path.read_text(encoding="utf-8"))
+            except OSError:
+                continue
+            if m and m.group(1).strip():
+                vals.add(m.group(1).strip())
+        _PROFILE_VALUES[key] = frozenset(vals)
+    return _PROFILE_VALUES[key]
 
 
 class HardwareRule(BaseModel):

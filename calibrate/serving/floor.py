@@ -1,0 +1,116 @@
+"""The per-layer kernel floor per (engine family, device group): the groupings, a point's group, stage 1 of
+the fit per group and the nested choice of the grouping (issue 38; used by calibrate/serving/fit.py
+`fit_engine_params`, reported by calibrate/serving/floor_report.py)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from calibrate.serving.rows import LoadPoint
+
+#: the per-layer kernel floor is fitted per (engine family, device group) in the shippable fit. Groupings
+#: (`floor_group`): "family" (one floor for every device), "vendor" (the hardware profile's `vendor`: NVIDIA,
+#: AMD, ...) or "generation" (its `generation`: hopper, blackwell, cdna3, ...). A group gets a floor of its
+#: own only when its rows come from at least MIN_FLOOR_GROUP_SOURCES sources (so each can be predicted from
+#: another of the same group); otherwise it takes its family's (all its rows pooled).
+#: FLOOR_GROUP "nested" picks the grouping per family by leave-one-source-out over the training sources alone
+#: (`fit_engine_params`), like the front-end rule. History, said because it is a choice made after seeing
+#: held-out figures: "vendor" was first fixed a priori (the floor is a chain of kernel launch-to-completion
+#: times set by the vendor's runtime and libraries: CUDA graphs + cuBLAS/FlashInfer/CUTLASS vs HIP graphs +
+#: hipBLASLt/aiter); its held-out figures on SGLang's rows (AMD's TPOT/ITL 27.9% -> 30.3% with the split)
+#: were seen before the nested choice over the three groupings replaced it.
+FLOOR_GROUPINGS = ("family", "vendor", "generation")
+FLOOR_GROUP = "nested"
+MIN_FLOOR_GROUP_SOURCES = 2
+_PROFILE_FIELD: dict[tuple[str, str], str] = {}
+
+
+def floor_group(point: LoadPoint, grouping: str = "vendor") -> str:
+    """The point's group under `grouping` (FLOOR_GROUPINGS): "*" for "family", else its device profile's
+    `vendor` or `generation` ('' -> 'unknown')."""
+    if grouping == "family":
+        return "*"
+    k = (point.device, grouping)
+    if k not in _PROFILE_FIELD:
+        from sim.catalog.hardware import load_profile
+
+        try:
+            _PROFILE_FIELD[k] = getattr(load_profile(point.device), grouping) or "unknown"
+        except Exception:  # noqa: BLE001 - a device without a profile is excluded before replay; be safe
+            _PROFILE_FIELD[k] = "unknown"
+    return _PROFILE_FIELD[k]
+
+
+def _floor_variants(options: list[dict], i: int) -> list[int]:
+    """The options that differ from options[i] only in layer_floor_us (no floor counted as 0): the ones a
+    vendor group may pick instead of its family's (so a group never changes the family's host step costs)."""
+    def rest(o: dict) -> dict:
+        return {k: v for k, v in o.items() if k != "layer_floor_us"}
+    return [j for j, o in enumerate(options) if rest(o) == rest(options[i])]
+
+
+def floor_stage1(ps: list[LoadPoint], options: list[dict], stage1, keep, min_sources: int, grouping: str
+                 ) -> tuple[int, dict[str, int], dict[str, float]]:
+    """(family entry, {point key: entry}, {group: floor}) fitted on the points `keep` selects: stage 1's entry
+    for the family (`stage1(keep, among=None) -> index`), then each group under `grouping` whose selected
+    points come from at least `min_sources` sources picks among the entries that differ from the family's
+    only in layer_floor_us; every point of such a group (selected or not) takes the group's entry."""
+    fam_i = stage1(keep)
+    per_point = {p.key(): fam_i for p in ps}
+    own: dict[str, float] = {}
+    variants = _floor_variants(options, fam_i) if grouping != "family" else []
+    if len(variants) > 1:
+        for g in sorted({floor_group(p, grouping) for p in ps if keep(p)}):
+            gps = [p for p in ps if keep(p) and floor_group(p, grouping) == g]
+            if len({p.source for p in gps}) < max(1, min_sources):
+                continue
+            gi = stage1(lambda p, g=g: keep(p) and floor_group(p, grouping) == g, among=set(variants))
+            own[g] = float(options[gi].get("layer_floor_us", 0.0))
+            for p in ps:
+                if floor_group(p, grouping) == g:
+                    per_point[p.key()] = gi
+    return fam_i, per_point, own
+
+
+def choose_floor_grouping(ps: list[LoadPoint], per_option: list[dict], stage1_by_point, floor_grouping: str | None,
+                          min_group_sources: int, loss) -> tuple[str, dict[str, float]]:
+    """(grouping, {grouping: loss}): `floor_grouping` itself (None = "family"), or for "nested" the one of
+    FLOOR_GROUPINGS whose leave-one-source-out step error is the smallest: each source's TPOT/ITL and
+    output-throughput residuals (`per_option[entry][point key]`) under the entries `stage1_by_point` fits on
+    the other sources (a group keeping its own floor when another source of it remains), `loss(records)`
+    (stage 1's: the median |log| over TPOT/ITL and output-throughput rows) over all of them (ties: the
+    earlier in FLOOR_GROUPINGS). Fewer than two sources: "family"."""
+    if floor_grouping != "nested":
+        return floor_grouping or "family", {}
+    sources = sorted({p.source for p in ps})
+    if len(sources) < 2:
+        return "family", {}
+    losses = {}
+    for G in FLOOR_GROUPINGS:
+        recs = []
+        for s in sources:
+            ch_s = stage1_by_point(lambda p, s=s: p.source != s, max(1, min_group_sources - 1), G)[1]
+            recs += [r for p in ps if p.source == s for r in per_option[ch_s[p.key()]][p.key()]]
+        losses[G] = round(loss(recs), 5)
+    return min(FLOOR_GROUPINGS, key=lambda G: (losses[G], FLOOR_GROUPINGS.index(G))), losses
+
+
+def shipped_family_floors(points: list[LoadPoint]) -> dict[str, float]:
+    """{family: layer_floor_us} of each family's preset (default release) before its hardware rules: the
+    value every vendor group without a rule of its own runs."""
+    from sim.catalog.engine_config import load_engine
+
+    return {f: float(load_engine(f).layer_floor_us) for f in sorted({p.family for p in points})}
+
+
+def shipped_device_floors(points: list[LoadPoint]) -> dict[str, dict[str, float]]:
+    """{family: {device: layer_floor_us}}: what each family's preset (default release) runs on each device the
+    points use, its hardware rules (a per-vendor or per-generation floor) applied."""
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for p in points:
+        if p.device not in out[p.family]:
+            out[p.family][p.device] = float(load_engine(p.family).for_hardware(load_profile(p.device)).layer_floor_us)
+    return {f: dict(sorted(v.items())) for f, v in sorted(out.items())}
