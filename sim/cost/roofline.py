@@ -563,7 +563,10 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             rows = len(prefill_tokens) + len(decode_context)
             if self.prompt_key_flops_ratio != 1.0:  # MLA: prompt keys at the unabsorbed rate (`_kernel_terms`)
                 keys = self.prompt_key_flops_ratio * (keys - dkeys) + dkeys
-            return float(self.placed_time(t, rows, keys, kv_read, logits=n))
+            step = float(self.placed_time(t, rows, keys, kv_read, logits=n))
+            if self.graph_sizes is not None and not len(prefill_tokens) and n == len(decode_context):
+                step += self.graph_extra_s(n)  # every rank replays (or misses) its graph (`graph_extra_s`)
+            return step
         c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
         if self.graph_sizes is not None and not len(prefill_tokens) and n == len(decode_context):
             o += self.graph_extra_s(n)
