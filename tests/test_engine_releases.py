@@ -301,3 +301,37 @@ def test_sglang_retraction_resets_the_ratio_to_the_batchs_own_estimate():
     assert sg.new_token_ratio(st) == pytest.approx((2 + 20 * 2) / 80)  # 0.525
     st.decode_clock += 100  # then it decays again, by (init - min) / decay_steps per step
     assert sg.new_token_ratio(st) == pytest.approx(0.525 - 100 * (0.7 - 0.098) / 600)
+
+
+def test_cuda_graphs_price_a_tensor_parallel_decode_step_as_they_do_one_gpu():
+    """Every rank replays its own graph of its shard (TensorRT-LLM 1.0 llm_args.py CudaGraphConfig, vLLM's
+    per-worker CUDA graphs): under TP 2 a decode batch between TensorRT-LLM's exact sizes runs eagerly and
+    pays the eager launch cost, and a vLLM batch pads up to the next captured size; a prefill step is
+    never a graph replay. Before, a placement skipped both."""
+    def pair(name):
+        eng = load_engine(name).model_copy(update={"tp": 2})
+        return (CostModel.from_names("llama-3.1-8b", "bf16", "h200", eng),
+                CostModel.from_names("llama-3.1-8b", "bf16", "h200", eng.model_copy(update={"cuda_graph_sizes": None})))
+
+    trt, trt_plain = pair("trtllm")
+    assert trt.placement is not None
+    eager = load_engine("trtllm").eager_overhead_ms / 1e3
+    for n, extra in ((64, 0.0), (100, eager), (128, 0.0), (200, eager)):
+        ctx = [600] * n
+        assert trt.step_time(decode_context=ctx) - trt_plain.step_time(decode_context=ctx) == pytest.approx(extra, abs=1e-12)
+        # the closed-form decode runs the replica fast-forwards price the same steps
+        assert trt.decode_run_time(ctx, 1) == pytest.approx(trt.step_time(decode_context=ctx), rel=1e-9)
+        assert trt.decode_run_time(ctx, 3) - trt_plain.decode_run_time(ctx, 3) == pytest.approx(3 * extra, abs=1e-9)
+    ctx = [600] * 100
+    assert trt.step_time([512], [0], ctx) == pytest.approx(trt_plain.step_time([512], [0], ctx))
+
+    vllm, vllm_plain = pair("vllm")
+    n = 300  # vLLM pads to its next captured size: the placement's own step of more rows, never cheaper
+    g = vllm.graph_sizes[next(i for i, s in enumerate(vllm.graph_sizes) if s >= n)]
+    assert g > n
+    ctx = [600] * n
+    pad = vllm.step_time(decode_context=ctx) - vllm_plain.step_time(decode_context=ctx)
+    assert pad == pytest.approx(vllm.graph_extra_s(n), abs=1e-12) and pad > 0
+    # the padding rows cost what the same step with g sequences costs beyond n, less their attention
+    more = vllm_plain.step_time(decode_context=[0] * g) - vllm_plain.step_time(decode_context=[0] * n)
+    assert pad <= more + 1e-9

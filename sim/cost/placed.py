@@ -119,6 +119,8 @@ class PlacedSteps:
         starts, keys0, keys1, read0, read1 = self._decode_aggregates(d, limit)
         tb = n / mb
         parts0, comm, overhead = self._placed_terms(tb, tb, keys0 / mb, read0 / mb, tb, n)
+        if self.graph_sizes is not None:  # CUDA graphs per rank, as on one device (`graph_extra_s`)
+            overhead = overhead + self.graph_extra_s(n)
         attn, kvr, sc = self.attention_flops_per_layer_key, self.kv_read_bytes_per_layer_token, self.score_bytes_per_layer_key
         lines = [
             (c0, p.layer_fraction * attn * keys1 / mb / p.attention_flops_per_s,

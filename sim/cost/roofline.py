@@ -559,17 +559,17 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         t, n, keys, kv_read, dkeys = self._aggregate(prefill_tokens, prefill_context, decode_context, outputs)
         if t <= 0:
             return 0.0
+        decode_only = not len(prefill_tokens) and n == len(decode_context)
+        graphs = self.graph_extra_s(n) if self.graph_sizes is not None and decode_only else 0.0
         if self.placement is not None:
             rows = len(prefill_tokens) + len(decode_context)
             if self.prompt_key_flops_ratio != 1.0:  # MLA: prompt keys at the unabsorbed rate (`_kernel_terms`)
                 keys = self.prompt_key_flops_ratio * (keys - dkeys) + dkeys
-            return float(self.placed_time(t, rows, keys, kv_read, logits=n))
+            return float(self.placed_time(t, rows, keys, kv_read, logits=n)) + graphs  # graphs per rank
         c, m, o = self._terms(self._param_tuple(), t, n, keys, kv_read, dkeys)
-        if self.graph_sizes is not None and not len(prefill_tokens) and n == len(decode_context):
-            o += self.graph_extra_s(n)
-        # the measured correction is for decode passes as the probes ran them: every row a
-        # sequence's next token with its logits
-        if self.decode_correction is not None and not len(prefill_tokens) and n == len(decode_context):
+        o += graphs
+        # the measured correction is for decode passes as the probes ran them (each row a next token, logits)
+        if self.decode_correction is not None and decode_only:
             return float(max(c, m) + o) * self.decode_factor(len(decode_context))
         return float(max(c, m) + o)
 

@@ -140,8 +140,8 @@ class SpeculativeCostModel:
         keys, reads = _verify_aggregates_at(self.target, d, offsets, p)
         t = self.target
         # a verify pass of n x p rows replays (or, above the largest size, misses) a CUDA graph as a
-        # decode step of that many rows would (`CostModel.graph_extra_s`; single device, as step_time)
-        graphs = t.graph_extra_s(n * p) if t.placement is None else 0.0
+        # decode step of that many rows would (`CostModel.graph_extra_s`, per rank on a placement)
+        graphs = t.graph_extra_s(n * p)
         return t.placed_time(float(n * p), float(n), keys, reads, logits=float(n * p)) + graphs
 
     def per_token_times(self, decode_context: Sequence[int] | np.ndarray, steps: int) -> np.ndarray:
