@@ -90,8 +90,10 @@ def test_each_engine_picks_its_algorithm(engine, hw, tp, oneshot_kib, custom_kib
 
 def test_presets_keep_the_ring_and_pcie_amd_and_llamacpp_never_use_custom_kernels():
     h100 = load_profile("h100-sxm")
-    for name in ("vllm", "sglang", "trtllm"):  # shipped off (docs/cost-model.md)
+    for name in ("vllm", "sglang", "trtllm@0.x"):  # shipped off (docs/cost-model.md)
         assert not AllReducePolicy.for_engine(load_engine(name).with_overrides(tp=8), 8, h100).custom
+    # TensorRT-LLM 1.0 ships on (AUTO): its TP8 Hopper table's one-shot limit
+    assert AllReducePolicy.for_engine(load_engine("trtllm").with_overrides(tp=8), 8, h100).custom
     for hw in ("l40s", "rtx-4090", "mi300x"):  # PCIe (no P2P NVLink) and AMD: NCCL / RCCL's ring
         assert not AllReducePolicy.for_engine(_on("vllm", 2), 2, load_profile(hw)).custom
     assert not AllReducePolicy.for_engine(_on("vllm", 3), 3, h100).custom  # a TP size the preset does not list
@@ -117,9 +119,10 @@ def test_placement_prices_a_custom_kernels_shot_and_a_ring_step_at_the_familys_s
     fixed, steps = _comm(hw, spec, 2, eng)(np.array([4.0, 2048.0]))
     assert steps.tolist() == [64 * 1.0, 64 * 2.0]
     assert (fixed + steps * fam) == pytest.approx(pl.allreduce.seconds(np.array([4.0, 2048.0])), rel=1e-12)
-    # with the presets (off) the placement is the ring's, as before
+    # switched off (as vLLM, SGLang and TensorRT-LLM 0.x ship) the placement is the ring's, as before
     off = build_placement(spec, CostParams(1e12, 1e12, 1e12), ParallelConfig.for_profile(
-        hw, 2, 1, latency_us=fam * 1e6, engine=load_engine("trtllm").with_overrides(tp=2)))
+        hw, 2, 1, latency_us=fam * 1e6,
+        engine=load_engine("trtllm").with_overrides(tp=2, allreduce_algorithms=False)))
     assert off.allreduce is None and off.comm_s_per_pass == pytest.approx(64 * 2 * fam)
 
 
@@ -127,7 +130,8 @@ def test_decode_step_of_deepseek_r1_tp8_on_b200_drops_the_ring_latency_with_trtl
     """The miss behind issue 38's TRT-LLM B200 DeepSeek-R1 rows: 61 layers x 2 all-reduces x 14 ring steps at
     the family's fitted step made most of a 4-sequence decode step; one-shot kernels pay 122 x one step."""
     # the per-layer kernel floor (shipped in the preset) off: it would hold these all-reduces inside it
-    off = CostModel.from_names("deepseek-r1", "fp8", "b200", load_engine("trtllm").with_overrides(tp=8, layer_floor_us=0))
+    off = CostModel.from_names("deepseek-r1", "fp8", "b200", load_engine("trtllm").with_overrides(
+        tp=8, layer_floor_us=0, allreduce_algorithms=False))
     on = CostModel.from_names("deepseek-r1", "fp8", "b200", _on("trtllm", 8).with_overrides(layer_floor_us=0))
     ctx = [1200] * 4
     b_off, b_on = off.breakdown(decode_context=ctx), on.breakdown(decode_context=ctx)
