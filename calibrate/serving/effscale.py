@@ -130,7 +130,8 @@ def ship_table(points: list[LoadPoint], floor_records: list[dict], scale_records
         ship = (own is not None and own != 1.0 and t0 is not None and t1 is not None and t1 < t0
                 and (o0 is None or (o1 is not None and o1 <= o0)))
         srcs = sorted({p.source for p in ps})
-        rows.append({"family": fam, "group": g, "sources": len(srcs), "points": len(ps), "fitted_scale": own,
+        rows.append({"family": fam, "group": g, "devices": sorted({p.device for p in ps}), "sources": len(srcs),
+                     "points": len(ps), "fitted_scale": own,
                      "fold_scales": {s: folds.get(s, {}).get(fam, {}).get(g) for s in srcs},
                      "tpot_itl_floor": t0, "tpot_itl_scaled": t1, "output_tps_floor": o0, "output_tps_scaled": o1,
                      "ship": bool(ship)})
