@@ -51,16 +51,19 @@ def scaled(params: dict, scale: float) -> dict:
     return {**params, "efficiency_scale": {"bandwidth": scale}} if scale != 1.0 else dict(params)
 
 
-def fit_group_scales(ps: list[LoadPoint], base, predict, residuals, loss, keep, min_sources: int
-                     ) -> dict[str, float]:
-    """{group: scale} for each SCALE_GROUPING group whose `keep` points come from at least `min_sources`
-    sources: the SCALE_GRID value with the smallest `loss` over those points' records, each point replayed
-    with `scaled(base(p), value)`."""
+def fit_group_scales(ps: list[LoadPoint], base, predict, residuals, loss, keep, min_sources: int, warm=None,
+                     groups=None) -> dict[str, float]:
+    """{group: scale} for each SCALE_GROUPING group (of `groups`, None = all) whose `keep` points come from at
+    least `min_sources` sources: the SCALE_GRID value with the smallest `loss` over those points' records,
+    each point replayed with `scaled(base(p), value)` (`warm(pairs)`, when given, replays those pairs first:
+    the same numbers, in parallel)."""
     out: dict[str, float] = {}
     for g in sorted({floor_group(p, SCALE_GROUPING) for p in ps if keep(p)}):
         gps = [p for p in ps if keep(p) and floor_group(p, SCALE_GROUPING) == g]
-        if len({p.source for p in gps}) < max(1, min_sources):
+        if (groups is not None and g not in groups) or len({p.source for p in gps}) < max(1, min_sources):
             continue
+        if warm is not None:
+            warm([(p, scaled(base(p), v)) for p in gps for v in _ORDER])
         best, best_loss = 1.0, math.inf
         for v in _ORDER:
             lv = loss([r for p in gps for r in residuals(p, predict(p, scaled(base(p), v)))])
@@ -71,7 +74,7 @@ def fit_group_scales(ps: list[LoadPoint], base, predict, residuals, loss, keep, 
 
 
 def heldout_scales(points: list[LoadPoint], floor_chosen: dict[str, dict], point_params, predict, residuals,
-                   loss) -> tuple[dict[str, dict], dict[str, dict[str, dict[str, float]]]]:
+                   loss, warm=None) -> tuple[dict[str, dict], dict[str, dict[str, dict[str, float]]]]:
     """({point key: predicted}, {source: {family: {group: scale}}}): each source's points predicted with its
     fold's floor parameters (`floor_chosen[source][family]`) and its group's scale fitted on the other
     sources of the family (MIN_FLOOR_GROUP_SOURCES - 1 of them in the fold), 1.0 where none."""
@@ -85,8 +88,9 @@ def heldout_scales(points: list[LoadPoint], floor_chosen: dict[str, dict], point
 
             def base(p, fam=fam):
                 return point_params(ch.get(fam), p)
+            mine = {floor_group(p, SCALE_GROUPING) for p in ps if p.source == s}  # only the groups s is in
             sc = fit_group_scales(ps, base, predict, residuals, loss, lambda p, s=s: p.source != s,
-                                  max(1, MIN_FLOOR_GROUP_SOURCES - 1))
+                                  max(1, MIN_FLOOR_GROUP_SOURCES - 1), warm, mine)
             chosen[s][fam] = sc
             for p in ps:
                 if p.source == s:
@@ -95,13 +99,13 @@ def heldout_scales(points: list[LoadPoint], floor_chosen: dict[str, dict], point
 
 
 def final_scales(points: list[LoadPoint], floor_final: dict[str, dict], point_params, predict, residuals,
-                 loss) -> dict[str, dict[str, float]]:
+                 loss, warm=None) -> dict[str, dict[str, float]]:
     """{family: {group: scale}} fitted on all points (the floor's final parameters), MIN_FLOOR_GROUP_SOURCES."""
     out = {}
     for fam in sorted({p.family for p in points}):
         ps = [p for p in points if p.family == fam]
         out[fam] = fit_group_scales(ps, lambda p, fam=fam: point_params(floor_final.get(fam), p), predict,
-                                    residuals, loss, lambda p: True, MIN_FLOOR_GROUP_SOURCES)
+                                    residuals, loss, lambda p: True, MIN_FLOOR_GROUP_SOURCES, warm)
     return out
 
 

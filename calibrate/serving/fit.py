@@ -563,8 +563,11 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
 
     def step_loss(recs):
         return _loss(recs, STEP_METRICS)
-    s_preds, s_folds = es.heldout_scales(points, r_chosen, point_params, pred, residuals, step_loss)
-    s_final = es.final_scales(points, r_final, point_params, pred, residuals, step_loss)
+    def warm(pairs):  # the scaled replays in `jobs` processes (the same numbers, sooner)
+        if jobs > 1 and cache is not None:
+            prefetch([(p, fit_params(q)) for p, q in pairs], cache, jobs)
+    s_preds, s_folds = es.heldout_scales(points, r_chosen, point_params, pred, residuals, step_loss, warm)
+    s_final = es.final_scales(points, r_final, point_params, pred, residuals, step_loss, warm)
     s_records = _records(points, s_preds, knees_meas)
     out["efficiency_scale"] = {"records": s_records, "folds": s_folds, "final": s_final,
                                "table": es.ship_table(points, out["request_only"]["records"], s_records, s_final,
