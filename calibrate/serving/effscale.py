@@ -29,6 +29,12 @@ of the group's points improves and its output-throughput median |error| is no wo
 held-out figures; a shipped group's value is the one fitted on all its sources. Shipping is a hardware rule
 in the family's preset (`when: {vendor: [...]}`, `set: {efficiency_scale: {bandwidth: v}}`, cited in
 `sources:`), which the replay cache keys on (calibrate/serving/replay.py FITTED_FIELDS).
+Finding (subset runs of 2026-12-06, `python benchmarks/serving_fit.py --curves ...`, not the full corpus):
+SGLang AMD (cookbook MI300X, SemiAnalysis MI325X/MI355X, two sources, 56 points) fits 0.8 on all rows, 0.6 and
+0.7 in the two folds; held out TPOT/ITL 30.3% -> 33.2%, output throughput 46.5% -> 31.4%: not shipped. The
+cookbook's MI300X FP8 MoE curves (DeepSeek-V3.1, MiniMax-M2, Qwen3-Coder-480B FP8) are predicted 55-62% too
+fast at C=1 while its bf16 ones (ERNIE-4.5, Llama-4) sit at -15..+27% and SemiAnalysis's MI325X DeepSeek-R1
+FP8 at +7..-31%: the disagreement is between sources and models, which one scale per vendor cannot carry.
 """
 
 from __future__ import annotations
