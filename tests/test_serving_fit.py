@@ -273,6 +273,7 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
             fitted = ro["final_params"][fam]
             assert fitted.get("layer_floor_us", fitted.get("mla_layer_floor_us")) == v
     _presets_ship_the_per_group_floors(fj)
+    _presets_ship_the_bandwidth_scales(fj)
     assert len(fj["rows"]) == fj["rows_replayed"]
     for r in fj["rows"]:
         assert r["metric"] in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "other")
@@ -314,6 +315,27 @@ def _presets_ship_the_per_group_floors(fj: dict) -> None:
                 assert v["own_value"] and v["heldout_split"]["tpot_itl"] < v["heldout_one_floor"]["tpot_itl"]
             if v["own_value"]:
                 assert v["value"] == fj["request_only_by_source"]["final_params"][fam]["layer_floor_us_by_group"][g]
+
+
+def _presets_ship_the_bandwidth_scales(fj: dict) -> None:
+    """The bandwidth efficiency scale per (family, device group): on every device of a group the preset (its
+    hardware rules applied) runs the group's all-sources value where the ship rule says so, else 1.0; a
+    shipped group's held-out TPOT/ITL beat the floor alone's and its output throughput was no worse. (A
+    report generated before the scale has no `efficiency_scale` section: nothing to check.)"""
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+
+    es = fj.get("efficiency_scale")
+    if es is None:
+        return
+    for r in es["groups"]:
+        want = r["fitted_scale"] if r["ship"] else 1.0
+        for d in r["devices"]:
+            assert load_engine(r["family"]).for_hardware(load_profile(d)).efficiency_scale.bandwidth == want, r
+            assert es["shipped_bandwidth_scale_by_device"][r["family"]][d] == want
+        if r["ship"]:
+            assert r["fitted_scale"] == es["final"][r["family"]][r["group"]]
+            assert r["tpot_itl_scaled"] < r["tpot_itl_floor"] and r["output_tps_scaled"] <= r["output_tps_floor"]
 
 
 def test_coverage_judges_each_source_by_bands_built_from_the_others():

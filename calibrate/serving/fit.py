@@ -404,10 +404,12 @@ def shippable_grid() -> list[dict]:
 
 
 def fit_params(params: dict | None) -> dict:
-    """The engine overrides a fit replays: the fitted fields (request_overhead_ms, layer_floor_us) always
+    """The engine overrides a fit replays: the fitted fields (request_overhead_ms, layer_floor_us,
+    efficiency_scale: neutral unless fitted, calibrate/serving/effscale.py) always
     set, to the fitted value, else 0 (the presets before this fit), so the fit and its baseline do not
     depend on the values the presets ship."""
-    return {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, **(params or {})}
+    return {"request_overhead_ms": 0.0, "layer_floor_us": 0.0,
+            "efficiency_scale": {"compute": 1.0, "bandwidth": 1.0, "attention": 1.0}, **(params or {})}
 
 
 def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:
@@ -553,6 +555,24 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
            "shipped_mla_layer_floors": shipped_family_floors(points),
            "shipped_layer_floors_by_device": shipped_device_floors(points),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
+    # the bandwidth efficiency scale per (family, device group) on top of the floor (calibrate/serving/effscale.py)
+    from calibrate.serving import effscale as es
+
+    def pred(p, q):
+        return predict(p, q, cache)
+
+    def step_loss(recs):
+        return _loss(recs, STEP_METRICS)
+    def warm(pairs):  # the scaled replays in `jobs` processes (the same numbers, sooner)
+        if jobs > 1 and cache is not None:
+            prefetch([(p, fit_params(q)) for p, q in pairs], cache, jobs)
+    s_preds, s_folds = es.heldout_scales(points, r_chosen, point_params, pred, residuals, step_loss, warm)
+    s_final = es.final_scales(points, r_final, point_params, pred, residuals, step_loss, warm)
+    s_records = _records(points, s_preds, knees_meas)
+    out["efficiency_scale"] = {"records": s_records, "folds": s_folds, "final": s_final,
+                               "table": es.ship_table(points, out["request_only"]["records"], s_records, s_final,
+                                                      s_folds),
+                               "shipped_by_device": es.shipped_device_scales(points)}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
         out["cv"][by] = {"records": recs, "knees": d["knees"], "chosen": d["chosen"]}

@@ -53,7 +53,20 @@ _TREE: list[str] = []
 #: engine fields the serving fit itself fits and ships (and a replay's parameters always set, or its
 #: cache key spells out with the preset's value): kept out of the tree's fingerprint, so shipping a
 #: fitted value re-replays only the points that use the presets as they are, not the whole corpus
-FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us")
+FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us", "efficiency_scale")
+_NEUTRAL_SCALE = {"compute": 1.0, "bandwidth": 1.0, "attention": 1.0}
+
+
+def effective_scale(value) -> dict | None:
+    """An `efficiency_scale` (a mapping with some of compute/bandwidth/attention, or the preset's model) as
+    the full mapping in effect, or None when it is neutral (all 1.0): a cache key spells a scale out only
+    where it moves something, so the keys of every unscaled replay stay as they were before the scale was
+    a fitted field."""
+    if value is None:
+        return None
+    d = value.model_dump() if hasattr(value, "model_dump") else dict(value)
+    full = {k: float(d.get(k, 1.0)) for k in _NEUTRAL_SCALE}
+    return None if full == _NEUTRAL_SCALE else full
 
 
 def engine_preset_digest(text: bytes) -> bytes:
@@ -112,7 +125,8 @@ def preset_fitted(point: LoadPoint) -> dict:
         try:
             _, eng = resolve(make_spec(trace="<serving fit>", hw=point.device, model=point.model, quant=point.quant,
                                        engine=point.engine))
-            _PRESET_FITTED[k] = {f: float(getattr(eng, f)) for f in FITTED_FIELDS if hasattr(eng, f)}
+            _PRESET_FITTED[k] = {f: (getattr(eng, f) if f == "efficiency_scale" else float(getattr(eng, f)))
+                                 for f in FITTED_FIELDS if hasattr(eng, f)}
         except Exception:  # noqa: BLE001 - a deployment the simulator refuses: replay records the error
             _PRESET_FITTED[k] = {}
     return _PRESET_FITTED[k]
@@ -120,7 +134,12 @@ def preset_fitted(point: LoadPoint) -> dict:
 
 def cache_key(point: LoadPoint, params: dict | None) -> str:
     """The tree, the point, and the engine parameters in effect: `params` over the preset's fitted fields."""
-    return f"{tree_fingerprint()}:{point.key()}:{_param_key({**preset_fitted(point), **(params or {})})}"
+    eff = {**preset_fitted(point), **(params or {})}
+    if "efficiency_scale" in eff:  # spelled out in full where not neutral, else left out (see effective_scale)
+        sc = effective_scale(eff.pop("efficiency_scale"))
+        if sc is not None:
+            eff["efficiency_scale"] = sc
+    return f"{tree_fingerprint()}:{point.key()}:{_param_key(eff)}"
 
 
 def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = None) -> dict:

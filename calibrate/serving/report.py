@@ -22,6 +22,7 @@ from calibrate.serving.fit import (
 from calibrate.serving.floor_report import (  # noqa: F401 (_fmt, _pct: the report's number formats)
     _fmt, _pct, floor_json, floor_markdown, floor_summary_lines,
 )
+from calibrate.serving.effscale import SCALE_GRID, SCALE_GROUPING, scale_markdown, scale_summary_lines
 from calibrate.serving.rows import LoadPoint
 
 
@@ -156,6 +157,11 @@ def fidelity_json(res: dict, targets: dict) -> dict:
         "shipped_mla_layer_floor_us": res["shipped_mla_layer_floors"],
         "shipped_layer_floor_us_by_device": res["shipped_layer_floors_by_device"],
         "layer_floor": floor_json(res),
+        "efficiency_scale": {"grid": list(SCALE_GRID), "grouping": SCALE_GROUPING,
+                             "by_source": summarize(res["efficiency_scale"]["records"]),
+                             "final": res["efficiency_scale"]["final"], "folds": res["efficiency_scale"]["folds"],
+                             "groups": res["efficiency_scale"]["table"],
+                             "shipped_bandwidth_scale_by_device": res["efficiency_scale"]["shipped_by_device"]},
         "shipped_request_overhead_ms": res["shipped_values"],
         "front_end": {"rule": FRONT_END_RULE, "rules": list(FRONT_END_RULES),
                       "min_release_sources": MIN_RELEASE_SOURCES, "ship_rule": front_end_ship_rule(res),
@@ -289,6 +295,7 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
                                  for sec in ("baseline", "request_only_by_source", "heldout_by_source")))
     lines.append(f"presets' layer_floor_us: {json.dumps(res['shipped_mla_layer_floors'], sort_keys=True)}")
     lines += floor_summary_lines(res)
+    lines += scale_summary_lines(res["efficiency_scale"]["table"])
     return lines
 
 
@@ -467,6 +474,7 @@ def report_markdown(res: dict, targets: dict) -> str:
             L.append(f"| {sec} | {m} | {_fmt(ex[sec]['with'].get(m))} | {_fmt(ex[sec]['without'].get(m))} | "
                      f"{_fmt(ex[sec]['experimental_only'].get(m))} |")
     L += floor_markdown(fj)
+    L += [""] + scale_markdown(res["efficiency_scale"]["table"])
     L += ["", f"The presets as replayed here ship request_overhead_ms "
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
           f"and layer_floor_us {json.dumps(fj['shipped_mla_layer_floor_us'], sort_keys=True)}; "

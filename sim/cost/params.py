@@ -102,9 +102,10 @@ class CostParams:
 
         `eff` is the profile's efficiency for this engine when it has one (a local calibration), else
         for its kernel family (fitted to public measurements, calibrate/public_fit.py), and then the
-        engine's `efficiency_scale` is not applied: the measurement already is that engine's; else the
-        profile's generic efficiency times the engine's scale. A fitted entry's per-weight-class values
-        (`Efficiency.compute_by_class`, `bandwidth_by_class`, sim.catalog.quant.kernel_class) win for a
+        engine's `efficiency_scale` multiplies the family's (a preset ships a scale per device group
+        fitted to serving rows, calibrate/serving/effscale.py; all presets' default is 1); the engine's own
+        measured entry (a local calibration) is not scaled: the measurement already is that engine's.
+        A fitted entry's per-weight-class values (`Efficiency.compute_by_class`, `bandwidth_by_class`, sim.catalog.quant.kernel_class) win for a
         format of that class, its `attention_of_peak` prices attention against the bf16 peak, and its
         `floor_ms` and `per_sequence_ms` replace the profile's device-side `iteration_overhead_ms` and
         `per_sequence_overhead_ms`. When the profile was
@@ -118,7 +119,10 @@ class CostParams:
         family = (engine.kernel_family or engine.name) if engine is not None else None
         # a llama.cpp engine's efficiencies are its backend's family's (ggml-vulkan, ggml-rocm on AMD)
         eff = hw.efficiency_for(name, engine.efficiency_family(hw) if engine is not None else None)
-        own_measurement = eff is not hw.efficiency
+        # the engine's own measured entry (a local calibration) already is that engine's: no scale on it; a
+        # kernel family's fitted entry (torch, trtllm, ...) is scaled, so a preset's per-device-group
+        # `efficiency_scale` (fitted to serving rows, calibrate/serving/effscale.py) corrects it
+        own_measurement = name is not None and name in hw.engine_efficiency and eff is hw.engine_efficiency[name]
         calibrated_on_engine = name is not None and (hw.calibration or {}).get("engine") == name
         scale = engine.efficiency_scale if engine is not None and not own_measurement and not calibrated_on_engine \
             else None
