@@ -98,6 +98,12 @@ def test_held_out_a_source_takes_its_groups_scale_from_the_other_sources_and_the
     assert not table["Apple"]["ship"] and table["Apple"]["fitted_scale"] is None
     assert table["AMD"]["devices"] == ["mi300x", "mi355x"]
     assert any("AMD" in line and "ship yes" in line for line in es.scale_summary_lines(list(table.values())))
+    # the scale was fitted over the family's fitted floor: where the preset does not run that floor, the same
+    # held-out gain does not ship (an untested combination)
+    gated = {r["group"]: r for r in es.ship_table(pts, floor_recs, sf_fit._records(pts, preds, knees), final, folds,
+                                                    {"vllm": False})}
+    assert gated["AMD"]["held_out_gain"] and not gated["AMD"]["ship"] and not gated["AMD"]["floor_shipped"]
+    assert any("floor does not ship" in line for line in es.scale_summary_lines(list(gated.values())))
 
 
 def test_the_committed_report_check_fails_when_a_preset_does_not_run_a_shipped_scale():

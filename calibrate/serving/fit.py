@@ -571,12 +571,18 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     s_records = _records(points, s_preds, knees_meas)
     out["efficiency_scale"] = {"records": s_records, "folds": s_folds, "final": s_final,
                                "table": es.ship_table(points, out["request_only"]["records"], s_records, s_final,
-                                                      s_folds),
+                                                      s_folds, _floor_shipped(points, r_final)),
                                "shipped_by_device": es.shipped_device_scales(points)}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
         out["cv"][by] = {"records": recs, "knees": d["knees"], "chosen": d["chosen"]}
     return out
+
+
+def _floor_shipped(points: list[LoadPoint], final: dict) -> dict[str, bool]:
+    """{family: whether its preset runs the floor the fit chose for it} (the scale's ship rule needs it)."""
+    shipped = shipped_family_floors(points)
+    return {f: shipped.get(f, 0.0) == float((final.get(f) or {}).get("layer_floor_us") or 0.0) for f in shipped}
 
 
 def _shipped_request_overheads(points: list[LoadPoint], field: str = "request_overhead_ms",
