@@ -35,21 +35,18 @@ Orin columns (no profile).
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from build_public_new_devices_2026 import COLUMNS, csv_text, write_or_check  # noqa: E402 (the corpus columns, one CLI)
 
 COMMIT = "63e1e71383870e288985d1a65a5a49b14326e42b"
 REPO = "https://github.com/NVIDIA-AI-IOT/jetson-ai-lab/blob/" + COMMIT
 SOURCE = f"{REPO}/src/data/benchmarks.json"
 TUTORIAL = f"{REPO}/src/content/tutorials/genai-benchmarking.md"
 OUT = Path(__file__).resolve().parent / "public" / "jetson_thor.csv"
-COLUMNS = ["row_id", "source", "source_ref", "engine", "engine_version", "backend", "device",
-           "device_variant", "n_devices", "model", "quant", "metric", "batch", "request_rate",
-           "input_tokens", "output_tokens", "depth", "quantity", "value", "as_printed", "derivation",
-           "settings", "notes"]
 ISL, OSL, NUM_PROMPTS = 2048, 128, 50
 # Round 27 (docs/changelog-calibration.md): fitted, these rows moved the devices before them; kept in the
 # corpus, not fitted, their error reported under the Thor's shipped transfer (benchmarks/public_fidelity.md)
@@ -127,23 +124,11 @@ def rows() -> list[dict]:
 
 
 def render() -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    w.writeheader()
-    for r in rows():
-        w.writerow(r)
-    return buf.getvalue()
+    return csv_text(rows())
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        same = OUT.exists() and OUT.read_text(encoding="utf-8") == text
-        print(f"{OUT.name}: {'up to date' if same else 'differs from the builder'}")
-        return 0 if same else 1
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT} ({len(rows())} rows)")
-    return 0
+    return write_or_check(argv, OUT, render(), len(rows()))
 
 
 if __name__ == "__main__":

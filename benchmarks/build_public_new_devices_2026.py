@@ -191,24 +191,33 @@ def rows() -> list[dict]:
     return out
 
 
-def render() -> str:
+def csv_text(records: list[dict], columns: list[str] = COLUMNS) -> str:
+    """The corpus CSV of `records` (the public corpus's columns, '\n' line ends)."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     w.writeheader()
-    for r in rows():
+    for r in records:
         w.writerow(r)
     return buf.getvalue()
 
 
-def main(argv: list[str]) -> int:
-    text = render()
+def write_or_check(argv: list[str], out: Path, text: str, n_rows: int) -> int:
+    """A builder's command line: `--check` compares `out` with `text` (exit 1 when it differs), else writes it."""
     if "--check" in argv:
-        same = OUT.exists() and OUT.read_text(encoding="utf-8") == text
-        print(f"{OUT.name}: {'up to date' if same else 'differs from the builder'}")
+        same = out.exists() and out.read_text(encoding="utf-8") == text
+        print(f"{out.name}: {'up to date' if same else 'differs from the builder'}")
         return 0 if same else 1
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT} ({len(rows())} rows)")
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out} ({n_rows} rows)")
     return 0
+
+
+def render() -> str:
+    return csv_text(rows())
+
+
+def main(argv: list[str]) -> int:
+    return write_or_check(argv, OUT, render(), len(rows()))
 
 
 if __name__ == "__main__":

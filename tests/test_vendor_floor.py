@@ -98,15 +98,20 @@ def test_each_vendor_group_with_two_sources_gets_its_own_floor_and_a_lone_source
     assert "layer_floor_us_by_group" not in sf.fit_engine_params(pts, {"vllm": host}, _fake, floor_grouping="vendor")["vllm"]
 
 
-def test_held_out_a_source_takes_its_groups_floor_from_the_other_sources_of_the_group():
-    pts = _floor_points(SPEC)
+def _heldout_vendor_and_family(pts):
+    """The held-out-by-source fit of the floor grid per vendor group and with one floor, on the fake predictor."""
     orig = sf_fit.predict
     sf_fit.predict = _fake
     try:
-        preds, chosen = sf._heldout(pts, "source", {"vllm": FLOORS}, None, floor_grouping="vendor")
-        preds1, chosen1 = sf._heldout(pts, "source", {"vllm": FLOORS}, None)
+        return (sf._heldout(pts, "source", {"vllm": FLOORS}, None, floor_grouping="vendor"),
+                sf._heldout(pts, "source", {"vllm": FLOORS}, None))
     finally:
         sf_fit.predict = orig
+
+
+def test_held_out_a_source_takes_its_groups_floor_from_the_other_sources_of_the_group():
+    pts = _floor_points(SPEC)
+    (preds, chosen), (preds1, chosen1) = _heldout_vendor_and_family(pts)
     # C (the mi300x rows) held out: AMD's floor from D alone; A held out: NVIDIA's from B alone
     assert chosen["C"]["vllm"]["layer_floor_us_by_group"]["AMD"] == 300.0
     assert chosen["A"]["vllm"]["layer_floor_us_by_group"]["NVIDIA"] == 100.0
@@ -122,13 +127,7 @@ def test_held_out_a_source_takes_its_groups_floor_from_the_other_sources_of_the_
 
 def test_the_floor_ship_rule_ships_a_groups_value_only_where_held_out_it_beats_one_floor():
     pts = _floor_points(SPEC)
-    orig = sf_fit.predict
-    sf_fit.predict = _fake
-    try:
-        preds, chosen = sf._heldout(pts, "source", {"vllm": FLOORS}, None, floor_grouping="vendor")
-        preds1, chosen1 = sf._heldout(pts, "source", {"vllm": FLOORS}, None)
-    finally:
-        sf_fit.predict = orig
+    (preds, chosen), (preds1, chosen1) = _heldout_vendor_and_family(pts)
     knees: dict = {}
     res = {"points": pts,
            "baseline": {"records": sf_fit._records(pts, {p.key(): _fake(p, {}) for p in pts}, knees)},
