@@ -42,7 +42,8 @@ Tensor parallel (Megatron-LM style, Shoeybi et al. 2019, arXiv 1909.08053), `tp 
   kernel costs one such step and a two-shot two, where the ring costs 2 (N - 1). TensorRT-LLM's offline
   rows, large batches on the ring, fit 14-19 us per step, more than a bare NVLink hop; priced at the
   profile's link latency instead (5 us) the one-shot kernels made TensorRT-LLM 1.0's H100 TP2 offline
-  rows fast and the kernel fit's held-out p90 worse (docs/cost-model.md). Without a custom all-reduce (llama.cpp; a deployment over PCIe, where vLLM
+  rows fast and the kernel fit's held-out p90 worse (docs/cost-model.md). Without a custom all-reduce
+  (llama.cpp; a deployment over PCIe, where vLLM
   disables its kernels above 2 GPUs and TensorRT-LLM falls back to NCCL; AMD parts, whose ROCm
   kernels are not modelled) every message runs the ring.
   The bandwidth in the all-reduce is the bus bandwidth a ring reaches over that link

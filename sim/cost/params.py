@@ -105,7 +105,8 @@ class CostParams:
         engine's `efficiency_scale` multiplies the family's (a preset ships a scale per device group
         fitted to serving rows, calibrate/serving/effscale.py; all presets' default is 1); the engine's own
         measured entry (a local calibration) is not scaled: the measurement already is that engine's.
-        A fitted entry's per-weight-class values (`Efficiency.compute_by_class`, `bandwidth_by_class`, sim.catalog.quant.kernel_class) win for a
+        A fitted entry's per-weight-class values (`Efficiency.compute_by_class`, `bandwidth_by_class`,
+        sim.catalog.quant.kernel_class) win for a
         format of that class, its `attention_of_peak` prices attention against the bf16 peak, and its
         `floor_ms` and `per_sequence_ms` replace the profile's device-side `iteration_overhead_ms` and
         `per_sequence_overhead_ms`. When the profile was
