@@ -267,7 +267,7 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
         assert v == (fitted if rule[rel]["ship"] else 0.0)  # the ship rule's decision is what the preset ships
         if rule[rel]["ship"]:  # shipped only on held-out evidence that it beats the baseline
             assert rule[rel]["heldout_ttft_p50_pct"] < rule[rel]["baseline_ttft_p50_pct"]
-    for fam, v in fj["shipped_mla_layer_floor_us"].items():  # and the per-layer kernel floor likewise
+    for fam, v in fj["shipped_layer_floor_us"].items():  # and the per-layer kernel floor likewise
         assert load_engine(fam).layer_floor_us == v
         if v > 0:  # (the field's former name in reports generated before it priced every model)
             fitted = ro["final_params"][fam]
@@ -305,7 +305,7 @@ def _presets_ship_the_per_group_floors(fj: dict) -> None:
         return
     for fam, groups in lf["ship_rule"].items():
         top = load_engine(fam).layer_floor_us
-        assert fj["shipped_mla_layer_floor_us"][fam] == top
+        assert fj["shipped_layer_floor_us"][fam] == top
         for g, v in groups.items():
             want = v["value"] if v["ship"] else top
             for d in v["devices"]:

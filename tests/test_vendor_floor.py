@@ -190,7 +190,7 @@ def test_the_committed_report_check_fails_when_a_preset_does_not_run_what_the_sh
     runs = {d: load_engine("sglang").for_hardware(load_profile(d)).layer_floor_us for d in ("mi300x", "mi355x")}
     group = {"grouping": "vendor", "devices": ["mi300x", "mi355x"], "own_value": True, "value": 300.0, "ship": False,
              "heldout_split": {"tpot_itl": 20.0}, "heldout_one_floor": {"tpot_itl": 30.0}}
-    fj = {"layer_floor": {"ship_rule": {"sglang": {"AMD": group}}}, "shipped_mla_layer_floor_us": {"sglang": top},
+    fj = {"layer_floor": {"ship_rule": {"sglang": {"AMD": group}}}, "shipped_layer_floor_us": {"sglang": top},
           "shipped_layer_floor_us_by_device": {"sglang": runs},
           "request_only_by_source": {"final_params": {"sglang": {"layer_floor_us_by_group": {"AMD": 300.0}}}}}
     if set(runs.values()) == {top}:  # the presets ship no AMD rule: a report saying "no" passes, "ship" fails

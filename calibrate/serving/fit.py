@@ -133,10 +133,9 @@ def _scored(records: list[dict], metrics: tuple[str, ...]) -> list[dict]:
     return [r for r in records if r["metric"] in metrics and r["predicted"] and r["predicted"] > 0 and r["measured"] > 0]
 
 
-def _loss(records: list[dict], metrics: tuple[str, ...], api_ms: float = 0.0) -> float:
-    """Median |log(predicted / measured)| over `metrics` records, `api_ms` added to TTFT predictions."""
-    errs = [abs(math.log((r["predicted"] + (api_ms if r["quantity"] in ("ttft_ms", "e2el_ms") else 0.0))
-                         / r["measured"])) for r in _scored(records, metrics)]
+def _loss(records: list[dict], metrics: tuple[str, ...]) -> float:
+    """Median |log(predicted / measured)| over `metrics` records."""
+    errs = [abs(math.log(r["predicted"] / r["measured"])) for r in _scored(records, metrics)]
     return float(np.median(errs)) if errs else math.inf
 
 
@@ -552,7 +551,7 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
                             "one_floor": {"records": _records(points, rn_preds, knees_meas), "chosen": rn_chosen,
                                           "final_params": rn_final}},
            "shipped_values": _shipped_request_overheads(points),
-           "shipped_mla_layer_floors": shipped_family_floors(points),
+           "shipped_layer_floors": shipped_family_floors(points),
            "shipped_layer_floors_by_device": shipped_device_floors(points),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
     # the bandwidth efficiency scale per (family, device group) on top of the floor (calibrate/serving/effscale.py)

@@ -154,7 +154,7 @@ def fidelity_json(res: dict, targets: dict) -> dict:
                                    "final_params": res["request_only"]["final_params"]},
         "request_only_by_device": {"by_metric": summarize(res["request_only"]["by_device"]["records"]),
                                    "chosen": res["request_only"]["by_device"]["chosen"]},
-        "shipped_mla_layer_floor_us": res["shipped_mla_layer_floors"],
+        "shipped_layer_floor_us": res["shipped_layer_floors"],
         "shipped_layer_floor_us_by_device": res["shipped_layer_floors_by_device"],
         "layer_floor": floor_json(res),
         "efficiency_scale": {"grid": list(SCALE_GRID), "grouping": SCALE_GROUPING,
@@ -293,7 +293,7 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
         lines.append(f"source-labelled experimental rows ({len(ex['curves'])} curves), ttft_p50 with / without: "
                      + ", ".join(f"{sec} {_fmt(ex[sec]['with'].get('ttft_p50'))} / {_fmt(ex[sec]['without'].get('ttft_p50'))}"
                                  for sec in ("baseline", "request_only_by_source", "heldout_by_source")))
-    lines.append(f"presets' layer_floor_us: {json.dumps(res['shipped_mla_layer_floors'], sort_keys=True)}")
+    lines.append(f"presets' layer_floor_us: {json.dumps(res['shipped_layer_floors'], sort_keys=True)}")
     lines += floor_summary_lines(res)
     lines += scale_summary_lines(res["efficiency_scale"]["table"])
     return lines
@@ -477,7 +477,7 @@ def report_markdown(res: dict, targets: dict) -> str:
     L += [""] + scale_markdown(res["efficiency_scale"]["table"])
     L += ["", f"The presets as replayed here ship request_overhead_ms "
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
-          f"and layer_floor_us {json.dumps(fj['shipped_mla_layer_floor_us'], sort_keys=True)}; "
+          f"and layer_floor_us {json.dumps(fj['shipped_layer_floor_us'], sort_keys=True)}; "
           "the bands below are, for a release that ships a request_overhead_ms, its request-only residuals held "
           "out by source, for the others the baseline's.", ""]
     L += ["## Per source and device (held out by source)", "", "| group | ttft_p50 | ttft_p99 | tpot_itl | output_tps |",
