@@ -42,9 +42,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-import numpy as np
-
-from calibrate.serving.floor import MIN_FLOOR_GROUP_SOURCES, floor_group
+from calibrate.serving.floor import MIN_FLOOR_GROUP_SOURCES, floor_group, held_out_gain, preset_values_by_device
 from calibrate.serving.rows import LoadPoint
 
 SCALE_GRID = (0.6, 0.7, 0.8, 0.9, 1.0, 1.1)
@@ -116,8 +114,9 @@ def final_scales(points: list[LoadPoint], floor_final: dict[str, dict], point_pa
 
 
 def _med(records: list[dict], metric: str) -> float | None:
-    e = [abs(r["error"]) for r in records if r["metric"] == metric and r["error"] is not None]
-    return round(100 * float(np.median(e)), 1) if e else None
+    from calibrate.serving.fit import summarize  # fit imports this module inside `run`
+
+    return (summarize(records).get(metric) or {}).get("median_abs_pct")
 
 
 def ship_table(points: list[LoadPoint], floor_records: list[dict], scale_records: list[dict],
@@ -142,8 +141,7 @@ def ship_table(points: list[LoadPoint], floor_records: list[dict], scale_records
         o0, o1 = _med(fr, "output_tps"), _med(sr, "output_tps")
         own = final.get(fam, {}).get(g)
         floor_ok = (floor_shipped or {}).get(fam, True)
-        gain = (own is not None and own != 1.0 and t0 is not None and t1 is not None and t1 < t0
-                and (o0 is None or (o1 is not None and o1 <= o0)))
+        gain = own is not None and own != 1.0 and held_out_gain(t1, t0, o1, o0)
         ship = gain and floor_ok
         srcs = sorted({p.source for p in ps})
         rows.append({"family": fam, "group": g, "devices": sorted({p.device for p in ps}), "sources": len(srcs),
@@ -155,17 +153,8 @@ def ship_table(points: list[LoadPoint], floor_records: list[dict], scale_records
 
 
 def shipped_device_scales(points: list[LoadPoint]) -> dict[str, dict[str, float]]:
-    """{family: {device: bandwidth scale}} each family's preset (default release) runs on each device the
-    points use, its hardware rules applied (1.0 = none shipped)."""
-    from sim.catalog.engine_config import load_engine
-    from sim.catalog.hardware import load_profile
-
-    out: dict[str, dict[str, float]] = defaultdict(dict)
-    for p in points:
-        if p.device not in out[p.family]:
-            eng = load_engine(p.family).for_hardware(load_profile(p.device))
-            out[p.family][p.device] = float(eng.efficiency_scale.bandwidth)
-    return {f: dict(sorted(v.items())) for f, v in sorted(out.items())}
+    """{family: {device: bandwidth scale}} the presets run (`preset_values_by_device`; 1.0 = none shipped)."""
+    return preset_values_by_device(points, lambda eng: eng.efficiency_scale.bandwidth)
 
 
 def scale_markdown(table: list[dict]) -> list[str]:

@@ -103,14 +103,27 @@ def shipped_family_floors(points: list[LoadPoint]) -> dict[str, float]:
     return {f: float(load_engine(f).layer_floor_us) for f in sorted({p.family for p in points})}
 
 
-def shipped_device_floors(points: list[LoadPoint]) -> dict[str, dict[str, float]]:
-    """{family: {device: layer_floor_us}}: what each family's preset (default release) runs on each device the
-    points use, its hardware rules (a per-vendor or per-generation floor) applied."""
+def preset_values_by_device(points: list[LoadPoint], value) -> dict[str, dict[str, float]]:
+    """{family: {device: value(engine)}}: what each family's preset (default release) runs on each device the
+    points use, its hardware rules (a per-vendor or per-generation value) applied."""
     from sim.catalog.engine_config import load_engine
     from sim.catalog.hardware import load_profile
 
     out: dict[str, dict[str, float]] = defaultdict(dict)
     for p in points:
         if p.device not in out[p.family]:
-            out[p.family][p.device] = float(load_engine(p.family).for_hardware(load_profile(p.device)).layer_floor_us)
+            out[p.family][p.device] = float(value(load_engine(p.family).for_hardware(load_profile(p.device))))
     return {f: dict(sorted(v.items())) for f, v in sorted(out.items())}
+
+
+def shipped_device_floors(points: list[LoadPoint]) -> dict[str, dict[str, float]]:
+    """{family: {device: layer_floor_us}} the presets run (`preset_values_by_device`)."""
+    return preset_values_by_device(points, lambda eng: eng.layer_floor_us)
+
+
+def held_out_gain(tpot_with: float | None, tpot_without: float | None, tps_with: float | None,
+                  tps_without: float | None) -> bool:
+    """The ship rules' test of a per-group term (the floor's, the bandwidth scale's): held out, the TPOT/ITL
+    median |error| % with it is smaller than without, and the output-throughput one no larger (None: none)."""
+    return (None not in (tpot_with, tpot_without) and tpot_with < tpot_without
+            and (tps_with is None or tps_without is None or tps_with <= tps_without))
