@@ -42,6 +42,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+import numpy as np
+
 from calibrate.serving.floor import MIN_FLOOR_GROUP_SOURCES, floor_group, held_out_gain, preset_values_by_device
 from calibrate.serving.rows import LoadPoint
 
@@ -114,9 +116,9 @@ def final_scales(points: list[LoadPoint], floor_final: dict[str, dict], point_pa
 
 
 def _med(records: list[dict], metric: str) -> float | None:
-    from calibrate.serving.fit import summarize  # fit imports this module inside `run`
-
-    return (summarize(records).get(metric) or {}).get("median_abs_pct")
+    """`metric`'s median |error| % (fit.summarize's median_abs_pct; fit imports this module, so not from it)."""
+    e = [abs(r["error"]) for r in records if r["metric"] == metric and r["error"] is not None]
+    return round(100 * float(np.median(e)), 1) if e else None
 
 
 def ship_table(points: list[LoadPoint], floor_records: list[dict], scale_records: list[dict],
