@@ -24,8 +24,6 @@ the GPUStack docs, import_inferencex_common.py holds what they share.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import re
 import sys
 from decimal import Decimal
@@ -35,7 +33,7 @@ from import_inferencex_common import (  # noqa: E402 (this folder is on sys.path
     HERE, IX_REPO, NEW_DEVICE_NOTE, SRC, base_row, dec_str, gh, load_json_raw)
 from import_inferencex_gpustack import gpustack_rows  # noqa: E402
 from import_inferencex_prs import ix_pr_rows  # noqa: E402
-from schema import COLUMNS  # noqa: E402
+from corpus_b_common import csv_text  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,13 +302,10 @@ OUTPUTS = {
 }
 
 
-def render(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow(r)
-    return buf.getvalue()
+def render(rows: list[dict], name: str) -> str:
+    """The CSV text of `rows` (corpus_b_common.csv_text: schema column order, a missing column or a repeated
+    row_id is an error naming `name`)."""
+    return csv_text(rows, name)
 
 
 def main(argv=None) -> int:
@@ -321,11 +316,10 @@ def main(argv=None) -> int:
     bad = 0
     for name, make in OUTPUTS.items():
         rows = make()
-        ids = [r["row_id"] for r in rows]
-        if len(ids) != len(set(ids)):
-            dup = sorted({i for i in ids if ids.count(i) > 1})[:3]
-            raise SystemExit(f"{name}: duplicate row_id {dup}")
-        text = render(rows)
+        try:
+            text = render(rows, name)
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
         out = HERE / name
         if args.check:
             if not out.exists() or out.read_text() != text:
