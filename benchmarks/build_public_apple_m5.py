@@ -40,6 +40,13 @@ Two sources, both single-sequence figures with the prompt and generation lengths
    blocks are models outside the catalog). Mistral 7B v0.1 is mapped to the catalog's
    mistral-7b-v0.3 (same layers; vocabulary 32,000 vs 32,768), as mlx_more.csv does.
 
+3. magicnight/Mac-MLX issue #24 "[benchmark] Qwen3.5-35B-A3B-4bit on Apple M5 Max" (2026-04-17), the
+   app's auto-generated JSON: mlx-swift-lm 3.31.3 (Mac-MLX 0.3.5), "chip": "Apple M5 Max", 128 GB,
+   macOS 26.4.1, "runs": 3; a 1,479-token prompt at promptTPS 2756.5669981190003 and 2,023 generated
+   tokens at generationTPS 133.47814333534475 (ttftMs 536.5369319915771). The M5 Max's only rows with
+   a catalog model and stated lengths found (the same tracker's other M5 Max issue is Gemma 4 E4B, not
+   in the catalog). GPU core count not printed; the `apple-m5-max` profile is the 40-core part.
+
 Set aside, not fitted (their error is reported under the M5's shipped transfer from the other Apple
 chips, held out by device like the Jetson Thor's rows): fitted, they raised the held-out-by-device p90
 of the devices profiled before issue 39 from 24.55% to 24.65% and made the throttled laptop's MLX rows a
@@ -189,8 +196,59 @@ def _pr_rows() -> list[dict]:
     return out
 
 
+# Mac-MLX issue #24 (M5 Max), the fields of its JSON block as printed
+MACMLX = "https://github.com/magicnight/Mac-MLX/issues/24"
+MACMLX_JSON = """
+{
+  "completionTokens" : 2023,
+  "engineID" : "mlx-swift-lm",
+  "engineVersion" : "mlx-swift-lm 3.31.3",
+  "generationTPS" : 133.47814333534475,
+  "macMLXVersion" : "0.3.5",
+  "modelID" : "Qwen3.5-35B-A3B-4bit",
+  "promptTPS" : 2756.5669981190003,
+  "promptTokens" : 1479,
+  "runs" : 3,
+  "system" : {"chip" : "Apple M5 Max", "macOSVersion" : "26.4.1", "ramGB" : 128},
+  "ttftMs" : 536.5369319915771
+}
+"""
+SET_ASIDE_MAX = ("Set aside: the M5 Max's only two rows (one prompt, one decode of one model, a Qwen3.5 hybrid MoE) "
+                 "were not tried fitted: a group this small leaves the fit nothing to tell bandwidth from the "
+                 "per-step floor (the four-row groups of rounds 25-26 leaked into other devices' transfers), so "
+                 "they are reported under the M5 Max's shipped transfer like the base M5's rows (round 29, "
+                 "docs/changelog-calibration.md). ")
+
+
+def _macmlx_rows() -> list[dict]:
+    d = json.loads(MACMLX_JSON)
+    p, g = d["promptTokens"], d["completionTokens"]
+    out = []
+    for metric, key in (("pp", "promptTPS"), ("tg", "generationTPS")):
+        pp = metric == "pp"
+        out.append({
+            "row_id": f"mlx-m5max-macmlx24-qwen3.5-35b-a3b-mlx4-" + (f"pp{p}" if pp else f"tg{g}-d{p}"),
+            "source": MACMLX,
+            "source_ref": "magicnight/Mac-MLX issue #24 '[benchmark] Qwen3.5-35B-A3B-4bit on Apple M5 Max' (2026-04-17)",
+            "engine": "mlx", "engine_version": d["engineVersion"], "backend": "", "device": "apple-m5-max",
+            "device_variant": "Apple M5 Max, 128 GB, macOS 26.4.1 (the JSON's system object; GPU core count not printed)",
+            "n_devices": 1, "model": "qwen3.5-35b-a3b", "quant": "mlx-4bit", "metric": metric, "batch": 1,
+            "request_rate": "", "input_tokens": p if pp else 0, "output_tokens": 0 if pp else g,
+            "depth": 0 if pp else p, "quantity": "prompt_tps" if pp else "decode_tps", "value": d[key],
+            "as_printed": f'"{key}" : {d[key]!r} ("promptTokens" : {p}, "completionTokens" : {g})',
+            "derivation": "",
+            "settings": f"tool=Mac-MLX {d['macMLXVersion']} benchmark;runs={d['runs']}",
+            "notes": (SET_ASIDE_MAX + "Model Qwen3.5-35B-A3B-4bit (an MLX 4-bit conversion; group size not printed). "
+                      + ("Prompt tokens/s over the 1,479-token prompt (ttftMs 536.54 is the same prefill with its "
+                         "overheads). " if pp else
+                         "Generation tokens/s over the 2,023 completion tokens that followed the 1,479-token prompt. ")
+                      + "Whether 'runs': 3 are averaged or the last is printed is not said."),
+        })
+    return out
+
+
 def rows() -> list[dict]:
-    return _mlx_rows() + _pr_rows()
+    return _mlx_rows() + _pr_rows() + _macmlx_rows()
 
 
 def render() -> str:

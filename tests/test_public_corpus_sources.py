@@ -49,8 +49,8 @@ def test_no_corpus_row_cites_a_reserved_source():
 def test_every_issue39_row_names_a_source_a_reader_can_open():
     rows = [rec for _, _, rec in _records() if rec["device"] in ISSUE39_DEVICES]
     # 36 Strix Halo + 12 set-aside GDDR7 scoreboard rows + 100 TensorRT-LLM v1.0 + 8 Jetson AI Lab (Thor)
-    # + 19 TensorRT-LLM 1.2 (B300) + 47 Apple M5 (mac-llm-bench mlx, llama.cpp PR #16634)
-    assert len(rows) >= 222
+    # + 19 TensorRT-LLM 1.2 (B300) + 47 Apple M5 (mac-llm-bench mlx, llama.cpp PR #16634) + 2 M5 Max (Mac-MLX)
+    assert len(rows) >= 224
     for r in rows:
         assert PINNED.search(r["source"]), f"{r['row_id']}: source not pinned to a commit or a thread: {r['source']}"
         assert r["as_printed"].strip(), f"{r['row_id']}: as_printed empty"
@@ -157,11 +157,12 @@ def test_apple_m5_values_are_the_printed_fields():
     import json
 
     b = _builder("build_public_apple_m5")
-    rows = [rec for _, _, rec in _records() if rec["device"] == "apple-m5"]
-    assert len(rows) == 47
+    rows = [rec for _, _, rec in _records() if rec["device"] in ("apple-m5", "apple-m5-max")]
+    assert len(rows) == 49
+    macmlx = json.loads(b.MACMLX_JSON)
     for r in rows:
         rid = r["row_id"]
-        if r["engine"] == "mlx":
+        if r["engine"] == "mlx" and r["device"] == "apple-m5":
             assert b.COMMIT in r["source"] and r["source"].endswith("_4bit_ngl99.json"), rid
             name = r["source"].rsplit("/", 1)[1].removesuffix("_4bit_ngl99.json")
             key, printed = r["as_printed"].split(": ")
@@ -173,6 +174,13 @@ def test_apple_m5_values_are_the_printed_fields():
                 assert (r["input_tokens"], r["output_tokens"], r["depth"]) == (str(p), "0", "0"), rid
             else:
                 assert (r["input_tokens"], r["output_tokens"], r["depth"]) == ("0", str(g), str(p)), rid
+        elif r["device"] == "apple-m5-max":
+            assert r["source"] == b.MACMLX, rid
+            key = "promptTPS" if r["metric"] == "pp" else "generationTPS"
+            assert r["as_printed"].startswith(f'"{key}" : ') and float(r["value"]) == macmlx[key], rid
+            lengths = (r["input_tokens"], r["output_tokens"], r["depth"])
+            assert lengths == ((str(macmlx["promptTokens"]), "0", "0") if r["metric"] == "pp" else
+                               ("0", str(macmlx["completionTokens"]), str(macmlx["promptTokens"]))), rid
         else:
             assert r["source"] == b.PR and r["as_printed"] in b.PR_TABLE, rid
             assert float(r["as_printed"].split("|")[6].split("±")[0]) == float(r["value"]), rid
@@ -184,10 +192,10 @@ def test_b300_and_m5_rows_are_set_aside_and_reported_under_their_transfer():
     shipped transfers beside the Thor's."""
     import json
 
-    rows = [rec for _, _, rec in _records() if rec["device"] in ("b300", "apple-m5")]
+    rows = [rec for _, _, rec in _records() if rec["device"] in ("b300", "apple-m5", "apple-m5-max")]
     assert rows and all(r["notes"].startswith("Set aside:") for r in rows)
     report = json.loads((ROOT / "benchmarks" / "public_fidelity.json").read_text(encoding="utf-8"))
     sets = report["lodo_by_device_set"]
-    for name, n in (("b300 (trtllm)", 19), ("apple-m5 (mlx)", 45), ("apple-m5 (ggml)", 2)):
+    for name, n in (("b300 (trtllm)", 19), ("apple-m5 (mlx)", 45), ("apple-m5 (ggml)", 2), ("apple-m5-max (mlx)", 2)):
         key = f"{name}, set-aside rows under its shipped transfer"
         assert sets[key]["all"]["n"] == n, key
