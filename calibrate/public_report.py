@@ -48,6 +48,11 @@ POST_HOC_CHOICES = (
     "(round 27): fitted, their one Qwen3-30B-A3B concurrency-8 row moved that model's routing fraction 0.5 -> 0.32 "
     "and the Thor's torch fit became a donor of the DGX Spark and H100 transfers, taking the devices before issue "
     "39 from 8.4 / 24.5% to 8.7 / 25.1% held out by device; decided after seeing those figures.",
+    "The B300's 19 TensorRT-LLM 1.2 rows and the base Apple M5's 47 rows are set aside from the fit and reported "
+    "under their shipped transfers (round 29): fitted, the B300's rows took the devices before issue 39 from "
+    "8.40 / 24.55% to 8.2 / 25.0% held out by device (its gpt-oss rows alone set both gpt-oss routing fractions) "
+    "and the M5's to 8.43 / 24.65% (its MLX fit became a donor of the M2 Ultra's and M3 Max's MLX transfers); "
+    "decided after seeing those figures.",
     "TensorRT-LLM 1.0's all-reduce by algorithm is on, each custom-kernel shot costing the family's fitted step "
     "(round 28, sim/cost/parallel.py): on with the profile's 5 us per shot gave 8.44 / 24.65% for the devices "
     "before issue 39 (from 8.43 / 24.48% off), the family's step 8.40 / 24.55%; shipped on, a 0.07-point p90 rise, "

@@ -23,7 +23,9 @@ RESERVED = [
 ]
 # a source pinned to what a reader will find: a file at a 40-hex commit, a discussion / PR / issue
 # comment, or a committed raw log of this repository
-PINNED = re.compile(r"(/blob/[0-9a-f]{40}/|/discussions/\d+|/pull/\d+|/issues/\d+|^repo:)")
+PINNED = re.compile(r"(/blob/[0-9a-f]{40}/|/discussions/\d+|/pull/\d+|/issues/\d+|^repo:"
+                    # a release's own documentation page (frozen with the release: the B300 rows' source)
+                    r"|^https://nvidia\.github\.io/TensorRT-LLM/\d+\.\d+\.\d+/)")
 
 
 def _records():
@@ -47,7 +49,8 @@ def test_no_corpus_row_cites_a_reserved_source():
 def test_every_issue39_row_names_a_source_a_reader_can_open():
     rows = [rec for _, _, rec in _records() if rec["device"] in ISSUE39_DEVICES]
     # 36 Strix Halo + 12 set-aside GDDR7 scoreboard rows + 100 TensorRT-LLM v1.0 + 8 Jetson AI Lab (Thor)
-    assert len(rows) >= 156
+    # + 19 TensorRT-LLM 1.2 (B300) + 47 Apple M5 (mac-llm-bench mlx, llama.cpp PR #16634) + 2 M5 Max (Mac-MLX)
+    assert len(rows) >= 224
     for r in rows:
         assert PINNED.search(r["source"]), f"{r['row_id']}: source not pinned to a commit or a thread: {r['source']}"
         assert r["as_printed"].strip(), f"{r['row_id']}: as_printed empty"
@@ -108,3 +111,91 @@ def test_jetson_thor_values_are_the_printed_json_fields():
         assert f'"{key}": ' in field, r["row_id"]
         assert float(r["value"]) == float(data[name][key]), r["row_id"]
         assert (r["input_tokens"], r["output_tokens"], r["metric"]) == ("2048", "128", "serving")
+
+
+def test_b300_csv_is_what_its_builder_writes():
+    b = _builder("build_public_b300")
+    assert b.OUT.read_text(encoding="utf-8") == b.render(), \
+        "benchmarks/public/b300.csv differs: run python benchmarks/build_public_b300.py"
+
+
+def test_b300_values_are_the_printed_cells_of_the_b300_column():
+    """Each B300 row's value is its as_printed cell, that cell is in the B300 TP1 column of the table the
+    builder keeps verbatim on the row of its ISL/OSL, and every non-empty cell of that column is a row."""
+    b = _builder("build_public_b300")
+    rows = [rec for _, _, rec in _records() if rec["device"] == "b300"]
+    assert len(rows) == 19
+    for r in rows:
+        rid = r["row_id"]
+        assert r["source"] == b.SOURCE and PINNED.search(r["source"]), rid
+        table, rest = r["as_printed"].split(" table | ", 1)
+        lengths, cell = rest.split(" | ", 1)
+        assert lengths == f"{r['input_tokens']}/{r['output_tokens']}", rid
+        printed = cell.rsplit(": ", 1)[1]
+        assert float(printed.replace(",", "")) == float(r["value"]), rid
+        lines = [ln for ln in b.TABLES[table].splitlines() if ln.startswith(f"| {lengths} |")]
+        assert len(lines) == 1, rid
+        col = b._cells(b.TABLES[table].strip().splitlines()[0]).index(b.COLUMN)
+        assert b._cells(lines[0])[col] == printed, rid
+        assert (r["n_devices"], r["metric"], r["engine"]) == ("1", "offline", "trtllm"), rid
+    per_table = {t: sum(1 for ln in text.strip().splitlines()[1:]
+                        if b._cells(ln)[b._cells(text.strip().splitlines()[0]).index(b.COLUMN)])
+                 for t, text in b.TABLES.items()}
+    assert sum(per_table.values()) == 19
+
+
+def test_apple_m5_csv_is_what_its_builder_writes():
+    b = _builder("build_public_apple_m5")
+    assert b.OUT.read_text(encoding="utf-8") == b.render(), \
+        "benchmarks/public/apple_m5.csv differs: run python benchmarks/build_public_apple_m5.py"
+
+
+def test_apple_m5_values_are_the_printed_fields():
+    """An mlx row's value is the `speed` field its as_printed names in the file its source names (at the
+    pinned commit), its lengths those of the runner's run that wrote that field; a llama.cpp row's value is
+    the t/s cell of the PR table line it quotes."""
+    import json
+
+    b = _builder("build_public_apple_m5")
+    rows = [rec for _, _, rec in _records() if rec["device"] in ("apple-m5", "apple-m5-max")]
+    assert len(rows) == 49
+    macmlx = json.loads(b.MACMLX_JSON)
+    for r in rows:
+        rid = r["row_id"]
+        if r["engine"] == "mlx" and r["device"] == "apple-m5":
+            assert b.COMMIT in r["source"] and r["source"].endswith("_4bit_ngl99.json"), rid
+            name = r["source"].rsplit("/", 1)[1].removesuffix("_4bit_ngl99.json")
+            key, printed = r["as_printed"].split(": ")
+            key = key.strip('"')
+            assert float(printed) == float(r["value"]) == json.loads(b.MLX_SPEED[name])[key], rid
+            metric, p, g = b.KEYS[key]
+            assert r["metric"] == metric, rid
+            if metric == "pp":
+                assert (r["input_tokens"], r["output_tokens"], r["depth"]) == (str(p), "0", "0"), rid
+            else:
+                assert (r["input_tokens"], r["output_tokens"], r["depth"]) == ("0", str(g), str(p)), rid
+        elif r["device"] == "apple-m5-max":
+            assert r["source"] == b.MACMLX, rid
+            key = "promptTPS" if r["metric"] == "pp" else "generationTPS"
+            assert r["as_printed"].startswith(f'"{key}" : ') and float(r["value"]) == macmlx[key], rid
+            lengths = (r["input_tokens"], r["output_tokens"], r["depth"])
+            assert lengths == ((str(macmlx["promptTokens"]), "0", "0") if r["metric"] == "pp" else
+                               ("0", str(macmlx["completionTokens"]), str(macmlx["promptTokens"]))), rid
+        else:
+            assert r["source"] == b.PR and r["as_printed"] in b.PR_TABLE, rid
+            assert float(r["as_printed"].split("|")[6].split("±")[0]) == float(r["value"]), rid
+
+
+def test_b300_and_m5_rows_are_set_aside_and_reported_under_their_transfer():
+    """Fitted, these rows moved the devices before issue 39 (round 29): every one carries the set-aside
+    mark, so the fit leaves the profiles as they were, and the report gives their error under the
+    shipped transfers beside the Thor's."""
+    import json
+
+    rows = [rec for _, _, rec in _records() if rec["device"] in ("b300", "apple-m5", "apple-m5-max")]
+    assert rows and all(r["notes"].startswith("Set aside:") for r in rows)
+    report = json.loads((ROOT / "benchmarks" / "public_fidelity.json").read_text(encoding="utf-8"))
+    sets = report["lodo_by_device_set"]
+    for name, n in (("b300 (trtllm)", 19), ("apple-m5 (mlx)", 45), ("apple-m5 (ggml)", 2), ("apple-m5-max (mlx)", 2)):
+        key = f"{name}, set-aside rows under its shipped transfer"
+        assert sets[key]["all"]["n"] == n, key
