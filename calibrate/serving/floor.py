@@ -127,3 +127,26 @@ def held_out_gain(tpot_with: float | None, tpot_without: float | None, tps_with:
     median |error| % with it is smaller than without, and the output-throughput one no larger (None: none)."""
     return (None not in (tpot_with, tpot_without) and tpot_with < tpot_without
             and (tps_with is None or tps_without is None or tps_with <= tps_without))
+
+
+def floor_ships_alone(points: list[LoadPoint], baseline_records: list[dict], floor_records: list[dict]
+                      ) -> dict[str, bool]:
+    """{family: whether its fitted floor ships on its own}: over all the family's rows held out by source, the
+    shippable fit (the floor and the front-end latency fitted on the other sources, `floor_records`) has a
+    smaller TPOT/ITL median |error| than the baseline (no floor, no front-end latency: `baseline_records`)
+    and an output-throughput median no larger (`held_out_gain`). The rule the presets followed when the
+    floors shipped (SGLang, TensorRT-LLM 150 us; vLLM's 150 us rejected: NVIDIA TPOT/ITL 29.9% -> 34.1%,
+    benchmarks/serving_fidelity.md), written down here so that the scale's and the joint ship rules
+    (calibrate/serving/effscale.py) read a decision, not what a preset happens to run."""
+    from statistics import median
+
+    def med(recs: list[dict], keys: set[str], metric: str) -> float | None:
+        e = [abs(r["error"]) for r in recs if r["point"] in keys and r["metric"] == metric and r["error"] is not None]
+        return round(100 * float(median(e)), 1) if e else None
+
+    out = {}
+    for fam in sorted({p.family for p in points}):
+        keys = {p.key() for p in points if p.family == fam}
+        out[fam] = held_out_gain(med(floor_records, keys, "tpot_itl"), med(baseline_records, keys, "tpot_itl"),
+                                 med(floor_records, keys, "output_tps"), med(baseline_records, keys, "output_tps"))
+    return out
