@@ -352,6 +352,15 @@ def _joint_shipped(fj: dict) -> dict[str, dict]:
     return {f: v for f, v in fams.items() if v["ship"]}
 
 
+#: preset floors that today's written rules no longer ship, kept pending a decision outside the change that wrote
+#: those rules (said in benchmarks/serving_fidelity.md's floor-alone table): TensorRT-LLM 1.0's 150 us shipped in
+#: 872a59d when held out its TPOT/ITL went 9.0 -> 5.2%; on the tree of 2026-12-06 the floor-alone rule reads
+#: 7.7 -> 11.6% against the baseline (no front-end latency) and the joint rule rejects it on TTFT p50 (44.5 ->
+#: 45.0%, against the presets with their 85 ms front end, where its TPOT/ITL goes 13.3 -> 11.6%). The check
+#: below fails as soon as the rules ship it again or the preset drops it: then remove the entry.
+FLOOR_KEPT_AGAINST_THE_RULES = {"trtllm"}
+
+
 def _presets_ship_the_joint_pair_where_the_rule_says(fj: dict) -> None:
     """Each family's top-level floor is its all-rows fit where the floor ships alone or the joint rule ships the
     pair, else 0; a family judged by the joint rule ships exactly when its held-out medians pass the rule, and
@@ -367,6 +376,9 @@ def _presets_ship_the_joint_pair_where_the_rule_says(fj: dict) -> None:
     for fam, alone in es["floor_ships_alone"].items():
         fitted = float(fj["request_only_by_source"]["final_params"][fam].get("layer_floor_us", 0.0))
         shipped = alone or (fam in fams and fams[fam]["ship"])
+        if fam in FLOOR_KEPT_AGAINST_THE_RULES:
+            assert not shipped and load_engine(fam).layer_floor_us == fitted > 0, fam
+            continue
         assert load_engine(fam).layer_floor_us == (fitted if shipped else 0.0), fam
         assert not (alone and fam in fams)  # the joint rule judges only a family whose floor does not ship alone
     for fam, v in fams.items():

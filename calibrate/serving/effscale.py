@@ -292,8 +292,9 @@ def joint_ships(ref: dict, got: dict) -> bool:
                 and no_larger("ttft_p50"))
 
 
-def joint_markdown(joint: dict) -> list[str]:
-    """The report section of the joint rule (written whether or not a family is judged)."""
+def joint_markdown(joint: dict, alone: dict | None = None, preset_floors: dict | None = None) -> list[str]:
+    """The report section of the joint rule (written whether or not a family is judged); `alone`: the floor-alone
+    verdicts (floor.floor_alone_figures), `preset_floors`: {family: the preset's top-level layer_floor_us}."""
     def f(x):
         return "-" if x is None else f"{x:.1f}%"
     L = ["### The joint ship rule: floor and bandwidth scale together", "",
@@ -307,6 +308,18 @@ def joint_markdown(joint: dict) -> list[str]:
          "the session-40 figures of vLLM NVIDIA had been seen (scale 0.9 over the 150 us floor, held-out TPOT/ITL "
          "34.1% -> 24.8%, output throughput 58.9% -> 43.2%, against the baseline's 29.9% and ~50-59%), and "
          "before its own figures below were computed on the full corpus.", ""]
+    if alone:
+        L += ["Does each family's fitted floor ship on its own (calibrate/serving/floor.py `floor_ships_alone`: all its "
+              "rows held out by source, the shippable fit against the baseline of no floor and no front-end "
+              "latency; TPOT/ITL smaller, output throughput no larger)?", "",
+              "| family | TPOT/ITL baseline -> floor | output tok/s baseline -> floor | ships alone | preset floor (us) |",
+              "|---|---|---|---|---|"]
+        for fam, v in alone.items():
+            pf = (preset_floors or {}).get(fam)
+            L.append(f"| {fam} | {f(v['baseline']['tpot_itl'])} -> {f(v['floor']['tpot_itl'])} | "
+                     f"{f(v['baseline']['output_tps'])} -> {f(v['floor']['output_tps'])} | "
+                     f"{'yes' if v['ship'] else 'no'} | {'-' if pf is None else f'{pf:g}'} |")
+        L.append("")
     fams = joint.get("table") or {}
     if not fams:
         return L + ["No family qualifies (every fitted floor ships on its own, or none was fitted).", ""]

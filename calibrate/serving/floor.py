@@ -138,6 +138,13 @@ def floor_ships_alone(points: list[LoadPoint], baseline_records: list[dict], flo
     floors shipped (SGLang, TensorRT-LLM 150 us; vLLM's 150 us rejected: NVIDIA TPOT/ITL 29.9% -> 34.1%,
     benchmarks/serving_fidelity.md), written down here so that the scale's and the joint ship rules
     (calibrate/serving/effscale.py) read a decision, not what a preset happens to run."""
+    return {f: v["ship"] for f, v in floor_alone_figures(points, baseline_records, floor_records).items()}
+
+
+def floor_alone_figures(points: list[LoadPoint], baseline_records: list[dict], floor_records: list[dict]
+                        ) -> dict[str, dict]:
+    """{family: {"baseline": {metric: median |error| %}, "floor": {...}, "ship": bool}}: the figures behind
+    `floor_ships_alone` (TPOT/ITL and output throughput, all the family's rows held out by source)."""
     from statistics import median
 
     def med(recs: list[dict], keys: set[str], metric: str) -> float | None:
@@ -147,6 +154,8 @@ def floor_ships_alone(points: list[LoadPoint], baseline_records: list[dict], flo
     out = {}
     for fam in sorted({p.family for p in points}):
         keys = {p.key() for p in points if p.family == fam}
-        out[fam] = held_out_gain(med(floor_records, keys, "tpot_itl"), med(baseline_records, keys, "tpot_itl"),
-                                 med(floor_records, keys, "output_tps"), med(baseline_records, keys, "output_tps"))
+        b = {m: med(baseline_records, keys, m) for m in ("tpot_itl", "output_tps")}
+        f = {m: med(floor_records, keys, m) for m in ("tpot_itl", "output_tps")}
+        out[fam] = {"baseline": b, "floor": f,
+                    "ship": held_out_gain(f["tpot_itl"], b["tpot_itl"], f["output_tps"], b["output_tps"])}
     return out

@@ -170,6 +170,7 @@ def fidelity_json(res: dict, targets: dict) -> dict:
                              "groups": res["efficiency_scale"]["table"],
                              "shipped_bandwidth_scale_by_device": res["efficiency_scale"]["shipped_by_device"],
                              "floor_ships_alone": res["efficiency_scale"]["floor_ships_alone"],
+                             "floor_alone_figures": res["efficiency_scale"]["floor_alone_figures"],
                              "joint": {"rule": JOINT_RULE, "families": res["efficiency_scale"]["joint"]["table"]}},
         "shipped_request_overhead_ms": res["shipped_values"],
         "front_end": {"rule": FRONT_END_RULE, "rules": list(FRONT_END_RULES),
@@ -485,7 +486,8 @@ def report_markdown(res: dict, targets: dict) -> str:
                      f"{_fmt(ex[sec]['experimental_only'].get(m))} |")
     L += floor_markdown(fj)
     L += [""] + scale_markdown(res["efficiency_scale"]["table"])
-    L += joint_markdown(res["efficiency_scale"]["joint"])
+    L += joint_markdown(res["efficiency_scale"]["joint"], res["efficiency_scale"]["floor_alone_figures"],
+                        res["shipped_layer_floors"])
     L += ["", f"The presets as replayed here ship request_overhead_ms "
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
           f"and layer_floor_us {json.dumps(fj['shipped_layer_floor_us'], sort_keys=True)}; "
