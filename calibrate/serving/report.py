@@ -118,8 +118,9 @@ def bands_json(res: dict) -> dict:
         "q": 80,
         "what": "signed 80% band of predicted / measured - 1 of serving-corpus rows (benchmarks/serving) "
                 "replayed with the presets, every row held out by source (a release whose preset ships a "
-                "fitted request_overhead_ms predicted with the value fitted on the other sources, the others "
-                f"with nothing fitted to serving rows): the {Q_LO:g}th-{Q_HI:g}th percentiles of "
+                "fitted request_overhead_ms predicted with the value fitted on the other sources, a family that "
+                "ships the joint (floor, bandwidth scale) pair with the pair fitted on the other sources, the "
+                f"others with nothing fitted to serving rows): the {Q_LO:g}th-{Q_HI:g}th percentiles of "
                 "log(predicted / measured) per engine family and metric, widened k times about their median, "
                 "k per metric chosen by leave-one-source-out to cover 80% of an unseen source's rows; "
                 "'pooled' bands are all families together",
@@ -492,6 +493,7 @@ def report_markdown(res: dict, targets: dict) -> str:
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
           f"and layer_floor_us {json.dumps(fj['shipped_layer_floor_us'], sort_keys=True)}; "
           "the bands below are, for a release that ships a request_overhead_ms, its request-only residuals held "
+          "out by source, for a family that ships the joint (floor, bandwidth scale) pair its joint residuals held "
           "out by source, for the others the baseline's.", ""]
     L += ["## Per source and device (held out by source)", "", "| group | ttft_p50 | ttft_p99 | tpot_itl | output_tps |",
           "|---|---|---|---|---|"]
@@ -504,7 +506,8 @@ def report_markdown(res: dict, targets: dict) -> str:
     bj = bands_json(res)
     cov = bj["coverage"]
     L += [f"Residuals: log(predicted / measured) of the rows above, held out by source (a release that ships a "
-          "request_overhead_ms: its request-only fit; the others: the baseline). Band of a family and metric: the "
+          "request_overhead_ms: its request-only fit; a family that ships the joint floor and bandwidth scale: "
+          "the pair's held-out fit; the others: the baseline). Band of a family and metric: the "
           f"{Q_LO:g}th and {Q_HI:g}th percentiles and the median of its residuals (signed: predictions skewed low "
           "give a band reaching further below 0), widened k times about the median, k per metric from "
           f"{K_GRID[0]:g} to {K_GRID[-1]:g} in 0.1 steps, the one whose leave-one-source-out coverage of the "
