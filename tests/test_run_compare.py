@@ -3,9 +3,11 @@
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
+from sim.catalog.engine_config import load_engine
 from sim.catalog.hardware import load_profile
 from sim.cli import app
 
@@ -65,8 +67,9 @@ def test_efficiency_from_keeps_the_target_peaks_and_takes_the_source_efficiencie
     res = _run(CHAT, "--hw", "h100-sxm", "--efficiency-from", str(path), "--json")
     assert res.exit_code == 0, res.stderr
     params = json.loads(res.stdout)["config"]["cost_params"]
-    # H100's datasheet bandwidth x the source's bandwidth efficiency (vLLM's scale is 1.0)
-    assert params["bandwidth_bytes_per_s"] == target.memory_bandwidth_gb_per_s * 1e9 * 0.6
+    # H100's datasheet bandwidth x the source's bandwidth efficiency x vLLM's NVIDIA bandwidth scale (its preset)
+    scale = load_engine("vllm").for_hardware(target).efficiency_scale.bandwidth
+    assert params["bandwidth_bytes_per_s"] == pytest.approx(target.memory_bandwidth_gb_per_s * 1e9 * 0.6 * scale)
     assert params["matmul_flops_per_s"] == target.peak_tflops["bf16"] * 1e12 * 0.5
     assert "efficiencies from" in res.stderr and "peaks from h100-sxm" in res.stderr
     plain = json.loads(_run(CHAT, "--hw", "h100-sxm", "--json").stdout)["config"]["cost_params"]

@@ -274,6 +274,7 @@ def test_committed_fidelity_and_bands_files_keep_their_schema():
             assert fitted.get("layer_floor_us", fitted.get("mla_layer_floor_us")) == v
     _presets_ship_the_per_group_floors(fj)
     _presets_ship_the_bandwidth_scales(fj)
+    _presets_ship_the_joint_pair_where_the_rule_says(fj)
     assert len(fj["rows"]) == fj["rows_replayed"]
     for r in fj["rows"]:
         assert r["metric"] in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "other")
@@ -303,11 +304,14 @@ def _presets_ship_the_per_group_floors(fj: dict) -> None:
     lf = fj.get("layer_floor")
     if lf is None:
         return
+    joint = _joint_shipped(fj)
     for fam, groups in lf["ship_rule"].items():
         top = load_engine(fam).layer_floor_us
         assert fj["shipped_layer_floor_us"][fam] == top
         for g, v in groups.items():
             want = v["value"] if v["ship"] else top
+            if fam in joint:  # the joint rule ships the all-rows floor of the device's group
+                want = joint[fam]["floor_by_device"][v["devices"][0]]
             for d in v["devices"]:
                 assert load_engine(fam).for_hardware(load_profile(d)).layer_floor_us == want, (fam, g, d)
                 assert fj["shipped_layer_floor_us_by_device"][fam][d] == want
@@ -328,14 +332,141 @@ def _presets_ship_the_bandwidth_scales(fj: dict) -> None:
     es = fj.get("efficiency_scale")
     if es is None:
         return
+    joint = _joint_shipped(fj)
     for r in es["groups"]:
         want = r["fitted_scale"] if r["ship"] else 1.0
         for d in r["devices"]:
+            if r["family"] in joint:  # the joint rule ships its own all-sources scale (1.0 for a lone-source group)
+                want = joint[r["family"]]["scale_by_device"][d]
             assert load_engine(r["family"]).for_hardware(load_profile(d)).efficiency_scale.bandwidth == want, r
             assert es["shipped_bandwidth_scale_by_device"][r["family"]][d] == want
         if r["ship"]:
             assert r["fitted_scale"] == es["final"][r["family"]][r["group"]]
             assert r["tpot_itl_scaled"] < r["tpot_itl_floor"] and r["output_tps_scaled"] <= r["output_tps_floor"]
+
+
+def _joint_shipped(fj: dict) -> dict[str, dict]:
+    """{family: its joint-rule entry} for the families whose (floor, scale) pair the joint rule ships (a report
+    generated before the joint rule has none)."""
+    fams = (((fj.get("efficiency_scale") or {}).get("joint") or {}).get("families")) or {}
+    return {f: v for f, v in fams.items() if v["ship"]}
+
+
+#: preset floors that today's written rules no longer ship, kept pending a decision outside the change that wrote
+#: those rules (said in benchmarks/serving_fidelity.md's floor-alone table): TensorRT-LLM 1.0's 150 us shipped in
+#: 872a59d when held out its TPOT/ITL went 9.0 -> 5.2%; on the tree of 2026-12-06 the floor-alone rule reads
+#: 7.7 -> 11.6% against the baseline (no front-end latency) and the joint rule rejects it on TTFT p50 (44.5 ->
+#: 45.0%, against the presets with their 85 ms front end, where its TPOT/ITL goes 13.3 -> 11.6%). The check
+#: below fails as soon as the rules ship it again or the preset drops it: then remove the entry.
+FLOOR_KEPT_AGAINST_THE_RULES = {"trtllm"}
+
+
+def _presets_ship_the_joint_pair_where_the_rule_says(fj: dict) -> None:
+    """Each family's top-level floor is its all-rows fit where the floor ships alone or the joint rule ships the
+    pair, else 0; a family judged by the joint rule ships exactly when its held-out medians pass the rule, and
+    then every device of it runs the pair's floor and scale (its hardware rules applied)."""
+    from calibrate.serving.effscale import joint_ships
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+
+    es = fj.get("efficiency_scale") or {}
+    if "floor_ships_alone" not in es:
+        return
+    fams = es["joint"]["families"]
+    for fam, alone in es["floor_ships_alone"].items():
+        fitted = float(fj["request_only_by_source"]["final_params"][fam].get("layer_floor_us", 0.0))
+        shipped = alone or (fam in fams and fams[fam]["ship"])
+        if fam in FLOOR_KEPT_AGAINST_THE_RULES:
+            assert not shipped and load_engine(fam).layer_floor_us == fitted > 0, fam
+            continue
+        assert load_engine(fam).layer_floor_us == (fitted if shipped else 0.0), fam
+        assert not (alone and fam in fams)  # the joint rule judges only a family whose floor does not ship alone
+    for fam, v in fams.items():
+        assert v["ship"] == joint_ships(v["reference"], v["joint"])
+        if v["ship"]:
+            assert v["joint"]["tpot_itl"] < v["reference"]["tpot_itl"]
+            for d in v["floor_by_device"]:
+                eng = load_engine(fam).for_hardware(load_profile(d))
+                assert eng.layer_floor_us == v["floor_by_device"][d], (fam, d)
+                assert eng.efficiency_scale.bandwidth == v["scale_by_device"][d], (fam, d)
+                assert fj["shipped_layer_floor_us_by_device"][fam][d] == v["floor_by_device"][d]
+
+
+def _joint_points():
+    """Three NVIDIA sources (A, B on h100-sxm / h200, C on h100-sxm) of TPOT and TTFT rows: measured TPOT 12.5 ms,
+    TTFT 100 ms."""
+    pts = []
+    for pub, dev in (("A", "h100-sxm"), ("B", "h200"), ("C", "h100-sxm")):
+        rows = _curve(f"j-{pub}", {c: {"tpot_ms|median": 12.5, "ttft_ms|median": 100.0} for c in (1, 4, 16)},
+                      publisher=pub, source=f"https://example.org/{pub}", device=dev)
+        pts += sf.load_points(rows, catalog=SETS["catalog"])
+    return pts
+
+
+def _joint_fake(ttft_moves: bool):
+    """A replay whose TPOT is (10 + floor / 50) / bandwidth scale ms (the truth: floor 25 us and scale 0.8 give
+    13.1 ms, the nearest grid point to 12.5) and TTFT 100 ms, or, with `ttft_moves`, 100 ms / scale^4."""
+    def predict(point, params, cache=None):
+        q = sf_fit.fit_params(params)
+        sc = q["efficiency_scale"].get("bandwidth", 1.0)
+        return {"tpot_ms|median": (10.0 + q["layer_floor_us"] / 50.0) / sc,
+                "ttft_ms|median": 100.0 / sc ** 4 if ttft_moves else 100.0}
+    return predict
+
+
+@pytest.mark.parametrize("ttft_moves", [False, True])
+def test_the_joint_rule_fits_floor_and_scale_inside_each_fold_and_ships_only_on_a_held_out_gain(ttft_moves):
+    from calibrate.serving import effscale as es
+
+    pts = _joint_points()
+    predict = _joint_fake(ttft_moves)
+    floor = {"vllm": {"layer_floor_us": 25.0}}
+    fold_floor = {s: floor for s in {p.source for p in pts}}
+    got = es.joint_fit(pts, ["vllm"], fold_floor, floor, sf_fit.point_params, lambda p: 0.0, predict, sf_fit.residuals,
+                       lambda recs: sf_fit._loss(recs, sf_fit.STEP_METRICS), lambda ps, pr: sf_fit._records(ps, pr, {}))
+    v = got["table"]["vllm"]
+    assert v["floor_us"] == 25.0 and v["scales"] == {"NVIDIA": 0.8}
+    for s, f in v["fold_floors_and_scales"].items():  # each fold fitted its scale on the two other sources
+        assert f == {"floor_us": [25.0], "scales": {"NVIDIA": 0.8}}
+    assert v["reference"]["tpot_itl"] == 20.0 and v["joint"]["tpot_itl"] == 5.0
+    assert v["floor_by_device"] == {"h100-sxm": 25.0, "h200": 25.0}
+    assert v["scale_by_device"] == {"h100-sxm": 0.8, "h200": 0.8}
+    if ttft_moves:  # TPOT better, but TTFT p50 worse (100 -> 244 ms): the pair does not ship
+        assert v["joint"]["ttft_p50"] > v["reference"]["ttft_p50"] and not v["ship"]
+    else:
+        assert v["ship"]
+    assert any(line.startswith("joint floor + scale vllm") for line in es.joint_summary_lines(got))
+    md = "\n".join(es.joint_markdown(got))
+    assert "History" in md and es.JOINT_RULE in md and ("| vllm |" in md)
+
+
+def test_the_joint_rule_judges_only_what_it_is_given_and_a_lone_source_group_keeps_scale_one():
+    from calibrate.serving import effscale as es
+
+    pts = _joint_points()
+    lone = sf.load_points(_curve("j-D", {c: {"tpot_ms|median": 12.5} for c in (1, 4, 16)}, publisher="D",
+                                 source="https://example.org/D", device="mi300x"), catalog=SETS["catalog"])
+    floor = {"vllm": {"layer_floor_us": 25.0}}
+    args = (sf_fit.point_params, lambda p: 0.0, _joint_fake(False), sf_fit.residuals,
+            lambda recs: sf_fit._loss(recs, sf_fit.STEP_METRICS), lambda ps, pr: sf_fit._records(ps, pr, {}))
+    assert es.joint_fit(pts + lone, [], {}, floor, *args)["table"] == {}
+    got = es.joint_fit(pts + lone, ["vllm"], {s: floor for s in "ABCD"}, floor, *args)
+    v = got["table"]["vllm"]
+    assert v["scales"] == {"AMD": None, "NVIDIA": 0.8} and v["scale_by_device"]["mi300x"] == 1.0
+    assert v["floor_by_device"]["mi300x"] == 25.0
+
+
+def test_the_floor_ships_alone_only_where_held_out_it_beats_the_baseline():
+    from calibrate.serving.floor import floor_ships_alone
+
+    pts = _joint_points()
+
+    def recs(err):
+        return [{"point": p.key(), "metric": m, "error": err[m]} for p in pts for m in err]
+    base = recs({"tpot_itl": -0.3, "output_tps": 0.5})
+    assert floor_ships_alone(pts, base, recs({"tpot_itl": -0.1, "output_tps": 0.5})) == {"vllm": True}
+    assert floor_ships_alone(pts, base, recs({"tpot_itl": 0.34, "output_tps": 0.4})) == {"vllm": False}
+    assert floor_ships_alone(pts, base, recs({"tpot_itl": -0.1, "output_tps": 0.6})) == {"vllm": False}
 
 
 def test_coverage_judges_each_source_by_bands_built_from_the_others():

@@ -10,8 +10,8 @@ from collections import defaultdict
 import numpy as np
 
 from calibrate.serving.floor import (  # noqa: F401  (the per-group floor: importable from here)
-    FLOOR_GROUP, FLOOR_GROUPINGS, MIN_FLOOR_GROUP_SOURCES, choose_floor_grouping, floor_group, floor_stage1,
-    shipped_device_floors, shipped_family_floors,
+    FLOOR_GROUP, FLOOR_GROUPINGS, MIN_FLOOR_GROUP_SOURCES, choose_floor_grouping, floor_alone_figures, floor_group,
+    floor_ships_alone, floor_stage1, shipped_device_floors, shipped_family_floors,
 )
 from calibrate.serving.replay import Cache, prefetch, preset_fitted, replay
 from calibrate.serving.rows import (
@@ -568,20 +568,22 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     s_preds, s_folds = es.heldout_scales(points, r_chosen, point_params, pred, residuals, step_loss, warm)
     s_final = es.final_scales(points, r_final, point_params, pred, residuals, step_loss, warm)
     s_records = _records(points, s_preds, knees_meas)
-    out["efficiency_scale"] = {"records": s_records, "folds": s_folds, "final": s_final,
+    alone_figs = floor_alone_figures(points, base_records, out["request_only"]["records"])
+    alone = {f: v["ship"] for f, v in alone_figs.items()}
+    joint_fams = [f for f, ok in alone.items() if not ok and float((r_final.get(f) or {}).get("layer_floor_us") or 0)]
+    out["efficiency_scale"] = {"records": s_records, "folds": s_folds, "final": s_final, "floor_ships_alone": alone,
+                               "floor_alone_figures": alone_figs,
                                "table": es.ship_table(points, out["request_only"]["records"], s_records, s_final,
-                                                      s_folds, _floor_shipped(points, r_final)),
-                               "shipped_by_device": es.shipped_device_scales(points)}
+                                                      s_folds, alone),
+                               "shipped_by_device": es.shipped_device_scales(points),
+                               "joint": es.joint_fit(points, joint_fams, r_chosen, r_final, point_params,
+                                                     lambda p: preset_fitted(p).get("request_overhead_ms", 0.0), pred,
+                                                     residuals, step_loss, lambda ps, pr: _records(ps, pr, knees_meas),
+                                                     warm)}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
         out["cv"][by] = {"records": recs, "knees": d["knees"], "chosen": d["chosen"]}
     return out
-
-
-def _floor_shipped(points: list[LoadPoint], final: dict) -> dict[str, bool]:
-    """{family: whether its preset runs the floor the fit chose for it} (the scale's ship rule needs it)."""
-    shipped = shipped_family_floors(points)
-    return {f: shipped.get(f, 0.0) == float((final.get(f) or {}).get("layer_floor_us") or 0.0) for f in shipped}
 
 
 def _shipped_request_overheads(points: list[LoadPoint], field: str = "request_overhead_ms",

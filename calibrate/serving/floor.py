@@ -127,3 +127,35 @@ def held_out_gain(tpot_with: float | None, tpot_without: float | None, tps_with:
     median |error| % with it is smaller than without, and the output-throughput one no larger (None: none)."""
     return (None not in (tpot_with, tpot_without) and tpot_with < tpot_without
             and (tps_with is None or tps_without is None or tps_with <= tps_without))
+
+
+def floor_ships_alone(points: list[LoadPoint], baseline_records: list[dict], floor_records: list[dict]
+                      ) -> dict[str, bool]:
+    """{family: whether its fitted floor ships on its own}: over all the family's rows held out by source, the
+    shippable fit (the floor and the front-end latency fitted on the other sources, `floor_records`) has a
+    smaller TPOT/ITL median |error| than the baseline (no floor, no front-end latency: `baseline_records`)
+    and an output-throughput median no larger (`held_out_gain`). The rule the presets followed when the
+    floors shipped (SGLang, TensorRT-LLM 150 us; vLLM's 150 us rejected: NVIDIA TPOT/ITL 29.9% -> 34.1%,
+    benchmarks/serving_fidelity.md), written down here so that the scale's and the joint ship rules
+    (calibrate/serving/effscale.py) read a decision, not what a preset happens to run."""
+    return {f: v["ship"] for f, v in floor_alone_figures(points, baseline_records, floor_records).items()}
+
+
+def floor_alone_figures(points: list[LoadPoint], baseline_records: list[dict], floor_records: list[dict]
+                        ) -> dict[str, dict]:
+    """{family: {"baseline": {metric: median |error| %}, "floor": {...}, "ship": bool}}: the figures behind
+    `floor_ships_alone` (TPOT/ITL and output throughput, all the family's rows held out by source)."""
+    from statistics import median
+
+    def med(recs: list[dict], keys: set[str], metric: str) -> float | None:
+        e = [abs(r["error"]) for r in recs if r["point"] in keys and r["metric"] == metric and r["error"] is not None]
+        return round(100 * float(median(e)), 1) if e else None
+
+    out = {}
+    for fam in sorted({p.family for p in points}):
+        keys = {p.key() for p in points if p.family == fam}
+        b = {m: med(baseline_records, keys, m) for m in ("tpot_itl", "output_tps")}
+        f = {m: med(floor_records, keys, m) for m in ("tpot_itl", "output_tps")}
+        out[fam] = {"baseline": b, "floor": f,
+                    "ship": held_out_gain(f["tpot_itl"], b["tpot_itl"], f["output_tps"], b["output_tps"])}
+    return out

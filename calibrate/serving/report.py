@@ -22,7 +22,9 @@ from calibrate.serving.fit import (
 from calibrate.serving.floor_report import (  # noqa: F401 (_fmt, _pct: the report's number formats)
     _fmt, _pct, floor_json, floor_markdown, floor_summary_lines,
 )
-from calibrate.serving.effscale import SCALE_GRID, SCALE_GROUPING, scale_markdown, scale_summary_lines
+from calibrate.serving.effscale import (
+    JOINT_RULE, SCALE_GRID, SCALE_GROUPING, joint_markdown, joint_summary_lines, scale_markdown, scale_summary_lines,
+)
 from calibrate.serving.rows import LoadPoint
 
 
@@ -31,8 +33,13 @@ def band_records(res: dict) -> list[dict]:
     request_overhead_ms takes its request-overhead-only fit held out by source; the others their
     baseline residuals (nothing of theirs fitted to serving rows)."""
     fitted = {e for e, v in res["shipped_values"].items() if v > 0}
-    return ([r for r in res["request_only"]["records"] if r["engine"] in fitted]
-            + [r for r in res["baseline"]["records"] if r["engine"] not in fitted])
+    # a family that ships the joint pair (floor, bandwidth scale; calibrate/serving/effscale.py joint_fit): the
+    # pair's held-out residuals (the release's shipped request_overhead_ms in them)
+    joint = (res.get("efficiency_scale") or {}).get("joint") or {}
+    jf = {f for f, v in (joint.get("table") or {}).items() if v["ship"]}
+    return ([r for r in res["request_only"]["records"] if r["engine"] in fitted and r["family"] not in jf]
+            + [r for r in res["baseline"]["records"] if r["engine"] not in fitted and r["family"] not in jf]
+            + [r for r in joint.get("records", []) if r["family"] in jf])
 
 
 def front_end_ship_rule(res: dict) -> dict[str, dict]:
@@ -111,8 +118,9 @@ def bands_json(res: dict) -> dict:
         "q": 80,
         "what": "signed 80% band of predicted / measured - 1 of serving-corpus rows (benchmarks/serving) "
                 "replayed with the presets, every row held out by source (a release whose preset ships a "
-                "fitted request_overhead_ms predicted with the value fitted on the other sources, the others "
-                f"with nothing fitted to serving rows): the {Q_LO:g}th-{Q_HI:g}th percentiles of "
+                "fitted request_overhead_ms predicted with the value fitted on the other sources, a family that "
+                "ships the joint (floor, bandwidth scale) pair with the pair fitted on the other sources, the "
+                f"others with nothing fitted to serving rows): the {Q_LO:g}th-{Q_HI:g}th percentiles of "
                 "log(predicted / measured) per engine family and metric, widened k times about their median, "
                 "k per metric chosen by leave-one-source-out to cover 80% of an unseen source's rows; "
                 "'pooled' bands are all families together",
@@ -161,7 +169,10 @@ def fidelity_json(res: dict, targets: dict) -> dict:
                              "by_source": summarize(res["efficiency_scale"]["records"]),
                              "final": res["efficiency_scale"]["final"], "folds": res["efficiency_scale"]["folds"],
                              "groups": res["efficiency_scale"]["table"],
-                             "shipped_bandwidth_scale_by_device": res["efficiency_scale"]["shipped_by_device"]},
+                             "shipped_bandwidth_scale_by_device": res["efficiency_scale"]["shipped_by_device"],
+                             "floor_ships_alone": res["efficiency_scale"]["floor_ships_alone"],
+                             "floor_alone_figures": res["efficiency_scale"]["floor_alone_figures"],
+                             "joint": {"rule": JOINT_RULE, "families": res["efficiency_scale"]["joint"]["table"]}},
         "shipped_request_overhead_ms": res["shipped_values"],
         "front_end": {"rule": FRONT_END_RULE, "rules": list(FRONT_END_RULES),
                       "min_release_sources": MIN_RELEASE_SOURCES, "ship_rule": front_end_ship_rule(res),
@@ -296,6 +307,7 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
     lines.append(f"presets' layer_floor_us: {json.dumps(res['shipped_layer_floors'], sort_keys=True)}")
     lines += floor_summary_lines(res)
     lines += scale_summary_lines(res["efficiency_scale"]["table"])
+    lines += joint_summary_lines(res["efficiency_scale"]["joint"])
     return lines
 
 
@@ -475,10 +487,13 @@ def report_markdown(res: dict, targets: dict) -> str:
                      f"{_fmt(ex[sec]['experimental_only'].get(m))} |")
     L += floor_markdown(fj)
     L += [""] + scale_markdown(res["efficiency_scale"]["table"])
+    L += joint_markdown(res["efficiency_scale"]["joint"], res["efficiency_scale"]["floor_alone_figures"],
+                        res["shipped_layer_floors"])
     L += ["", f"The presets as replayed here ship request_overhead_ms "
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
           f"and layer_floor_us {json.dumps(fj['shipped_layer_floor_us'], sort_keys=True)}; "
           "the bands below are, for a release that ships a request_overhead_ms, its request-only residuals held "
+          "out by source, for a family that ships the joint (floor, bandwidth scale) pair its joint residuals held "
           "out by source, for the others the baseline's.", ""]
     L += ["## Per source and device (held out by source)", "", "| group | ttft_p50 | ttft_p99 | tpot_itl | output_tps |",
           "|---|---|---|---|---|"]
@@ -491,7 +506,8 @@ def report_markdown(res: dict, targets: dict) -> str:
     bj = bands_json(res)
     cov = bj["coverage"]
     L += [f"Residuals: log(predicted / measured) of the rows above, held out by source (a release that ships a "
-          "request_overhead_ms: its request-only fit; the others: the baseline). Band of a family and metric: the "
+          "request_overhead_ms: its request-only fit; a family that ships the joint floor and bandwidth scale: "
+          "the pair's held-out fit; the others: the baseline). Band of a family and metric: the "
           f"{Q_LO:g}th and {Q_HI:g}th percentiles and the median of its residuals (signed: predictions skewed low "
           "give a band reaching further below 0), widened k times about the median, k per metric from "
           f"{K_GRID[0]:g} to {K_GRID[-1]:g} in 0.1 steps, the one whose leave-one-source-out coverage of the "
