@@ -246,6 +246,16 @@ class EngineConfig(BaseModel):
                                 "handling, chat template and tokenization before the queue, detokenizing and "
                                 "streaming the first token (added to TTFT and E2E, not to TPOT; a closed-loop "
                                 "client waits for it; workloads.arrivals.FrontEnd)"))
+    host_token_us: float = Field(
+        0.0, ge=0, description=("host-stage CPU time per streamed output token, in microseconds: the one process every "
+                                "token passes through before the client sees it (vLLM's API server: detokenization, "
+                                "output objects, SSE; SGLang's detokenizer; trtllm-serve's Python executor loop), "
+                                "serialized across the replica's requests, so it delivers at most 1e6 / host_token_us "
+                                "tokens/s (sim.engine.host; docs/cost-model.md 'Host stage'). 0 = no stage"))
+    host_stage_mode: Literal["overlap", "serial"] = Field(
+        "overlap", description=("how the host stage meets the GPU steps: overlap = it works on a step's tokens while "
+                                "the next step runs (an iteration lasts max(GPU step, its tokens' host time)); serial = "
+                                "on the thread that launches the steps (GPU step + host time)"))
     hardware_rules: list[HardwareRule] = Field(default_factory=list)
     sources: list[EngineSource] = Field(default_factory=list)
     notes: str = ""
