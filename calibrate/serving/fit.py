@@ -403,11 +403,11 @@ def shippable_grid() -> list[dict]:
 
 
 def fit_params(params: dict | None) -> dict:
-    """The engine overrides a fit replays: the fitted fields (request_overhead_ms, layer_floor_us,
+    """The engine overrides a fit replays: the fitted fields (request_overhead_ms, layer_floor_us, host_token_us,
     efficiency_scale: neutral unless fitted, calibrate/serving/effscale.py) always
     set, to the fitted value, else 0 (the presets before this fit), so the fit and its baseline do not
     depend on the values the presets ship."""
-    return {"request_overhead_ms": 0.0, "layer_floor_us": 0.0,
+    return {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, "host_token_us": 0.0,
             "efficiency_scale": {"compute": 1.0, "bandwidth": 1.0, "attention": 1.0}, **(params or {})}
 
 
@@ -572,6 +572,16 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
                                "table": es.ship_table(points, out["request_only"]["records"], s_records, s_final,
                                                       s_folds, _floor_shipped(points, r_final)),
                                "shipped_by_device": es.shipped_device_scales(points)}
+    # the host stage's per-token cost given each fold's floor, the front end re-fitted (calibrate/serving/hoststage.py)
+    from calibrate.serving import hoststage as hs
+
+    h_args = (point_params, pred, residuals, step_loss, front_end_values)
+    h_preds, h_folds = hs.heldout_host(points, r_chosen, *h_args, MIN_RELEASE_SOURCES - 1, FIT_EXPERIMENTAL, warm)
+    h_final = hs.final_host(points, r_final, *h_args, MIN_RELEASE_SOURCES, FIT_EXPERIMENTAL, warm)
+    h_records = _records(points, h_preds, knees_meas)
+    out["host_stage"] = {"records": h_records, "folds": h_folds, "final": h_final, "by_source": summarize(h_records),
+                         "table": hs.ship_table(points, out["request_only"]["records"], h_records, h_final, h_folds,
+                                                summarize, hs.shipped_host(points))}
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
         out["cv"][by] = {"records": recs, "knees": d["knees"], "chosen": d["chosen"]}

@@ -162,6 +162,8 @@ def fidelity_json(res: dict, targets: dict) -> dict:
                              "final": res["efficiency_scale"]["final"], "folds": res["efficiency_scale"]["folds"],
                              "groups": res["efficiency_scale"]["table"],
                              "shipped_bandwidth_scale_by_device": res["efficiency_scale"]["shipped_by_device"]},
+        "host_stage": ({k: res["host_stage"][k] for k in ("by_source", "final", "folds", "table")}
+                       if "host_stage" in res else None),
         "shipped_request_overhead_ms": res["shipped_values"],
         "front_end": {"rule": FRONT_END_RULE, "rules": list(FRONT_END_RULES),
                       "min_release_sources": MIN_RELEASE_SOURCES, "ship_rule": front_end_ship_rule(res),
@@ -296,6 +298,9 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
     lines.append(f"presets' layer_floor_us: {json.dumps(res['shipped_layer_floors'], sort_keys=True)}")
     lines += floor_summary_lines(res)
     lines += scale_summary_lines(res["efficiency_scale"]["table"])
+    if "host_stage" in res:
+        from calibrate.serving.hoststage import host_summary_lines
+        lines += host_summary_lines(res["host_stage"])
     return lines
 
 
@@ -475,6 +480,9 @@ def report_markdown(res: dict, targets: dict) -> str:
                      f"{_fmt(ex[sec]['experimental_only'].get(m))} |")
     L += floor_markdown(fj)
     L += [""] + scale_markdown(res["efficiency_scale"]["table"])
+    if "host_stage" in res:
+        from calibrate.serving.hoststage import host_markdown
+        L += host_markdown(res["host_stage"])
     L += ["", f"The presets as replayed here ship request_overhead_ms "
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
           f"and layer_floor_us {json.dumps(fj['shipped_layer_floor_us'], sort_keys=True)}; "
