@@ -24,9 +24,11 @@ def _decode_batch(lanes, ctx) -> StepBatch:
     return StepBatch(state, np.asarray(lanes, dtype=np.int64), [], [], np.asarray(ctx, dtype=np.int64))
 
 
-def _run(host_us: float = 0.0, mode: str = "overlap", *, concurrency: int = 64, prompts: int = 256,
-         out_len: int = 200) -> dict:
+def _run(host_us: float = 0.0, mode: str = "queue", *, concurrency: int = 64, prompts: int = 256,
+         out_len: int = 200, request_us: float = 0.0) -> dict:
     ov = {"host_token_us": host_us, "host_stage_mode": mode} if host_us else {}
+    if request_us:
+        ov.update(host_request_us=request_us, host_stage_mode=mode)
     dep = Deployment(hw="h100-sxm", model="llama-3.1-8b", engine="vllm", overrides=ov)
     c = ServeClient(num_prompts=prompts, random_input_len=128, random_output_len=out_len, max_concurrency=concurrency)
     r = run_client(c, dep, date="t", per_request=False)
@@ -39,12 +41,18 @@ def test_saturated_stage_caps_output_throughput():
     # the stage decides, and the replica delivers at most 1e6 / 500 = 2000 tokens/s
     free = _run()
     assert free["output_throughput"] > 4000  # the GPU alone is far faster than the cap
-    for mode in ("overlap", "serial"):
+    for mode in ("queue", "overlap", "serial"):
         r = _run(500.0, mode)
         assert r["output_throughput"] <= 2000.0 * (1 + 1e-9)
-        # a client sees each sequence's next token only after the stage went round all 64 of them
-        assert r["median_itl_ms"] >= 64 * 0.5 * (1 - 1e-9)
+        # a client sees each sequence's tokens only as fast as the stage goes round all 64 of them
         assert r["median_tpot_ms"] > 3 * free["median_tpot_ms"]
+        if mode != "queue":  # held steps: the engine's own gaps stretch too
+            assert r["median_itl_ms"] >= 64 * 0.5 * (1 - 1e-9)
+    q = _run(500.0, "queue")
+    assert q["output_throughput"] >= 0.95 * 2000.0  # the engine runs ahead: the stage never idles
+    # bench serve's client ITLs (sim.bench.serve._itls): the request's seen span spread over its tokens
+    assert q["median_itl_ms"] == pytest.approx(q["median_tpot_ms"], rel=0.05)
+    assert q["mean_ttft_ms"] > free["mean_ttft_ms"]  # first tokens wait for the stage (here waves: no backlog left)
     ov = _run(500.0, "overlap")
     assert ov["output_throughput"] >= 0.95 * 2000.0  # at the cap but for the prefills between the waves
     assert ov["median_itl_ms"] == pytest.approx(64 * 0.5, rel=1e-9)  # exactly the stage's round
@@ -55,12 +63,22 @@ def test_saturated_stage_caps_output_throughput():
 
 def test_off_and_idle_stage_change_nothing():
     base = _run()
-    assert _run(0.0) == base
+    assert _run(0.0) == base and _run(0.0, "overlap") == base and _run(0.0, "serial") == base
     # 1 us per token: 64 us of host work per step, under every GPU step: overlap adds nothing at all
     assert _run(1.0, "overlap") == base
     eng = load_engine("vllm")
     m = object()
-    assert with_host_stage(m, eng) is m  # 0 (every preset's default): no wrapper
+    assert with_host_stage(m, eng) == (m, None)  # 0 (every preset's default): no wrapper, no queue
+    # queue mode, stage never behind: each token reaches the client one step's host work late, no more
+    q = _run(1.0, "queue")
+    assert q["output_throughput"] < base["output_throughput"]
+    assert q["mean_ttft_ms"] == pytest.approx(base["mean_ttft_ms"], abs=64 * 0.001 * 1.01)
+
+
+
+def test_request_cost_delays_first_tokens():
+    base, r = _run(), _run(request_us=5000.0, mode="queue")
+    assert r["mean_ttft_ms"] > base["mean_ttft_ms"] + 5.0 * (1 - 1e-9)  # at least its own request's 5 ms
 
 
 def test_serial_mode_adds_the_host_time_to_every_step():
@@ -71,6 +89,7 @@ def test_serial_mode_adds_the_host_time_to_every_step():
 
 
 def test_deterministic():
+    assert _run(300.0, "queue") == _run(300.0, "queue")
     assert _run(300.0, "overlap") == _run(300.0, "overlap")
     assert _run(300.0, "serial") == _run(300.0, "serial")
 
@@ -102,6 +121,8 @@ def test_bad_settings_are_config_errors():
         load_engine("vllm").with_overrides(host_stage_mode="threads")
     with pytest.raises(ConfigError, match="host_token_us"):
         load_engine("vllm").with_overrides(host_token_us=-1.0)
+    with pytest.raises(ConfigError, match="host_request_us"):
+        load_engine("vllm").with_overrides(host_request_us=-1.0)
 
 
 def test_presets_ship_the_host_stage_the_serving_fit_passed():

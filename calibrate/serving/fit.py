@@ -572,16 +572,10 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
                                "table": es.ship_table(points, out["request_only"]["records"], s_records, s_final,
                                                       s_folds, _floor_shipped(points, r_final)),
                                "shipped_by_device": es.shipped_device_scales(points)}
-    # the host stage's per-token cost given each fold's floor, the front end re-fitted (calibrate/serving/hoststage.py)
-    from calibrate.serving import hoststage as hs
-
-    h_args = (point_params, pred, residuals, step_loss, front_end_values)
-    h_preds, h_folds = hs.heldout_host(points, r_chosen, *h_args, MIN_RELEASE_SOURCES - 1, FIT_EXPERIMENTAL, warm)
-    h_final = hs.final_host(points, r_final, *h_args, MIN_RELEASE_SOURCES, FIT_EXPERIMENTAL, warm)
-    h_records = _records(points, h_preds, knees_meas)
-    out["host_stage"] = {"records": h_records, "folds": h_folds, "final": h_final, "by_source": summarize(h_records),
-                         "table": hs.ship_table(points, out["request_only"]["records"], h_records, h_final, h_folds,
-                                                summarize, hs.shipped_host(points))}
+    from calibrate.serving import hoststage as hs  # the host stage given each fold's floor (its module docstring)
+    out["host_stage"] = hs.run_stage(points, r_chosen, r_final, out["request_only"]["records"],
+                                     (point_params, pred, residuals, step_loss, front_end_values), MIN_RELEASE_SOURCES,
+                                     FIT_EXPERIMENTAL, lambda preds: _records(points, preds, knees_meas), summarize, warm)
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
         out["cv"][by] = {"records": recs, "knees": d["knees"], "chosen": d["chosen"]}

@@ -15,9 +15,16 @@ Everything below was written down before any replay with a host stage was run:
   (incremental detokenization, an output object, a JSON/SSE chunk); the top, 320 us (a 3.1k tok/s cap), is
   above the ~240 us the Faradawn TP2 plateau implies if the stage alone set it (1e6 / 4.2k tok/s, from the
   measured figure, no replay).
-- The mode is each preset's `host_stage_mode` (all `overlap`: vLLM V1's engine core and API server are
-  separate processes, SGLang's detokenizer is its own process, TensorRT-LLM's PyTorch executor overlaps its
-  host work with the next step by default); not fitted.
+- The mode is each preset's `host_stage_mode`, not fitted: `queue` for all three (vLLM V1's engine core and
+  API server are separate processes joined by ZMQ; SGLang's detokenizer is its own process; trtllm-serve's
+  executor workers hand responses to the server process, which detokenizes them; the Faradawn TP2 curve's
+  TTFT grows with the load, 162 -> 602 -> 1109 ms at C=16/64/128, while its TPOT stays near the GPU's
+  predicted step, the signature of tokens waiting in a queue rather than held steps). The mode was switched
+  from `overlap` to `queue` after an all-rows fit of the subset 'faradawn|glm-4.7|coder-next' (one source
+  per family, so no held-out figure existed) and replays of that curve alone; no held-out figure of either
+  mode had been seen.
+- `host_request_us` (the per-request cost on the same stage) is not fitted: 0 (on TTFT rows it is confounded
+  with the front-end latency `request_overhead_ms`, and a second grid would multiply the replays).
 - Composition with the floor: the host cost is fitted GIVEN the fold's floor (the shippable fit's
   `layer_floor_us` for each point, its device group's where it has one), not jointly: stage 1 (floor) ->
   stage 1b (host, this module) -> stage 2 (the front-end latency, re-fitted on the training rows replayed
@@ -204,6 +211,18 @@ def ship_table(points: list[LoadPoint], before: list[dict], after: list[dict], f
     return out
 
 
+def run_stage(points: list[LoadPoint], r_chosen: dict, r_final: dict, before: list[dict], fns: tuple,
+              min_release_sources: int, fit_experimental: bool, records, summarize, warm=None) -> dict:
+    """The whole stage for calibrate/serving/fit.py `run`: held out by source, all rows, the ship table.
+    `fns` = (point_params, predict, residuals, loss, front_end_values); `records(preds)` the held-out records;
+    `before` the shippable fit's held-out records."""
+    preds, folds = heldout_host(points, r_chosen, *fns, min_release_sources - 1, fit_experimental, warm)
+    final = final_host(points, r_final, *fns, min_release_sources, fit_experimental, warm)
+    recs = records(preds)
+    return {"records": recs, "folds": folds, "final": final, "by_source": summarize(recs),
+            "table": ship_table(points, before, recs, final, folds, summarize, shipped_host(points))}
+
+
 def shipped_host(points: list[LoadPoint]) -> dict[str, float]:
     """{family: host_token_us} of each family's preset (default release)."""
     from sim.catalog.engine_config import load_engine
@@ -217,7 +236,9 @@ def host_markdown(hs: dict) -> list[str]:
         return "-" if x is None else f"{x:.1f}%"
     L = ["## Host stage: per-token cost of the serving process (host_token_us)", "",
          f"Grid {', '.join(f'{v:g}' for v in GRID_HOST_TOKEN_US)} us per streamed token (set before any replay "
-         "with a host stage; calibrate/serving/hoststage.py), mode each preset's `host_stage_mode` (overlap), "
+         "with a host stage; calibrate/serving/hoststage.py), mode each preset's `host_stage_mode` (queue: the engine "
+         "runs ahead, tokens wait in the stage's FIFO; chosen after all-rows subset replays, before any held-out "
+         "figure), host_request_us 0, "
          "fitted per family and per release (a release with >= 2 training sources) GIVEN each fold's floor, then "
          "the front-end latency re-fitted; loss: median |log| over TPOT/ITL and output-throughput rows. Held out "
          "by source against the shippable fit (floor + front end). Ship rule (pre-registered): held-out "

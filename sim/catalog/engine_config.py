@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 from sim.catalog.engine_settings import (  # noqa: F401  (RuleCondition: importable from here as before)
     GIB, EfficiencyScale, EngineSource, HardwareRule, NewTokenRatio, RuleCondition, SpeculativeSettings,
 )
+from sim.catalog.host_stage import HostStageSettings
 from sim.catalog.policies import SCHEDULERS, known_allocator, known_scheduler
 from sim.catalog.quant import get_quant, kv_dtype_bytes
 from sim.catalog.releases import EngineRelease, apply_release, covers_version, split_release
@@ -66,7 +67,7 @@ _ALIASES = {
 }
 
 
-class EngineConfig(BaseModel):
+class EngineConfig(HostStageSettings):  # host_token_us, host_request_us, host_stage_mode: sim.catalog.host_stage
     """One serving engine's policy and limits, as the simulator uses them."""
 
     model_config = _FROZEN
@@ -246,16 +247,6 @@ class EngineConfig(BaseModel):
                                 "handling, chat template and tokenization before the queue, detokenizing and "
                                 "streaming the first token (added to TTFT and E2E, not to TPOT; a closed-loop "
                                 "client waits for it; workloads.arrivals.FrontEnd)"))
-    host_token_us: float = Field(
-        0.0, ge=0, description=("host-stage CPU time per streamed output token, in microseconds: the one process every "
-                                "token passes through before the client sees it (vLLM's API server: detokenization, "
-                                "output objects, SSE; SGLang's detokenizer; trtllm-serve's Python executor loop), "
-                                "serialized across the replica's requests, so it delivers at most 1e6 / host_token_us "
-                                "tokens/s (sim.engine.host; docs/cost-model.md 'Host stage'). 0 = no stage"))
-    host_stage_mode: Literal["overlap", "serial"] = Field(
-        "overlap", description=("how the host stage meets the GPU steps: overlap = it works on a step's tokens while "
-                                "the next step runs (an iteration lasts max(GPU step, its tokens' host time)); serial = "
-                                "on the thread that launches the steps (GPU step + host time)"))
     hardware_rules: list[HardwareRule] = Field(default_factory=list)
     sources: list[EngineSource] = Field(default_factory=list)
     notes: str = ""

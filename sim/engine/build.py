@@ -300,11 +300,11 @@ def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, sourc
     scheduler = parts.make_scheduler()
     if step_model is None:
         step_model = make_step_model(parts.cost, engine, scheduler.max_seqs)
-        # the host stage every streamed token passes through (engine.host_token_us; 0 = none: no wrapper)
-        step_model = with_host_stage(step_model, engine, getattr(parts.cost, "tokens_per_step", 1.0))
+    # the host stage every streamed token passes through (engine.host_token_us / host_request_us; 0 = none)
+    step_model, host = with_host_stage(step_model, engine, getattr(parts.cost, "tokens_per_step", 1.0))
     return Replica(env, step_model=step_model, scheduler=scheduler, kv=kv, source=source, log=RequestLog(),
                    gaps=GapLog(), iterations=IterationLog(enabled=record_iterations), fast_forward=fast_forward,
-                   check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv))
+                   check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv), host=host)
 
 
 def check_drained(replica: Replica) -> None:

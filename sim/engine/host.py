@@ -12,23 +12,25 @@ replica (capacity 1). When the tokens a step emits cost the stage more than the 
 the stage is the bottleneck: the replica cannot deliver more than 1e6 / host_token_us tokens/s, whatever
 the batch, and the client's ITL, TPOT, E2E and TTFT stretch with it.
 
-How it is priced. The stage works on step n's tokens while the GPU runs step n+1 (vLLM V1's engine core
-and API server are separate processes; SGLang's detokenizer is too; TensorRT-LLM's PyTorch executor
-overlaps its host work with the next forward by default: the overlap scheduler). A step the stage cannot
-keep up with is held until it can (the client sees a token only once the stage has handled it, and a
-closed-loop client sends its next request only then), so in `overlap` mode (`EngineConfig.host_stage_mode`)
-an iteration lasts max(GPU step, tokens x host_token_us); in `serial` mode (the host work on the thread
-that launches the steps: TensorRT-LLM with its overlap scheduler disabled, a single-threaded server) it
-lasts GPU step + tokens x host_token_us. Tokens an iteration emits: one per decoding sequence
-(`tokens_per_step` of them under speculative decoding) and one per prompt chunk that completes its
-prompt (the first token). A real vLLM engine core runs further ahead (its outputs queue in the socket)
-and keeps fewer sequences in its batch; at the stage's rate the client sees the same token stream.
+How it meets the GPU steps (`EngineConfig.host_stage_mode`):
+- `queue` (default; `HostQueue`): the stage is a separate process the engine runs ahead of (vLLM V1's engine
+  core pushes its outputs into a ZMQ socket and steps on; SGLang's scheduler sends them to its detokenizer
+  process; trtllm-serve's executor workers hand responses to the server process, which detokenizes them).
+  Tokens wait in the stage's FIFO; the client sees them, and a closed-loop client sends its next request,
+  only when the stage has handled them. The GPU's steps, batch and KV cache are not held.
+- `overlap` (`HostStage`): the stage works on step n's tokens while the GPU runs step n+1 and holds step n+2
+  until it is done: an iteration lasts max(GPU step, tokens x host_token_us).
+- `serial` (`HostStage`): the host work runs on the thread that launches the steps (TensorRT-LLM with its
+  overlap scheduler disabled, a single-threaded server): GPU step + tokens x host_token_us.
+Tokens an iteration emits: one per decoding sequence (`tokens_per_step` of them under speculative decoding)
+and one per prompt chunk that completes its prompt (the first token, which also carries `host_request_us`,
+the request's own work: tokenizing its prompt, its request and response objects, opening its stream).
 
 `HostStage` wraps any `sim.engine.pricing.StepModel` and keeps its contract: `run_time` increasing in k,
 `steps_within` its exact integer inverse, and `run_limit` cutting an overlap-mode run where the GPU step
 overtakes the stage's per-step cost, so each run's step times stay linear (the replica's ITL records).
-Deterministic (a pure function of the batch). `host_token_us` 0 (every preset's default) builds no
-wrapper: nothing changes.
+Deterministic (pure functions of the batch; the queue's state is one float). `host_token_us` and
+`host_request_us` 0 (every preset's default) build neither: nothing changes.
 """
 
 from __future__ import annotations
@@ -37,19 +39,59 @@ import math
 
 from sim.engine.pricing import StepBatch
 
-HOST_STAGE_MODES = ("overlap", "serial")
+HOST_STAGE_MODES = ("queue", "overlap", "serial")
+
+
+class HostQueue:
+    """The `queue` mode: the engine runs ahead of the stage, and tokens wait in its FIFO (vLLM V1's engine core
+    pushes its outputs into a ZMQ socket and steps on; SGLang's scheduler sends them to the detokenizer process;
+    trtllm-serve's executor hands responses to the server process). The stage is one server of fluid work:
+    `busy` is when its backlog clears. An event (a step, or a fast-forwarded run of k decode steps) adds
+    host_token_us per emitted token and host_request_us per first token; the stage starts on it when the first
+    step's tokens exist and it is free, and the event's last tokens reach the client when the stage is done
+    with them: max(start + work, end + the last step's work). The replica stamps the event's first tokens and
+    completions with that time and a closed-loop client sends its next request then; the GPU's steps, the KV
+    cache and the batch are not held (the engine frees a finished request's blocks when it finishes). While
+    the stage keeps up, a token reaches the client one step's host work after its step; when it does not,
+    the backlog grows and every token waits behind it (TTFT and E2E grow with the load), and the client
+    receives at most 1e6 / host_token_us tokens/s. TPOT follows from the seen first and last tokens; `bench
+    serve`'s client ITLs spread a request's seen span over its tokens (sim.bench.serve `_itls`), while `run`'s
+    ITL percentiles (the replica's GapLog) stay the engine's step gaps."""
+
+    __slots__ = ("token_s", "first_s", "tokens_per_step", "busy")
+
+    def __init__(self, host_token_us: float, host_request_us: float = 0.0, tokens_per_step: float = 1.0) -> None:
+        self.token_s = float(host_token_us) * 1e-6
+        self.first_s = self.token_s + float(host_request_us) * 1e-6
+        self.tokens_per_step = float(tokens_per_step)
+        self.busy = 0.0
+
+    def emit(self, start_s: float, end_s: float, first_step_s: float, n_decode: int, prefill_ends, k: int) -> float:
+        """An event from `start_s` to `end_s` (k steps, the first `first_step_s` long) emitting `n_decode` tokens
+        per step and a first token per true entry of `prefill_ends`: when the client sees its last tokens."""
+        step = n_decode * self.tokens_per_step * self.token_s + sum(prefill_ends) * self.first_s
+        if step <= 0:  # a prompt chunk that emits nothing
+            return end_s
+        start = max(self.busy, start_s + first_step_s)
+        self.busy = max(start + k * step, end_s + step)
+        return self.busy
 
 
 class HostStage:
     """A `StepModel` whose iterations also wait for the host stage (module docstring)."""
 
-    def __init__(self, inner, host_token_us: float, mode: str = "overlap", tokens_per_step: float = 1.0) -> None:
+    def __init__(self, inner, host_token_us: float, mode: str = "overlap", tokens_per_step: float = 1.0,
+                 host_request_us: float = 0.0) -> None:
         if mode not in HOST_STAGE_MODES:
             raise ValueError(f"host stage mode must be one of {', '.join(HOST_STAGE_MODES)}, got {mode!r}")
-        if not host_token_us > 0:
-            raise ValueError(f"host_token_us must be > 0 for a host stage, got {host_token_us!r}")
+        if not (host_token_us > 0 or host_request_us > 0) or host_token_us < 0 or host_request_us < 0:
+            raise ValueError(f"a host stage needs host_token_us or host_request_us > 0, got {host_token_us!r}, "
+                             f"{host_request_us!r}")
         self.inner = inner
         self.token_s = float(host_token_us) * 1e-6
+        # a request's own work, charged with its first token (tokenizing its prompt, its request and response
+        # objects, the stream's set-up): the step that completes its prompt
+        self.first_s = self.token_s + float(host_request_us) * 1e-6
         self.serial = mode == "serial"
         self.tokens_per_step = float(tokens_per_step)
 
@@ -60,7 +102,7 @@ class HostStage:
 
     def batch_time(self, b: StepBatch) -> float:
         gpu = self.inner.batch_time(b)
-        host = self._decode_host_s(b) + sum(b.prefill_ends()) * self.token_s
+        host = self._decode_host_s(b) + sum(b.prefill_ends()) * self.first_s
         return gpu + host if self.serial else max(gpu, host)
 
     def run_time(self, b: StepBatch, k: int) -> float:
@@ -108,8 +150,14 @@ class HostStage:
 
 
 def with_host_stage(step_model, engine, tokens_per_step: float = 1.0):
-    """`step_model` wrapped in the engine's host stage, or itself when `host_token_us` is 0."""
+    """(step model, host queue) of the engine's host stage: `step_model` itself and None when host_token_us and
+    host_request_us are 0 (nothing changes); in `queue` mode the step model itself and a `HostQueue`; in
+    `overlap` / `serial` mode `step_model` wrapped in `HostStage` and None."""
     us = float(getattr(engine, "host_token_us", 0.0) or 0.0)
-    if us <= 0:
-        return step_model
-    return HostStage(step_model, us, getattr(engine, "host_stage_mode", "overlap"), tokens_per_step)
+    req = float(getattr(engine, "host_request_us", 0.0) or 0.0)
+    if us <= 0 and req <= 0:
+        return step_model, None
+    mode = getattr(engine, "host_stage_mode", "queue")
+    if mode == "queue":
+        return step_model, HostQueue(us, req, tokens_per_step)
+    return HostStage(step_model, us, mode, tokens_per_step, req), None
