@@ -36,6 +36,13 @@ Everything below was written down before any replay with a host stage was run:
 - Ship rule (`ship_table`), per family: held out by source, the output-throughput median |error| of the
   family's rows with the host stage is smaller than the shippable fit's (floor + front end, what the
   presets run today) and the TPOT/ITL median |error| no larger, and the all-rows value is > 0.
+
+Finding (full cold regeneration of 2026-12-06, benchmarks/serving_fidelity.md "Host stage"): nothing ships.
+All families held out by source with the stage: TTFT p50 48.0% (47.6% without), p99 46.2% (46.2%), TPOT/ITL
+22.1% (26.4%), output throughput 20.7% (20.9%). vLLM's held-out TPOT/ITL and throughput improve (34.1 -> 31.6%,
+49.1 -> 46.1%; one fold fitted 320 us) but its all-rows family value is 0 (vllm@0.11 alone 10 us), so the rule,
+which ships the family value, ships nothing; its TTFT p50 gets worse (80.1 -> 83.3%). TensorRT-LLM fits 0 in
+both folds, so the Faradawn TP2 plateau is predicted as before.
 """
 
 from __future__ import annotations
