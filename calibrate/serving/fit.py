@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from functools import partial
 
 import numpy as np
 
@@ -403,11 +404,11 @@ def shippable_grid() -> list[dict]:
 
 
 def fit_params(params: dict | None) -> dict:
-    """The engine overrides a fit replays: the fitted fields (request_overhead_ms, layer_floor_us,
+    """The engine overrides a fit replays: the fitted fields (request_overhead_ms, layer_floor_us, host_token_us,
     efficiency_scale: neutral unless fitted, calibrate/serving/effscale.py) always
     set, to the fitted value, else 0 (the presets before this fit), so the fit and its baseline do not
     depend on the values the presets ship."""
-    return {"request_overhead_ms": 0.0, "layer_floor_us": 0.0,
+    return {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, "host_token_us": 0.0,
             "efficiency_scale": {"compute": 1.0, "bandwidth": 1.0, "attention": 1.0}, **(params or {})}
 
 
@@ -556,12 +557,9 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
            "shipped": {"records": _records(points, shipped, knees_meas)}}
     # the bandwidth efficiency scale per (family, device group) on top of the floor (calibrate/serving/effscale.py)
     from calibrate.serving import effscale as es
+    pred = partial(predict, cache=cache)
+    step_loss = partial(_loss, metrics=STEP_METRICS)
 
-    def pred(p, q):
-        return predict(p, q, cache)
-
-    def step_loss(recs):
-        return _loss(recs, STEP_METRICS)
     def warm(pairs):  # the scaled replays in `jobs` processes (the same numbers, sooner)
         if jobs > 1 and cache is not None:
             prefetch([(p, fit_params(q)) for p, q in pairs], cache, jobs)
@@ -580,6 +578,10 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
                                                      lambda p: preset_fitted(p).get("request_overhead_ms", 0.0), pred,
                                                      residuals, step_loss, lambda ps, pr: _records(ps, pr, knees_meas),
                                                      warm)}
+    from calibrate.serving import hoststage as hs  # the host stage given each fold's floor (its module docstring)
+    out["host_stage"] = hs.run_stage(points, r_chosen, r_final, out["request_only"]["records"],
+                                     (point_params, pred, residuals, step_loss, front_end_values), MIN_RELEASE_SOURCES,
+                                     FIT_EXPERIMENTAL, lambda preds: _records(points, preds, knees_meas), summarize, warm)
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
         out["cv"][by] = {"records": recs, "knees": d["knees"], "chosen": d["chosen"]}

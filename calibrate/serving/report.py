@@ -173,6 +173,8 @@ def fidelity_json(res: dict, targets: dict) -> dict:
                              "floor_ships_alone": res["efficiency_scale"]["floor_ships_alone"],
                              "floor_alone_figures": res["efficiency_scale"]["floor_alone_figures"],
                              "joint": {"rule": JOINT_RULE, "families": res["efficiency_scale"]["joint"]["table"]}},
+        "host_stage": ({k: res["host_stage"][k] for k in ("by_source", "final", "folds", "table")}
+                       if "host_stage" in res else None),
         "shipped_request_overhead_ms": res["shipped_values"],
         "front_end": {"rule": FRONT_END_RULE, "rules": list(FRONT_END_RULES),
                       "min_release_sources": MIN_RELEASE_SOURCES, "ship_rule": front_end_ship_rule(res),
@@ -308,6 +310,9 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
     lines += floor_summary_lines(res)
     lines += scale_summary_lines(res["efficiency_scale"]["table"])
     lines += joint_summary_lines(res["efficiency_scale"]["joint"])
+    if "host_stage" in res:
+        from calibrate.serving.hoststage import host_summary_lines
+        lines += host_summary_lines(res["host_stage"])
     return lines
 
 
@@ -489,6 +494,9 @@ def report_markdown(res: dict, targets: dict) -> str:
     L += [""] + scale_markdown(res["efficiency_scale"]["table"])
     L += joint_markdown(res["efficiency_scale"]["joint"], res["efficiency_scale"]["floor_alone_figures"],
                         res["shipped_layer_floors"])
+    if "host_stage" in res:
+        from calibrate.serving.hoststage import host_markdown
+        L += host_markdown(res["host_stage"])
     L += ["", f"The presets as replayed here ship request_overhead_ms "
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
           f"and layer_floor_us {json.dumps(fj['shipped_layer_floor_us'], sort_keys=True)}; "

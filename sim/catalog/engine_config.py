@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 from sim.catalog.engine_settings import (  # noqa: F401  (RuleCondition: importable from here as before)
     GIB, EfficiencyScale, EngineSource, HardwareRule, NewTokenRatio, RuleCondition, SpeculativeSettings,
 )
+from sim.catalog.host_stage import HostStageSettings
 from sim.catalog.policies import SCHEDULERS, known_allocator, known_scheduler
 from sim.catalog.quant import get_quant, kv_dtype_bytes
 from sim.catalog.releases import EngineRelease, apply_release, covers_version, split_release
@@ -66,7 +67,7 @@ _ALIASES = {
 }
 
 
-class EngineConfig(BaseModel):
+class EngineConfig(HostStageSettings):  # host_token_us, host_request_us, host_stage_mode: sim.catalog.host_stage
     """One serving engine's policy and limits, as the simulator uses them."""
 
     model_config = _FROZEN

@@ -30,6 +30,7 @@ from sim.cost.memory import (
 from sim.cost.params import CostParams
 from sim.cost.passes import make_step_model
 from sim.cost.speculative import make_cost_model
+from sim.engine.host import with_host_stage
 from sim.engine.kv import ALLOCATORS, make_allocator
 from sim.engine.metrics import GapLog, IterationLog, RequestLog, summarize
 from sim.engine.prefix_cache import BlockPrefixCache, SlotPromptCache
@@ -299,9 +300,11 @@ def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, sourc
     scheduler = parts.make_scheduler()
     if step_model is None:
         step_model = make_step_model(parts.cost, engine, scheduler.max_seqs)
+    # the host stage every streamed token passes through (engine.host_token_us / host_request_us; 0 = none)
+    step_model, host = with_host_stage(step_model, engine, getattr(parts.cost, "tokens_per_step", 1.0))
     return Replica(env, step_model=step_model, scheduler=scheduler, kv=kv, source=source, log=RequestLog(),
                    gaps=GapLog(), iterations=IterationLog(enabled=record_iterations), fast_forward=fast_forward,
-                   check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv))
+                   check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv), host=host)
 
 
 def check_drained(replica: Replica) -> None:

@@ -43,8 +43,9 @@ class Replica:
 
     def __init__(self, env, *, step_model: StepModel, scheduler: Scheduler, kv: KVAllocator, source: ArrivalSource,
                  log: RequestLog, gaps: GapLog, iterations: IterationLog, fast_forward: bool = True,
-                 check_invariants: bool = False, prefix=None) -> None:
+                 check_invariants: bool = False, prefix=None, host=None) -> None:
         self.env = env
+        self.host = host  # the host stage's queue (sim.engine.host.HostQueue): when the client sees tokens; None = at once
         self.step_model = step_model  # prices the batches (sim.engine.pricing.StepModel)
         self.scheduler = scheduler
         self.kv = kv
@@ -187,6 +188,8 @@ class Replica:
         if n_seqs > self.batch_max:
             self.batch_max = n_seqs
         finished: list[int] = []
+        # when the client sees this event's last tokens (its completions, its first tokens): after the host stage
+        seen = end if self.host is None else self.host.emit(now, end, t_first, n_dec, b.prefill_ends() if pl else (), k)
         if n_dec:
             if self.skipped_decodes or k > 1:
                 self._record_decode_gaps(dl, now, t_first, t, k)
@@ -195,7 +198,7 @@ class Replica:
             finished = self._advance_decodes(b, k, end, first_done, remaining)
         self.skipped_decodes = n_dec < st.n_decoding
         if pl:
-            self._apply_prefill(batch, end, finished)
+            self._apply_prefill(batch, end, finished, seen)
         if st.used_tokens > self.peak_used_tokens:
             self.peak_used_tokens = st.used_tokens
         # Peak of reserved KV: allocation happens in plan (admission, growth) and in apply (a
@@ -207,8 +210,8 @@ class Replica:
             self.iterations.add(now, t, k, len(pl), sum(batch.prefill_tokens), n_dec,
                                 st.used_tokens, reserved, len(st.waiting), len(st.running))
         for lane in finished:
-            p = st.finish(lane, end)
-            self.source.done(p.request, end)
+            p = st.finish(lane, seen)
+            self.source.done(p.request, seen)
         if self.check_invariants:
             st.write_blocks()
             kv.check()
@@ -315,7 +318,7 @@ class Replica:
                 return
         self.gaps.add(t_first, delta, k, n)
 
-    def _apply_prefill(self, batch: Batch, end_s: float, finished: list[int]) -> None:
+    def _apply_prefill(self, batch: Batch, end_s: float, finished: list[int], seen_s: float | None = None) -> None:
         st = self.state
         log = self.log
         for lane, chunk in zip(batch.prefill_lanes, batch.prefill_tokens):
@@ -330,7 +333,7 @@ class Replica:
             if p.keys:  # its prompt's full prefix blocks are now reusable by others
                 st.kv.insert_prefix(lane, p.keys)
             if p.generated == 0:
-                log.first_token_s[p.row] = end_s
+                log.first_token_s[p.row] = end_s if seen_s is None else seen_s
             else:  # recomputed after a preemption: the client waited since its last token
                 self.gaps.add(end_s - p.last_token_s, 0.0, 1, 1)
             if st.ctx[lane] >= st.stop_ctx[lane]:

@@ -1,0 +1,30 @@
+"""The host-stage fields of an engine preset (`EngineConfig` inherits them; sim.engine.host implements the stage,
+docs/cost-model.md 'Host stage' describes it). Kept apart so engine_config.py stays within the module size limit."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class HostStageSettings(BaseModel):
+    """The single host process every streamed token passes through (EngineConfig's model config applies)."""
+
+    host_token_us: float = Field(
+        0.0, ge=0, description=("host-stage CPU time per streamed output token, in microseconds: the one process every "
+                                "token passes through before the client sees it (vLLM's API server: detokenization, "
+                                "output objects, SSE; SGLang's detokenizer; trtllm-serve's Python executor loop), "
+                                "serialized across the replica's requests, so it delivers at most 1e6 / host_token_us "
+                                "tokens/s (sim.engine.host; docs/cost-model.md 'Host stage'). 0 = no stage"))
+    host_request_us: float = Field(
+        0.0, ge=0, description=("host-stage CPU time per request, in microseconds, on the same single process as "
+                                "host_token_us and charged with the request's first token: tokenizing its prompt, "
+                                "its request and response objects, opening its stream (sim.engine.host). 0 = none"))
+    host_stage_mode: Literal["queue", "overlap", "serial"] = Field(
+        "queue", description=("how the host stage meets the GPU steps: queue = a separate process the engine runs "
+                              "ahead of, its tokens waiting in the stage's FIFO (vLLM V1's API server, SGLang's "
+                              "detokenizer, trtllm-serve's server process); overlap = it works on a step's tokens "
+                              "while the next step runs and holds the next step until done (an iteration lasts "
+                              "max(GPU step, its tokens' host time)); serial = on the thread that launches the steps "
+                              "(GPU step + host time). sim.engine.host"))
