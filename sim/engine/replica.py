@@ -12,6 +12,22 @@ The step model is the engine's one seam to the cost model (`sim.engine.pricing.S
 replica asks it those prices, how many decode steps end within a time budget, and how many it
 prices as one linear run, and nothing else.
 
+Arrivals at a step's end: a request that reaches the replica at the very instant a step ends (a
+closed-loop client's next request, sent when the step's output finished its predecessor) joins the
+queue only after the next step has been planned, so it is first scheduled one step later. Real
+engines plan the next step as soon as a step's outputs exist, before those outputs have reached the
+client and its reaction has come back: vLLM V1's `EngineCoreProc.run_busy_loop` puts a step's outputs
+on the output queue (`_process_engine_step`; a separate thread serializes and sends them to the API
+server process, which detokenizes and streams them) and at once drains what its input thread has
+already queued (`_process_input_queue`, non-blocking while requests run) and schedules the next step
+(vllm/v1/engine/core.py at v0.9.2 and main@00080ee); SGLang's `Scheduler.event_loop_normal`
+likewise sends a batch's results to the detokenizer (`process_batch_result`) and polls
+`recv_requests` for the next batch straight away. The round trip (ZMQ, detokenize, HTTP stream,
+client, HTTP request, tokenize, ZMQ) takes milliseconds; scheduling takes well under one. So under a
+saturated closed loop each new request waits for the step already planned — a full-budget prefill
+step when the cohorts before it are prefilling — then for its own. An idle engine blocks on its input
+queue and takes such a request at once (`run`).
+
 Fast-forward: when the batch is decode-only and `stable` (see `sim.engine.schedulers.Batch`), nothing can
 change it before the next arrival (if an arrival could be admitted), the first completion, or the
 step at which the paged cache runs out of blocks — so the replica runs all those k steps in one
@@ -64,15 +80,29 @@ class Replica:
         self.skipped_decodes = False  # some decoding lane got no token in the last iteration
         self.handoff: dict | None = None  # disaggregated decode: request id -> (first token s, KV tokens)
         self.last_clock_s = 0.0
+        self.held: list = []  # (sent, request) that arrived as the last step ended: queued after the next plan
 
     # ---- arrivals -----------------------------------------------------------------------------
-    def _take_arrivals(self, now_s: float) -> None:
+    def _take_arrivals(self, now_s: float, hold_ties: bool = False) -> None:
+        """Arrived requests join the queue. `hold_ties` (the replica has just ended a step at `now_s`):
+        those that arrive at that very instant are held in `self.held` for the plan after this one
+        (`run`): a request sent in reaction to the step's output cannot be in the queue of the step
+        the engine schedules as soon as that output exists."""
         if self.source.next_s > now_s:
             return
+        due = self.source.due(now_s)
+        if hold_ties and due:
+            late = [a for a in due if a[0] >= now_s]
+            if late:
+                self.held.extend(late)
+                due = [a for a in due if a[0] < now_s]
+        self._queue(due, now_s)
+
+    def _queue(self, due: list, now_s: float) -> None:
+        """`due` (sent time, request) join the waiting queue, or are refused at receipt."""
         st = self.state
         sched = self.scheduler
         log = self.log
-        due = self.source.due(now_s)
         while due:
             rejected = False
             for t, r in due:
@@ -91,21 +121,34 @@ class Replica:
                     rejected = True
             due = self.source.due(now_s) if rejected else None
 
+    def _release_held(self, now_s: float) -> None:
+        """The held arrivals join the queue (or are refused), in arrival order."""
+        held, self.held = self.held, []
+        self._queue(held, now_s)
+
     # ---- the process --------------------------------------------------------------------------
     def run(self):
         env, st, sched, kv, source = self.env, self.state, self.scheduler, self.kv, self.source
         price = self.step_model
+        stepped = False  # whether a step has just ended at `now`
         while True:
             now = env.now
             st.now_s = now
             if source.next_s <= now:  # (checked here too: a call per event is measurable)
-                self._take_arrivals(now)
+                self._take_arrivals(now, stepped)
+            stepped = False
             if self.check_invariants:
                 st.check_lanes()
             batch = sched.plan(st)  # ---- plan
             if self.check_invariants:
                 st.write_blocks()
                 kv.check()
+            if self.held:  # arrived as the last step ended (see the module's docstring)
+                if not batch.prefill_lanes and not len(batch.decode_lanes):
+                    self._release_held(now)  # an idle engine blocks on its queue: they are planned at once
+                    continue
+                self._release_held(now)  # they join the queue the next plan reads
+                batch.stable = False  # (a run of identical steps would pass that plan)
             if not batch.prefill_lanes and not len(batch.decode_lanes):  # batch.empty
                 if self._reject_unschedulable(now):
                     continue
@@ -125,6 +168,7 @@ class Replica:
                 t_first = price.run_time(b, 1) if k > 1 else t
             yield env.timeout(t)  # ---- wait
             self._apply(batch, b, k, now, t_first, t, first_done, remaining)  # ---- apply
+            stepped = True
 
     def _reject_unschedulable(self, now: float) -> bool:
         """An empty plan: with requests waiting on an idle engine the head can never be scheduled,
