@@ -352,13 +352,11 @@ def _joint_shipped(fj: dict) -> dict[str, dict]:
     return {f: v for f, v in fams.items() if v["ship"]}
 
 
-#: preset floors that today's written rules no longer ship, kept pending a decision outside the change that wrote
-#: those rules (said in benchmarks/serving_fidelity.md's floor-alone table): TensorRT-LLM 1.0's 150 us shipped in
-#: 872a59d when held out its TPOT/ITL went 9.0 -> 5.2%; on the tree of 2026-12-06 the floor-alone rule reads
-#: 7.7 -> 11.6% against the baseline (no front-end latency) and the joint rule rejects it on TTFT p50 (44.5 ->
-#: 45.0%, against the presets with their 85 ms front end, where its TPOT/ITL goes 13.3 -> 11.6%). The check
-#: below fails as soon as the rules ship it again or the preset drops it: then remove the entry.
-FLOOR_KEPT_AGAINST_THE_RULES = {"trtllm"}
+#: preset floors that today's written rules do not ship, kept by a decision said here (none now). History:
+#: TensorRT-LLM 1.0's 150 us was listed while the merged tree of 2026-12-06 had it failing both rules (joint: TTFT
+#: p50 44.5 -> 45.0%); once a request sent at a step's end waits for the planned step (sim/engine/replica.py), the
+#: joint rule ships it (TTFT p50 37.3 -> 36.4%, TPOT/ITL 13.3 -> 11.6%, output tok/s 12.3 -> 7.0%), so the entry went.
+FLOOR_KEPT_AGAINST_THE_RULES: set[str] = set()
 
 
 def _presets_ship_the_joint_pair_where_the_rule_says(fj: dict) -> None:
