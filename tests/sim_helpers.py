@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 
 from sim.catalog.engine_config import load_engine
 from sim.catalog.hardware import Efficiency, load_profile
@@ -52,3 +55,21 @@ def random_trace(n: int, seed: int, *, rate_per_s: float = 20.0, prompt=(1, 3000
 
 def run(requests, engine, hw=H100, model=MODEL, **kw):
     return simulate(requests, hw=hw, model=model, quant=None, engine=engine, check_invariants=True, **kw)
+
+
+def assert_step_model_contract(m, batch) -> tuple[float, list[float], int | None]:
+    """The `StepModel` postconditions (docs/contracts.md) of `m` on the batch `batch()` builds afresh for each
+    call: one step costs > 0 and batch_time is run_time(1); run_time grows strictly with the step count from 0 at
+    0 steps; steps_within is the largest count whose run_time fits the budget; run_limit is None or >= 1.
+    Returns (one step's time, run_time of 0..39 steps, run_limit)."""
+    one = m.run_time(batch(), 1)
+    assert one > 0 and m.batch_time(batch()) == pytest.approx(one, rel=1e-9)
+    times = [m.run_time(batch(), k) for k in range(0, 40)]
+    assert times[0] == 0.0 and all(x < y for x, y in zip(times, times[1:]))
+    for budget in (0.0, one * 0.5, times[7], times[7] * 1.0001, times[30] - 1e-12, 1e9, math.inf):
+        j = m.steps_within(batch(), budget, 35)
+        want = max((k for k in range(0, 36) if times[k] <= budget), default=0)
+        assert j == want, (budget, j, want)
+    limit = m.run_limit(batch())
+    assert limit is None or limit >= 1
+    return one, times, limit

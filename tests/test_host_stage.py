@@ -18,6 +18,8 @@ from sim.engine.host import HostStage, with_host_stage
 from sim.engine.pricing import StepBatch
 from sim.errors import ConfigError
 
+from sim_helpers import assert_step_model_contract
+
 
 def _decode_batch(lanes, ctx) -> StepBatch:
     state = SimpleNamespace(n_decoding=-1, decode_ctx_sum=None)
@@ -100,17 +102,8 @@ def test_deterministic():
 def test_step_model_contract(mode, host_us, lanes, ctx):
     inner = make_cost_model(load_profile("h100-sxm"), "llama-3.1-8b", None, load_engine("vllm"))
     m = HostStage(inner, host_us, mode)
-    one = m.run_time(_decode_batch(lanes, ctx), 1)
-    assert one > 0 and m.batch_time(_decode_batch(lanes, ctx)) == pytest.approx(one, rel=1e-9)
-    times = [m.run_time(_decode_batch(lanes, ctx), k) for k in range(0, 40)]
-    assert times[0] == 0.0 and all(x < y for x, y in zip(times, times[1:]))
+    one, _, limit = assert_step_model_contract(m, lambda: _decode_batch(lanes, ctx))
     assert one >= len(lanes) * host_us * 1e-6 * (1 - 1e-12)  # no step beats the stage
-    for budget in (0.0, one * 0.5, times[7], times[7] * 1.0001, times[30] - 1e-12, 1e9, math.inf):
-        j = m.steps_within(_decode_batch(lanes, ctx), budget, 35)
-        want = max((k for k in range(0, 36) if times[k] <= budget), default=0)
-        assert j == want, (budget, j, want)
-    limit = m.run_limit(_decode_batch(lanes, ctx))
-    assert limit is None or limit >= 1
     if mode == "overlap" and limit is not None and limit > 2:  # within the limit the step times stay linear
         steps = np.diff([m.run_time(_decode_batch(lanes, ctx), k) for k in range(limit + 1)])
         assert np.allclose(np.diff(steps), np.diff(steps)[0], rtol=0, atol=1e-12)

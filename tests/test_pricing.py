@@ -20,6 +20,8 @@ from sim.engine.pricing import StepBatch
 from workloads.arrivals import ArrivalSource
 from workloads.request import Request
 
+from sim_helpers import assert_step_model_contract
+
 
 def _decode_batch(lanes, ctx) -> StepBatch:
     """A decode-only StepBatch over a stand-in state (no sum kept: the batch sums its contexts)."""
@@ -49,18 +51,7 @@ BATCHES = [([0], [100]), ([0, 1, 2, 5, 6, 7], [10, 300, 2000, 50, 4000, 7]), (li
 @pytest.mark.parametrize("name", sorted(MODELS))
 @pytest.mark.parametrize("lanes,ctx", BATCHES)
 def test_postconditions(name, lanes, ctx):
-    m = MODELS[name]
-    b = _decode_batch(lanes, ctx)
-    one = m.run_time(b, 1)
-    assert one > 0 and m.batch_time(b) == pytest.approx(one, rel=1e-9)
-    times = [m.run_time(_decode_batch(lanes, ctx), k) for k in range(0, 40)]
-    assert times[0] == 0.0 and all(x < y for x, y in zip(times, times[1:]))
-    for budget in (0.0, one * 0.5, times[7], times[7] * 1.0001, times[30] - 1e-12, 1e9, math.inf):
-        j = m.steps_within(_decode_batch(lanes, ctx), budget, 35)
-        want = max((k for k in range(0, 36) if times[k] <= budget), default=0)
-        assert j == want, (budget, j, want)
-    limit = m.run_limit(_decode_batch(lanes, ctx))
-    assert limit is None or limit >= 1
+    assert_step_model_contract(MODELS[name], lambda: _decode_batch(lanes, ctx))
 
 
 class TableStepModel:

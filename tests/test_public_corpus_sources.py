@@ -69,6 +69,21 @@ def test_new_devices_2026_csv_is_what_its_builder_writes():
         "benchmarks/public/new_devices_2026.csv differs: run python benchmarks/build_public_new_devices_2026.py"
 
 
+def _printed_cell(b, r: dict) -> tuple[str, str, str]:
+    """A perf-overview row's (table, table line, printed cell): its as_printed names a table the builder `b` keeps
+    verbatim, a line of it for the row's ISL/OSL, and a cell whose number is the row's value."""
+    rid = r["row_id"]
+    assert r["source"] == b.SOURCE, rid
+    table, rest = r["as_printed"].split(" table | ", 1)
+    lengths, cell = rest.split(" | ", 1)
+    assert lengths == f"{r['input_tokens']}/{r['output_tokens']}", rid
+    printed = cell.rsplit(": ", 1)[1]
+    assert float(printed.replace(",", "")) == float(r["value"]), rid
+    lines = [ln for ln in b.TABLES[table].splitlines() if ln.startswith(f"| {lengths} |")]
+    assert len(lines) == 1, rid
+    return table, lines[0], printed
+
+
 def test_new_devices_2026_values_are_the_printed_cells():
     """Each value is the number its as_printed cell shows, and that cell is in the table the builder
     keeps verbatim, on the row of the row's ISL/OSL; per device the counts are those of the tables."""
@@ -76,15 +91,8 @@ def test_new_devices_2026_values_are_the_printed_cells():
     rows = [rec for _, _, rec in _records() if rec["row_id"].startswith("trtllm-v1.0-") and rec["quant"] == "nvfp4"]
     counts: dict[str, int] = {}
     for r in rows:
-        rid = r["row_id"]
-        assert r["source"] == b.SOURCE, rid
-        table, rest = r["as_printed"].split(" table | ", 1)
-        lengths, cell = rest.split(" | ", 1)
-        assert lengths == f"{r['input_tokens']}/{r['output_tokens']}", rid
-        printed = cell.rsplit(": ", 1)[1]
-        assert float(printed.replace(",", "")) == float(r["value"]), rid
-        lines = [ln for ln in b.TABLES[table].splitlines() if ln.startswith(f"| {lengths} |")]
-        assert len(lines) == 1 and f"| {printed} |" in lines[0], rid
+        _, line, printed = _printed_cell(b, r)
+        assert f"| {printed} |" in line, r["row_id"]
         counts[r["device"]] = counts.get(r["device"], 0) + 1
     assert counts == {"b200": 40, "gb200": 40, "rtx-pro-6000": 20}
 
@@ -127,16 +135,10 @@ def test_b300_values_are_the_printed_cells_of_the_b300_column():
     assert len(rows) == 19
     for r in rows:
         rid = r["row_id"]
-        assert r["source"] == b.SOURCE and PINNED.search(r["source"]), rid
-        table, rest = r["as_printed"].split(" table | ", 1)
-        lengths, cell = rest.split(" | ", 1)
-        assert lengths == f"{r['input_tokens']}/{r['output_tokens']}", rid
-        printed = cell.rsplit(": ", 1)[1]
-        assert float(printed.replace(",", "")) == float(r["value"]), rid
-        lines = [ln for ln in b.TABLES[table].splitlines() if ln.startswith(f"| {lengths} |")]
-        assert len(lines) == 1, rid
+        assert PINNED.search(r["source"]), rid
+        table, line, printed = _printed_cell(b, r)
         col = b._cells(b.TABLES[table].strip().splitlines()[0]).index(b.COLUMN)
-        assert b._cells(lines[0])[col] == printed, rid
+        assert b._cells(line)[col] == printed, rid
         assert (r["n_devices"], r["metric"], r["engine"]) == ("1", "offline", "trtllm"), rid
     per_table = {t: sum(1 for ln in text.strip().splitlines()[1:]
                         if b._cells(ln)[b._cells(text.strip().splitlines()[0]).index(b.COLUMN)])
