@@ -334,7 +334,8 @@ def report_markdown(res: dict, targets: dict) -> str:
          "once, or a measured request throughput under 90% of the offered rate) all N (its TTFT grows with N). "
          "Replay time: the script prints it (3 min 16 s cold on two shared cores when this was written, "
          "seconds from its cache); it is kept out of this file so the same corpus writes the same file.", "",
-         "Metrics: **TTFT p50** (median TTFT, or the mean where only the mean is printed), **TTFT p99**, "
+         "Metrics: **TTFT p50** (the median TTFT and the mean TTFT rows, both where a source prints both; a "
+         "curve's knee reads the median, else the mean), **TTFT p99**, "
          "**TPOT/ITL** (median and mean TPOT and ITL), **output throughput**. Load regions: below / above "
          "the measured curve's knee (the highest load, walking up, whose TTFT p50 stays under 3x the lowest "
          "load's). Knee error: the predicted curve's knee (same rule, same loads) / the measured knee - 1.", ""]
