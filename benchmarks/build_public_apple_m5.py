@@ -256,7 +256,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    return write_or_check(argv, OUT, render(), len(rows()))
+    return write_or_check(argv, OUT, rows())
 
 
 if __name__ == "__main__":

@@ -201,14 +201,16 @@ def csv_text(records: list[dict], columns: list[str] = COLUMNS) -> str:
     return buf.getvalue()
 
 
-def write_or_check(argv: list[str], out: Path, text: str, n_rows: int) -> int:
-    """A builder's command line: `--check` compares `out` with `text` (exit 1 when it differs), else writes it."""
+def write_or_check(argv: list[str], out: Path, records: list[dict]) -> int:
+    """A builder's command line: `--check` compares `out` with the CSV of `records` (exit 1 when it differs),
+    else writes it."""
+    text = csv_text(records)
     if "--check" in argv:
         same = out.exists() and out.read_text(encoding="utf-8") == text
         print(f"{out.name}: {'up to date' if same else 'differs from the builder'}")
         return 0 if same else 1
     out.write_text(text, encoding="utf-8")
-    print(f"wrote {out} ({n_rows} rows)")
+    print(f"wrote {out} ({len(records)} rows)")
     return 0
 
 
@@ -217,7 +219,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    return write_or_check(argv, OUT, render(), len(rows()))
+    return write_or_check(argv, OUT, rows())
 
 
 if __name__ == "__main__":

@@ -58,9 +58,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-import numpy as np
-
-from calibrate.serving.floor import MIN_FLOOR_GROUP_SOURCES, floor_group, held_out_gain, preset_values_by_device
+from calibrate.serving.floor import (
+    MIN_FLOOR_GROUP_SOURCES, floor_group, held_out_gain, median_abs_pct, pct, preset_values_by_device,
+)
 from calibrate.serving.rows import LoadPoint
 
 SCALE_GRID = (0.6, 0.7, 0.8, 0.9, 1.0, 1.1)
@@ -134,12 +134,6 @@ def final_scales(points: list[LoadPoint], floor_final: dict[str, dict], point_pa
     return out
 
 
-def _med(records: list[dict], metric: str) -> float | None:
-    """`metric`'s median |error| % (fit.summarize's median_abs_pct; fit imports this module, so not from it)."""
-    e = [abs(r["error"]) for r in records if r["metric"] == metric and r["error"] is not None]
-    return round(100 * float(np.median(e)), 1) if e else None
-
-
 def ship_table(points: list[LoadPoint], floor_records: list[dict], scale_records: list[dict],
                final: dict[str, dict[str, float]], folds: dict[str, dict[str, dict[str, float]]],
                floor_shipped: dict[str, bool] | None = None) -> list[dict]:
@@ -158,10 +152,8 @@ def ship_table(points: list[LoadPoint], floor_records: list[dict], scale_records
     rows = []
     for (fam, g), ps in sorted(by.items()):
         keys = {p.key() for p in ps}
-        fr = [r for r in floor_records if r["point"] in keys]
-        sr = [r for r in scale_records if r["point"] in keys]
-        t0, t1 = _med(fr, "tpot_itl"), _med(sr, "tpot_itl")
-        o0, o1 = _med(fr, "output_tps"), _med(sr, "output_tps")
+        t0, t1 = median_abs_pct(floor_records, "tpot_itl", keys), median_abs_pct(scale_records, "tpot_itl", keys)
+        o0, o1 = median_abs_pct(floor_records, "output_tps", keys), median_abs_pct(scale_records, "output_tps", keys)
         own = final.get(fam, {}).get(g)
         floor_ok = (floor_shipped or {}).get(fam, True)
         gain = own is not None and own != 1.0 and held_out_gain(t1, t0, o1, o0)
@@ -182,8 +174,7 @@ def shipped_device_scales(points: list[LoadPoint]) -> dict[str, dict[str, float]
 
 def scale_markdown(table: list[dict]) -> list[str]:
     """The report section: one line per (family, group)."""
-    def f(x):
-        return "-" if x is None else f"{x:.1f}%"
+    f = pct
     L = ["## Decode-efficiency (bandwidth) scale per (engine family, device group)", "",
          f"Grid {', '.join(str(v) for v in SCALE_GRID)} (set before any scaled replay), grouping "
          f"`{SCALE_GROUPING}` (a priori), a group's own scale only with >= {MIN_FLOOR_GROUP_SOURCES} sources. "
@@ -261,8 +252,8 @@ def joint_table(points: list[LoadPoint], reference_records: list[dict], joint_re
     for fam in sorted({p.family for p in points}):
         ps = [p for p in points if p.family == fam]
         keys = {p.key() for p in ps}
-        ref = {m: _med([r for r in reference_records if r["point"] in keys], m) for m in JOINT_METRICS}
-        got = {m: _med([r for r in joint_records if r["point"] in keys], m) for m in JOINT_METRICS}
+        ref = {m: median_abs_pct(reference_records, m, keys) for m in JOINT_METRICS}
+        got = {m: median_abs_pct(joint_records, m, keys) for m in JOINT_METRICS}
         ship = joint_ships(ref, got)
         fl, sc = {}, {}
         for p in ps:
@@ -295,8 +286,7 @@ def joint_ships(ref: dict, got: dict) -> bool:
 def joint_markdown(joint: dict, alone: dict | None = None, preset_floors: dict | None = None) -> list[str]:
     """The report section of the joint rule (written whether or not a family is judged); `alone`: the floor-alone
     verdicts (floor.floor_alone_figures), `preset_floors`: {family: the preset's top-level layer_floor_us}."""
-    def f(x):
-        return "-" if x is None else f"{x:.1f}%"
+    f = pct
     L = ["### The joint ship rule: floor and bandwidth scale together", "",
          "For a family whose fitted floor does not ship on its own (held out by source its TPOT/ITL median is not "
          "smaller than the baseline's, or its throughput median larger), the pair (floor, per-vendor bandwidth "

@@ -121,6 +121,22 @@ def shipped_device_floors(points: list[LoadPoint]) -> dict[str, dict[str, float]
     return preset_values_by_device(points, lambda eng: eng.layer_floor_us)
 
 
+def median_abs_pct(records: list[dict], metric: str, keys: set[str] | None = None) -> float | None:
+    """The median |error| in percent, rounded to 0.1 (fit.summarize's `median_abs_pct`), of `records`' rows of
+    `metric` (of the points `keys` when given); None without rows. Here, below fit.py, because the ship rules
+    of the floor, the bandwidth scale and the joint pair read it and fit imports those modules."""
+    from statistics import median
+
+    e = [abs(r["error"]) for r in records
+         if r["metric"] == metric and r["error"] is not None and (keys is None or r["point"] in keys)]
+    return round(100 * float(median(e)), 1) if e else None
+
+
+def pct(v: float | None) -> str:
+    """A median |error| % as the report prints it ('-' for none)."""
+    return "-" if v is None else f"{v:.1f}%"
+
+
 def held_out_gain(tpot_with: float | None, tpot_without: float | None, tps_with: float | None,
                   tps_without: float | None) -> bool:
     """The ship rules' test of a per-group term (the floor's, the bandwidth scale's): held out, the TPOT/ITL
@@ -145,17 +161,11 @@ def floor_alone_figures(points: list[LoadPoint], baseline_records: list[dict], f
                         ) -> dict[str, dict]:
     """{family: {"baseline": {metric: median |error| %}, "floor": {...}, "ship": bool}}: the figures behind
     `floor_ships_alone` (TPOT/ITL and output throughput, all the family's rows held out by source)."""
-    from statistics import median
-
-    def med(recs: list[dict], keys: set[str], metric: str) -> float | None:
-        e = [abs(r["error"]) for r in recs if r["point"] in keys and r["metric"] == metric and r["error"] is not None]
-        return round(100 * float(median(e)), 1) if e else None
-
     out = {}
     for fam in sorted({p.family for p in points}):
         keys = {p.key() for p in points if p.family == fam}
-        b = {m: med(baseline_records, keys, m) for m in ("tpot_itl", "output_tps")}
-        f = {m: med(floor_records, keys, m) for m in ("tpot_itl", "output_tps")}
+        b = {m: median_abs_pct(baseline_records, m, keys) for m in ("tpot_itl", "output_tps")}
+        f = {m: median_abs_pct(floor_records, m, keys) for m in ("tpot_itl", "output_tps")}
         out[fam] = {"baseline": b, "floor": f,
                     "ship": held_out_gain(f["tpot_itl"], b["tpot_itl"], f["output_tps"], b["output_tps"])}
     return out

@@ -10,10 +10,7 @@ from calibrate.serving.fit import (
     FLOOR_GROUP, FLOOR_GROUPINGS, MIN_FLOOR_GROUP_SOURCES, _by, floor_group, summarize,
 )
 from calibrate.serving.floor import held_out_gain
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f}%"
+from calibrate.serving.floor import pct as _pct
 
 
 def _fmt(s: dict | None, key="median_abs_pct") -> str:

@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from calibrate.serving.floor import pct
 from calibrate.serving.rows import LoadPoint
 
 GRID_HOST_TOKEN_US = (0.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
@@ -239,8 +240,7 @@ def shipped_host(points: list[LoadPoint]) -> dict[str, float]:
 
 def host_markdown(hs: dict) -> list[str]:
     """The report section."""
-    def f(x):
-        return "-" if x is None else f"{x:.1f}%"
+    f = pct
     L = ["## Host stage: per-token cost of the serving process (host_token_us)", "",
          f"Grid {', '.join(f'{v:g}' for v in GRID_HOST_TOKEN_US)} us per streamed token (set before any replay "
          "with a host stage; calibrate/serving/hoststage.py), mode each preset's `host_stage_mode` (queue: the engine "

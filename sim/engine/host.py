@@ -42,7 +42,29 @@ from sim.engine.pricing import StepBatch
 HOST_STAGE_MODES = ("queue", "overlap", "serial")
 
 
-class HostQueue:
+class _HostCost:
+    """The stage's seconds for the tokens an iteration emits (module docstring): `host_token_us` per token (one
+    per decoding sequence, `tokens_per_step` under speculative decoding) and, on a request's first token, its
+    `host_request_us` more."""
+
+    def __init__(self, host_token_us: float, host_request_us: float, tokens_per_step: float) -> None:
+        self.token_s = float(host_token_us) * 1e-6
+        # a request's own work, charged with its first token (tokenizing its prompt, its request and response
+        # objects, the stream's set-up): the step that completes its prompt
+        self.first_s = self.token_s + float(host_request_us) * 1e-6
+        self.tokens_per_step = float(tokens_per_step)
+
+    def _decode_host_s(self, n_decode: int) -> float:
+        """Seconds the stage spends on one decode step's tokens."""
+        return n_decode * self.tokens_per_step * self.token_s
+
+    def _step_host_s(self, n_decode: int, prefill_ends) -> float:
+        """Seconds the stage spends on one step's tokens: its decode tokens and the first tokens of the prompts
+        it completes (a true entry of `prefill_ends` each)."""
+        return self._decode_host_s(n_decode) + sum(prefill_ends) * self.first_s
+
+
+class HostQueue(_HostCost):
     """The `queue` mode: the engine runs ahead of the stage, and tokens wait in its FIFO (vLLM V1's engine core
     pushes its outputs into a ZMQ socket and steps on; SGLang's scheduler sends them to the detokenizer process;
     trtllm-serve's executor hands responses to the server process). The stage is one server of fluid work:
@@ -58,18 +80,14 @@ class HostQueue:
     serve`'s client ITLs spread a request's seen span over its tokens (sim.bench.serve `_itls`), while `run`'s
     ITL percentiles (the replica's GapLog) stay the engine's step gaps."""
 
-    __slots__ = ("token_s", "first_s", "tokens_per_step", "busy")
-
     def __init__(self, host_token_us: float, host_request_us: float = 0.0, tokens_per_step: float = 1.0) -> None:
-        self.token_s = float(host_token_us) * 1e-6
-        self.first_s = self.token_s + float(host_request_us) * 1e-6
-        self.tokens_per_step = float(tokens_per_step)
+        super().__init__(host_token_us, host_request_us, tokens_per_step)
         self.busy = 0.0
 
     def emit(self, start_s: float, end_s: float, first_step_s: float, n_decode: int, prefill_ends, k: int) -> float:
         """An event from `start_s` to `end_s` (k steps, the first `first_step_s` long) emitting `n_decode` tokens
         per step and a first token per true entry of `prefill_ends`: when the client sees its last tokens."""
-        step = n_decode * self.tokens_per_step * self.token_s + sum(prefill_ends) * self.first_s
+        step = self._step_host_s(n_decode, prefill_ends)
         if step <= 0:  # a prompt chunk that emits nothing
             return end_s
         start = max(self.busy, start_s + first_step_s)
@@ -77,7 +95,7 @@ class HostQueue:
         return self.busy
 
 
-class HostStage:
+class HostStage(_HostCost):
     """A `StepModel` whose iterations also wait for the host stage (module docstring)."""
 
     def __init__(self, inner, host_token_us: float, mode: str = "overlap", tokens_per_step: float = 1.0,
@@ -87,29 +105,20 @@ class HostStage:
         if not (host_token_us > 0 or host_request_us > 0) or host_token_us < 0 or host_request_us < 0:
             raise ValueError(f"a host stage needs host_token_us or host_request_us > 0, got {host_token_us!r}, "
                              f"{host_request_us!r}")
+        super().__init__(host_token_us, host_request_us, tokens_per_step)
         self.inner = inner
-        self.token_s = float(host_token_us) * 1e-6
-        # a request's own work, charged with its first token (tokenizing its prompt, its request and response
-        # objects, the stream's set-up): the step that completes its prompt
-        self.first_s = self.token_s + float(host_request_us) * 1e-6
         self.serial = mode == "serial"
-        self.tokens_per_step = float(tokens_per_step)
-
-    # ---- the stage's seconds per iteration ----------------------------------------------------------
-    def _decode_host_s(self, b: StepBatch) -> float:
-        """Seconds the stage spends on one decode step's tokens."""
-        return b.n_decode * self.tokens_per_step * self.token_s
 
     def batch_time(self, b: StepBatch) -> float:
         gpu = self.inner.batch_time(b)
-        host = self._decode_host_s(b) + sum(b.prefill_ends()) * self.first_s
+        host = self._step_host_s(b.n_decode, b.prefill_ends())
         return gpu + host if self.serial else max(gpu, host)
 
     def run_time(self, b: StepBatch, k: int) -> float:
         if k <= 0:
             return 0.0
         gpu = self.inner.run_time(b, k)
-        host = k * self._decode_host_s(b)
+        host = k * self._decode_host_s(b.n_decode)
         # overlap: exact over a run `run_limit` keeps in one regime (every step GPU- or stage-bound)
         return gpu + host if self.serial else max(gpu, host)
 
@@ -118,7 +127,7 @@ class HostStage:
             return max_steps
         hi = self.inner.steps_within(b, budget_s, max_steps)  # run_time >= the GPU's: no more steps than it
         if not self.serial:
-            h = self._decode_host_s(b)
+            h = self._decode_host_s(b.n_decode)
             if h > 0:
                 j = min(hi, int(budget_s / h) + 1)
                 while j > 0 and j * h > budget_s:  # the float product itself, as run_time computes it
@@ -138,7 +147,7 @@ class HostStage:
         limit = self.inner.run_limit(b)
         if self.serial:
             return limit
-        h = self._decode_host_s(b)
+        h = self._decode_host_s(b.n_decode)
         s0 = self.inner.run_time(b, 1)
         if s0 >= h:  # the GPU step already outlasts the stage and only grows along the run
             return limit
