@@ -107,7 +107,7 @@ def mushfiq_rows() -> list[dict]:
         "device": "rtx-4090", "device_variant": "single RTX 4090 (24GB)", "n_devices": "1", "tp": "1",
         "model": "mistral-7b-v0.3", "quant": "not stated", "kv_cache_dtype": "not stated",
         "client": "vllm-bench-serve", "dataset": "random", "input_tokens": "256", "output_tokens": "128",
-        "range_ratio": "", "num_prompts": "300", "warmup": "", "ramp_up": "", "ignore_eos": "not stated",
+        "range_ratio": "", "num_prompts": "300", "warmup": "", "ramp_up": "", "ignore_eos": "false",
         "load_kind": "concurrency", "request_rate": "inf", "burstiness": "1.0",
     }
     note = ("Model mistralai/Mistral-7B-Instruct-v0.3 (catalog id mistral-7b-v0.3). Workload A: 256 input tokens -> 128 "
@@ -117,14 +117,28 @@ def mushfiq_rows() -> list[dict]:
             "max concurrency, Poisson arrivals) and the statistics it prints (Req/s, Output Tok/s, Mean/Median/P99 TTFT) "
             "are that tool's; lengths are the stated fixed 256/128. No TPOT/ITL printed. Median TTFT at 48 (840 ms) "
             "exceeds the mean (667 ms) as printed.")
+    # What the client did with the output length (issue 38 follow-up). vllm bench serve's Output Tok/s is
+    # total_output_tokens / duration and its Req/s completed / duration (vllm/benchmarks/serve.py,
+    # calculate_metrics), so their ratio is the realised mean output per request: about 100 tokens at
+    # every C, not the 128 requested. With --ignore-eos every request of the random dataset generates
+    # exactly its output length (ignore_eos: generate until max_tokens), so the ratio would be
+    # 128: the run did not pass --ignore-eos, requests stopped at EOS, and the output lengths varied
+    # (up to 128, mean ~100). That spread is what keeps a real closed loop out of lock-step
+    # (docs/simulating.md "A closed loop of fixed lengths"); the per-request lengths are not printed.
     rows = []
     for c, rps, otps, mean, med, p99 in MUSHFIQ:
         printed = (f"| Max Concurrency {c} | Req/s {rps} | Output Tok/s {otps} | Mean TTFT (ms) {mean} | "
                    f"Median TTFT (ms) {med} | P99 TTFT (ms) {p99} |")
+        out_mean = float(otps) / float(rps)
+        note_c = (f"{note} Output length: Output Tok/s / Req/s is the client's realised mean output per request; "
+                  f"realised means per request = 256 input, and {otps} / {rps} = {out_mean:.1f} output tokens at "
+                  f"C {c} (not the 128 requested, at every C): requests stopped at EOS, so the client did not pass "
+                  f"--ignore-eos (with it every random-dataset request generates exactly 128) and output lengths "
+                  f"varied, up to 128; the per-request lengths are not printed.")
         for q, stat, v in (("request_tps", "value", rps), ("output_tps", "value", otps), ("ttft_ms", "mean", mean),
                            ("ttft_ms", "median", med), ("ttft_ms", "p99", p99)):
             rows.append(_row(base, row_id=f"{curve}-c{c}-{q}-{stat}", max_concurrency=c, quantity=q, statistic=stat,
-                             value=fmt(num(v)), as_printed=printed, derivation="", notes=note))
+                             value=fmt(num(v)), as_printed=printed, derivation="", notes=note_c))
     return rows
 
 
