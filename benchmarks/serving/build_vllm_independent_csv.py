@@ -83,6 +83,7 @@ def rows_for_run(git_dir: str, run: str, label: str, dataset: str) -> list[dict]
         logged = show(git_dir, log_path) if log_path in ls(git_dir, f"{BASE}/{run}") else ""
         ns = logged.splitlines()[0] if logged.startswith("Namespace(") else ""
         ignore_eos = re.search(r"ignore_eos=(\w+)", ns)
+        base_url = re.search(r"base_url='([^']*)'", ns)
         n = d["completed"]
         mean_in = d["total_input_tokens"] / n
         base = {
@@ -107,6 +108,13 @@ def rows_for_run(git_dir: str, run: str, label: str, dataset: str) -> list[dict]
                 f"this run {d['total_output_tokens']} / {n} = {d['total_output_tokens'] / n:.1f} tokens per request. "
                 f"Peak concurrent requests recorded: {d.get('max_concurrent_requests')}. Failed: {d['failed']}. "
                 "Warm-up: the run reports say 10 prompts at 0.5 req/s, discarded, before the sweep (client --num-warmups 0). "
+                # Where the client sat (issue 38, TTFT): scripts/vllm-benchmark.sh at DO_COMMIT starts the server
+                # (`python3 -m vllm.entrypoints.openai.api_server --port ${PORT}`) and runs `vllm bench serve
+                # --base-url "http://localhost:${PORT}"` from the same script, so no gateway, ingress or load
+                # balancer sits between them; the rate log's Namespace line prints the URL it used.
+                + (f"Client beside the server: scripts/vllm-benchmark.sh starts the API server and runs vllm bench serve "
+                   f"against it on the same host (this rate's log: base_url='{base_url.group(1)}'), so TTFT holds no "
+                   "gateway, ingress or network hop. " if base_url and "localhost" in base_url.group(1) else "")
                 + ("Prefix caching is on and this dataset holds multi-turn conversations, so later turns can reuse cached "
                    "prefixes; the hit rate is not in the JSON." if "custom" in dataset or "same file" in dataset else "")
                 + (" EAGLE3 speculative decoding with 3 draft tokens (yuhuili/EAGLE3-LLaMA3.3-Instruct-70B): TPOT and ITL count "
