@@ -94,6 +94,41 @@ IX_TP_MODELS = {
     ),
 }
 IX_TP_NAME = re.compile(r"^(?P<prefix>.+)_isl(?P<isl>\d+)_osl(?P<osl>\d+)_conc(?P<conc>\d+)\.json$")
+#: What the folder's scripts show about how these runs were taken (issue 38: the vLLM curves here are the
+#: family's worst held-out TTFT). Read from the same commit: bmk_*_sbatch.sh is its own Slurm job
+#: (`--gres=gpu:0`) that reads the server's `http://${HOSTNAME}:8000` from logs/server_info.txt, which the
+#: serve_*_sbatch.sh job writes; benchmark_serving_random.py opens `aiohttp.ClientSession` inside
+#: async_request_openai_completions, i.e. one new session (and connection) per request; its warm-up sends
+#: `test_input = input_requests[0]` num_warmups times; its prompts are consecutive token ids from a random
+#: offset, decoded to text and re-encoded until they hold ISL tokens; the serve scripts use the unpinned
+#: vllm/vllm-openai:nightly image (MiniMax TEP8: plus a vLLM wheel of commit dea63512bb9b).
+IX_TP_HARNESS_NOTE = (
+    "How the runs were taken (the folder's scripts): the client is its own Slurm job (--gres=gpu:0) sending to "
+    "the server's http://<hostname>:8000 from logs/server_info.txt, with a new aiohttp session (connection) per "
+    "request (async_request_openai_completions), to the /v1/completions endpoint, streaming; the warm-up "
+    "repeats the first benchmark prompt 2xC times."
+)
+#: a closed loop of fixed lengths on one server cannot get faster to its first token when its concurrency
+#: rises: more clients only add queueing. Output throughput falling as C rises is also listed (past the peak it
+#: can be KV-cache preemption, so it is reported, not judged). The margins are noise allowances fixed by hand
+#: for the note, not fitted; nothing is excluded or weighted by them.
+TTFT_DROP = 0.20  # the median TTFT at the next higher C lower by more than 20%
+TPUT_DROP = 0.05  # output throughput at the next higher C lower by more than 5%
+
+
+def closed_loop_anomalies(points: dict[int, dict]) -> list[str]:
+    """The places where a fixed-length closed-loop sweep (C -> its result JSON) gets faster to the first token,
+    or slower in output throughput, as C rises (TTFT_DROP, TPUT_DROP), as short readable phrases."""
+    out = []
+    cs = sorted(points)
+    for a, b in zip(cs, cs[1:]):
+        ta, tb = float(points[a]["median_ttft"]), float(points[b]["median_ttft"])
+        if tb < (1 - TTFT_DROP) * ta:
+            out.append(f"median TTFT {ta * 1000:.0f} ms at C {a} but {tb * 1000:.0f} ms at C {b}")
+        oa, ob = float(points[a]["output_throughput"]), float(points[b]["output_throughput"])
+        if ob < (1 - TPUT_DROP) * oa:
+            out.append(f"output {oa:.0f} tok/s at C {a} but {ob:.0f} tok/s at C {b}")
+    return out
 
 # seconds-valued keys in the vLLM-style result JSON -> (quantity, statistic)
 SEC_KEYS = [
@@ -108,13 +143,20 @@ SEC_KEYS = [
 def ix_token_position_rows() -> list[dict]:
     rows = []
     root = SRC / "SemiAnalysisAI__InferenceX" / IX_TP_COMMIT / IX_TP_DIR
-    for path in sorted(root.glob("*/results/*.json")):
+    paths = sorted(root.glob("*/results/*.json"))
+    by_curve: dict[tuple, dict[int, dict]] = {}
+    for path in paths:
+        m = IX_TP_NAME.match(path.name)
+        if m:
+            by_curve.setdefault((m["prefix"], m["isl"], m["osl"]), {})[int(m["conc"])] = load_json_raw(path)
+    for path in paths:
         m = IX_TP_NAME.match(path.name)
         if not m:
             raise SystemExit(f"{path}: unexpected result file name")
         meta = IX_TP_MODELS[m["prefix"]]
         isl, osl, conc = int(m["isl"]), int(m["osl"]), int(m["conc"])
         data = load_json_raw(path)
+        anomalies = closed_loop_anomalies(by_curve[(m["prefix"], m["isl"], m["osl"])])
         if int(data["max_concurrency"]) != conc or int(data["completed"]) != int(data["num_prompts"]):
             raise SystemExit(f"{path}: max_concurrency/completed disagree with the file name")
         n_req = int(data["num_prompts"])
@@ -141,7 +183,12 @@ def ix_token_position_rows() -> list[dict]:
                  f"total_input_tokens {data['total_input_tokens']} and total_output_tokens "
                  f"{data['total_output_tokens']} are {data['num_prompts']} x {isl} and x {osl}; in the "
                  f"corpus's reading of client=custom, randint(int(L x r), L), fixed lengths are r = 1 "
-                 f"(r = 0 would be U[0, L], half the tokens).")
+                 f"(r = 0 would be U[0, L], half the tokens). {IX_TP_HARNESS_NOTE}")
+        if anomalies:
+            notes += (" Load order broken (this curve's result files): " + "; ".join(anomalies) + ". With fixed "
+                      "lengths a higher C only adds queueing, so a shorter median TTFT at a higher C is not one "
+                      "steady server state; a fall in output throughput past the peak can also be KV-cache "
+                      "preemption.")
         stem = f"{curve}-c{conc}"
         for key, qty, stat in SEC_KEYS:
             raw = data[key]
