@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVING = ROOT / "benchmarks" / "serving"
 sys.path.insert(0, str(SERVING))
 
-from import_inferencex import closed_loop_anomalies  # noqa: E402
+from import_inferencex import closed_loop_anomalies, intake_at_peak  # noqa: E402
 
 from sim.bench.corpus import row_lengths, stated_means  # noqa: E402
 
@@ -43,12 +43,20 @@ def test_anomalies_flag_a_shorter_ttft_at_higher_concurrency_only_past_the_margi
     assert closed_loop_anomalies({4: _pt(0.1, 100), 8: _pt(0.2, 80)}) == ["output 100 tok/s at C 4 but 80 tok/s at C 8"]
 
 
+def test_intake_at_peak_reads_the_highest_and_lowest_concurrency():
+    pts = {4: {"request_throughput": "0.5", "median_tpot": "0.0136", "median_ttft": "0.9"},
+           64: {"request_throughput": "7.75", "median_tpot": "0.0165", "median_ttft": "4.779"}}
+    assert intake_at_peak(pts, 4096) == ("At C 64 the server took in 31,744 prompt tokens/s (request_throughput x ISL) "
+                                         "with a median TPOT of 16.5 ms (13.6 ms at C 4) and a median TTFT of 4,779 ms.")
+
+
 def test_experimental_qwen35_rows_carry_their_load_order_evidence_and_harness():
     rows = [r for r in _rows("inferencex.csv") if r["curve_id"] == "ix-h200-vllm-qwen3.5-397b-a17b-isl8192-osl128"]
     assert rows
     for r in rows:
         assert "median TTFT 6203 ms at C 4 but 3144 ms at C 8" in r["notes"]
         assert "new aiohttp session (connection) per request" in r["notes"]
+        assert "At C 64 the server took in 5,398 prompt tokens/s" in r["notes"]
         assert "experimental WIP" in r["notes"]  # still the source's own label (never trains the front end)
 
 

@@ -106,7 +106,10 @@ IX_TP_HARNESS_NOTE = (
     "How the runs were taken (the folder's scripts): the client is its own Slurm job (--gres=gpu:0) sending to "
     "the server's http://<hostname>:8000 from logs/server_info.txt, with a new aiohttp session (connection) per "
     "request (async_request_openai_completions), to the /v1/completions endpoint, streaming; the warm-up "
-    "repeats the first benchmark prompt 2xC times."
+    "repeats the first benchmark prompt 2xC times. For scale on the same GPU: InferenceX's official 8xH200 "
+    "SGLang DeepSeek-R1 FP8 TP8 sweep (37.5B active per the catalog's deepseek-r1; corpus curve "
+    "ix-api-h200-sglang-dsr1-fp8-h200-sglang-tp8ep1-isl8192-osl1024, PR #3173) printed a mean TTFT of 373 ms at C 4 "
+    "with 8192-token prompts (range ratio 0.8)."
 )
 #: a closed loop of fixed lengths on one server cannot get faster to its first token when its concurrency
 #: rises: more clients only add queueing. Output throughput falling as C rises is also listed (past the peak it
@@ -114,6 +117,19 @@ IX_TP_HARNESS_NOTE = (
 #: for the note, not fitted; nothing is excluded or weighted by them.
 TTFT_DROP = 0.20  # the median TTFT at the next higher C lower by more than 20%
 TPUT_DROP = 0.05  # output throughput at the next higher C lower by more than 5%
+
+
+def intake_at_peak(points: dict[int, dict], isl: int) -> str:
+    """Prompt tokens the server took in per second (request_throughput x ISL) at the curve's highest C, and
+    the median TPOT there beside the lowest C's. vLLM V1 schedules the running requests' decode tokens and
+    the waiting requests' prefill chunks in the same steps (vllm/v1/core/sched/scheduler.py: RUNNING first,
+    then WAITING, within max_num_batched_tokens), so an engine whose prefill is the bottleneck shows it in
+    TPOT; a long TTFT beside an unloaded TPOT means the requests waited before the engine."""
+    lo, hi = min(points), max(points)
+    rate = float(points[hi]["request_throughput"]) * isl
+    return (f"At C {hi} the server took in {rate:,.0f} prompt tokens/s (request_throughput x ISL) with a median "
+            f"TPOT of {float(points[hi]['median_tpot']) * 1000:.1f} ms ({float(points[lo]['median_tpot']) * 1000:.1f} ms "
+            f"at C {lo}) and a median TTFT of {float(points[hi]['median_ttft']) * 1000:,.0f} ms.")
 
 
 def closed_loop_anomalies(points: dict[int, dict]) -> list[str]:
@@ -157,6 +173,7 @@ def ix_token_position_rows() -> list[dict]:
         isl, osl, conc = int(m["isl"]), int(m["osl"]), int(m["conc"])
         data = load_json_raw(path)
         anomalies = closed_loop_anomalies(by_curve[(m["prefix"], m["isl"], m["osl"])])
+        intake = intake_at_peak(by_curve[(m["prefix"], m["isl"], m["osl"])], isl)
         if int(data["max_concurrency"]) != conc or int(data["completed"]) != int(data["num_prompts"]):
             raise SystemExit(f"{path}: max_concurrency/completed disagree with the file name")
         n_req = int(data["num_prompts"])
@@ -183,7 +200,7 @@ def ix_token_position_rows() -> list[dict]:
                  f"total_input_tokens {data['total_input_tokens']} and total_output_tokens "
                  f"{data['total_output_tokens']} are {data['num_prompts']} x {isl} and x {osl}; in the "
                  f"corpus's reading of client=custom, randint(int(L x r), L), fixed lengths are r = 1 "
-                 f"(r = 0 would be U[0, L], half the tokens). {IX_TP_HARNESS_NOTE}")
+                 f"(r = 0 would be U[0, L], half the tokens). {IX_TP_HARNESS_NOTE} {intake}")
         if anomalies:
             notes += (" Load order broken (this curve's result files): " + "; ".join(anomalies) + ". With fixed "
                       "lengths a higher C only adds queueing, so a shorter median TTFT at a higher C is not one "
