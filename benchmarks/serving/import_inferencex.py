@@ -72,7 +72,11 @@ IX_TP_MODELS = {
                "(wheels.vllm.ai) into vllm/vllm-openai:nightly; it also sets a torch profiler "
                "dir (--profiler-config, profiling not started by the client). TEP8 = TP8 with "
                "expert parallelism. Quant 'fp8': the checkpoint's native weights, as InferenceX's "
-               "own minimaxm2.5_fp8 recipes name it."),
+               "own minimaxm2.5_fp8 recipes name it. "
+               "For the same model elsewhere in the corpus: the SGLang cookbook's MiniMax-M2.5 8xH100 TP8 curve "
+               "(sglang-cookbook-minimax-m2.5-h100-sxm-tp8-1000-1000) printed a median TTFT of 80, 82 and 95 ms at "
+               "C 1, 16 and 100 with 1000-token prompts, and its 8xB200 8000-token curve 127, 149 and 188 ms at C 1, "
+               "16 and 64."),
     ),
     "minimax_m25_vllm_dep8": dict(
         folder="minimax-m2.5", tag="minimax-m2.5-dep8", model="MiniMaxAI/MiniMax-M2.5",
@@ -90,7 +94,11 @@ IX_TP_MODELS = {
                "--enable-prefix-caching"),
         serve="qwen3.5/serve_qwen35_tp8_sbatch.sh", bmk="qwen3.5/bmk_qwen35_sbatch.sh",
         notes=("Image vllm/vllm-openai:nightly (Feb 2026, unpinned). Prefix caching on; the "
-               "client's prompts start at a random vocabulary offset each, so little is shared."),
+               "client's prompts start at a random vocabulary offset each, so little is shared. Model: hybrid, "
+               "45 Gated DeltaNet + 15 gated-attention layers, 512 experts (10 routed + 1 shared), 17.3B active "
+               "(catalog qwen3.5-397b-a17b). For the same model elsewhere in the corpus: InferenceX's official "
+               "MI355X SGLang Qwen3.5 MXFP4 TP4 sweep (ix-api-mi355x-sglang-qwen3.5-fp4-mi355x-sglang-tp4ep1-isl8192-"
+               "osl1024) printed a mean TTFT of 274 ms at C 4 with 8192-token prompts."),
     ),
 }
 IX_TP_NAME = re.compile(r"^(?P<prefix>.+)_isl(?P<isl>\d+)_osl(?P<osl>\d+)_conc(?P<conc>\d+)\.json$")
