@@ -132,6 +132,7 @@ def test_cli_writes_a_profile_that_reproduces_the_fit(synthetic_files, tmp_path,
                                    "--from-bench", files[4], "--hw", "h100-sxm", "--model", "llama-3.1-8b",
                                    "--engine", "vllm", "--name", "my-h100", "--out", str(out), "--json"])
     assert res.exit_code == 0, res.output
+    assert f"use it with --hw {out} --engine vllm" in " ".join(res.output.split())  # --out: not found by name
     report = json.loads(res.output[res.output.index("{\n"):])
     assert report["fit"]["heldout_points"] >= 1 and report["fit"]["heldout_median_abs_error_pct"] < 0.1
     assert any(r["heldout"] for r in report["rows"])
