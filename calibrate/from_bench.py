@@ -26,15 +26,15 @@ the efficiency 1 (never above the datasheet), floor 0-50 ms, per sequence 0-5 ms
 An open-loop point (requests sent at a rate: GuideLLM constant / Poisson, `--request-rate`) is
 jagged in the parameters: each request waits for the rest of the iteration under way when it
 arrives, so a parameter that moves iteration ends across an arrival moves that request's TTFT by
-up to one iteration (and the batch it joins), the mean of 32 requests by ~0.5-2 % in steps at
-parameter moves of 1 %. Closed loops (a max concurrency, requests sent as others end) are smooth.
+up to one iteration (and the batch it joins): the mean of 32 requests jumps by up to ~2 % between
+parameter moves of 0.3 %. Closed loops (a max concurrency, requests sent as others end) are smooth.
 Along the valley where a faster bandwidth trades for a longer floor (both lengthen every step
 alike; only the KV-cache term, batch x context / bandwidth, tells them apart) the jumps hold the
 optimizer in local minima: synthetic files written at known parameters, closed loops at C=1-64
 plus a GuideLLM constant-rate run, came back with the floor 9.9 % and the per-sequence cost 169 %
 off in one pass (tests/test_calibrate_from_bench.py). So the fit runs twice when the training
 points have both kinds: the closed loops alone first (they find the basin), then every point from
-there; on those files both passes give every parameter back to 1e-4.
+there; on those files the two passes give every parameter back to 1e-4.
 
 The finite-difference step (FD_STEP, scipy's rule: diff_step x max(1, |x|)) is 5 %: 0.05 in log
 s_b and log s_c (5 % of the rate), 5 % of the floor (at least 0.05 ms), 0.05 ms per sequence. A
