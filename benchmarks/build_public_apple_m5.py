@@ -72,7 +72,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_public_new_devices_2026 import csv_text, write_or_check  # noqa: E402 (the corpus columns, one CLI)
+from build_public_new_devices_2026 import builder  # noqa: E402 (the corpus columns, one CLI)
 
 OUT = Path(__file__).resolve().parent / "public" / "apple_m5.csv"
 COMMIT = "5e9194811173ce32a2be067f781a67da153af734"
@@ -251,12 +251,7 @@ def rows() -> list[dict]:
     return _mlx_rows() + _pr_rows() + _macmlx_rows()
 
 
-def render() -> str:
-    return csv_text(rows())
-
-
-def main(argv: list[str]) -> int:
-    return write_or_check(argv, OUT, rows())
+render, main = builder(OUT, rows)
 
 
 if __name__ == "__main__":

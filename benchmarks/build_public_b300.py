@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_public_new_devices_2026 import csv_text, write_or_check  # noqa: E402 (the corpus columns, one CLI)
+from build_public_new_devices_2026 import builder  # noqa: E402 (the corpus columns, one CLI)
 
 SOURCE = "https://nvidia.github.io/TensorRT-LLM/1.2.0/developer-guide/perf-overview.html"
 SOURCE_REF = ("TensorRT-LLM 1.2.0 docs, developer-guide/perf-overview (Throughput Measurements; B300 "
@@ -152,12 +152,7 @@ def rows() -> list[dict]:
     return out
 
 
-def render() -> str:
-    return csv_text(rows())
-
-
-def main(argv: list[str]) -> int:
-    return write_or_check(argv, OUT, rows())
+render, main = builder(OUT, rows)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_public_new_devices_2026 import COLUMNS, csv_text, write_or_check  # noqa: E402 (the corpus columns, one CLI)
+from build_public_new_devices_2026 import builder  # noqa: E402 (the corpus columns, one CLI)
 
 COMMIT = "63e1e71383870e288985d1a65a5a49b14326e42b"
 REPO = "https://github.com/NVIDIA-AI-IOT/jetson-ai-lab/blob/" + COMMIT
@@ -123,12 +123,7 @@ def rows() -> list[dict]:
     return out
 
 
-def render() -> str:
-    return csv_text(rows())
-
-
-def main(argv: list[str]) -> int:
-    return write_or_check(argv, OUT, rows())
+render, main = builder(OUT, rows)
 
 
 if __name__ == "__main__":

@@ -214,12 +214,18 @@ def write_or_check(argv: list[str], out: Path, records: list[dict]) -> int:
     return 0
 
 
-def render() -> str:
-    return csv_text(rows())
+def builder(out: Path, rows) -> tuple:
+    """A builder module's (`render`, `main`): `render()` the CSV text of `rows()` (what the tests compare with
+    `out`), `main(argv)` its command line (`write_or_check`)."""
+    def render() -> str:
+        return csv_text(rows())
+
+    def main(argv: list[str]) -> int:
+        return write_or_check(argv, out, rows())
+    return render, main
 
 
-def main(argv: list[str]) -> int:
-    return write_or_check(argv, OUT, rows())
+render, main = builder(OUT, rows)
 
 
 if __name__ == "__main__":

@@ -349,7 +349,11 @@ def from_bench_command(files: list[str], *, hw: str | None, model: str | None, q
                   highlight=False)
     for note in fit.notes:
         console.print(f"note: {note}", highlight=False)
-    console.print(f"wrote {path}; use it with --hw {name} --engine {engine}", highlight=False)
+    from calibrate.calibration import default_profile_path
+
+    # by name only from the user profile folder; a profile written elsewhere (--out) is given by its path
+    use = name if Path(path).resolve() == default_profile_path(name).resolve() else str(path)
+    console.print(f"wrote {path}; use it with --hw {use} --engine {engine}", highlight=False)
     if as_json:
         sys.stdout.write(json.dumps({"path": str(path), "fit": fit.summary(), "rows": fit.rows}, indent=2) + "\n")
 

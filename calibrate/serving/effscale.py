@@ -55,11 +55,10 @@ its own figures (all vLLM rows, TTFT p50 included) were computed on the full cor
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 
 from calibrate.serving.floor import (
-    MIN_FLOOR_GROUP_SOURCES, floor_group, held_out_gain, median_abs_pct, pct, preset_values_by_device,
+    MIN_FLOOR_GROUP_SOURCES, first_best, floor_group, held_out_gain, median_abs_pct, pct, preset_values_by_device,
 )
 from calibrate.serving.rows import LoadPoint
 
@@ -89,12 +88,9 @@ def fit_group_scales(ps: list[LoadPoint], base, predict, residuals, loss, keep, 
             continue
         if warm is not None:
             warm([(p, scaled(base(p), v)) for p in gps for v in _ORDER])
-        best, best_loss = 1.0, math.inf
-        for v in _ORDER:
-            lv = loss([r for p in gps for r in residuals(p, predict(p, scaled(base(p), v)))])
-            if lv < best_loss - 1e-12:
-                best, best_loss = v, lv
-        out[g] = best
+        out[g] = first_best(_ORDER, lambda v, gps=gps: loss([r for p in gps
+                                                             for r in residuals(p, predict(p, scaled(base(p), v)))]),
+                            default=1.0)
     return out
 
 

@@ -4,6 +4,7 @@ the fit per group and the nested choice of the grouping (issue 38; used by calib
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from calibrate.serving.rows import LoadPoint
@@ -130,6 +131,19 @@ def median_abs_pct(records: list[dict], metric: str, keys: set[str] | None = Non
     e = [abs(r["error"]) for r in records
          if r["metric"] == metric and r["error"] is not None and (keys is None or r["point"] in keys)]
     return round(100 * float(median(e)), 1) if e else None
+
+
+def first_best(values, loss_of, default: float) -> float:
+    """The grid searches' argmin (the bandwidth scale's, the host cost's): `values` are scanned in their order
+    (`loss_of` is called in it) and one replaces the best so far only when its loss is lower by more than
+    1e-12, so a later value must be strictly better (ties and float noise keep the earlier); `default` when no
+    loss is below infinity."""
+    best, best_loss = default, math.inf
+    for v in values:
+        lv = loss_of(v)
+        if lv < best_loss - 1e-12:
+            best, best_loss = v, lv
+    return best
 
 
 def pct(v: float | None) -> str:

@@ -47,10 +47,9 @@ both folds, so the Faradawn TP2 plateau is predicted as before.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 
-from calibrate.serving.floor import pct
+from calibrate.serving.floor import first_best, pct
 from calibrate.serving.rows import LoadPoint
 
 GRID_HOST_TOKEN_US = (0.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0)
@@ -67,11 +66,7 @@ def step_params(floor: float, host_us: float) -> dict:
 
 
 def _argmin(losses: dict[float, float]) -> float:
-    best, best_loss = 0.0, math.inf
-    for h in GRID_HOST_TOKEN_US:  # ascending: a larger value must be strictly better
-        if losses[h] < best_loss - 1e-12:
-            best, best_loss = h, losses[h]
-    return best
+    return first_best(GRID_HOST_TOKEN_US, losses.__getitem__, default=0.0)  # ascending: larger must be strictly better
 
 
 def fit_host(ps: list[LoadPoint], recs_of, loss, min_release_sources: int
