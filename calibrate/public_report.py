@@ -113,8 +113,8 @@ def _repo_relative(where: str) -> str:
 
 # the parts issue 39 added (profiles shipped 2026-12): their held-out-by-device error is reported beside
 # the devices the fit had before them (`summary`'s "lodo_by_device_set")
-ISSUE39_DEVICES = ("apple-m5", "apple-m5-max", "apple-m5-pro", "b200", "b300", "gb200", "h20", "jetson-agx-thor", "l20",
-                   "mi325x", "mi350x", "mi355x", "rtx-5070-ti", "rtx-5080", "rtx-pro-6000", "ryzen-ai-max-395")
+ISSUE39_DEVICES = ("apple-m5", "apple-m5-max", "apple-m5-pro", "b200", "b300", "gb200", "gb300", "h20",
+                   "jetson-agx-thor", "l20", "mi325x", "mi350x", "mi355x", "rtx-5070-ti", "rtx-5080", "rtx-pro-6000", "ryzen-ai-max-395")
 
 
 def summary(v: Validation) -> dict:

@@ -152,3 +152,13 @@ def test_recommend_prices_vllm_in_the_format_its_command_loads():
     assert run_command(oss, "fp8", "vllm", 8192, 4) is None
     rows = recommend_rows(hw, [oss], context=8192, users=4, prompt_tokens=4096, min_tok_s=None, max_ttft_s=None)
     assert {(r["engine"], r["quant"]) for r in rows if r["engine"] == "vllm"} == {("vllm", "mxfp4")}
+
+
+def test_a_gb300_is_matched_to_its_own_profile_not_the_b300s():
+    from sim.catalog.detect import NAME_TO_PROFILE
+    import re
+
+    def match(name):
+        return next(prof for pat, prof in NAME_TO_PROFILE if re.search(pat, name, re.I))
+    assert match("NVIDIA GB300") == "gb300" and match("NVIDIA B300 SXM6 AC") == "b300"
+    assert match("NVIDIA GB200") == "gb200"
