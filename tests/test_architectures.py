@@ -270,6 +270,27 @@ def test_a_qwen3next_gguf_reads_its_gated_deltanet_layers_as_the_config_json_doe
     assert e.value.field == "qwen3next.expert_shared_feed_forward_length"
 
 
+def test_a_granitehybrid_gguf_reads_its_mamba2_layers_as_the_config_json_does(tmp_path):
+    """Granite 4.0-H style, the numbers of the config.json test above: llama.cpp writes the Mamba-2 shapes as
+    ssm.* keys and attention.head_count_kv per layer (0 on the 36 Mamba-2 layers)."""
+    path = tmp_path / "granite.gguf"
+    types = (["mamba"] * 9 + ["attention"]) * 4
+    meta = {**LLAMA_META, "block_count": 40, "embedding_length": 1536, "attention.head_count": 12,
+            "attention.head_count_kv": [4 if t == "attention" else 0 for t in types], "feed_forward_length": 512,
+            "context_length": 1048576, "ssm.conv_kernel": 4, "ssm.state_size": 128, "ssm.group_count": 1,
+            "ssm.inner_size": 48 * 64, "ssm.time_step_rank": 48}
+    write_gguf(path, "granitehybrid", meta, llama_tensors())
+    m = spec_from_gguf(path)
+    assert (m.n_attention_layers, m.n_linear_layers, m.n_kv_heads) == (4, 36, 4)
+    assert m.kv_bytes_per_token("bf16") == 4 * 2 * 4 * 128 * 2
+    per_layer = 48 * 64 * 128 + 3 * (48 * 64 + 2 * 1 * 128)
+    assert m.state_bytes_per_sequence("bf16") == 36 * per_layer * 2
+    write_gguf(path, "granitehybrid", {**meta, "attention.head_count_kv": 4}, llama_tensors())
+    with pytest.raises(ConfigError) as e:
+        spec_from_gguf(path)
+    assert e.value.field == "granitehybrid.attention.head_count_kv"
+
+
 def test_a_deepseek2_gguf_reads_mla_from_its_kv_lora_rank(tmp_path):
     path = tmp_path / "ds.gguf"
     meta = {**LLAMA_META, "attention.kv_lora_rank": 16, "attention.q_lora_rank": 24, "attention.key_length": 24,
