@@ -58,12 +58,23 @@ def split_deployment(spec: RunSpec) -> RunSpec:
     return make_spec(**{**spec.model_dump(), "overrides": rest, **moved})
 
 
+# engines that serve a Hugging Face checkpoint in its released quantization (quantization_config) unless told
+RELEASE_LOADERS = ("vllm", "sglang", "trtllm")
+
+
 def resolve_engine(spec: RunSpec, hw: HardwareProfile) -> EngineConfig:
     """The preset, its defaults for this device (`for_hardware`) and this checkpoint
     (`for_checkpoint`: the KV dtype the engine picks for the quantization), then the `engine_file`
     fields, then the command-line overrides — a user's explicit value always wins."""
     engine = cache.engine(spec.engine).for_hardware(hw)
-    engine = engine.for_checkpoint(cache.model(spec.model), spec.quant or engine.default_quant)
+    model = cache.model(spec.model)
+    if (spec.quant is None and engine.name in RELEASE_LOADERS and engine.default_quant in ("bf16", "fp16")
+            and model.default_quant in ("fp8", "mxfp4")):
+        # `vllm serve deepseek-ai/DeepSeek-R1` (or openai/gpt-oss-120b) loads the checkpoint in the format it
+        # was released in, read from its config.json's quantization_config: the engine's 16-bit default is
+        # for 16-bit releases. An explicit --quant (or an engine file's default_quant) still wins.
+        engine = engine.with_overrides(default_quant=model.default_quant)
+    engine = engine.for_checkpoint(model, spec.quant or engine.default_quant)
     if spec.engine_file:
         engine = _apply_engine_file(engine, Path(spec.engine_file))
     unknown = set(spec.overrides) - set(EngineConfig.model_fields)

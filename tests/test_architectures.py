@@ -243,6 +243,54 @@ def test_a_gguf_with_recurrent_state_layers_is_refused_not_priced_as_gqa(tmp_pat
     assert e.value.field.startswith("mamba2.ssm.")
 
 
+def test_a_qwen3next_gguf_reads_its_gated_deltanet_layers_as_the_config_json_does(tmp_path):
+    """The keys llama.cpp's converter writes for Qwen3-Next (ssm.* from the linear_* config fields,
+    full_attention_interval, the shared expert's width): the same layer kinds, state and KV as the catalog
+    entry read from config.json; the converter drops the MTP layer, so the GGUF has none."""
+    path = tmp_path / "qwen3next.gguf"
+    meta = {**LLAMA_META, "block_count": 48, "embedding_length": 2048, "attention.head_count": 16,
+            "attention.head_count_kv": 2, "attention.key_length": 256, "attention.value_length": 256,
+            "feed_forward_length": 5120, "context_length": 262144, "expert_count": 512, "expert_used_count": 10,
+            "expert_feed_forward_length": 512, "expert_shared_feed_forward_length": 512,
+            "ssm.conv_kernel": 4, "ssm.state_size": 128, "ssm.group_count": 16, "ssm.time_step_rank": 32,
+            "ssm.inner_size": 4096, "full_attention_interval": 4}
+    write_gguf(path, "qwen3next", meta, llama_tensors())
+    m, ref = spec_from_gguf(path), CAT["qwen3-next-80b-a3b"]
+    assert m.linear_attention == ref.linear_attention
+    assert (m.n_attention_layers, m.n_linear_layers, m.n_shared_experts, m.mtp_layers) == (12, 36, 1, 0)
+    # hand calculation: 12 full-attention layers x 2 (K, V) x 2 KV heads x 256 x 2 bytes
+    assert m.kv_bytes_per_token("bf16") == 12 * 2 * 2 * 256 * 2 == 24_576
+    # 36 layers x (32 x 128 x 128 state + 3 x (2 x 16 x 128 + 32 x 128) conv) elements x 2 bytes
+    assert m.state_bytes_per_sequence("bf16") == 36 * (32 * 128 * 128 + 3 * (2 * 16 * 128 + 32 * 128)) * 2
+    assert m.state_bytes_per_sequence("bf16") == ref.state_bytes_per_sequence("bf16")
+    assert m.attention_flops_per_token(4096) == ref.attention_flops_per_token(4096)
+    write_gguf(path, "qwen3next", {**meta, "expert_shared_feed_forward_length": 1024}, llama_tensors())
+    with pytest.raises(ConfigError) as e:
+        spec_from_gguf(path)
+    assert e.value.field == "qwen3next.expert_shared_feed_forward_length"
+
+
+def test_a_granitehybrid_gguf_reads_its_mamba2_layers_as_the_config_json_does(tmp_path):
+    """Granite 4.0-H style, the numbers of the config.json test above: llama.cpp writes the Mamba-2 shapes as
+    ssm.* keys and attention.head_count_kv per layer (0 on the 36 Mamba-2 layers)."""
+    path = tmp_path / "granite.gguf"
+    types = (["mamba"] * 9 + ["attention"]) * 4
+    meta = {**LLAMA_META, "block_count": 40, "embedding_length": 1536, "attention.head_count": 12,
+            "attention.head_count_kv": [4 if t == "attention" else 0 for t in types], "feed_forward_length": 512,
+            "context_length": 1048576, "ssm.conv_kernel": 4, "ssm.state_size": 128, "ssm.group_count": 1,
+            "ssm.inner_size": 48 * 64, "ssm.time_step_rank": 48}
+    write_gguf(path, "granitehybrid", meta, llama_tensors())
+    m = spec_from_gguf(path)
+    assert (m.n_attention_layers, m.n_linear_layers, m.n_kv_heads) == (4, 36, 4)
+    assert m.kv_bytes_per_token("bf16") == 4 * 2 * 4 * 128 * 2
+    per_layer = 48 * 64 * 128 + 3 * (48 * 64 + 2 * 1 * 128)
+    assert m.state_bytes_per_sequence("bf16") == 36 * per_layer * 2
+    write_gguf(path, "granitehybrid", {**meta, "attention.head_count_kv": 4}, llama_tensors())
+    with pytest.raises(ConfigError) as e:
+        spec_from_gguf(path)
+    assert e.value.field == "granitehybrid.attention.head_count_kv"
+
+
 def test_a_deepseek2_gguf_reads_mla_from_its_kv_lora_rank(tmp_path):
     path = tmp_path / "ds.gguf"
     meta = {**LLAMA_META, "attention.kv_lora_rank": 16, "attention.q_lora_rank": 24, "attention.key_length": 24,

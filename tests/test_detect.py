@@ -133,3 +133,32 @@ def test_recommend_cli_prints_the_commands_and_the_offer_to_measure():
     assert "--peaks-from apple-m4-max" in result.output
     impossible = runner.invoke(app, ["recommend", "--hw", "rtx-5070-ti", "--model", "llama-3.3-70b", "--users", "64"])
     assert impossible.exit_code == 0 and "nothing meets it" in impossible.output
+
+
+def test_recommend_prices_vllm_in_the_format_its_command_loads():
+    """`vllm serve REPO` loads an FP8 (DeepSeek-R1) or MXFP4 (gpt-oss) release as released: recommend
+    prices that format alone, never a bf16 copy the printed command would not load (issue 39 audit)."""
+    from sim.commands.recommend import runtime_options
+    hw, cat = load_profile("b200"), load_catalog()
+    oss, r1, llama = cat["gpt-oss-120b"], cat["deepseek-r1"], cat["llama-3.1-8b"]
+    assert [q for e, q in runtime_options(hw, oss) if e == "vllm"] == ["mxfp4"]
+    assert [q for e, q in runtime_options(hw, r1) if e == "vllm"] == ["fp8"]
+    assert [q for e, q in runtime_options(hw, llama) if e == "vllm"] == ["bf16", "fp8"]
+    assert run_command(oss, "mxfp4", "vllm", 8192, 4) == \
+        "vllm serve openai/gpt-oss-120b --max-model-len 8192 --max-num-seqs 4"
+    assert run_command(r1, "fp8", "vllm", 8192, 4) == \
+        "vllm serve deepseek-ai/DeepSeek-R1 --max-model-len 8192 --max-num-seqs 4"
+    assert run_command(r1, "bf16", "vllm", 8192, 4) is None
+    assert run_command(oss, "fp8", "vllm", 8192, 4) is None
+    rows = recommend_rows(hw, [oss], context=8192, users=4, prompt_tokens=4096, min_tok_s=None, max_ttft_s=None)
+    assert {(r["engine"], r["quant"]) for r in rows if r["engine"] == "vllm"} == {("vllm", "mxfp4")}
+
+
+def test_a_gb300_is_matched_to_its_own_profile_not_the_b300s():
+    from sim.catalog.detect import NAME_TO_PROFILE
+    import re
+
+    def match(name):
+        return next(prof for pat, prof in NAME_TO_PROFILE if re.search(pat, name, re.I))
+    assert match("NVIDIA GB300") == "gb300" and match("NVIDIA B300 SXM6 AC") == "b300"
+    assert match("NVIDIA GB200") == "gb200"

@@ -297,7 +297,7 @@ def test_profiles_load_by_name_after_non_editable_install(tmp_path):
 
 # ---- the 2026 parts (issue 39) ----------------------------------------------------------------
 
-NEW_2026 = ["b200", "b300", "gb200", "rtx-pro-6000", "rtx-5080", "rtx-5070-ti", "jetson-agx-thor", "l20", "h20",
+NEW_2026 = ["b200", "b300", "gb200", "gb300", "rtx-pro-6000", "rtx-5080", "rtx-5070-ti", "jetson-agx-thor", "l20", "h20",
             "mi325x", "mi350x", "mi355x", "ryzen-ai-max-395", "apple-m5", "apple-m5-pro", "apple-m5-max"]
 
 

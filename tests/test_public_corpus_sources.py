@@ -50,7 +50,8 @@ def test_every_issue39_row_names_a_source_a_reader_can_open():
     rows = [rec for _, _, rec in _records() if rec["device"] in ISSUE39_DEVICES]
     # 36 Strix Halo + 12 set-aside GDDR7 scoreboard rows + 100 TensorRT-LLM v1.0 + 8 Jetson AI Lab (Thor)
     # + 19 TensorRT-LLM 1.2 (B300) + 47 Apple M5 (mac-llm-bench mlx, llama.cpp PR #16634) + 2 M5 Max (Mac-MLX)
-    assert len(rows) >= 224
+    # + 33 TensorRT-LLM 1.2 (GB300; B200 / GB200 gpt-oss MXFP4)
+    assert len(rows) >= 257
     for r in rows:
         assert PINNED.search(r["source"]), f"{r['row_id']}: source not pinned to a commit or a thread: {r['source']}"
         assert r["as_printed"].strip(), f"{r['row_id']}: as_printed empty"
@@ -201,3 +202,38 @@ def test_b300_and_m5_rows_are_set_aside_and_reported_under_their_transfer():
     for name, n in (("b300 (trtllm)", 19), ("apple-m5 (mlx)", 45), ("apple-m5 (ggml)", 2), ("apple-m5-max (mlx)", 2)):
         key = f"{name}, set-aside rows under its shipped transfer"
         assert sets[key]["all"]["n"] == n, key
+
+
+def test_gb300_and_b200_gb200_mxfp4_csvs_are_what_their_builders_write():
+    for name in ("build_public_gb300", "build_public_trtllm12_mxfp4"):
+        b = _builder(name)
+        assert b.OUT.read_text(encoding="utf-8") == b.render(), f"{b.OUT.name} differs: run python benchmarks/{name}.py"
+
+
+def test_gb300_and_mxfp4_values_are_the_printed_cells_of_their_tp1_columns():
+    """Each row's value is its as_printed cell, in the column of its device in the table the B300 builder keeps
+    verbatim (one copy of the page), on the row of its ISL/OSL; the counts are the columns' non-empty cells."""
+    gb300, mx = _builder("build_public_gb300"), _builder("build_public_trtllm12_mxfp4")
+    columns = {"gb300": gb300.COLUMN, **{device: col for col, device, _ in mx.COLUMNS}}
+    rows = [rec for _, _, rec in _records() if rec["row_id"].startswith("trtllm-v1.2-") and rec["device"] != "b300"]
+    counts: dict[str, int] = {}
+    for r in rows:
+        table, line, printed = _printed_cell(gb300, r)
+        header = gb300.page._cells(gb300.TABLES[table].strip().splitlines()[0])
+        assert gb300.page._cells(line)[header.index(columns[r["device"]])] == printed, r["row_id"]
+        assert (r["n_devices"], r["metric"], r["engine"]) == ("1", "offline", "trtllm"), r["row_id"]
+        assert r["device"] == "gb300" or r["quant"] == "mxfp4", r["row_id"]
+        counts[r["device"]] = counts.get(r["device"], 0) + 1
+    assert counts == {"gb300": 18, "b200": 5, "gb200": 10}  # the B200's gpt-oss-120b column is DEP2: not taken
+
+
+def test_gb300_and_mxfp4_rows_are_set_aside_and_reported_without_moving_the_devices_before_issue_39():
+    import json
+
+    rows = [rec for _, _, rec in _records() if rec["row_id"].startswith("trtllm-v1.2-") and rec["device"] != "b300"]
+    assert rows and all(r["notes"].startswith("Set aside:") for r in rows)
+    sets = json.loads((ROOT / "benchmarks" / "public_fidelity.json").read_text(encoding="utf-8"))["lodo_by_device_set"]
+    for name, n in (("gb300 (trtllm)", 18), ("b200 (trtllm)", 5), ("gb200 (trtllm)", 10)):
+        assert sets[f"{name}, set-aside rows under its shipped transfer"]["all"]["n"] == n, name
+    before = sets["devices profiled before issue 39"]["all"]
+    assert (before["n"], round(100 * before["median"], 2), round(100 * before["p90"], 2)) == (1234, 8.40, 24.55)

@@ -36,7 +36,7 @@ GiB = 2**30
 # specific names come first. Apple chips with fewer GPU cores than the profile's are named by
 # `_apple_profile`.
 NAME_TO_PROFILE: list[tuple[str, str]] = [
-    (r"GB200", "gb200"), (r"\bB300\b", "b300"), (r"\bB200\b", "b200"),
+    (r"GB300", "gb300"), (r"GB200", "gb200"), (r"\bB300\b", "b300"), (r"\bB200\b", "b200"),
     (r"H100.*PCIe|H100 PCIe", "h100-pcie"), (r"H100", "h100-sxm"), (r"H200", "h200"), (r"\bH20\b", "h20"),
     (r"A100.*40\s?GB|A100-SXM4-40GB|A100-PCIE-40GB", "a100-40g"), (r"A100", "a100-80g"),
     (r"L40S", "l40s"), (r"\bL20\b", "l20"), (r"\bL4\b", "l4"),

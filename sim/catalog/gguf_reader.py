@@ -285,6 +285,61 @@ def _gguf_mla_args(meta: "_GGUFMeta", n_layers: int, n_experts: int) -> dict[str
     return out
 
 
+def _gguf_qwen3next_args(meta: "_GGUFMeta", path: Path, n_layers: int, n_experts: int,
+                         expert_ffn: int | None) -> dict[str, Any]:
+    """Qwen3-Next's Gated DeltaNet layers from the keys llama.cpp's converter writes (convert_hf_to_gguf.py
+    Qwen3NextModel.set_gguf_parameters): ssm.conv_kernel = linear_conv_kernel_dim, ssm.state_size =
+    linear_key_head_dim, ssm.group_count = linear_num_key_heads, ssm.time_step_rank = linear_num_value_heads,
+    ssm.inner_size = linear_value_head_dim x linear_num_value_heads, full_attention_interval (every
+    interval-th layer is full attention); the shared expert from expert_shared_feed_forward_length
+    (Qwen2MoeModel). The same fields `hf_config` reads from a config.json; the converter drops the MTP layers,
+    so a GGUF has none."""
+    heads = meta.get_int("ssm.time_step_rank")
+    inner = meta.get_int("ssm.inner_size")
+    if inner % heads:
+        raise ConfigError(f"ssm.inner_size {inner} is not a multiple of ssm.time_step_rank {heads} (value heads)",
+                          file=path, field=f"{meta.arch}.ssm.inner_size")
+    interval = meta.get_int("full_attention_interval", 4)
+    out: dict[str, Any] = {
+        "linear_attention": dict(kind="gated_deltanet", n_layers=n_layers - n_layers // interval, n_heads=heads,
+                                 head_dim=inner // heads, state_dim=meta.get_int("ssm.state_size"),
+                                 n_groups=meta.get_int("ssm.group_count"),
+                                 conv_kernel=meta.get_int("ssm.conv_kernel", 4)),
+        "attention_output_gate": True}
+    shared = meta.get_int("expert_shared_feed_forward_length", 0) if n_experts else 0
+    if shared and shared != expert_ffn:
+        raise ConfigError(f"a shared expert of width {shared} beside experts of width {expert_ffn} is not modelled "
+                          "(one expert width per model)", file=path,
+                          field=f"{meta.arch}.expert_shared_feed_forward_length")
+    out["n_shared_experts"] = 1 if shared else 0
+    return out
+
+
+def _gguf_granitehybrid_args(meta: "_GGUFMeta", path: Path, n_layers: int, n_experts: int) -> dict[str, Any]:
+    """Granite 4 hybrid (and Bamba) Mamba-2 layers from the keys llama.cpp's converter writes
+    (convert_hf_to_gguf.py GraniteHybridModel.set_gguf_parameters): ssm.conv_kernel, ssm.state_size,
+    ssm.group_count = n_groups, ssm.inner_size = d_inner (heads x head dim), ssm.time_step_rank = the Mamba-2
+    head count; attention.head_count_kv is per layer, 0 on the Mamba-2 layers. The shared MLP of the MoE
+    variants from expert_shared_feed_forward_length (GraniteMoeModel). The same fields `hf_config` reads."""
+    field = f"{meta.arch}.attention.head_count_kv"
+    kv = meta.raw(field)
+    if not isinstance(kv, list) or len(kv) != n_layers:
+        raise ConfigError(f"expected a per-layer array of {n_layers} (0 on the Mamba-2 layers)", file=path, field=field)
+    heads = meta.get_int("ssm.time_step_rank")
+    inner = meta.get_int("ssm.inner_size")
+    if inner % heads:
+        raise ConfigError(f"ssm.inner_size {inner} is not a multiple of ssm.time_step_rank {heads} (Mamba-2 heads)",
+                          file=path, field=f"{meta.arch}.ssm.inner_size")
+    out: dict[str, Any] = {
+        "linear_attention": dict(kind="mamba2", n_layers=sum(1 for k in kv if k == 0), n_heads=heads,
+                                 head_dim=inner // heads, state_dim=meta.get_int("ssm.state_size"),
+                                 n_groups=meta.get_int("ssm.group_count", 1),
+                                 conv_kernel=meta.get_int("ssm.conv_kernel", 4))}
+    if n_experts:
+        out["n_shared_experts"] = 1 if meta.get_int("expert_shared_feed_forward_length", 0) else 0
+    return out
+
+
 def spec_from_gguf(path: str | Path) -> ModelSpec:
     """A ModelSpec from a GGUF file's header (metadata + tensor table; weights are not read).
 
@@ -349,13 +404,18 @@ def spec_from_gguf(path: str | Path) -> ModelSpec:
 
     n_bytes = sum(t.n_bytes for t in tensors)
     name = meta.raw("general.name")
-    # layers with a fixed-size recurrent state (llama.cpp's ssm.* keys: Mamba, Mamba-2, Qwen3-Next's Gated
-    # DeltaNet, Jamba, Granite 4, Nemotron-H) are not read from a GGUF header: refuse rather than price them as GQA
+    # layers with a fixed-size recurrent state (llama.cpp's ssm.* keys): Qwen3-Next's Gated DeltaNet and Granite
+    # 4's Mamba-2 are read (_gguf_qwen3next_args, _gguf_granitehybrid_args); Mamba, Mamba-2, Jamba and Nemotron-H
+    # headers are refused rather than priced as GQA (their config.json is read)
     ssm = sorted(k for k in meta.fields if k.startswith(f"{meta.arch}.ssm."))
-    if ssm:
+    if ssm and meta.arch not in ("qwen3next", "granitehybrid"):
         raise ConfigError(f"architecture '{meta.arch}' has recurrent-state (SSM / linear-attention) layers, which "
                           "infersim reads from a config.json, not from a GGUF header", file=path, field=ssm[0])
     extra = _gguf_mla_args(meta, n_layers, n_experts)
+    if meta.arch == "qwen3next":
+        extra.update(_gguf_qwen3next_args(meta, path, n_layers, n_experts, expert_ffn))
+    elif meta.arch == "granitehybrid":
+        extra.update(_gguf_granitehybrid_args(meta, path, n_layers, n_experts))
     spec_args: dict[str, Any] = dict(
         name=path.stem,
         display_name=name if isinstance(name, str) else path.stem,
@@ -366,10 +426,9 @@ def spec_from_gguf(path: str | Path) -> ModelSpec:
         gated_mlp=gated, qkv_bias="blk.0.attn_q.bias" in by_name,
         n_experts=n_experts, n_experts_active=n_active,
         moe_intermediate_size=expert_ffn if n_experts else None,
-        n_shared_experts=meta.get_int("expert_shared_count", 0) if n_experts else 0,
         sliding_window=window, n_sliding_layers=n_sliding,
         sources=[str(path)],
-        **extra,
+        **{"n_shared_experts": meta.get_int("expert_shared_count", 0) if n_experts else 0, **extra},
     )
     if extra.get("mla"):
         spec_args.update(n_kv_heads=n_heads, head_dim=None)  # MLA caches a latent, not K/V heads

@@ -40,10 +40,19 @@ def _ollama_tags() -> dict:
 
 def runtime_options(hw: HardwareProfile, model) -> list[tuple[str, str]]:
     """(engine preset, quantization) pairs that serve `model` on this device: a checkpoint released in
-    MXFP4 (gpt-oss) keeps it in its GGUF, the others take Q8_0 and Q4_K_M."""
+    MXFP4 (gpt-oss) keeps it in its GGUF, the others take Q8_0 and Q4_K_M; vLLM serves an FP8 or MXFP4
+    release as released, a 16-bit one in bf16 or FP8."""
     out: list[tuple[str, str]] = []
     if hw.kind == "gpu" or (hw.kind == "unified-soc" and hw.vendor == "NVIDIA"):
-        out += [("vllm", "bf16")] + ([("vllm", "fp8")] if "fp8" in hw.peak_tflops else [])
+        native = model.default_quant
+        if native in ("fp8", "mxfp4"):
+            # released in FP8 (DeepSeek-V3/R1, Kimi K2, MiniMax-M2) or MXFP4 (gpt-oss): `vllm serve REPO`
+            # loads the checkpoint as released (vLLM reads the format from its config.json), so that is
+            # the one vLLM candidate; pricing it as bf16 would size weights the command never loads
+            if native == "mxfp4" or "fp8" in hw.peak_tflops:
+                out.append(("vllm", native))
+        else:
+            out += [("vllm", "bf16")] + ([("vllm", "fp8")] if "fp8" in hw.peak_tflops else [])
     if hw.vendor == "Apple":
         out.append(("mlx", "mlx-4bit"))
     gguf = ("mxfp4",) if model.default_quant == "mxfp4" else GGUF_QUANTS
@@ -62,10 +71,17 @@ def hf_repo(model) -> str | None:
 
 def run_command(model, quant: str, engine: str, context: int, users: int) -> str | None:
     """The command that starts `engine` serving `model` in `quant` for `users` x `context` tokens, or None
-    when there is no way to name the weights (an Ollama model without a library tag)."""
+    when there is no way to name the weights (an Ollama model without a library tag, a vLLM format the
+    release is not in)."""
     repo = hf_repo(model) or model.name
     if engine == "vllm":
-        q = " --quantization fp8" if quant == "fp8" and model.default_quant != "fp8" else ""
+        native = model.default_quant
+        if quant == native or (quant == "bf16" and native == "fp16"):
+            q = ""  # the checkpoint as released
+        elif quant == "fp8" and native in ("bf16", "fp16"):
+            q = " --quantization fp8"  # vLLM's on-the-fly FP8 weight quantization of a 16-bit checkpoint
+        else:
+            return None  # e.g. bf16 of an FP8 or MXFP4 release: `vllm serve REPO` would load the release instead
         return f"vllm serve {repo} --max-model-len {context} --max-num-seqs {users}{q}"
     if engine == "llama.cpp":
         # llama-server splits -c over its -np slots: each slot gets context tokens
@@ -105,7 +121,7 @@ def recommend_rows(hw: HardwareProfile, models, *, context: int, users: int, pro
     for m in models:
         for engine, quant in runtime_options(hw, m):
             eng = load_engine(engine).for_hardware(hw)
-            if engine == "ollama" and run_command(m, quant, engine, context, users) is None:
+            if engine in ("ollama", "vllm") and run_command(m, quant, engine, context, users) is None:
                 continue
             q = get_quant(quant)
             if m.max_context < context:

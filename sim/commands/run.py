@@ -30,7 +30,7 @@ def run(
     trace: Path = typer.Argument(..., help="JSONL trace (see `infersim trace schema`)"),
     hw: str = typer.Option("h100-sxm", "--hw", help="hardware profile name or YAML file; A,B compares"),
     model: str = typer.Option("llama-3.1-8b", "--model", help="catalog name, *.gguf file or HF config.json; A,B compares"),
-    quant: Optional[str] = typer.Option(None, "--quant", help="quantization (default: the engine's); A,B compares"),
+    quant: Optional[str] = typer.Option(None, "--quant", help="quantization (default: the engine's; vllm, sglang, trtllm load an FP8 or MXFP4 release as released); A,B compares"),
     engine: str = typer.Option("vllm", "--engine", help="engine preset name or YAML file; A,B compares"),
     efficiency_from: Optional[str] = typer.Option(
         None, "--efficiency-from", help="profile (e.g. calibrated) whose efficiencies replace --hw's"),
