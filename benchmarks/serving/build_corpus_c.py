@@ -311,18 +311,36 @@ RH_BASE = f"https://github.com/robertgshaw2-redhat/llm-benchmark-helm-charts/blo
 _VLLM_CMD = "vllm serve RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic --tensor-parallel-size {tp} --max-model-len 32000 --disable-log-requests"
 _SGL_CMD = ("python -m sglang.launch_server --model-path RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic --tp 4 "
             "--context-length 32000{kv}")
+# Which upstream vLLM the Red Hat images ship (the benchmark repo prints no version; see the notes):
+_RHAIIS_320 = ("vLLM version from Red Hat's table, not from the benchmark repo: Red Hat AI 3 'Supported product and "
+               "hardware configurations' (docs.redhat.com; PDF Red_Hat_AI-3-Supported_product_and_hardware_configurations-en-US.pdf, "
+               "editions last updated 2026-03-23 and 2026-08-25), Chapter 2, Table 2.1 'AI Inference product and version "
+               "compatibility' prints '3.2.0 | v0.9.2 | Not included in this release' (vLLM core version column; 3.2.1 is v0.10.0, "
+               "3.2.2 v0.10.1.1). The 3.2.1 release notes agree: 'Red Hat AI Inference Server 3.2 packages the upstream vLLM "
+               "v0.10.0 release' for 3.2.1, its model list going back through 'Added in vLLM v0.9.2')")
+_RHOAI_223 = ("vLLM version from the image's build repository, not from the benchmark repo: "
+              "github.com/red-hat-data-services/vllm .tekton/vllm-cuda-v2-23-push.yaml builds output-image "
+              "quay.io/modh/vllm:{{target_branch}}-cuda on pushes to target_branch 'rhoai-2.23'; that branch's head before the "
+              "2025-08-01 runs, e979e5fe3 (2025-07-22, \"Merge 'nm/v0.9.2-ibm-cherry-picks'\"), descends from \"Sync v0.9.2 (#249)\" "
+              "(02d57ae44, 2025-07-11; via \"Merge branch 'v0.9.2-upstream' into sync-v0.9.2\", upstream head a5dd03c1e) and from the annotated tag v0.9.2.1 "
+              "(on 0565c690a, 2025-07-15), the midstream patch release recorded here. The same pipeline passes the build-arg "
+              "VLLM_VERSION=0.9.0.1 as SETUPTOOLS_SCM_PRETEND_VERSION (Dockerfile.ubi), so the image may report 0.9.0.1; both "
+              "are 0.9.x, the vllm@0.10 preset release)")
+_RHAIIS_310 = ("its vLLM version not printed: Red Hat's version table (Red Hat AI 3 'Supported product and hardware "
+               "configurations', Table 2.1) starts at 3.2.0 (v0.9.2) and the 3.0 edition lists vLLM core 0.8.4; no public "
+               "page found names 3.1.0's vLLM)")
 RH_FILES = {  # results file -> (curve suffix, engine, version, serving manifest, flags, tp, kv dtype)
     "llama-3.3-70b-fp8/results/vllm.json": ("vllm0.9.2-tp4-1000-100", "vllm", "0.9.2", "vllm.yaml (image docker.io/vllm/vllm-openai:v0.9.2)", _VLLM_CMD.format(tp=4), 4, "auto"),
     "llama-3.3-70b-fp8/results/vllm-decode-heavy.json": ("vllm0.9.2-tp4-512-2048", "vllm", "0.9.2", "vllm.yaml (image docker.io/vllm/vllm-openai:v0.9.2)", _VLLM_CMD.format(tp=4), 4, "auto"),
     "llama-3.3-70b-fp8/results/vllm-midstream.json": ("vllm-midstream0.9.2.2-tp4-1000-100", "vllm", "0.9.2.2", "vllm-midstream.yaml (image quay.io/vllm/vllm-cuda:0.9.2.2, Red Hat midstream build)", _VLLM_CMD.format(tp=4), 4, "auto"),
-    "llama-3.3-70b-fp8/results/rhaiis.json": ("rhaiis3.2.0-tp4-1000-100", "vllm", "unknown", "rhaiis.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.0, Red Hat AI Inference Server; its vLLM version not printed)", _VLLM_CMD.format(tp=4), 4, "auto"),
-    "llama-3.3-70b-fp8/results/rhoai.json": ("rhoai2.23-tp4-1000-100", "vllm", "unknown", "rhoai.yaml (image quay.io/modh/vllm:rhoai-2.23-cuda, Red Hat OpenShift AI build; its vLLM version not printed)", _VLLM_CMD.format(tp=4), 4, "auto"),
+    "llama-3.3-70b-fp8/results/rhaiis.json": ("rhaiis3.2.0-tp4-1000-100", "vllm", "v0.9.2", "rhaiis.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.0, Red Hat AI Inference Server 3.2.0; " + _RHAIIS_320, _VLLM_CMD.format(tp=4), 4, "auto"),
+    "llama-3.3-70b-fp8/results/rhoai.json": ("rhoai2.23-tp4-1000-100", "vllm", "0.9.2.1", "rhoai.yaml (image quay.io/modh/vllm:rhoai-2.23-cuda, Red Hat OpenShift AI build; " + _RHOAI_223, _VLLM_CMD.format(tp=4), 4, "auto"),
     "llama-3.3-70b-fp8/results/sgl.json": ("sglang0.4.9.post6-tp4-1000-100", "sglang", "v0.4.9.post6", "sgl.yaml (image docker.io/lmsysorg/sglang:v0.4.9.post6-cu126)", _SGL_CMD.format(kv=""), 4, "auto"),
     "llama-3.3-70b-fp8/results/sgl-fp8.json": ("sglang0.4.9.post6-fp8kv-tp4-1000-100", "sglang", "v0.4.9.post6", "sgl-fp8-kv.yaml (image docker.io/lmsysorg/sglang:v0.4.9.post6-cu126)", _SGL_CMD.format(kv=" --kv-cache-dtype fp8_e4m3"), 4, "fp8_e4m3"),
     "llama-3.3-70b-fp8/results/sgl-decode-heavy.json": ("sglang0.4.9.post6-tp4-512-2048", "sglang", "v0.4.9.post6", "sgl.yaml (image docker.io/lmsysorg/sglang:v0.4.9.post6-cu126)", _SGL_CMD.format(kv=""), 4, "auto"),
-    "llama-3.3-70b-fp8/results-take-2/rhaiis-3.1.json": ("take2-rhaiis3.1.0-tp4-1000-100", "vllm", "unknown", "rhaiis-3.1.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.1.0; its vLLM version not printed)", _VLLM_CMD.format(tp=4), 4, "auto"),
-    "llama-3.3-70b-fp8/results-take-2/rhaiis-tp1.json": ("take2-rhaiis3.2.0-tp1-1000-100", "vllm", "unknown", "rhaiis-tp1.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.0; its vLLM version not printed)", _VLLM_CMD.format(tp=1), 1, "auto"),
-    "llama-3.3-70b-fp8/results-take-2/rhaiis-tp4.json": ("take2-rhaiis3.2.0-tp4-1000-100", "vllm", "unknown", "rhaiis.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.0; its vLLM version not printed)", _VLLM_CMD.format(tp=4), 4, "auto"),
+    "llama-3.3-70b-fp8/results-take-2/rhaiis-3.1.json": ("take2-rhaiis3.1.0-tp4-1000-100", "vllm", "unknown", "rhaiis-3.1.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.1.0; " + _RHAIIS_310, _VLLM_CMD.format(tp=4), 4, "auto"),
+    "llama-3.3-70b-fp8/results-take-2/rhaiis-tp1.json": ("take2-rhaiis3.2.0-tp1-1000-100", "vllm", "v0.9.2", "rhaiis-tp1.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.0; " + _RHAIIS_320, _VLLM_CMD.format(tp=1), 1, "auto"),
+    "llama-3.3-70b-fp8/results-take-2/rhaiis-tp4.json": ("take2-rhaiis3.2.0-tp4-1000-100", "vllm", "v0.9.2", "rhaiis.yaml (image registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.0; " + _RHAIIS_320, _VLLM_CMD.format(tp=4), 4, "auto"),
     "llama-3.3-70b-fp8/results-take-2/vllm-tp1.json": ("take2-vllm0.9.2-tp1-1000-100", "vllm", "0.9.2", "vllm-tp1.yaml (image docker.io/vllm/vllm-openai:v0.9.2)", _VLLM_CMD.format(tp=1), 1, "auto"),
     "llama-3.3-70b-fp8/results-take-2/vllm-tp4.json": ("take2-vllm0.9.2-tp4-1000-100", "vllm", "0.9.2", "vllm.yaml (image docker.io/vllm/vllm-openai:v0.9.2)", _VLLM_CMD.format(tp=4), 4, "auto"),
 }
