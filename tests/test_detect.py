@@ -252,5 +252,6 @@ def test_recommend_on_eight_gpus_prints_the_split_in_each_command():
     assert cli.exit_code == 0 and "on up to 8 GPUs" in cli.output, cli.output
     assert re.search(r"x[248] GPUs \((tp [248]|layer split)\)", cli.output)
     assert re.search(r"run: .*(--tensor-parallel-size [248]|--tp [248]|--split-mode layer)", cli.output)
-    bad = runner.invoke(app, ["recommend", "--hw", "apple-m4-max", "--tp", "2"])
-    assert bad.exit_code == 2 and "--tp" in bad.output
+    for cmd in ("recommend", "fit"):
+        bad = runner.invoke(app, [cmd, "--hw", "apple-m4-max", "--tp", "2"])
+        assert bad.exit_code == 2 and "--tp" in bad.output and "Traceback" not in bad.output

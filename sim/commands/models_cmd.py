@@ -196,6 +196,11 @@ def fit(
     else:
         prof = load_profile(hw)
     n_gpus = tp or n_gpus
+    if n_gpus > 1 and prof.kind != "gpu":
+        from sim.errors import ConfigError
+
+        raise ConfigError(f"{n_gpus} devices: splitting a model over several is priced for discrete GPUs only "
+                          f"({prof.name} is {prof.kind})", field="--tp")
     explicit_kv = kv_dtype
     reserve_fraction = 0.0
     eng = None
