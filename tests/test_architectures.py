@@ -236,11 +236,94 @@ def test_a_config_of_an_unmodelled_architecture_is_one_error_naming_the_field(tm
 
 
 def test_a_gguf_with_recurrent_state_layers_is_refused_not_priced_as_gqa(tmp_path):
-    path = tmp_path / "hybrid.gguf"
-    write_gguf(path, "mamba2", {**LLAMA_META, "ssm.state_size": 128, "ssm.conv_kernel": 4}, llama_tensors())
-    with pytest.raises(ConfigError, match="recurrent-state") as e:
+    """Plain Mamba / Mamba-2 (llama.cpp writes head_count 0 and feed_forward_length 0: no attention layer at
+    all) and hybrids not modelled from a GGUF header (Falcon-H1) are one error naming the field."""
+    path = tmp_path / "ssm.gguf"
+    for arch in ("mamba", "mamba2"):
+        write_gguf(path, arch, {**LLAMA_META, "attention.head_count": 0, "feed_forward_length": 0,
+                                "ssm.state_size": 128, "ssm.conv_kernel": 4, "ssm.inner_size": 128,
+                                "ssm.time_step_rank": 2}, llama_tensors())
+        with pytest.raises(ConfigError, match="no attention layers") as e:
+            spec_from_gguf(path)
+        assert e.value.field == f"{arch}.attention.head_count"
+    write_gguf(path, "falcon-h1", {**LLAMA_META, "ssm.state_size": 128, "ssm.conv_kernel": 4}, llama_tensors())
+    with pytest.raises(ConfigError, match="not modelled from a GGUF header") as e:
         spec_from_gguf(path)
-    assert e.value.field.startswith("mamba2.ssm.")
+    assert e.value.field.startswith("falcon-h1.ssm.")
+
+
+# Jamba v0.1 (ai21labs/Jamba-v0.1 config.json): 32 layers, attention every 8th from offset 4, experts every 2nd
+# from offset 1, Mamba d_state 16, d_conv 4, expand 2, dt_rank 256
+JAMBA_CONFIG = {"model_type": "jamba", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "num_experts": 16, "num_experts_per_tok": 2,
+                "attn_layer_period": 8, "attn_layer_offset": 4, "expert_layer_period": 2, "expert_layer_offset": 1,
+                "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 256,
+                "vocab_size": 65536, "max_position_embeddings": 262144, "tie_word_embeddings": False}
+
+
+def test_a_jamba_gguf_reads_its_mamba_layers_as_the_config_json_does(tmp_path):
+    """The keys llama.cpp's JambaModel writes: ssm.inner_size = expand x hidden, ssm.time_step_rank = dt_rank,
+    head_count_kv per layer (0 on the Mamba layers); the MoE layers from the `ffn_*_exps` tensors."""
+    c = JAMBA_CONFIG
+    (tmp_path / "config.json").write_text(json.dumps(c))
+    ref = spec_from_hf_config(tmp_path)
+    attn = [i % 8 == 4 for i in range(32)]
+    meta = {**LLAMA_META, "block_count": 32, "embedding_length": 4096, "attention.head_count": 32,
+            "attention.head_count_kv": [8 if a else 0 for a in attn], "feed_forward_length": 14336,
+            "context_length": 262144, "vocab_size": 65536, "expert_count": 16, "expert_used_count": 2,
+            "ssm.conv_kernel": 4, "ssm.inner_size": 2 * 4096, "ssm.state_size": 16, "ssm.time_step_rank": 256}
+    experts = {f"blk.{i}.ffn_{w}_exps.weight": np.zeros((2, 2), np.float16)
+               for i in range(1, 32, 2) for w in ("gate", "up", "down")}
+    path = tmp_path / "jamba.gguf"
+    write_gguf(path, "jamba", meta, {**llama_tensors(), **experts})
+    m = spec_from_gguf(path)
+    assert m.linear_attention == ref.linear_attention
+    assert (m.n_attention_layers, m.n_linear_layers, m.n_routed_layers) == (4, 28, 16) == (
+        ref.n_attention_layers, ref.n_linear_layers, ref.n_routed_layers)
+    # hand calculation: 4 attention layers x 2 (K, V) x 8 KV heads x 128 x 2 bytes
+    assert m.kv_bytes_per_token("bf16") == 4 * 2 * 8 * 128 * 2 == ref.kv_bytes_per_token("bf16") == 16_384
+    # 28 Mamba layers x (8192 inner x 16 state + 3 x 8192 conv) elements x 2 bytes
+    assert m.state_bytes_per_sequence("bf16") == 28 * (8192 * 16 + 3 * 8192) * 2 == 8_716_288
+    assert m.state_bytes_per_sequence("bf16") == ref.state_bytes_per_sequence("bf16")
+    assert m.recurrent_flops_per_token == ref.recurrent_flops_per_token > 0
+    assert m.n_params_total == ref.n_params_total
+    write_gguf(path, "jamba", meta, llama_tensors())  # experts stated, no expert tensors: refused
+    with pytest.raises(ConfigError) as e:
+        spec_from_gguf(path)
+    assert e.value.field == "jamba.expert_count"
+
+
+def test_a_nemotron_h_gguf_reads_its_blocks_as_the_config_json_does(tmp_path):
+    """The keys llama.cpp's NemotronHModel writes: one block per hybrid_override_pattern character,
+    head_count_kv > 0 on `*`, feed_forward_length > 0 on `-`, Mamba-2 shapes as ssm.* (time_step_rank =
+    mamba_num_heads, inner_size = heads x head dim)."""
+    pattern = "M-M*-M-M-"
+    cfg = {"model_type": "nemotron_h", "hidden_size": 4096, "intermediate_size": 21504, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 131072, "max_position_embeddings": 8192,
+           "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+           "tie_word_embeddings": False, "num_hidden_layers": 9, "hybrid_override_pattern": pattern}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    ref = spec_from_hf_config(tmp_path)
+    meta = {**LLAMA_META, "block_count": 9, "embedding_length": 4096, "attention.head_count": 32,
+            "attention.head_count_kv": [8 if c == "*" else 0 for c in pattern], "attention.key_length": 128,
+            "feed_forward_length": [21504 if c == "-" else 0 for c in pattern], "context_length": 8192,
+            "vocab_size": 131072, "ssm.conv_kernel": 4, "ssm.state_size": 128, "ssm.group_count": 8,
+            "ssm.inner_size": 128 * 64, "ssm.time_step_rank": 128}
+    path = tmp_path / "nemotron_h.gguf"
+    write_gguf(path, "nemotron_h", meta, llama_tensors(gate=False))
+    m = spec_from_gguf(path)
+    assert m.linear_attention == ref.linear_attention
+    assert (m.n_layers, m.n_attention_layers, m.n_linear_layers, m.n_ffn_layers, m.gated_mlp) == (5, 1, 4, 4, False)
+    assert m._ffn_params(0) == ref._ffn_params(0) == 4 * 2 * 4096 * 21504
+    assert m.kv_bytes_per_token("bf16") == 1 * 2 * 8 * 128 * 2 == ref.kv_bytes_per_token("bf16")
+    # 4 Mamba-2 layers x (128 heads x 64 x 128 state + 3 x (8192 + 2 x 8 groups x 128) conv) elements x 2 bytes
+    assert m.state_bytes_per_sequence("bf16") == 4 * (128 * 64 * 128 + 3 * (8192 + 2 * 8 * 128)) * 2
+    assert m.state_bytes_per_sequence("bf16") == ref.state_bytes_per_sequence("bf16")
+    assert m.n_params_total == ref.n_params_total
+    write_gguf(path, "nemotron_h", {**meta, "feed_forward_length": 21504}, llama_tensors(gate=False))
+    with pytest.raises(ConfigError) as e:
+        spec_from_gguf(path)
+    assert e.value.field == "nemotron_h.feed_forward_length"
 
 
 def test_a_qwen3next_gguf_reads_its_gated_deltanet_layers_as_the_config_json_does(tmp_path):

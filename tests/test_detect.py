@@ -4,6 +4,7 @@ system_profiler, /proc/meminfo and lscpu (tests/data/detect), and `fit` / `recom
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -162,3 +163,95 @@ def test_a_gb300_is_matched_to_its_own_profile_not_the_b300s():
         return next(prof for pat, prof in NAME_TO_PROFILE if re.search(pat, name, re.I))
     assert match("NVIDIA GB300") == "gb300" and match("NVIDIA B300 SXM6 AC") == "b300"
     assert match("NVIDIA GB200") == "gb200"
+
+
+# ---- several GPUs: fit / recommend split a model over them (sim.commands.fit_parallel) ------------------------
+
+def test_split_options_follow_what_each_runtime_can_run():
+    from sim.commands.fit_parallel import split_options
+    cat = load_catalog()
+    r1 = cat["deepseek-r1"]  # 128 attention heads
+    assert split_options("vllm", r1, 8) == [(1, 1), (2, 1), (4, 1), (8, 1)]
+    assert split_options("sglang", r1, 6) == [(1, 1), (2, 1), (4, 1)]  # powers of two up to the GPUs
+    assert split_options("vllm", r1.model_copy(update={"n_heads": 12}), 8) == [(1, 1), (2, 1), (4, 1)]
+    assert split_options("llama.cpp", r1, 8) == [(1, 1), (1, 8)]  # one GPU or its layer split over all
+    assert split_options("mlx", r1, 8) == split_options("vllm", r1, 1) == [(1, 1)]
+
+
+def test_a_tensor_parallel_fit_is_the_binding_devices_budget_by_hand():
+    from sim.commands.fit_parallel import fit_split
+    from sim.cost import memory
+    hw, m = load_profile("h100-sxm"), load_catalog()["llama-3.1-70b"]
+    one = fit_split(hw, m, "bf16", context=8192)
+    assert one == memory.fit(hw, m, "bf16", context=8192) and not one.fits  # 141 GB of bf16 on one 80 GB GPU
+    r = fit_split(hw, m, "bf16", tp=4, context=8192, concurrency=4)
+    budget = memory.memory_budget_bytes(hw)
+    reserve = memory.activation_peak_bytes(m, memory.default_max_batched_tokens(hw), tp=4)
+    # every device holds weights / 4 and, with 8 KV heads over 4 ranks, a quarter of each token's KV:
+    # the KV bytes of the whole model the split holds = 4 x (budget - weights / 4 - reserve)
+    assert r.kv_budget_bytes == pytest.approx(4 * (budget - m.weight_bytes("bf16") / 4 - reserve))
+    assert r.fits and r.weight_bytes == m.weight_bytes("bf16")
+    assert r.max_sequences == int(r.kv_budget_bytes // m.kv_bytes_per_sequence(8192, "fp16"))
+
+
+def test_fit_prices_deepseek_r1_over_eight_mi355x_with_the_fewest_gpus_that_hold_it():
+    alone = runner.invoke(app, ["fit", "--hw", "mi355x", "--model", "deepseek-r1", "--quant", "fp8,q4_k_m", "--json"])
+    assert alone.exit_code == 0, alone.output
+    assert [r["fits"] for r in json.loads(alone.stdout)["rows"]] == [False, False]  # 673 GB on one 288 GB GPU
+    many = runner.invoke(app, ["fit", "--hw", "mi355x", "--model", "deepseek-r1", "--quant", "fp8,q4_k_m", "--tp", "8",
+                               "--json"])
+    out = json.loads(many.stdout)
+    fp8, q4 = out["rows"]
+    assert out["gpus"] == 8 and fp8["fits"] and q4["fits"]
+    assert (fp8["tp"], fp8["pp"]) == (4, 1)  # 673 GB over 2 x 259 GB budgets does not fit, over 4 it does
+    assert (q4["tp"], q4["pp"]) == (1, 8)  # llama.cpp: its layer split over all 8
+    assert fp8["decode_tok_s"] > 0
+    table = runner.invoke(app, ["fit", "--hw", "mi355x", "--model", "deepseek-r1", "--quant", "fp8", "--tp", "8"])
+    assert "tp 4" in table.output and "GPUs" in table.output
+
+
+def test_fit_and_recommend_split_over_the_gpus_detection_found(monkeypatch):
+    node = machine({"nvidia-smi": "nvidia-smi-8xh100.csv"})
+    monkeypatch.setattr(detect, "detect_machine", lambda **kw: node)
+    fit = runner.invoke(app, ["fit", "--model", "llama-3.1-70b", "--quant", "bf16", "--json"])
+    assert fit.exit_code == 0, fit.output
+    out = json.loads(fit.stdout)
+    assert out["gpus"] == 8 and "8 found" in out["detected"]
+    assert out["rows"][0]["fits"] and out["rows"][0]["tp"] in (2, 4)
+    rec = runner.invoke(app, ["recommend", "--model", "llama-3.1-70b", "--users", "8"])
+    assert rec.exit_code == 0, rec.output
+    assert "--tensor-parallel-size" in rec.output or "--tp " in rec.output or "--split-mode" in rec.output
+
+
+def test_recommend_on_eight_gpus_prints_the_split_in_each_command():
+    from sim.commands.recommend import runtime_options
+    hw, cat = load_profile("mi355x"), load_catalog()
+    r1 = cat["deepseek-r1"]
+    assert run_command(r1, "fp8", "vllm", 8192, 4, tp=8) == \
+        "vllm serve deepseek-ai/DeepSeek-R1 --max-model-len 8192 --max-num-seqs 4 --tensor-parallel-size 8"
+    assert run_command(r1, "fp8", "sglang", 8192, 4, tp=8) == ("python -m sglang.launch_server --model-path "
+                                                              "deepseek-ai/DeepSeek-R1 --context-length 8192 "
+                                                              "--max-running-requests 4 --tp 8")
+    assert "-ngl 999 --split-mode layer" in run_command(r1, "q4_k_m", "llama.cpp", 8192, 4, pp=8, n_gpus=8)
+    assert "--split-mode none" in run_command(r1, "q4_k_m", "llama.cpp", 8192, 4, n_gpus=8)
+    assert "--split-mode" not in run_command(r1, "q4_k_m", "llama.cpp", 8192, 4)
+    assert ("sglang", "fp8") in runtime_options(hw, r1, 8) and ("sglang", "fp8") not in runtime_options(hw, r1)
+    one = recommend_rows(hw, [r1], context=8192, users=4, prompt_tokens=4096, min_tok_s=None, max_ttft_s=None)
+    assert not any(r["fits"] for r in one)  # the audit's "no" on one MI355X
+    rows = recommend_rows(hw, [r1], context=8192, users=4, prompt_tokens=4096, min_tok_s=None, max_ttft_s=None,
+                          n_gpus=8)
+    vllm = next(r for r in rows if r["engine"] == "vllm")
+    assert vllm["fits"] and vllm["meets"] and (vllm["tp"], vllm["gpus"]) == (4, 4)
+    # a floor the fewest GPUs miss moves the choice to more GPUs when they meet it, never to fewer
+    floor = vllm["decode_tok_s_per_user"] * 1.01
+    faster = recommend_rows(hw, [r1], context=8192, users=4, prompt_tokens=4096, min_tok_s=floor, max_ttft_s=None,
+                            n_gpus=8)
+    v2 = next(r for r in faster if r["engine"] == "vllm")
+    assert v2["tp"] >= 4 and (not v2["meets"] or v2["decode_tok_s_per_user"] >= floor)
+    cli = runner.invoke(app, ["recommend", "--hw", "mi355x", "--tp", "8", "--model", "deepseek-r1"])
+    assert cli.exit_code == 0 and "on up to 8 GPUs" in cli.output, cli.output
+    assert re.search(r"x[248] GPUs \((tp [248]|layer split)\)", cli.output)
+    assert re.search(r"run: .*(--tensor-parallel-size [248]|--tp [248]|--split-mode layer)", cli.output)
+    for cmd in ("recommend", "fit"):
+        bad = runner.invoke(app, [cmd, "--hw", "apple-m4-max", "--tp", "2"])
+        assert bad.exit_code == 2 and "--tp" in bad.output and "Traceback" not in bad.output

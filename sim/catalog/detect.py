@@ -224,7 +224,8 @@ def match_profile(d: Detected) -> tuple[HardwareProfile, str]:
             p = _with_memory(p, d.device_memory_bytes / GiB, f"{d.device_memory_bytes / GiB:.0f} GiB as measured")
             how += f", memory as measured ({p.memory_bytes / GiB:.0f} GiB)"
         if d.count > 1:
-            how += f"; figures are per device ({d.count} found: try --engine with tp)"
+            how += (f"; {d.count} found: memory figures are per device, a model may be split over up to "
+                    f"{d.count} (--tp)")
         return p, how
     # no known accelerator: the CPU with the measured memory and cores
     base = load_profile(CPU_FALLBACK)
@@ -247,3 +248,16 @@ def match_profile(d: Detected) -> tuple[HardwareProfile, str]:
 def detect_profile(**kwargs) -> tuple[HardwareProfile, str]:
     """`match_profile(detect_machine())`."""
     return match_profile(detect_machine(**kwargs))
+
+
+def gpu_count(d: Detected, p: HardwareProfile) -> int:
+    """GPUs a model can be split over: the detected count of a discrete GPU matched to a shipped profile;
+    1 for a unified-memory part or a CPU."""
+    return d.count if p.kind == "gpu" and d.count > 1 else 1
+
+
+def detect_profile_and_gpus(**kwargs) -> tuple[HardwareProfile, str, int]:
+    """(profile, what was detected, how many of its GPUs the machine has: `gpu_count`)."""
+    d = detect_machine(**kwargs)
+    p, how = match_profile(d)
+    return p, how, gpu_count(d, p)

@@ -340,6 +340,70 @@ def _gguf_granitehybrid_args(meta: "_GGUFMeta", path: Path, n_layers: int, n_exp
     return out
 
 
+def _gguf_per_layer(meta: "_GGUFMeta", path: Path, key: str, n_layers: int, what: str) -> list[int]:
+    """A per-layer integer array `{arch}.key` of n_layers entries (llama.cpp writes head_count_kv, and for
+    Nemotron-H feed_forward_length, per layer on the hybrid architectures)."""
+    field = f"{meta.arch}.{key}"
+    v = meta.raw(field)
+    if not isinstance(v, list) or len(v) != n_layers or not all(isinstance(x, int) for x in v):
+        raise ConfigError(f"expected a per-layer array of {n_layers} integers ({what})", file=path, field=field)
+    return v
+
+
+def _gguf_jamba_args(meta: "_GGUFMeta", path: Path, n_layers: int, n_experts: int,
+                     by_name: dict) -> dict[str, Any]:
+    """Jamba's Mamba (v1) layers from the keys llama.cpp's converter writes (convert_hf_to_gguf.py
+    JambaModel.set_gguf_parameters): ssm.conv_kernel = mamba_d_conv, ssm.inner_size = mamba_expand x hidden,
+    ssm.state_size = mamba_d_state, ssm.time_step_rank = mamba_dt_rank (ceil(hidden / 16) when unset);
+    attention.head_count_kv is per layer, 0 on the Mamba layers (attn_layer_period / offset). The converter
+    writes no expert-layer period: the MoE layers are those whose tensors include `blk.N.ffn_*_exps`. The same
+    fields `hf_config` reads from a config.json (one Mamba "head" as wide as the inner size)."""
+    kv = _gguf_per_layer(meta, path, "attention.head_count_kv", n_layers, "0 on the Mamba layers")
+    out: dict[str, Any] = {
+        "linear_attention": dict(kind="mamba", n_layers=sum(1 for k in kv if k == 0), n_heads=1,
+                                 head_dim=meta.get_int("ssm.inner_size"), state_dim=meta.get_int("ssm.state_size"),
+                                 conv_kernel=meta.get_int("ssm.conv_kernel", 4),
+                                 dt_rank=meta.get_int("ssm.time_step_rank"))}
+    if n_experts:
+        moe = sum(1 for i in range(n_layers) if any(f"blk.{i}.ffn_{w}_exps.weight" in by_name
+                                                    for w in ("gate", "up", "down")))
+        if not moe:
+            raise ConfigError("expert_count > 0 but no layer has blk.N.ffn_*_exps tensors (which layers are MoE "
+                              "is read from the tensor table)", file=path, field=f"{meta.arch}.expert_count")
+        out["n_moe_layers"] = moe
+    return out
+
+
+def _gguf_nemotron_h_args(meta: "_GGUFMeta", path: Path, n_layers: int) -> dict[str, Any]:
+    """Nemotron-H's blocks from the keys llama.cpp's converter writes (convert_hf_to_gguf.py NemotronHModel,
+    a GraniteHybridModel): block_count = len(hybrid_override_pattern), one block per character;
+    attention.head_count_kv per block (> 0 on the `*` attention blocks), feed_forward_length per block (> 0 on
+    the `-` MLP blocks), the rest are Mamba-2 (`M`): ssm.time_step_rank = mamba_num_heads, ssm.inner_size =
+    mamba_num_heads x mamba_head_dim, ssm.state_size, ssm.group_count = n_groups, ssm.conv_kernel. As
+    `hf_config` reads the config.json: infersim's layers are the mixer blocks (M and *), the MLP blocks are
+    counted apart (n_ffn_layers), squared-ReLU MLPs (no gate)."""
+    kv = _gguf_per_layer(meta, path, "attention.head_count_kv", n_layers, "> 0 on the attention blocks")
+    ff = _gguf_per_layer(meta, path, "feed_forward_length", n_layers, "> 0 on the MLP blocks")
+    if any(k and f for k, f in zip(kv, ff)):
+        raise ConfigError("a block with both attention heads and an MLP width is not a Nemotron-H block",
+                          file=path, field=f"{meta.arch}.feed_forward_length")
+    attention, mlps = sum(1 for k in kv if k), sum(1 for f in ff if f)
+    heads = meta.get_int("ssm.time_step_rank")
+    inner = meta.get_int("ssm.inner_size")
+    if inner % heads:
+        raise ConfigError(f"ssm.inner_size {inner} is not a multiple of ssm.time_step_rank {heads} (Mamba-2 heads)",
+                          file=path, field=f"{meta.arch}.ssm.inner_size")
+    return {"n_layers": n_layers - mlps, "n_ffn_layers": mlps, "gated_mlp": False,
+            "linear_attention": dict(kind="mamba2", n_layers=n_layers - mlps - attention, n_heads=heads,
+                                     head_dim=inner // heads, state_dim=meta.get_int("ssm.state_size"),
+                                     n_groups=meta.get_int("ssm.group_count", 1),
+                                     conv_kernel=meta.get_int("ssm.conv_kernel", 4))}
+
+
+# GGUF architectures whose recurrent-state (ssm.*) layers are read; others with ssm.* keys are refused
+GGUF_HYBRID_ARCHS = ("qwen3next", "granitehybrid", "jamba", "nemotron_h")
+
+
 def spec_from_gguf(path: str | Path) -> ModelSpec:
     """A ModelSpec from a GGUF file's header (metadata + tensor table; weights are not read).
 
@@ -361,6 +425,12 @@ def spec_from_gguf(path: str | Path) -> ModelSpec:
     n_layers = meta.get_int("block_count")
     hidden = meta.get_int("embedding_length")
     n_heads = meta.get_int("attention.head_count")
+    if meta.arch in ("mamba", "mamba2") or n_heads == 0:
+        # llama.cpp's MambaModel / Mamba2Model write head_count 0 and feed_forward_length 0: every layer is a
+        # state-space mixer; infersim's hybrid model keeps at least one attention layer
+        raise ConfigError(f"{n_heads}: architecture '{meta.arch}' has no attention layers (a pure state-space "
+                          "model), which is not modelled; the hybrids qwen3next, granitehybrid, jamba and nemotron_h "
+                          "are", file=path, field=f"{meta.arch}.attention.head_count")
     n_kv = meta.get_int("attention.head_count_kv", n_heads)
     head_dim = meta.get_int("attention.key_length", 0) or None
     n_experts = meta.get_int("expert_count", 0)
@@ -404,18 +474,24 @@ def spec_from_gguf(path: str | Path) -> ModelSpec:
 
     n_bytes = sum(t.n_bytes for t in tensors)
     name = meta.raw("general.name")
-    # layers with a fixed-size recurrent state (llama.cpp's ssm.* keys): Qwen3-Next's Gated DeltaNet and Granite
-    # 4's Mamba-2 are read (_gguf_qwen3next_args, _gguf_granitehybrid_args); Mamba, Mamba-2, Jamba and Nemotron-H
-    # headers are refused rather than priced as GQA (their config.json is read)
+    # layers with a fixed-size recurrent state (llama.cpp's ssm.* keys): Qwen3-Next's Gated DeltaNet, Granite 4's
+    # and Nemotron-H's Mamba-2, Jamba's Mamba are read; other architectures with ssm.* keys (Falcon-H1,
+    # Nemotron-H MoE, LFM2, ...) are refused rather than priced as GQA
     ssm = sorted(k for k in meta.fields if k.startswith(f"{meta.arch}.ssm."))
-    if ssm and meta.arch not in ("qwen3next", "granitehybrid"):
-        raise ConfigError(f"architecture '{meta.arch}' has recurrent-state (SSM / linear-attention) layers, which "
-                          "infersim reads from a config.json, not from a GGUF header", file=path, field=ssm[0])
+    if ssm and meta.arch not in GGUF_HYBRID_ARCHS:
+        raise ConfigError(f"architecture '{meta.arch}' has recurrent-state (SSM / linear-attention) layers that are "
+                          f"not modelled from a GGUF header (read: {', '.join(GGUF_HYBRID_ARCHS)})",
+                          file=path, field=ssm[0])
     extra = _gguf_mla_args(meta, n_layers, n_experts)
     if meta.arch == "qwen3next":
         extra.update(_gguf_qwen3next_args(meta, path, n_layers, n_experts, expert_ffn))
     elif meta.arch == "granitehybrid":
         extra.update(_gguf_granitehybrid_args(meta, path, n_layers, n_experts))
+    elif meta.arch == "jamba":
+        extra.update(_gguf_jamba_args(meta, path, n_layers, n_experts, by_name))
+    elif meta.arch == "nemotron_h":
+        extra.update(_gguf_nemotron_h_args(meta, path, n_layers))
+        n_layers, gated = extra.pop("n_layers"), extra.pop("gated_mlp")
     spec_args: dict[str, Any] = dict(
         name=path.stem,
         display_name=name if isinstance(name, str) else path.stem,

@@ -168,6 +168,9 @@ def fit(
                                                      "(default: the engine's, else vLLM's: 8192 on >= 70 GiB "
                                                      "devices, 2048 below)"),
     speed: bool = typer.Option(True, "--speed/--no-speed", help="add predicted tok/s columns (cost model)"),
+    tp: Optional[int] = typer.Option(None, "--tp", min=1, help="GPUs of the machine a model may be split over: "
+                                     "tensor parallel (vLLM, SGLang, TensorRT-LLM) or llama.cpp's layer split; "
+                                     "each row takes the fewest that fit (default: the GPUs detected; 1 with --hw)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
     """What fits in memory on a machine: every catalog model x quantization.
@@ -182,13 +185,22 @@ def fit(
     from sim.catalog.quant import get_quant, kv_dtype_bytes
     from sim.cost import memory
 
-    detected = None
-    if hw is None:
-        from sim.catalog.detect import detect_profile
+    from sim.commands.fit_parallel import fit_split, split_label, split_options
 
-        prof, detected = detect_profile()
+    detected = None
+    n_gpus = 1
+    if hw is None:
+        from sim.catalog.detect import detect_profile_and_gpus
+
+        prof, detected, n_gpus = detect_profile_and_gpus()
     else:
         prof = load_profile(hw)
+    n_gpus = tp or n_gpus
+    if n_gpus > 1 and prof.kind != "gpu":
+        from sim.errors import ConfigError
+
+        raise ConfigError(f"{n_gpus} devices: splitting a model over several is priced for discrete GPUs only "
+                          f"({prof.name} is {prof.kind})", field="--tp")
     explicit_kv = kv_dtype
     reserve_fraction = 0.0
     eng = None
@@ -218,13 +230,33 @@ def fit(
             # the KV dtype the engine picks for a checkpoint of this quantization (TensorRT-LLM: FP8 for
             # FP8 checkpoints) unless --kv-dtype says otherwise
             row_kv = explicit_kv or (eng.kv_dtype_for_quant.get(q, kv_dtype) if eng is not None else kv_dtype)
-            r = memory.fit(prof, m, q, kv_dtype=row_kv, context=context, concurrency=concurrency,
-                           memory_fraction=fraction, max_batched_tokens=max_batched_tokens,
-                           activation_reserve_fraction=reserve_fraction,
-                           engine=eng if per_row_fraction else None)
-            row = r.to_dict()
-            s = (predicted_speed(m, q, prof, context, eng) if speed and r.weight_bytes < r.memory_budget_bytes
-                 else None)
+            if n_gpus == 1:
+                r = memory.fit(prof, m, q, kv_dtype=row_kv, context=context, concurrency=concurrency,
+                               memory_fraction=fraction, max_batched_tokens=max_batched_tokens,
+                               activation_reserve_fraction=reserve_fraction,
+                               engine=eng if per_row_fraction else None)
+                row = r.to_dict()
+                s = (predicted_speed(m, q, prof, context, eng) if speed and r.weight_bytes < r.memory_budget_bytes
+                     else None)
+            else:
+                # several GPUs: the fewest the row's engine can split the model over that fit (sim.commands.fit_parallel)
+                from sim.catalog.engine_config import load_engine
+
+                row_eng = eng if eng is not None else load_engine(engine_for_quant(q)).for_hardware(prof)
+                for split_tp, split_pp in split_options(row_eng.name, m, n_gpus):
+                    split_eng = row_eng.with_overrides(tp=split_tp, pp=split_pp)
+                    split_fraction = (memory.engine_memory_fraction(prof, m, q, split_eng) if per_row_fraction
+                                      else memory_fraction)
+                    r = fit_split(prof, m, q, tp=split_tp, pp=split_pp, kv_dtype=row_kv, context=context,
+                                  concurrency=concurrency, memory_fraction=split_fraction,
+                                  max_batched_tokens=max_batched_tokens, activation_reserve_fraction=reserve_fraction,
+                                  engine=eng if per_row_fraction else None)
+                    if r.fits:
+                        break
+                row = {**r.to_dict(), "tp": split_tp, "pp": split_pp, "split": split_label(split_tp, split_pp)}
+                s = (predicted_speed(m, q, prof, context, split_eng)
+                     if speed and r.reason != "weights exceed the memory budget of a device"
+                     and r.weight_bytes / (split_tp * split_pp) < r.memory_budget_bytes else None)
             if s is not None:
                 row.update(s)
             rows.append(row)
@@ -243,7 +275,7 @@ def fit(
         typer.echo(json.dumps({
             "hw": prof.name, "detected": detected, "engine": eng.name if eng else None, "memory_bytes": prof.memory_bytes,
             "memory_budget_bytes": budget,
-            "max_batched_tokens": tokens, "context": context, "concurrency": concurrency,
+            "max_batched_tokens": tokens, "context": context, "concurrency": concurrency, "gpus": n_gpus,
             "kv_dtype": kv_dtype, "rows": rows, "expected_error": bands,
         }, indent=2))
         return
@@ -253,10 +285,10 @@ def fit(
     title = (f"{prof.display_name or prof.name}: {prof.memory_bytes / GB:.1f} GB x "
              f"{budget / prof.memory_bytes:.2f} = {budget / GB:.1f} GB budget; {concurrency} x {context:,} tokens, "
              f"KV {kv_dtype}; activation reserve for {tokens:,} batched tokens"
-             + (f"; engine {eng.name}" if eng else ""))
+             + (f"; engine {eng.name}" if eng else "") + (f"; up to {n_gpus} GPUs per model" if n_gpus > 1 else ""))
     table = Table(title=title)
-    cols = ["model", "quant", "weights GB", "act. GB", "KV GB/1k tok", "fits", f"max ctx @{concurrency}",
-            f"max seqs @{context:,}"]
+    cols = ["model", "quant", "weights GB", "act. GB", "KV GB/1k tok"] + (["GPUs"] if n_gpus > 1 else []) + [
+        "fits", f"max ctx @{concurrency}", f"max seqs @{context:,}"]
     if has_speed:
         cols += ["decode tok/s", "prefill tok/s"]
     for col in cols:
@@ -265,6 +297,7 @@ def fit(
         cells = [
             r["model"], r["quant"], _gb(r["weight_bytes"]), _gb(r["activation_reserve_bytes"]),
             f"{r['kv_bytes_per_1k_tokens'] / GB:.3f}",
+            *([r["split"]] if n_gpus > 1 else []),
             "yes" if r["fits"] else "no",
             f"{r['max_context']:,}" if r["max_context"] else "-",
             f"{r['max_sequences']:,}" if r["max_sequences"] else "-",
@@ -275,6 +308,10 @@ def fit(
         table.add_row(*cells, style=None if r["fits"] else "dim")
     con = _console()
     con.print(table)
+    if n_gpus > 1:
+        con.print(f"GPUs: the fewest of the {n_gpus} that fit each row: 'tp T' = tensor parallel over T (vLLM, "
+                  "SGLang, TensorRT-LLM; T divides the attention heads), 'layers xN' = llama.cpp's layer split over "
+                  "all N; 'act. GB' and the budget are per GPU, 'weights GB' the whole model's.")
     sliding = [m.name for m in models if m.n_sliding_layers]
     if sliding:
         con.print(f"KV GB/1k tok counts every layer; the sliding-window layers of {', '.join(sliding)} hold at most "
