@@ -96,6 +96,10 @@ def curves(rows: list[dict]) -> dict[str, list[dict]]:
 #: date is the newest one released on or before it. v0.7.0 (2025-01-27) is the last V0-default release
 #: line; V1 became the default engine in v0.8.0 (2025-03-18, its release notes: "We have now enabled V1
 #: engine by default (#13726)"). Only minor releases matter here: `release_of` maps x.y to a preset.
+#: Checked on the one dated image in the corpus (rocm/vllm-dev:20250112, benchmarks/serving/amd_rocm.csv): the
+#: ROCm/vllm fork's main on 2025-01-12 was 3efdd2be6 (2025-01-09), one commit after tag v0.6.6+rocm (c040f0eb9,
+#: 2025-01-08), and its newest upstream commits are of 2025-01-06 (merged by ROCm/vllm PR #350,
+#: upstream_merge_25_1_6; github.com/ROCm/vllm/commit/3efdd2be6): upstream 0.6.6-era code, vllm@0.7 (covers 0.6).
 VLLM_RELEASE_DATES = (
     ("2024-09-04", (0, 6)),   # https://github.com/vllm-project/vllm/releases/tag/v0.6.0
     ("2025-01-27", (0, 7)),   # https://github.com/vllm-project/vllm/releases/tag/v0.7.0
