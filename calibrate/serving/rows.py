@@ -91,10 +91,67 @@ def curves(rows: list[dict]) -> dict[str, list[dict]]:
     return dict(out)
 
 
+#: upstream vLLM x.y.0 release dates, as the GitHub release pages give them
+#: (https://github.com/vllm-project/vllm/releases/tag/v0.6.0 ... /tag/v0.12.0): the release current at a
+#: date is the newest one released on or before it. v0.7.0 (2025-01-27) is the last V0-default release
+#: line; V1 became the default engine in v0.8.0 (2025-03-18, its release notes: "We have now enabled V1
+#: engine by default (#13726)"). Only minor releases matter here: `release_of` maps x.y to a preset.
+#: Checked on the one dated image in the corpus (rocm/vllm-dev:20250112, benchmarks/serving/amd_rocm.csv): the
+#: ROCm/vllm fork's main on 2025-01-12 was 3efdd2be6 (2025-01-09), one commit after tag v0.6.6+rocm (c040f0eb9,
+#: 2025-01-08), and its newest upstream commits are of 2025-01-06 (merged by ROCm/vllm PR #350,
+#: upstream_merge_25_1_6; github.com/ROCm/vllm/commit/3efdd2be6): upstream 0.6.6-era code, vllm@0.7 (covers 0.6).
+VLLM_RELEASE_DATES = (
+    ("2024-09-04", (0, 6)),   # https://github.com/vllm-project/vllm/releases/tag/v0.6.0
+    ("2025-01-27", (0, 7)),   # https://github.com/vllm-project/vllm/releases/tag/v0.7.0
+    ("2025-03-18", (0, 8)),   # https://github.com/vllm-project/vllm/releases/tag/v0.8.0
+    ("2025-05-15", (0, 9)),   # https://github.com/vllm-project/vllm/releases/tag/v0.9.0
+    ("2025-07-24", (0, 10)),  # https://github.com/vllm-project/vllm/releases/tag/v0.10.0
+    ("2025-10-02", (0, 11)),  # https://github.com/vllm-project/vllm/releases/tag/v0.11.0
+    ("2025-12-03", (0, 12)),  # https://github.com/vllm-project/vllm/releases/tag/v0.12.0
+)
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def build_date(text: str):
+    """The build date a version text states, or None: a YYYYMMDD stamp standing alone (`vllm-dev:20250112`;
+    not digits inside a commit hash) wins; else "Mon YYYY" ("build of Jan 2025"), read as the month's first
+    day (the release current when the month began, the newest a build of that month surely had)."""
+    import datetime as _dt
+
+    t = str(text or "").lower()
+    m = re.search(r"(?<![0-9a-z])(20\d\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?![0-9a-z])", t)
+    if m:
+        try:
+            return _dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        except ValueError:
+            pass
+    m = re.search(r"\b(" + "|".join(_MONTHS) + r")[a-z]*\.? (20\d\d)\b", t)
+    if m:
+        return _dt.date(int(m.group(2)), _MONTHS.index(m.group(1)) + 1, 1)
+    return None
+
+
+def dated_release(text: str, table=VLLM_RELEASE_DATES) -> tuple[int, int] | None:
+    """The (major, minor) release current at the date `text` states (`build_date`): the newest in `table`
+    released on or before it, the oldest one for a date before them all; None when no date is stated."""
+    import datetime as _dt
+
+    when = build_date(text)
+    if when is None:
+        return None
+    current = [mm for d, mm in table if _dt.date.fromisoformat(d) <= when]
+    return current[-1] if current else table[0][1]
+
+
 def release_of(engine: str, version: str) -> str | None:
     """The engine preset release (`vllm@0.11`) for a printed engine version; None if no preset. The
     release whose `covers` range holds the version (sim.catalog.engine_config.release_for_version);
-    a version outside every range (newer, older, `nightly`, a dev image) the nearest release below."""
+    a version outside every range the nearest release below, and a version above every covered range
+    (vLLM 0.14.1, 0.16, ...) the newest release: issue 38 item 3, "the newest the default".
+    A version with no major.minor but a date (`rocm/vllm-dev:20250112`, "vLLM build of Jan 2025") the
+    release that was current at that date (`dated_release`, from the upstream release dates in
+    VLLM_RELEASE_DATES); one with neither (`nightly`, `unknown`) the newest release, as above."""
     from sim.catalog.engine_config import load_engine
 
     try:
@@ -109,7 +166,10 @@ def release_of(engine: str, version: str) -> str | None:
     m = re.search(r"(\d+)\.(\d+)", v)
     major_minor = (int(m.group(1)), int(m.group(2))) if m else None
     if engine == "vllm":
-        if major_minor is None:  # nightly, a ROCm dev image: the newest release modelled
+        dated = dated_release(v, VLLM_RELEASE_DATES) if major_minor is None else None
+        if dated is not None:  # a dated build (ROCm dev image): the release current at its date
+            major_minor = dated
+        if major_minor is None:  # nightly, unknown, no date: the newest release modelled
             rel = "0.11"
         elif major_minor < (0, 8):
             rel = "0.7"
@@ -119,8 +179,11 @@ def release_of(engine: str, version: str) -> str | None:
             rel = "0.11"
     elif engine == "sglang":
         rel = "0.4" if major_minor is not None and major_minor < (0, 5) else "0.5"
-        if "dec 2024" in v or "2024" in v:
-            rel = "0.4"  # SGLang of December 2024 was 0.4.x (v0.4.0 released 2024-12-04)
+        when = build_date(v) if major_minor is None else None
+        if when is not None and when.year <= 2024:
+            # a dated SGLang build of 2024 ("SGLang of Dec 2024") predates 0.5 (v0.4.0 released 2024-12-04,
+            # https://lmsys.org/blog/2024-12-04-sglang-v0-4/; 0.5.x came in 2025): its release is 0.4
+            rel = "0.4"
     elif engine == "trtllm":
         rel = "0.x" if major_minor is not None and major_minor < (1, 0) else "1.0"
     elif engine in ("llama.cpp", "mlx", "ollama"):
