@@ -147,7 +147,8 @@ def dated_release(text: str, table=VLLM_RELEASE_DATES) -> tuple[int, int] | None
 def release_of(engine: str, version: str) -> str | None:
     """The engine preset release (`vllm@0.11`) for a printed engine version; None if no preset. The
     release whose `covers` range holds the version (sim.catalog.engine_config.release_for_version);
-    a version outside every range the nearest release below, and a version above every covered range
+    a version between ranges (vLLM 0.8.x: V1 already the default engine, as in 0.10) the release above
+    it (vllm@0.10), one below every range the oldest release, and a version above every covered range
     (vLLM 0.14.1, 0.16, ...) the newest release: issue 38 item 3, "the newest the default".
     A version with no major.minor but a date (`rocm/vllm-dev:20250112`, "vLLM build of Jan 2025") the
     release that was current at that date (`dated_release`, from the upstream release dates in
