@@ -329,8 +329,9 @@ def report_markdown(res: dict, targets: dict) -> str:
          "Errors are predicted / measured - 1.", "",
          f"**{fj['rows_total']} corpus rows: {fj['rows_replayed']} replayed** in {len(pts)} load points of "
          f"{len(fj['curves_replayed'])} curves; {fj['rows_excluded']} excluded (reasons below, every row listed "
-         "in serving_fidelity.json). Requests per point: a closed loop of C replays min(N, max(8 C, 32)) of "
-         "the source's N prompts, an open loop below saturation min(N, 400), an overloaded open loop (all at "
+         "in serving_fidelity.json). Requests per point: a closed loop replays all of the source's N prompts "
+         "(its C first requests go out at once, and that burst's share C / N of the samples sets the TTFT p99 "
+         "and mean), an open loop below saturation min(N, 400), an overloaded open loop (all at "
          "once, or a measured request throughput under 90% of the offered rate) all N (its TTFT grows with N). "
          "Replay time: the script prints it (3 min 16 s cold on two shared cores when this was written, "
          "seconds from its cache); it is kept out of this file so the same corpus writes the same file.", "",
