@@ -44,3 +44,23 @@ def test_the_replayed_p99_is_the_one_the_source_s_client_run_gives():
     short = run_client(_burst_client(8 * c, c), dep, per_request=False)
     assert np.isclose(pred["ttft_ms|p99"], full["p99_ttft_ms"], rtol=1e-9)
     assert full["p99_ttft_ms"] < 0.97 * short["p99_ttft_ms"]
+
+
+def test_the_report_splits_the_ttft_tail_by_source_and_region_with_the_same_points_p50():
+    from calibrate.serving.report import ttft_tail_markdown, ttft_tail_table
+
+    def rec(src, reg, load, metric, err):
+        return {"source": src, "region": reg, "curve_id": f"{src}-c", "load": load, "metric": metric, "error": err}
+
+    recs = [rec("A", "below", 1.0, "ttft_p99", -0.9), rec("A", "below", 1.0, "ttft_p50", -0.85),
+            rec("A", "below", 2.0, "ttft_p99", -0.8), rec("A", "below", 2.0, "ttft_p50", -0.95),
+            rec("B", "below", 1.0, "ttft_p99", -0.5), rec("B", "below", 1.0, "ttft_p50", 0.02),
+            rec("B", "below", 4.0, "ttft_p50", 0.5),  # no p99 row at this point: left out of the p50 column
+            rec("B", "above", 8.0, "ttft_p99", 0.1), rec("B", "above", 8.0, "tpot_itl", 0.3)]
+    t = {(r["source"], r["region"]): r for r in ttft_tail_table(recs)}
+    assert t[("A", "below")]["ttft_p99"] == {"n": 2, "median_signed_pct": -85.0, "median_abs_pct": 85.0}
+    assert t[("A", "below")]["ttft_p50"]["median_signed_pct"] == -90.0
+    assert t[("B", "below")]["ttft_p50"] == {"n": 1, "median_signed_pct": 2.0, "median_abs_pct": 2.0}
+    assert t[("B", "above")]["ttft_p50"] is None
+    md = "\n".join(ttft_tail_markdown(recs))
+    assert "| below knee | A | -85.0% / 85.0% (n=2) | -90.0% / 90.0% (n=2) |" in md
