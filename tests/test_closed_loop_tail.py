@@ -47,7 +47,7 @@ def test_the_replayed_p99_is_the_one_the_source_s_client_run_gives():
 
 
 def test_the_report_splits_the_ttft_tail_by_source_and_region_with_the_same_points_p50():
-    from calibrate.serving.report import ttft_tail_markdown, ttft_tail_table
+    from calibrate.serving.ttft_tail import ttft_tail_markdown, ttft_tail_table
 
     def rec(src, reg, load, metric, err):
         return {"source": src, "region": reg, "curve_id": f"{src}-c", "load": load, "metric": metric, "error": err}
