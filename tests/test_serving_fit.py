@@ -51,7 +51,7 @@ def test_a_tiny_curve_replays_as_its_client_ran_it():
     assert [p.load for p in points] == [1.0, 2.0, 4.0]
     p = points[0]
     assert p.engine == "vllm@0.11" and p.family == "vllm" and p.max_concurrency == 1
-    # num_prompts 8 < the cap (max(8 C, 32)): all 8 sent; range ratio 0 with vllm bench serve: fixed lengths
+    # a closed loop replays all num_prompts (8); range ratio 0 with vllm bench serve: fixed lengths
     assert p.replayed_prompts == 8 and set(p.prompt_lens) == {128} and set(p.output_lens) == {16}
     pred = sf.replay(p)
     assert "error" not in pred
@@ -67,12 +67,12 @@ def test_sglang_range_ratio_draws_lengths_as_sglang_does_and_realised_means_scal
         r.update(client="sglang-bench-serving", engine="sglang", engine_version="0.5.6", input_tokens="1000",
                  output_tokens="1000", range_ratio="", num_prompts="400")
     p = sf.load_points(rows, catalog=SETS["catalog"])[0]
-    assert p.replayed_prompts == 32  # closed loop C=1: min(400, max(8, 32))
-    assert min(p.prompt_lens) >= 1 and max(p.prompt_lens) <= 1000 and 300 < sum(p.prompt_lens) / 32 < 700
+    assert p.replayed_prompts == 400  # closed loop: all N (prompt_cap)
+    assert min(p.prompt_lens) >= 1 and max(p.prompt_lens) <= 1000 and 300 < sum(p.prompt_lens) / 400 < 700
     for r in rows:
         r["notes"] = "the printed totals give mean lengths 6101/10 = 610.1 input and 4220/10 = 422.0 output tokens"
     p = sf.load_points(rows, catalog=SETS["catalog"])[0]
-    assert abs(sum(p.prompt_lens) / 32 - 610.1) < 5 and abs(sum(p.output_lens) / 32 - 422.0) < 5
+    assert abs(sum(p.prompt_lens) / 400 - 610.1) < 5 and abs(sum(p.output_lens) / 400 - 422.0) < 5
 
 
 def test_exclusions_name_their_reason():

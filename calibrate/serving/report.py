@@ -26,6 +26,7 @@ from calibrate.serving.effscale import (
     JOINT_RULE, SCALE_GRID, SCALE_GROUPING, joint_markdown, joint_summary_lines, scale_markdown, scale_summary_lines,
 )
 from calibrate.serving.rows import LoadPoint
+from calibrate.serving.ttft_tail import ttft_tail_markdown
 
 
 def band_records(res: dict) -> list[dict]:
@@ -329,8 +330,9 @@ def report_markdown(res: dict, targets: dict) -> str:
          "Errors are predicted / measured - 1.", "",
          f"**{fj['rows_total']} corpus rows: {fj['rows_replayed']} replayed** in {len(pts)} load points of "
          f"{len(fj['curves_replayed'])} curves; {fj['rows_excluded']} excluded (reasons below, every row listed "
-         "in serving_fidelity.json). Requests per point: a closed loop of C replays min(N, max(8 C, 32)) of "
-         "the source's N prompts, an open loop below saturation min(N, 400), an overloaded open loop (all at "
+         "in serving_fidelity.json). Requests per point: a closed loop replays all of the source's N prompts "
+         "(its C first requests go out at once, and that burst's share C / N of the samples sets the TTFT p99 "
+         "and mean), an open loop below saturation min(N, 400), an overloaded open loop (all at "
          "once, or a measured request throughput under 90% of the offered rate) all N (its TTFT grows with N). "
          "Replay time: the script prints it (3 min 16 s cold on two shared cores when this was written, "
          "seconds from its cache); it is kept out of this file so the same corpus writes the same file.", "",
@@ -382,6 +384,7 @@ def report_markdown(res: dict, targets: dict) -> str:
             if m in hs:
                 L.append(f"| {reg} knee | {m} | {hs[m]['n']} | {_fmt(hs[m])} ({_fmt(bs.get(m))}) | "
                          f"{_fmt(hs[m], 'p90_abs_pct')} ({_fmt(bs.get(m), 'p90_abs_pct')}) |")
+    L += ttft_tail_markdown(res["cv"]["source"]["records"])
     L += ["", "## Knees", "",
           "The issue's knee (the highest measured load whose TTFT p50 stays under 3x the lowest load's) moves in "
           "the sweep's steps (1, 2, 4, ...: a miss is 50% or more). The interpolated knee is a second figure: "
@@ -572,3 +575,4 @@ def report_markdown(res: dict, targets: dict) -> str:
         L.append(f"| {cid} | {p.source} | {p.device} | {p.engine} | "
                  f"{', '.join(('C=' if q.load_kind == 'concurrency' else 'R=') + f'{q.load:g}' for q in ps)} |")
     return "\n".join(L) + "\n"
+
