@@ -132,6 +132,36 @@ def test_pipeline_parallel_decode_step_matches_the_hand_worked_case():
     assert b["pipeline_bottleneck_s"] == b["step_s"] == pytest.approx(2.6823936e-4, rel=1e-9)
 
 
+def test_a_layer_split_without_overlap_runs_the_whole_step_through_the_stages_in_turn():
+    # llama.cpp's --split-mode layer (`pipeline_overlap: none`): the toy's four decodes at context 1000
+    # are one pass, GPU 0's layer then GPU 1's, no micro-batches. Per stage, the four sequences' K/V:
+    # 4 x 1000 x 4096 B read + 4 x 4096 B written = 16,400,384 B
+    # stage 0: 33,559,552 + 16,400,384 = 49,959,936 B / 8e11 = 6.244992e-5 s
+    # stage 1: 49,959,936 + 65,536,000 (LM head) = 115,495,936 B -> 1.4436992e-4 s
+    # one hop: 4 tokens x 1024 x 2 B / 1e11 + 5e-6 = 5.08192e-6 s
+    # step = 6.244992e-5 + 1.4436992e-4 + 5.08192e-6 = 2.1190176e-4 s (the sum, not max(pass, 2 x slowest))
+    cm = CostModel(TOY, "bf16", PARAMS, kv_dtype="bf16",
+                   parallel=ParallelConfig(1, 2, LINK_BW, LINK_LAT, microbatch_overlap=False))
+    ctx = [1000] * 4
+    assert cm.step_time((), (), ctx) == pytest.approx(2.1190176e-4, rel=1e-9)
+    b = cm.breakdown(decode_context=ctx)
+    assert b["microbatches"] == 1
+    assert [p["memory_s"] for p in b["parts"]] == pytest.approx([6.244992e-5, 1.4436992e-4], rel=1e-9)
+    # the closed-form decode run agrees with the per-step sum
+    steps = sum(cm.step_time((), (), [c + i for c in ctx]) for i in range(50))
+    assert cm.decode_run_time(ctx, 50) == pytest.approx(steps, rel=1e-9)
+    # the same split with micro-batch overlap (vLLM's pipeline) keeps its own figure (previous test)
+    assert toy(pp=2).step_time((), (), ctx) == pytest.approx(2.6823936e-4, rel=1e-9)
+
+
+def test_llama_cpp_and_ollama_layer_splits_do_not_overlap_micro_batches_and_vllm_pipelines_do():
+    for engine, overlap in (("llama.cpp", False), ("ollama", False), ("vllm", True), ("trtllm", True), ("sglang", True)):
+        eng = load_engine(engine).with_overrides(pp=2)
+        cm = CostModel.from_names("llama-3.1-8b", None, "h100-sxm", eng)
+        assert cm.parallel.microbatch_overlap is overlap, engine
+        assert cm.placement.microbatches == (2 if overlap else 1), engine
+
+
 def test_balanced_pipeline_iteration_is_one_pass_of_a_micro_batch():
     # The toy with an 8-token vocabulary: the head is 8 x 1024 x 2 = 16,384 B, so the stages balance.
     # Layers (and final norm) still 67,119,104 B; pp = 2, four sequences at context 1000, m = 2.

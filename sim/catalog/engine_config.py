@@ -227,16 +227,16 @@ class EngineConfig(HostStageSettings):  # host_token_us, host_request_us, host_s
     )
     tp: int = Field(1, ge=1, le=64, description="tensor-parallel degree: devices each layer is split across")
     pp: int = Field(1, ge=1, le=64, description="pipeline-parallel degree: stages the layers are split into")
+    pipeline_overlap: Literal["microbatch", "none"] = Field("microbatch", description=(  # sim.cost.parallel
+        "pp > 1: 'microbatch' = pp micro-batches in flight (vLLM, SGLang, TRT-LLM); 'none' = one pass at a time"))
     expert_parallel: bool = Field(
         False, description=("MoE models with tp > 1: routed experts placed whole on the tp ranks (E / tp each: "
                             "vLLM --enable-expert-parallel, SGLang --ep-size) instead of split across them; attention "
                             "stays tensor-parallel (sim.cost.parallel.expert_parallel_imbalance)"))
-    gpu_layers: int | Literal["auto"] | None = Field(
-        None, description="llama.cpp --n-gpu-layers: None = everything on the device, 'auto' = as many as fit"
-    )
-    offload_host: str = Field(
-        "cpu-x86-generic", description="hardware profile of the host that runs the layers not on the device"
-    )
+    gpu_layers: int | Literal["auto"] | None = Field(None, description=(
+        "llama.cpp --n-gpu-layers: None = everything on the device, 'auto' = as many as fit"))
+    offload_host: str = Field("cpu-x86-generic", description=(
+        "hardware profile of the host that runs the layers not on the device"))
     speculative: SpeculativeSettings | None = None
     iteration_overhead_ms: float = Field(0.0, ge=0, description="software cost per iteration (scheduling, launch)")
     per_sequence_overhead_ms: float = Field(

@@ -11,9 +11,10 @@ How each runtime spreads one model over N GPUs of the machine (what its launch c
   else spreads it over all the GPUs it finds (Ollama FAQ, "How does Ollama load models on multiple
   GPUs?"). The layer split is priced as the simulator's pipeline stages (`pp = N`; `sim.cost.parallel`).
   Assumed, not measured: the layers split evenly (llama.cpp's default --tensor-split follows free memory,
-  so equal GPUs get equal shares); a single stream gets no pipelining (one micro-batch), which is what
-  llama.cpp does in decode. With several users the simulator lets up to N micro-batches overlap, which
-  llama.cpp's decode does not: its multi-user figures under a layer split are optimistic.
+  so equal GPUs get equal shares). The presets' `pipeline_overlap: none` makes every forward pass run the
+  stages one after the other (a decode step = the sum of the stages + the hops, at any number of users),
+  as llama.cpp does: its scheduler copies (GGML_SCHED_MAX_COPIES = 4) overlap only the ubatches of one
+  large batch, which the simulator does not model (prompt processing is priced without that overlap).
 - MLX, LM Studio and the others: one device.
 
 Memory per GPU follows `sim.cost.memory.device_memory_bytes` (weights / T per stage, KV by each device's

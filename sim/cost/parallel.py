@@ -281,6 +281,9 @@ class ParallelConfig:
     # one custom all-reduce kernel's barrier-and-exchange latency; None = `interconnect_latency_s`, the
     # collective step (what `for_profile` builds: the family's fitted step, module docstring)
     custom_hop_latency_s: float | None = None
+    # pipeline stages overlap up to pp micro-batches of an iteration (vLLM / TensorRT-LLM / SGLang); False:
+    # every pass runs the stages in turn (llama.cpp's layer split: `EngineConfig.pipeline_overlap` 'none')
+    microbatch_overlap: bool = True
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp"):
@@ -317,7 +320,8 @@ class ParallelConfig:
                    interconnect_latency_s=(hw.interconnect_latency_us if latency_us is None else latency_us) / 1e6,
                    allreduce_bandwidth_bytes_per_s=ar * 1e9 if ar is not None else None,
                    expert_parallel=expert_parallel,
-                   allreduce_policy=policy if custom else None)
+                   allreduce_policy=policy if custom else None,
+                   microbatch_overlap=engine is None or engine.pipeline_overlap == "microbatch")
 
 
 def expert_parallel_imbalance(touched, n_experts: int, ranks: int):
@@ -531,7 +535,10 @@ def build_placement(
     # PP: one point-to-point send per stage boundary.
     per_token += (pp - 1) * act / bw
     per_pass += (pp - 1) * lat
-    return Placement(parts, microbatches=pp, comm_s_per_token=per_token, comm_s_per_pass=per_pass,
+    # micro-batches in flight: pp (GPipe-style overlap), or 1 when the engine runs each pass through the
+    # stages one after the other (llama.cpp --split-mode layer): a step is then sum_p stage_p + the hops
+    microbatches = pp if parallel.microbatch_overlap else 1
+    return Placement(parts, microbatches=microbatches, comm_s_per_token=per_token, comm_s_per_pass=per_pass,
                      allreduce=allreduce, layer_comm_s_per_token=ar_token, layer_comm_s_per_pass=ar_pass)
 
 
