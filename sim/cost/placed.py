@@ -69,7 +69,11 @@ class PlacedSteps:
                 # together: the floor bounds the layer's fixed kernel chain, all-reduces included, so the
                 # GEMM phase is raised to f x (n_layers x floor - the pass's all-reduce seconds) at least.
                 # The attention's work over the cached keys stays on top (it grows with the context).
-                gemm_s = np.maximum(gemm_s, f * (self.gemm_floor_s - layer_comm))
+                # A batch's routed experts beyond one token's (`extra_expert_bytes`, 0 for a dense model)
+                # stream on top of that floor: the grouped GEMM's extra bytes follow the chain's small kernels.
+                extra_s = (f * self.extra_expert_bytes(tokens) / p.bandwidth_bytes_per_s
+                           if self.model.is_moe else 0.0)
+                gemm_s = np.maximum(gemm_s, f * (self.gemm_floor_s - layer_comm) + extra_s)
             c, m = gemm_s + attention_s, gemm_s + kv_s
             if math.isfinite(p.upload_min_tokens):
                 # op offload (sim.cost.parallel): weights copied over the link, matmuls on the GPU, then the
