@@ -9,6 +9,7 @@ import pytest
 
 from sim.catalog.engine_config import load_engine
 from sim.catalog.lookup import get_model
+from sim.cost.kernels import extra_expert_bytes
 from sim.cost.params import CostParams
 from sim.cost.parallel import ParallelConfig
 from sim.cost.roofline import CostModel
@@ -168,8 +169,8 @@ def test_a_batch_s_extra_experts_stream_on_top_of_the_floor_hand_computed():
     expert = 46 * 3 * 2048 * 1536 * 2
     assert base.expert_bytes == expert
     e14 = 64 * (1 - (60 / 64) ** 14)
-    assert floored.extra_expert_bytes(14.0) == pytest.approx((e14 - 4) * expert, rel=1e-12)
-    assert floored.extra_expert_bytes(1.0) == 0.0
+    assert extra_expert_bytes(floored, 14.0) == pytest.approx((e14 - 4) * expert, rel=1e-12)
+    assert extra_expert_bytes(floored, 1.0) == 0.0
     # The floor binds at every batch here (47 ms against 7-37 ms of stream), and it lifts each step by the
     # same amount: 47 ms less one token's stream, the extra experts' bytes being streamed on top of it
     # (before, a batch of 14 paid max(47 ms, its 36.7 ms stream): the extra experts hid under the floor).
@@ -179,7 +180,7 @@ def test_a_batch_s_extra_experts_stream_on_top_of_the_floor_hand_computed():
         lift = floored.step_time(decode_context=ctx) - base.step_time(decode_context=ctx)
         assert lift == pytest.approx(47 * 1000e-6 - one_token_s, rel=1e-9)
     # a dense model streams the same bytes whatever the batch: nothing on top of the floor
-    assert CostModel(get_model("llama-3.1-8b"), "bf16", _P, layer_floor_s=1000e-6).extra_expert_bytes(14.0) == 0.0
+    assert extra_expert_bytes(CostModel(get_model("llama-3.1-8b"), "bf16", _P, layer_floor_s=1000e-6), 14.0) == 0.0
 
 
 def test_under_tensor_parallel_extra_experts_stream_on_top_of_the_floor():
@@ -188,7 +189,7 @@ def test_under_tensor_parallel_extra_experts_stream_on_top_of_the_floor():
     # over the group, which now lengthens the step instead of hiding under the floor
     cm = _cm("deepseek-r1", "fp8", "b200", 150.0)
     e14 = 256 * (1 - (248 / 256) ** 14)
-    extra = cm.extra_expert_bytes(14.0)
+    extra = extra_expert_bytes(cm, 14.0)
     assert extra == pytest.approx((e14 - 8) * cm.expert_bytes, rel=1e-12)
     assert cm.expert_bytes == pytest.approx(58 * 3 * 7168 * 2048, rel=0.01)  # 1 B per FP8 weight (+ block scales)
     group_bw = cm.placement.parts[0].bandwidth_bytes_per_s

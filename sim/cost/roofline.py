@@ -181,7 +181,7 @@ from sim.catalog.models import ModelSpec
 from sim.catalog.quant import QuantFormat
 from sim.cost.decode_runs import DecodeRuns
 from sim.cost.features import CalibrationFeatures, StepFeatures  # noqa: F401 (re-exported, as are the kernels names)
-from sim.cost.kernels import MATVEC_MAX_ROWS, expected_distinct_experts, pool_experts, weight_stream_s  # noqa: F401
+from sim.cost.kernels import MATVEC_MAX_ROWS, expected_distinct_experts, extra_expert_bytes, pool_experts, weight_stream_s  # noqa: F401,E501
 from sim.cost.graphs import CudaGraphs
 from sim.cost.padded import PaddedViews
 from sim.cost.placed import PlacedSteps
@@ -311,10 +311,8 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             self.flops_per_token / 2.0)
         # Matmul weights per streamed byte (one token's: layers, MoE active experts, and LM head), which
         # turns a step's streamed bytes into the weights its mat-vec kernels dequantize (`weight_stream_s`)
-        one_token = self.weight_bytes_read(1.0)
+        self.one_token_weight_bytes = one_token = self.weight_bytes_read(1.0)  # (and `extra_expert_bytes`)
         self.matvec_weights_per_byte = model.matmul_params_active / one_token if one_token > 0 else 0.0
-        # the weight bytes of a one-token step, from which `extra_expert_bytes` counts a batch's extra experts
-        self.one_token_weight_bytes = one_token
         self.parallel = parallel
         self.offload = offload
         # How the work is spread over devices (sim.cost.parallel); None = one device holds everything.
@@ -416,27 +414,6 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             touched = touched * expert_parallel_imbalance(touched, self.model.n_experts, self.ep_ranks)
         return self.non_expert_bytes + touched * self.expert_bytes
 
-    def extra_expert_bytes(self, new_tokens):
-        """Routed-expert bytes a step of `new_tokens` tokens streams beyond a one-token step's [B]:
-
-            weight_bytes_read(T) - weight_bytes_read(1) = (E_T - E_1) x expert_bytes   (x the EP imbalance)
-
-        with E_T the distinct experts T tokens touch (`expected_distinct_experts`; E_1 = k). 0 for a
-        dense model (its step streams the same bytes whatever T). DeepSeek-R1 FP8 (256 experts, top-8,
-        58 routed layers, 7168 x 2048 x 3 weights per expert = 44.0 MB at 1 B each): a batch of 14 touches
-        256 x (1 - (1 - 8/256)^14) = 92.1 experts per layer, 84.1 more than one token, 84.1 x 58 x 44.0 MB
-        = 215 GB over the TP group (26.8 GB per GPU at TP8, 4.4 ms at 6.08 TB/s).
-
-        What the per-layer kernel floor does not hide (`_kernel_terms`, sim.cost.placed): the floor is
-        the layer's chain of small kernels measured at one sequence, the MoE's grouped GEMM among them
-        streaming k experts; a larger batch's grouped GEMM (SGLang/vLLM fused_moe: one program per block
-        of rows routed to one expert, so its work grows with the experts touched) streams these extra
-        bytes in the same stream, after the chain's other kernels, which keep their own latency."""
-        if not self.model.is_moe:
-            return 0.0
-        extra = self.weight_bytes_read(new_tokens) - self.one_token_weight_bytes
-        return np.maximum(extra, 0.0) if np.ndim(extra) else max(float(extra), 0.0)
-
     def _layer_matmul_flops(self, tokens, half: float):
         """FLOP-equivalents of the layers' matmuls over `tokens` rows (all but the LM head), start-up
         included: flops_per_token x start(T) for a dense model (`gemm_start_rows`). A MoE model's
@@ -504,12 +481,9 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             matmul_s = max(matmul_s, tile_s) if isinstance(tile_s, float) else np.maximum(matmul_s, tile_s)
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         if self.gemm_floor_s > 0:
-            # the layers take at least n_layers x the per-layer kernel floor (`layer_floor_s`; TP: sim.cost.placed)
-            # plus the stream of the routed experts a batch touches beyond one token's (`extra_expert_bytes`:
-            # the grouped GEMM's extra bytes run after the chain's small kernels, not under them; 0 for dense)
-            floor_s = self.gemm_floor_s + (self.extra_expert_bytes(tokens) / bw if self.model.is_moe else 0.0)
-            weights_s = (max(weights_s, floor_s) if isinstance(weights_s, float) and isinstance(floor_s, float)
-                         else np.maximum(weights_s, floor_s))
+            # n_layers x the per-layer kernel floor (`layer_floor_s`; TP: sim.cost.placed), a MoE batch's `extra_expert_bytes` on top
+            floor_s = self.gemm_floor_s + extra_expert_bytes(self, tokens) / bw
+            weights_s = max(weights_s, floor_s) if not (np.ndim(weights_s) or np.ndim(floor_s)) else np.maximum(weights_s, floor_s)
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
         kv_s = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
                 + self.kv_bytes_per_layer_token * self.n_layers * tokens
