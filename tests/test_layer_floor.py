@@ -9,6 +9,7 @@ import pytest
 
 from sim.catalog.engine_config import load_engine
 from sim.catalog.lookup import get_model
+from sim.cost.kernels import extra_expert_bytes
 from sim.cost.params import CostParams
 from sim.cost.parallel import ParallelConfig
 from sim.cost.roofline import CostModel
@@ -156,3 +157,48 @@ def test_with_all_reduce_by_algorithm_the_floor_still_holds_the_all_reduces():
 
     assert step(0.0, True) != pytest.approx(step(0.0, False), rel=1e-3)  # unbound: the algorithms differ
     assert step(1000.0, True) == pytest.approx(step(1000.0, False), rel=1e-12)
+
+
+def test_a_batch_s_extra_experts_stream_on_top_of_the_floor_hand_computed():
+    # GLM-4.7-Flash bf16 on one device at 1 TB/s: 64 routed experts, top-4, 46 MoE layers of
+    # 3 x 2048 x 1536 weights at 2 B = 18,874,368 B per expert and layer (868,220,928 B over the 46).
+    # 14 sequences touch 64 x (1 - (60/64)^14) = 38.06 experts per layer, 34.06 more than one token.
+    spec = get_model("glm-4.7-flash")
+    base = CostModel(spec, "bf16", _P)
+    floored = CostModel(spec, "bf16", _P, layer_floor_s=1000e-6)  # 47 layers x 1 ms = 47 ms
+    expert = 46 * 3 * 2048 * 1536 * 2
+    assert base.expert_bytes == expert
+    e14 = 64 * (1 - (60 / 64) ** 14)
+    assert extra_expert_bytes(floored, 14.0) == pytest.approx((e14 - 4) * expert, rel=1e-12)
+    assert extra_expert_bytes(floored, 1.0) == 0.0
+    # The floor binds at every batch here (47 ms against 7-37 ms of stream), and it lifts each step by the
+    # same amount: 47 ms less one token's stream, the extra experts' bytes being streamed on top of it
+    # (before, a batch of 14 paid max(47 ms, its 36.7 ms stream): the extra experts hid under the floor).
+    one_token_s = base.weight_bytes_read(1.0) / 1e12
+    for b in (1, 14, 60):
+        ctx = [700] * b
+        lift = floored.step_time(decode_context=ctx) - base.step_time(decode_context=ctx)
+        assert lift == pytest.approx(47 * 1000e-6 - one_token_s, rel=1e-9)
+    # a dense model streams the same bytes whatever the batch: nothing on top of the floor
+    assert extra_expert_bytes(CostModel(get_model("llama-3.1-8b"), "bf16", _P, layer_floor_s=1000e-6), 14.0) == 0.0
+
+
+def test_under_tensor_parallel_extra_experts_stream_on_top_of_the_floor():
+    # DeepSeek-R1 FP8 over 8 B200s at SGLang's 150 us floor: one sequence's step is floor-bound (61 x 150 us
+    # against ~0.8 ms of stream per GPU); 14 sequences stream (E_14 - 8) x 44 MB x 58 layers = 215 GB more
+    # over the group, which now lengthens the step instead of hiding under the floor
+    cm = _cm("deepseek-r1", "fp8", "b200", 150.0)
+    e14 = 256 * (1 - (248 / 256) ** 14)
+    extra = extra_expert_bytes(cm, 14.0)
+    assert extra == pytest.approx((e14 - 8) * cm.expert_bytes, rel=1e-12)
+    assert cm.expert_bytes == pytest.approx(58 * 3 * 7168 * 2048, rel=0.01)  # 1 B per FP8 weight (+ block scales)
+    group_bw = cm.placement.parts[0].bandwidth_bytes_per_s
+    t1 = cm.step_time(decode_context=[700])
+    t14 = cm.step_time(decode_context=[700] * 14)
+    no_floor = _cm("deepseek-r1", "fp8", "b200", 0.0)
+    # the step grows by at least the extra experts' stream (plus the per-token all-reduce and attention growth)
+    assert t14 - t1 >= extra / group_bw
+    # and by what it grows without any floor, less the all-reduces' growth with the tokens (which the floor
+    # holds: ~0.04 ms here): the floor lifts a batch of 14 as much as one sequence (before: 1.2 ms of growth)
+    grow = no_floor.step_time(decode_context=[700] * 14) - no_floor.step_time(decode_context=[700])
+    assert t14 - t1 == pytest.approx(grow, rel=0.02)

@@ -56,3 +56,21 @@ def pool_experts(n_experts: int, n_active: int, pool_fraction: float = 1.0) -> f
     """E_c, the experts a batch's tokens pick from as if equally likely (`expected_distinct_experts`):
     E for uniform routing, max(k, c x E) with routing skew c < 1."""
     return max(float(n_active), pool_fraction * n_experts) if pool_fraction < 1.0 else float(n_experts)
+
+
+def extra_expert_bytes(cost, new_tokens):
+    """Routed-expert bytes a step of T = `new_tokens` tokens streams beyond a one-token step's [B], for a
+    `sim.cost.roofline.CostModel` `cost`: weight_bytes_read(T) - weight_bytes_read(1) = (E_T - k) x
+    expert bytes (x the expert-parallel imbalance), E_T = `expected_distinct_experts`; 0 for a dense model.
+
+    They stream on top of the per-layer kernel floor (`CostModel._kernel_terms`, sim.cost.placed), not under
+    it: the floor is a layer's chain of small kernels as measured at one sequence, its grouped-GEMM kernel
+    streaming k experts; a batch's grouped GEMM (SGLang/vLLM fused_moe: one program per block of rows routed
+    to one expert) streams these extra bytes in the same CUDA stream, after the chain's other kernels, which
+    keep their own latency (docs/cost-model.md 'Per-layer kernel floor'). DeepSeek-R1 FP8 (256 experts,
+    top-8, 58 routed layers of 3 x 7168 x 2048 weights = 44.0 MB each at 1 B): 14 tokens touch
+    256 x (1 - (1 - 8/256)^14) = 92.1 experts per layer, 84.1 x 58 x 44.0 MB = 215 GB more than one token."""
+    if not cost.model.is_moe:
+        return 0.0
+    extra = cost.weight_bytes_read(new_tokens) - cost.one_token_weight_bytes
+    return np.maximum(extra, 0.0) if np.ndim(extra) else max(float(extra), 0.0)

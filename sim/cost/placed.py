@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from sim.cost.decode_runs import _sum_pipeline_steps
-from sim.cost.kernels import weight_stream_s
+from sim.cost.kernels import extra_expert_bytes, weight_stream_s
 from sim.cost.llamacpp import gemm_rows
 
 
@@ -69,7 +69,10 @@ class PlacedSteps:
                 # together: the floor bounds the layer's fixed kernel chain, all-reduces included, so the
                 # GEMM phase is raised to f x (n_layers x floor - the pass's all-reduce seconds) at least.
                 # The attention's work over the cached keys stays on top (it grows with the context).
-                gemm_s = np.maximum(gemm_s, f * (self.gemm_floor_s - layer_comm))
+                # A batch's routed experts beyond one token's (`extra_expert_bytes`, 0 for a dense model)
+                # stream on top of that floor: the grouped GEMM's extra bytes follow the chain's small kernels.
+                extra_s = f * extra_expert_bytes(self, tokens) / p.bandwidth_bytes_per_s
+                gemm_s = np.maximum(gemm_s, f * (self.gemm_floor_s - layer_comm) + extra_s)
             c, m = gemm_s + attention_s, gemm_s + kv_s
             if math.isfinite(p.upload_min_tokens):
                 # op offload (sim.cost.parallel): weights copied over the link, matmuls on the GPU, then the

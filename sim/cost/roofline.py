@@ -181,7 +181,7 @@ from sim.catalog.models import ModelSpec
 from sim.catalog.quant import QuantFormat
 from sim.cost.decode_runs import DecodeRuns
 from sim.cost.features import CalibrationFeatures, StepFeatures  # noqa: F401 (re-exported, as are the kernels names)
-from sim.cost.kernels import MATVEC_MAX_ROWS, expected_distinct_experts, pool_experts, weight_stream_s  # noqa: F401
+from sim.cost.kernels import MATVEC_MAX_ROWS, expected_distinct_experts, extra_expert_bytes, pool_experts, weight_stream_s  # noqa: F401,E501
 from sim.cost.graphs import CudaGraphs
 from sim.cost.padded import PaddedViews
 from sim.cost.placed import PlacedSteps
@@ -311,7 +311,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             self.flops_per_token / 2.0)
         # Matmul weights per streamed byte (one token's: layers, MoE active experts, and LM head), which
         # turns a step's streamed bytes into the weights its mat-vec kernels dequantize (`weight_stream_s`)
-        one_token = self.weight_bytes_read(1.0)
+        self.one_token_weight_bytes = one_token = self.weight_bytes_read(1.0)  # (and `extra_expert_bytes`)
         self.matvec_weights_per_byte = model.matmul_params_active / one_token if one_token > 0 else 0.0
         self.parallel = parallel
         self.offload = offload
@@ -481,9 +481,9 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             matmul_s = max(matmul_s, tile_s) if isinstance(tile_s, float) else np.maximum(matmul_s, tile_s)
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         if self.gemm_floor_s > 0:
-            # the layers take at least n_layers x the per-layer kernel floor (`layer_floor_s`; TP: sim.cost.placed)
-            weights_s = (max(weights_s, self.gemm_floor_s) if isinstance(weights_s, float)
-                         else np.maximum(weights_s, self.gemm_floor_s))
+            # n_layers x the per-layer kernel floor (`layer_floor_s`; TP: sim.cost.placed), a MoE batch's `extra_expert_bytes` on top
+            floor_s = self.gemm_floor_s + extra_expert_bytes(self, tokens) / bw
+            weights_s = max(weights_s, floor_s) if not (np.ndim(weights_s) or np.ndim(floor_s)) else np.maximum(weights_s, floor_s)
         attention_s = self.attention_flops_per_layer_key * effective_keys / att
         kv_s = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
                 + self.kv_bytes_per_layer_token * self.n_layers * tokens
