@@ -8,6 +8,7 @@ streamed from a generator, as `infersim run` streams a trace file.
     .venv/bin/python benchmarks/simspeed.py                       # everything below
     .venv/bin/python benchmarks/simspeed.py --only sim --sizes 10000 --profile
     .venv/bin/python benchmarks/simspeed.py --only startup,cli,grid
+    .venv/bin/python benchmarks/simspeed.py --only fit
 
 Sections (issue 17's targets, on a 2-core machine):
 - startup: `infersim --help` process wall (target <= 0.25 s), median of several runs.
@@ -21,6 +22,8 @@ Sections (issue 17's targets, on a 2-core machine):
   `workloads/examples/chat.jsonl`) and simulations per second of a capacity plan, both in one
   process (`--workers 1`), so what they measure is the per-run overhead a loaded model/profile/
   preset saves.
+- fit: `infersim fit` with no options process wall (issue 39's target: < 2 s, detecting this machine
+  and naming what it detected), median of several runs.
 """
 
 from __future__ import annotations
@@ -139,6 +142,12 @@ def section_startup(repeat: int) -> None:
           f"over {repeat} runs (target <= 0.25 s)", flush=True)
 
 
+def section_fit(repeat: int) -> None:
+    walls = _wall(_infersim() + ["fit"], repeat)
+    print(f"infersim fit (no options: detects this machine): median {statistics.median(walls):.3f} s, "
+          f"min {min(walls):.3f} s process wall over {repeat} runs (target < 2 s)", flush=True)
+
+
 def section_cli(repeat: int) -> None:
     from workloads.trace import write_trace
 
@@ -231,7 +240,8 @@ def section_grid(repeat: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="startup,cli,sim,grid", help="comma-separated sections: startup,cli,sim,grid")
+    ap.add_argument("--only", default="startup,fit,cli,sim,grid",
+                    help="comma-separated sections: startup,fit,cli,sim,grid")
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--repeat", type=int, default=5, help="runs of the start-up and CLI timings")
     ap.add_argument("--profile", action="store_true", help="cProfile the sim runs (top 25 by own time, on stderr)")
@@ -247,6 +257,8 @@ def main() -> None:
     only = set(args.only.split(","))
     if "startup" in only:
         section_startup(args.repeat)
+    if "fit" in only:
+        section_fit(args.repeat)
     if "cli" in only:
         section_cli(args.repeat)
     if "sim" in only:
