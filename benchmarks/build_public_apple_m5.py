@@ -227,7 +227,7 @@ def _macmlx_rows() -> list[dict]:
     for metric, key in (("pp", "promptTPS"), ("tg", "generationTPS")):
         pp = metric == "pp"
         out.append({
-            "row_id": f"mlx-m5max-macmlx24-qwen3.5-35b-a3b-mlx4-" + (f"pp{p}" if pp else f"tg{g}-d{p}"),
+            "row_id": "mlx-m5max-macmlx24-qwen3.5-35b-a3b-mlx4-" + (f"pp{p}" if pp else f"tg{g}-d{p}"),
             "source": MACMLX,
             "source_ref": "magicnight/Mac-MLX issue #24 '[benchmark] Qwen3.5-35B-A3B-4bit on Apple M5 Max' (2026-04-17)",
             "engine": "mlx", "engine_version": d["engineVersion"], "backend": "", "device": "apple-m5-max",

@@ -117,11 +117,18 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def rows() -> list[dict]:
+def column_rows(column: str, device: str, variant: str, set_aside: str, tables=None, label: str | None = None) -> list[dict]:
+    """Rows of one TP1 column of the page's tables (`tables`: which ones, default all), each cell as printed."""
     out = []
+    label = label or column.replace("<br/>", " ")
     for table, text in TABLES.items():
+        if tables is not None and table not in tables:
+            continue
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-        col = _cells(lines[0]).index(COLUMN)
+        header = _cells(lines[0])
+        if column not in header:
+            continue
+        col = header.index(column)
         model, quant, ckpt, moe, options = MODELS[table]
         for ln in lines[1:]:
             cells = _cells(ln)
@@ -132,24 +139,28 @@ def rows() -> list[dict]:
                   "KV cache dtype not printed for this model (the trtllm preset's kv_dtype_for_quant: FP8 for NVFP4 "
                   "checkpoints). ")
             out.append({
-                "row_id": f"trtllm-v1.2-b300-{model}-{quant}-tp1-{isl}-{osl}",
+                "row_id": f"trtllm-v1.2-{device}-{model}-{quant}-tp1-{isl}-{osl}",
                 "source": SOURCE, "source_ref": SOURCE_REF, "engine": "trtllm", "engine_version": VERSION,
-                "backend": "", "device": "b300", "device_variant": VARIANT, "n_devices": 1, "model": model,
+                "backend": "", "device": device, "device_variant": variant, "n_devices": 1, "model": model,
                 "quant": quant, "metric": "offline", "batch": "", "request_rate": "",
                 "input_tokens": isl, "output_tokens": osl, "depth": 0, "quantity": "output_tps",
                 "value": int(cells[col].replace(",", "")),
-                "as_printed": f"{table} table | {cells[0]} | B300* (beta) TP1 (FP4): {cells[col]}",
+                "as_printed": f"{table} table | {cells[0]} | {label}: {cells[col]}",
                 "derivation": "",
                 "settings": (f"tp=1;bench=trtllm-bench throughput --backend pytorch;{options};"
                              "cuda_graph padding batch_sizes up to 8192;"
                              f"num_requests={NUM_REQUESTS[(isl, osl)]}"),
-                "notes": (SET_ASIDE + "Reported metric 'Per GPU Output Throughput (tps/gpu)' (output tokens per second "
+                "notes": (set_aside + "Reported metric 'Per GPU Output Throughput (tps/gpu)' (output tokens per second "
                           "per GPU, prompt tokens excluded); at TP1 that is the run's output tokens/s. Offline "
                           "max-load, synthetic fixed ISL/OSL. "
                           f"Checkpoint {ckpt}. " + kv + "Max batch not stated."
                           + (" MoE model." if moe else "")),
             })
     return out
+
+
+def rows() -> list[dict]:
+    return column_rows(COLUMN, "b300", VARIANT, SET_ASIDE, label="B300* (beta) TP1 (FP4)")
 
 
 render, main = builder(OUT, rows)

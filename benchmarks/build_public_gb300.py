@@ -31,7 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import build_public_b300 as page  # noqa: E402 (the page's tables, kept as printed, and its row fields)
-from build_public_new_devices_2026 import csv_text, write_or_check  # noqa: E402
+from build_public_b300 import column_rows  # noqa: E402,F401 (one row builder for every column of the page)
+from build_public_new_devices_2026 import builder  # noqa: E402
 
 SOURCE, SOURCE_REF, VERSION, TABLES = page.SOURCE, page.SOURCE_REF, page.VERSION, page.TABLES
 OUT = Path(__file__).resolve().parent / "public" / "gb300.csv"
@@ -43,58 +44,11 @@ SET_ASIDE = ("Set aside: a new part's rows, reported under the GB300's shipped t
              "docs/changelog-calibration.md). ")
 
 
-def column_rows(column: str, device: str, variant: str, set_aside: str, tables=None, label: str | None = None) -> list[dict]:
-    """Rows of one TP1 column of the page's tables (`tables`: which ones, default all), each cell as printed."""
-    out = []
-    label = label or column.replace("<br/>", " ")
-    for table, text in TABLES.items():
-        if tables is not None and table not in tables:
-            continue
-        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-        header = page._cells(lines[0])
-        if column not in header:
-            continue
-        col = header.index(column)
-        model, quant, ckpt, moe, options = page.MODELS[table]
-        for ln in lines[1:]:
-            cells = page._cells(ln)
-            if not cells[col]:
-                continue
-            isl, osl = (int(x) for x in cells[0].split("/"))
-            kv = ("KV cache fp8 (the page's GPT-OSS llm_options: kv_cache_config dtype fp8). " if quant == "mxfp4" else
-                  "KV cache dtype not printed for this model (the trtllm preset's kv_dtype_for_quant: FP8 for NVFP4 "
-                  "checkpoints). ")
-            out.append({
-                "row_id": f"trtllm-v1.2-{device}-{model}-{quant}-tp1-{isl}-{osl}",
-                "source": SOURCE, "source_ref": SOURCE_REF, "engine": "trtllm", "engine_version": VERSION,
-                "backend": "", "device": device, "device_variant": variant, "n_devices": 1, "model": model,
-                "quant": quant, "metric": "offline", "batch": "", "request_rate": "",
-                "input_tokens": isl, "output_tokens": osl, "depth": 0, "quantity": "output_tps",
-                "value": int(cells[col].replace(",", "")),
-                "as_printed": f"{table} table | {cells[0]} | {label}: {cells[col]}",
-                "derivation": "",
-                "settings": (f"tp=1;bench=trtllm-bench throughput --backend pytorch;{options};"
-                             "cuda_graph padding batch_sizes up to 8192;"
-                             f"num_requests={page.NUM_REQUESTS[(isl, osl)]}"),
-                "notes": (set_aside + "Reported metric 'Per GPU Output Throughput (tps/gpu)' (output tokens per second "
-                          "per GPU, prompt tokens excluded); at TP1 that is the run's output tokens/s. Offline "
-                          "max-load, synthetic fixed ISL/OSL. "
-                          f"Checkpoint {ckpt}. " + kv + "Max batch not stated."
-                          + (" MoE model." if moe else "")),
-            })
-    return out
-
-
 def rows() -> list[dict]:
     return column_rows(COLUMN, "gb300", VARIANT, SET_ASIDE)
 
 
-def render() -> str:
-    return csv_text(rows())
-
-
-def main(argv: list[str]) -> int:
-    return write_or_check(argv, OUT, rows())
+render, main = builder(OUT, rows)
 
 
 if __name__ == "__main__":

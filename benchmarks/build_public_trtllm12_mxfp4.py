@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_public_gb300 import SOURCE, TABLES, column_rows  # noqa: E402,F401 (the page's tables, one row builder)
-from build_public_new_devices_2026 import csv_text, write_or_check  # noqa: E402
+from build_public_b300 import column_rows  # noqa: E402 (one row builder for every column of the page)
+from build_public_new_devices_2026 import builder  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "public" / "trtllm12_mxfp4.csv"
 GPT_OSS = ("GPT-OSS 120B", "GPT-OSS 20B")
@@ -43,12 +43,7 @@ def rows() -> list[dict]:
             for r in column_rows(column, device, variant, SET_ASIDE, tables=GPT_OSS)]
 
 
-def render() -> str:
-    return csv_text(rows())
-
-
-def main(argv: list[str]) -> int:
-    return write_or_check(argv, OUT, rows())
+render, main = builder(OUT, rows)
 
 
 if __name__ == "__main__":
