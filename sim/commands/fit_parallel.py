@@ -78,17 +78,8 @@ def fit_split(hw, model, quant, *, tp: int = 1, pp: int = 1, kv_dtype: str = "fp
     devices = memory.device_memory_bytes(model, q, kv_dtype, 1, tp, pp)
     kv_budget = min((budget - w - reserve) / (kv / per_token) for w, kv in devices)
     weights_dev = max(w for w, _ in devices)
-    need = concurrency * float(model.kv_bytes_per_sequence(context, kv_dtype))
-    if weights_dev > budget:
-        reason = "weights exceed the memory budget of a device"
-    elif kv_budget <= 0:
-        reason = "no room left for the KV cache after the activation reserve"
-    elif context > model.max_context:
-        reason = f"context exceeds the model's max context ({model.max_context})"
-    elif need > kv_budget:
-        reason = "KV cache for context x concurrency exceeds the KV budget"
-    else:
-        reason = ""
+    reason = memory.fit_reason(model, kv_dtype, context, concurrency, weights_dev, budget, kv_budget,
+                               where=" of a device")
     base = memory.fit(hw, model, quant, kv_dtype=kv_dtype, context=context, concurrency=concurrency,
                       memory_fraction=memory_fraction, max_batched_tokens=max_batched_tokens,
                       activation_reserve_fraction=activation_reserve_fraction)

@@ -257,6 +257,23 @@ class FitResult:
         return asdict(self)
 
 
+
+def fit_reason(model, kv_dtype: str, context: int, concurrency: int, weights: float, budget: float,
+               kv_budget: float, where: str = "") -> str:
+    """Why a deployment does not fit ("" when it does): the weights (of the binding device) against the memory
+    budget, then the KV budget left, the model's max context, and the KV cache of `concurrency` sequences of
+    `context` tokens against that budget (`sim.commands.fit_parallel` passes `where` = " of a device")."""
+    need = concurrency * float(model.kv_bytes_per_sequence(context, kv_dtype))
+    if weights > budget:
+        return f"weights exceed the memory budget{where}"
+    if kv_budget <= 0:
+        return "no room left for the KV cache after the activation reserve"
+    if context > model.max_context:
+        return f"context exceeds the model's max context ({model.max_context})"
+    if need > kv_budget:
+        return "KV cache for context x concurrency exceeds the KV budget"
+    return ""
+
 def fit(
     hw: HardwareProfile,
     model: ModelSpec,
@@ -288,17 +305,7 @@ def fit(
     budget = memory_budget_bytes(hw, memory_fraction)
     weights = model.weight_bytes(q)
     kv_budget = budget - weights - reserve
-    need = concurrency * float(model.kv_bytes_per_sequence(context, kv_dtype))
-    if weights > budget:
-        reason = "weights exceed the memory budget"
-    elif kv_budget <= 0:
-        reason = "no room left for the KV cache after the activation reserve"
-    elif context > model.max_context:
-        reason = f"context exceeds the model's max context ({model.max_context})"
-    elif need > kv_budget:
-        reason = "KV cache for context x concurrency exceeds the KV budget"
-    else:
-        reason = ""
+    reason = fit_reason(model, kv_dtype, context, concurrency, weights, budget, kv_budget)
     return FitResult(
         model=model.name, quant=q.name, kv_dtype=kv_dtype, weight_bytes=weights,
         kv_bytes_per_1k_tokens=1000 * model.kv_bytes_per_token(kv_dtype),
