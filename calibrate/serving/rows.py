@@ -5,6 +5,7 @@ calibrate/serving_fit.py)."""
 from __future__ import annotations
 
 import csv
+import datetime
 import hashlib
 import json
 import math
@@ -117,30 +118,26 @@ def build_date(text: str):
     """The build date a version text states, or None: a YYYYMMDD stamp standing alone (`vllm-dev:20250112`;
     not digits inside a commit hash) wins; else "Mon YYYY" ("build of Jan 2025"), read as the month's first
     day (the release current when the month began, the newest a build of that month surely had)."""
-    import datetime as _dt
-
     t = str(text or "").lower()
     m = re.search(r"(?<![0-9a-z])(20\d\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?![0-9a-z])", t)
     if m:
         try:
-            return _dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            return datetime.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
         except ValueError:
             pass
     m = re.search(r"\b(" + "|".join(_MONTHS) + r")[a-z]*\.? (20\d\d)\b", t)
     if m:
-        return _dt.date(int(m.group(2)), _MONTHS.index(m.group(1)) + 1, 1)
+        return datetime.date(int(m.group(2)), _MONTHS.index(m.group(1)) + 1, 1)
     return None
 
 
 def dated_release(text: str, table=VLLM_RELEASE_DATES) -> tuple[int, int] | None:
     """The (major, minor) release current at the date `text` states (`build_date`): the newest in `table`
     released on or before it, the oldest one for a date before them all; None when no date is stated."""
-    import datetime as _dt
-
     when = build_date(text)
     if when is None:
         return None
-    current = [mm for d, mm in table if _dt.date.fromisoformat(d) <= when]
+    current = [mm for d, mm in table if datetime.date.fromisoformat(d) <= when]
     return current[-1] if current else table[0][1]
 
 
@@ -344,9 +341,7 @@ def prompt_cap(load_kind: str, load: float, num_prompts: int, overloaded: bool =
     400 arrivals cover its spread); an overloaded open loop (all at once, or a measured request
     throughput under 90% of the offered rate) keeps all N, because its queue, and so its TTFT, grows
     with N."""
-    if load_kind == "concurrency" and math.isfinite(load):
-        return int(num_prompts)
-    if overloaded or not math.isfinite(load):
+    if load_kind == "concurrency" or overloaded or not math.isfinite(load):
         return int(num_prompts)
     return int(min(num_prompts, 400))
 

@@ -57,7 +57,7 @@ def fit_split(hw, model, quant, *, tp: int = 1, pp: int = 1, kv_dtype: str = "fp
         share_s    = KV bytes per token on that device / KV bytes per token of the model
         kv_budget  = min over s of room_s / share_s              (KV bytes of the whole model the split holds)
 
-    weight_bytes stays the whole model's; `weight_bytes_per_device` is the binding device's."""
+    weight_bytes stays the whole model's; a reason of weights says the binding device's exceed its budget."""
     from sim.cost import memory
 
     if tp == 1 and pp == 1:
@@ -86,17 +86,6 @@ def fit_split(hw, model, quant, *, tp: int = 1, pp: int = 1, kv_dtype: str = "fp
     return replace(base, activation_reserve_bytes=reserve, kv_budget_bytes=kv_budget, fits=not reason,
                    max_context=memory.max_context_tokens(model, kv_budget, kv_dtype, concurrency),
                    max_sequences=memory.max_sequences(model, kv_budget, kv_dtype, context), reason=reason)
-
-
-def smallest_fitting_split(hw, model, quant, engine: str, n_gpus: int, **fit_kwargs):
-    """((tp, pp), FitResult) of the fewest GPUs that fit; the largest split's result when none fits."""
-    last = None
-    for tp, pp in split_options(engine, model, n_gpus):
-        r = fit_split(hw, model, quant, tp=tp, pp=pp, **fit_kwargs)
-        last = ((tp, pp), r)
-        if r.fits:
-            return last
-    return last
 
 
 def split_label(tp: int, pp: int) -> str:

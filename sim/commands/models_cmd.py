@@ -255,7 +255,7 @@ def fit(
                         break
                 row = {**r.to_dict(), "tp": split_tp, "pp": split_pp, "split": split_label(split_tp, split_pp)}
                 s = (predicted_speed(m, q, prof, context, split_eng)
-                     if speed and r.reason != "weights exceed the memory budget of a device"
+                     if speed and not r.reason.startswith(memory.WEIGHTS_EXCEED)
                      and r.weight_bytes / (split_tp * split_pp) < r.memory_budget_bytes else None)
             if s is not None:
                 row.update(s)

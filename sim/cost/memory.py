@@ -258,6 +258,9 @@ class FitResult:
 
 
 
+WEIGHTS_EXCEED = "weights exceed the memory budget"  # fit_reason's first cause (what callers test a reason for)
+
+
 def fit_reason(model, kv_dtype: str, context: int, concurrency: int, weights: float, budget: float,
                kv_budget: float, where: str = "") -> str:
     """Why a deployment does not fit ("" when it does): the weights (of the binding device) against the memory
@@ -265,7 +268,7 @@ def fit_reason(model, kv_dtype: str, context: int, concurrency: int, weights: fl
     `context` tokens against that budget (`sim.commands.fit_parallel` passes `where` = " of a device")."""
     need = concurrency * float(model.kv_bytes_per_sequence(context, kv_dtype))
     if weights > budget:
-        return f"weights exceed the memory budget{where}"
+        return f"{WEIGHTS_EXCEED}{where}"
     if kv_budget <= 0:
         return "no room left for the KV cache after the activation reserve"
     if context > model.max_context:
