@@ -285,6 +285,25 @@ def _gguf_mla_args(meta: "_GGUFMeta", n_layers: int, n_experts: int) -> dict[str
     return out
 
 
+def _gguf_ssm_heads(meta: "_GGUFMeta", path: Path, what: str) -> tuple[int, int]:
+    """(heads, head dim) of the recurrent layers: ssm.time_step_rank heads sharing ssm.inner_size (Gated
+    DeltaNet value heads, Mamba-2 heads), the inner size a whole multiple of the heads."""
+    heads = meta.get_int("ssm.time_step_rank")
+    inner = meta.get_int("ssm.inner_size")
+    if inner % heads:
+        raise ConfigError(f"ssm.inner_size {inner} is not a multiple of ssm.time_step_rank {heads} ({what})",
+                          file=path, field=f"{meta.arch}.ssm.inner_size")
+    return heads, inner // heads
+
+
+def _gguf_mamba2(meta: "_GGUFMeta", path: Path, n_layers: int) -> dict[str, Any]:
+    """The `linear_attention` entry of n_layers Mamba-2 layers (Granite 4 hybrid, Nemotron-H) from the ssm.* keys."""
+    heads, head_dim = _gguf_ssm_heads(meta, path, "Mamba-2 heads")
+    return dict(kind="mamba2", n_layers=n_layers, n_heads=heads, head_dim=head_dim,
+                state_dim=meta.get_int("ssm.state_size"), n_groups=meta.get_int("ssm.group_count", 1),
+                conv_kernel=meta.get_int("ssm.conv_kernel", 4))
+
+
 def _gguf_qwen3next_args(meta: "_GGUFMeta", path: Path, n_layers: int, n_experts: int,
                          expert_ffn: int | None) -> dict[str, Any]:
     """Qwen3-Next's Gated DeltaNet layers from the keys llama.cpp's converter writes (convert_hf_to_gguf.py
@@ -294,15 +313,11 @@ def _gguf_qwen3next_args(meta: "_GGUFMeta", path: Path, n_layers: int, n_experts
     interval-th layer is full attention); the shared expert from expert_shared_feed_forward_length
     (Qwen2MoeModel). The same fields `hf_config` reads from a config.json; the converter drops the MTP layers,
     so a GGUF has none."""
-    heads = meta.get_int("ssm.time_step_rank")
-    inner = meta.get_int("ssm.inner_size")
-    if inner % heads:
-        raise ConfigError(f"ssm.inner_size {inner} is not a multiple of ssm.time_step_rank {heads} (value heads)",
-                          file=path, field=f"{meta.arch}.ssm.inner_size")
+    heads, head_dim = _gguf_ssm_heads(meta, path, "value heads")
     interval = meta.get_int("full_attention_interval", 4)
     out: dict[str, Any] = {
         "linear_attention": dict(kind="gated_deltanet", n_layers=n_layers - n_layers // interval, n_heads=heads,
-                                 head_dim=inner // heads, state_dim=meta.get_int("ssm.state_size"),
+                                 head_dim=head_dim, state_dim=meta.get_int("ssm.state_size"),
                                  n_groups=meta.get_int("ssm.group_count"),
                                  conv_kernel=meta.get_int("ssm.conv_kernel", 4)),
         "attention_output_gate": True}
@@ -321,20 +336,8 @@ def _gguf_granitehybrid_args(meta: "_GGUFMeta", path: Path, n_layers: int, n_exp
     ssm.group_count = n_groups, ssm.inner_size = d_inner (heads x head dim), ssm.time_step_rank = the Mamba-2
     head count; attention.head_count_kv is per layer, 0 on the Mamba-2 layers. The shared MLP of the MoE
     variants from expert_shared_feed_forward_length (GraniteMoeModel). The same fields `hf_config` reads."""
-    field = f"{meta.arch}.attention.head_count_kv"
-    kv = meta.raw(field)
-    if not isinstance(kv, list) or len(kv) != n_layers:
-        raise ConfigError(f"expected a per-layer array of {n_layers} (0 on the Mamba-2 layers)", file=path, field=field)
-    heads = meta.get_int("ssm.time_step_rank")
-    inner = meta.get_int("ssm.inner_size")
-    if inner % heads:
-        raise ConfigError(f"ssm.inner_size {inner} is not a multiple of ssm.time_step_rank {heads} (Mamba-2 heads)",
-                          file=path, field=f"{meta.arch}.ssm.inner_size")
-    out: dict[str, Any] = {
-        "linear_attention": dict(kind="mamba2", n_layers=sum(1 for k in kv if k == 0), n_heads=heads,
-                                 head_dim=inner // heads, state_dim=meta.get_int("ssm.state_size"),
-                                 n_groups=meta.get_int("ssm.group_count", 1),
-                                 conv_kernel=meta.get_int("ssm.conv_kernel", 4))}
+    kv = _gguf_per_layer(meta, path, "attention.head_count_kv", n_layers, "0 on the Mamba-2 layers")
+    out: dict[str, Any] = {"linear_attention": _gguf_mamba2(meta, path, sum(1 for k in kv if k == 0))}
     if n_experts:
         out["n_shared_experts"] = 1 if meta.get_int("expert_shared_feed_forward_length", 0) else 0
     return out
@@ -388,16 +391,8 @@ def _gguf_nemotron_h_args(meta: "_GGUFMeta", path: Path, n_layers: int) -> dict[
         raise ConfigError("a block with both attention heads and an MLP width is not a Nemotron-H block",
                           file=path, field=f"{meta.arch}.feed_forward_length")
     attention, mlps = sum(1 for k in kv if k), sum(1 for f in ff if f)
-    heads = meta.get_int("ssm.time_step_rank")
-    inner = meta.get_int("ssm.inner_size")
-    if inner % heads:
-        raise ConfigError(f"ssm.inner_size {inner} is not a multiple of ssm.time_step_rank {heads} (Mamba-2 heads)",
-                          file=path, field=f"{meta.arch}.ssm.inner_size")
     return {"n_layers": n_layers - mlps, "n_ffn_layers": mlps, "gated_mlp": False,
-            "linear_attention": dict(kind="mamba2", n_layers=n_layers - mlps - attention, n_heads=heads,
-                                     head_dim=inner // heads, state_dim=meta.get_int("ssm.state_size"),
-                                     n_groups=meta.get_int("ssm.group_count", 1),
-                                     conv_kernel=meta.get_int("ssm.conv_kernel", 4))}
+            "linear_attention": _gguf_mamba2(meta, path, n_layers - mlps - attention)}
 
 
 # GGUF architectures whose recurrent-state (ssm.*) layers are read; others with ssm.* keys are refused
