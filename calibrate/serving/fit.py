@@ -470,8 +470,7 @@ def _load_support(points: list[LoadPoint]) -> dict:
     for p in points:
         s = sup[p.family]
         s["devices"].add(p.device)
-        # the request rate a point reached: an open loop's offered rate or, higher, its measured request
-        # throughput (or output throughput / mean output length, for a closed loop)
+        # the rate a point reached: an open loop's offered rate or its measured request (or output / mean length) rate
         mean_out = float(np.mean(p.output_lens)) if p.output_lens else 0.0
         reached = p.measured.get(("request_tps", "value")) or (
             p.measured.get(("output_tps", "value"), 0.0) / mean_out if mean_out else 0.0)
@@ -485,8 +484,6 @@ def _load_support(points: list[LoadPoint]) -> dict:
             if e2e:
                 s["max_concurrency"] = max(s["max_concurrency"],
                                            round(min(p.load * e2e / 1000.0, p.num_prompts), 1))
-        elif p.load_kind == "rate" and math.isfinite(p.load):
-            s["max_rate"] = max(s["max_rate"], p.load)
         else:
             s["all_at_once"] = True
             s["max_concurrency"] = max(s["max_concurrency"], float(p.replayed_prompts))
@@ -582,6 +579,9 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     out["host_stage"] = hs.run_stage(points, r_chosen, r_final, out["request_only"]["records"],
                                      (point_params, pred, residuals, step_loss, front_end_values), MIN_RELEASE_SOURCES,
                                      FIT_EXPERIMENTAL, lambda preds: _records(points, preds, knees_meas), summarize, warm)
+    from calibrate.serving.blockfp8 import run_stage as block_stage  # block-FP8 on AMD (its module docstring)
+    out["block_fp8"] = block_stage(points, r_chosen, r_final, r_preds, (point_params, pred, residuals, step_loss),
+                                   lambda preds: _records(points, preds, knees_meas), warm)
     for by, d in cv.items():
         recs = _records(points, d["preds"], knees_meas)
         out["cv"][by] = {"records": recs, "knees": d["knees"], "chosen": d["chosen"]}

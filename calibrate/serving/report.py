@@ -176,6 +176,7 @@ def fidelity_json(res: dict, targets: dict) -> dict:
                              "joint": {"rule": JOINT_RULE, "families": res["efficiency_scale"]["joint"]["table"]}},
         "host_stage": ({k: res["host_stage"][k] for k in ("by_source", "final", "folds", "table")}
                        if "host_stage" in res else None),
+        "block_fp8": {"table": res["block_fp8"]["table"]} if "block_fp8" in res else None,
         "shipped_request_overhead_ms": res["shipped_values"],
         "front_end": {"rule": FRONT_END_RULE, "rules": list(FRONT_END_RULES),
                       "min_release_sources": MIN_RELEASE_SOURCES, "ship_rule": front_end_ship_rule(res),
@@ -314,6 +315,9 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
     if "host_stage" in res:
         from calibrate.serving.hoststage import host_summary_lines
         lines += host_summary_lines(res["host_stage"])
+    if "block_fp8" in res:
+        from calibrate.serving.blockfp8 import block_summary_lines
+        lines += block_summary_lines(res["block_fp8"])
     return lines
 
 
@@ -501,6 +505,9 @@ def report_markdown(res: dict, targets: dict) -> str:
     if "host_stage" in res:
         from calibrate.serving.hoststage import host_markdown
         L += host_markdown(res["host_stage"])
+    if "block_fp8" in res:
+        from calibrate.serving.blockfp8 import block_markdown
+        L += block_markdown(res["block_fp8"])
     L += ["", f"The presets as replayed here ship request_overhead_ms "
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
           f"and layer_floor_us {json.dumps(fj['shipped_layer_floor_us'], sort_keys=True)}; "

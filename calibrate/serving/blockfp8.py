@@ -1,0 +1,206 @@
+"""A step-cost term for block-scaled FP8 checkpoints on AMD GPUs (w8a8 block FP8: DeepSeek-V3/R1, MiniMax-M2,
+Qwen3-Coder-FP8; sim.catalog.weight_format), fitted on the serving rows after the per-layer floor and held out
+by source (issue 38; run by calibrate/serving/fit.py `run`, reported by `block_markdown` / `block_summary_lines`).
+
+The miss. SGLang on MI300X (LMSYS cookbook) and MI325X (SemiAnalysis InferenceX) prices these checkpoints far
+too fast at every load (cookbook DeepSeek-V3.1 TP8 C=1 TPOT 23.9 ms measured vs 10.0 predicted, C=100 73 vs 46;
+MiniMax-M2 TP4 C=1 22.2 vs 6.8; SemiAnalysis MI325X DeepSeek-R1 C=4 18.5 vs 12.4), while bf16 models on the same
+MI300X and source are priced too slow and the same block-FP8 checkpoint on NVIDIA B200 is within 1%: the miss
+follows the (vendor, weight format) pair, not the device or the source alone.
+
+Physical reading, with public evidence of the kernels (ROCm aiter, the library SGLang's ROCm build runs):
+- block-scale GEMMs fall back to untuned default configurations on gfx942 (MI300X/MI325X): aiter issue #3852
+  (https://github.com/ROCm/aiter/issues/3852: DeepSeek-R1 TP8 shapes on MI300X, cu_num 304, "not found tuned
+  config in a8w8_blockscale_tuned_gemm.csv, will use default config"); aiter PR #1930
+  (https://github.com/ROCm/aiter/pull/1930: adding the missing gfx942 config of one DeepSeek block-scale GEMM
+  shape, N=2112 K=7168, moved SGLang's DeepSeek-R1 TP8 MI300X median TPOT at 1k/1k from 28.76 to 22.05 ms at C=4,
+  37.19 -> 25.56 at C=8, 47.17 -> 30.83 at C=16); aiter PR #2613 (https://github.com/ROCm/aiter/pull/2613:
+  Qwen3.5 FP8 block-scale GEMM on MI300X, untuned vs tuned serving throughput); aiter PR #1232
+  (https://github.com/ROCm/aiter/pull/1232: the Triton block-scale GEMM at M=64-256, N=2112, K=7168 reached
+  124-155 GB/s before tuning and 221-415 GB/s after, on an MI350X, against several TB/s of HBM);
+- the block-scale fused MoE is latency-bound at decode batches: aiter PR #1483
+  (https://github.com/ROCm/aiter/pull/1483: Triton a8w8 block-scale MoE, DeepSeek-R1 shapes 7168x4096, 256
+  experts top-8: 159 us total / 87 us kernel at batch 1, 364 / 281 us at batch 4).
+So two step costs the kernel-level fit (per-tensor FP8 Llama rows on MI300X, hardware_profiles/mi300x.yaml torch
+`fp8`) cannot see: a longer per-layer chain at small batches (the layer floor) and a weight stream well below
+the per-tensor GEMMs' (the bandwidth efficiency) as batches grow.
+
+The term (written down, with the grids, the group and the ship rule, before any replay with it was run):
+- GROUP: a point is in it when its device profile's vendor is in GROUP_VENDORS (AMD) and its checkpoint is
+  block-FP8 (sim.catalog.weight_format.is_block_fp8 on the row's model and quant); one term per engine family.
+- FLOOR_GRID_US: the group's per-layer floor, max(the fold's own floor, value); None keeps the fold's. 200-400
+  us: the cookbook's measured C=1 steps are 276-392 us per layer (Qwen3-Coder 17.1 ms / 62 layers, MiniMax-M2
+  22.2 / 62, DeepSeek-V3.1 23.9 / 61: seen before the grid was set, said here), attention and sampling included.
+- SCALE_GRID: the group's bandwidth-efficiency scale (EngineConfig.efficiency_scale.bandwidth), 1.0 down to 0.5
+  in 0.1 steps: the untuned -> tuned aiter figures above are 1.3-1.5x in TPOT and ~2x in GEMM bandwidth, so a
+  2x slower stream (0.5) is the largest credited a priori.
+- Loss: stage 1's, the median |log(predicted / measured)| over the TPOT/ITL and output-throughput rows of the
+  training sources' group points; the grid is scanned floor-major from (None, 1.0) (the neutral term) and a
+  later entry replaces the best only when strictly better, so ties keep the smaller change.
+- Held out by source: each source's group points take its fold's floor and front end (the shippable fit
+  `request_only`, what the presets' fitted terms are judged on) plus the term fitted on the group's OTHER
+  sources (none: the neutral term); the front-end latency is not refitted over the term.
+- SHIP_RULE: the term ships for a family only if, held out by source, its group's TPOT/ITL median |error| AND
+  its output-throughput median |error| are both smaller than the shippable fit's held-out ones, the term fitted
+  on all the group's sources (at least MIN_SOURCES) is not the neutral one, and no other group's figures get
+  worse (the term touches only the group's points; `other_points_unchanged` checks that every other point's
+  records are identical).
+A shipped term would need a preset rule keyed on the checkpoint's weight format, which the presets' hardware
+rules (sim.catalog.engine_settings.RuleCondition: device only) cannot express yet; the report says so.
+"""
+
+from __future__ import annotations
+
+from calibrate.serving.floor import first_best, floor_group, median_abs_pct, pct
+from calibrate.serving.rows import LoadPoint
+
+GROUP_VENDORS = ("AMD",)
+FLOOR_GRID_US = (None, 200.0, 300.0, 400.0)
+SCALE_GRID = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
+MIN_SOURCES = 2
+NEUTRAL = (None, 1.0)
+_TERMS = [(f, s) for f in FLOOR_GRID_US for s in SCALE_GRID]  # floor-major from the neutral term
+SHIP_RULE = ("held out by source, the AMD block-FP8 group's TPOT/ITL and output-throughput median |error| both "
+             "smaller than the shippable fit's (floor + front end), the all-sources term not neutral, and every "
+             "other point's figures unchanged")
+METRICS = ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps")
+
+
+def in_group(p: LoadPoint) -> bool:
+    """The point's vendor is in GROUP_VENDORS and its checkpoint is block-scaled FP8."""
+    from sim.catalog.weight_format import is_block_fp8
+
+    return floor_group(p, "vendor") in GROUP_VENDORS and is_block_fp8(p.model, p.quant)
+
+
+def with_term(params: dict, term: tuple) -> dict:
+    """`params` (a point's fold parameters) with the term (floor, bandwidth scale) applied; the neutral term
+    leaves them as they are."""
+    floor, scale = term
+    out = dict(params)
+    if floor is not None:
+        out["layer_floor_us"] = max(float(out.get("layer_floor_us", 0.0) or 0.0), floor)
+    if scale != 1.0:
+        out["efficiency_scale"] = {"bandwidth": scale}
+    return out
+
+
+def fit_term(gps: list[LoadPoint], base, predict, residuals, loss, warm=None) -> tuple:
+    """The _TERMS entry with the smallest `loss` over the residuals of `gps` replayed with it (NEUTRAL when
+    `gps` is empty)."""
+    if not gps:
+        return NEUTRAL
+    if warm is not None:
+        warm([(p, with_term(base(p), t)) for p in gps for t in _TERMS])
+    return first_best(_TERMS, lambda t: loss([r for p in gps for r in residuals(p, predict(p, with_term(base(p), t)))]),
+                      default=NEUTRAL)
+
+
+def run_stage(points: list[LoadPoint], floor_chosen: dict, floor_final: dict, floor_preds: dict, fns: tuple,
+              records, warm=None) -> dict:
+    """Everything the report needs: per family with group points, the folds' terms, the all-sources term, the
+    held-out records with the term (`records(preds)` over all points; non-group points keep `floor_preds`, the
+    shippable fit's held-out predictions) and the verdict (`table`). `fns`: (point_params, predict, residuals,
+    loss) as calibrate/serving/fit.py has them."""
+    point_params, predict, residuals, loss = fns
+    grp = [p for p in points if in_group(p)]
+    preds = dict(floor_preds)
+    folds: dict[str, dict[str, tuple]] = {}
+    final: dict[str, tuple] = {}
+    for fam in sorted({p.family for p in grp}):
+        gps = [p for p in grp if p.family == fam]
+        for s in sorted({p.source for p in gps}):
+            def base(p, s=s, fam=fam):
+                return point_params((floor_chosen.get(s) or {}).get(fam), p)
+            t = fit_term([p for p in gps if p.source != s], base, predict, residuals, loss, warm)
+            folds.setdefault(s, {})[fam] = t
+            for p in gps:
+                if p.source == s:
+                    preds[p.key()] = predict(p, with_term(base(p), t))
+        srcs = {p.source for p in gps}
+        final[fam] = (fit_term(gps, lambda p, fam=fam: point_params(floor_final.get(fam), p), predict, residuals,
+                               loss, warm) if len(srcs) >= MIN_SOURCES else NEUTRAL)
+    ref, got = records(floor_preds), records(preds)
+    return {"points": len(grp), "folds": folds, "final": final, "records": got,
+            "table": ship_table(points, grp, ref, got, folds, final)}
+
+
+def other_points_unchanged(group_keys: set[str], ref: list[dict], got: list[dict]) -> bool:
+    """Every record of a point outside the group predicts the same with the term as without it."""
+    a = sorted((r["row_id"], r["predicted"]) for r in ref if r["point"] not in group_keys)
+    b = sorted((r["row_id"], r["predicted"]) for r in got if r["point"] not in group_keys)
+    return a == b
+
+
+def ships(ref: dict, got: dict, final_term: tuple, others_ok: bool) -> bool:
+    """SHIP_RULE on held-out medians {metric: %}."""
+    def smaller(m):
+        return ref.get(m) is not None and got.get(m) is not None and got[m] < ref[m]
+    return bool(smaller("tpot_itl") and smaller("output_tps") and tuple(final_term) != NEUTRAL and others_ok)
+
+
+def ship_table(points: list[LoadPoint], grp: list[LoadPoint], ref: list[dict], got: list[dict], folds: dict,
+               final: dict) -> dict[str, dict]:
+    """{family: the verdict}: sources, points, devices, the per-fold and all-sources terms, the group's held-out
+    medians without and with the term, `others_unchanged` and `ship`."""
+    keys_all = {p.key() for p in grp}
+    others_ok = other_points_unchanged(keys_all, ref, got)
+    out = {}
+    for fam in sorted({p.family for p in grp}):
+        gps = [p for p in grp if p.family == fam]
+        keys = {p.key() for p in gps}
+        r = {m: median_abs_pct(ref, m, keys) for m in METRICS}
+        g = {m: median_abs_pct(got, m, keys) for m in METRICS}
+        srcs = sorted({p.source for p in gps})
+        out[fam] = {"sources": srcs, "points": len(gps), "devices": sorted({p.device for p in gps}),
+                    "models": sorted({p.model for p in gps}),
+                    "fold_terms": {s: _term_json(folds.get(s, {}).get(fam, NEUTRAL)) for s in srcs},
+                    "final_term": _term_json(final.get(fam, NEUTRAL)), "reference": r, "with_term": g,
+                    "others_unchanged": others_ok, "ship": ships(r, g, final.get(fam, NEUTRAL), others_ok)}
+    return out
+
+
+def _term_json(t: tuple) -> dict:
+    return {"layer_floor_us": t[0], "bandwidth_scale": t[1]}
+
+
+def _term_str(t: dict) -> str:
+    f = "fold's" if t["layer_floor_us"] is None else f"{t['layer_floor_us']:g} us"
+    return f"floor {f}, bandwidth x{t['bandwidth_scale']:g}"
+
+
+def block_markdown(stage: dict) -> list[str]:
+    """The report section (written whether or not a family has group points)."""
+    L = ["## Block-scaled FP8 checkpoints on AMD (calibrate/serving/blockfp8.py)", "",
+         f"Group: vendor {', '.join(GROUP_VENDORS)} and a block-FP8 checkpoint (config.json quantization_config "
+         "weight_block_size [128, 128], sim/catalog/weight_format.py). Term: the group's per-layer floor "
+         f"max(fold's, {', '.join('-' if v is None else f'{v:g}' for v in FLOOR_GRID_US)} us) and bandwidth scale "
+         f"{', '.join(f'{v:g}' for v in SCALE_GRID)}, fitted on the group's other sources (grids, group and rule set "
+         f"before any replay with the term). Ship rule: {SHIP_RULE}. A shipped term needs a preset rule keyed on "
+         "the checkpoint's weight format, which the hardware rules cannot express yet: the presets are unchanged.",
+         ""]
+    tab = stage.get("table") or {}
+    if not tab:
+        return L + ["No engine family has points in the group.", ""]
+    L += ["| family | sources (term fitted without each) | points | term (all sources) | metric | shippable fit, "
+          "held out | with the term, held out | ship |", "|---|---|---|---|---|---|---|---|"]
+    for fam, v in tab.items():
+        folds = "; ".join(f"{s}: {_term_str(t)}" for s, t in v["fold_terms"].items())
+        for i, m in enumerate(METRICS):
+            head = (f"| {fam} | {folds} | {v['points']} | {_term_str(v['final_term'])} |" if i == 0 else "| | | | |")
+            L.append(f"{head} {m} | {pct(v['reference'][m])} | {pct(v['with_term'][m])} | "
+                     f"{('yes' if v['ship'] else 'no') if i == 0 else ''} |")
+    return L + ["", "Every point outside the group predicts the same with the term: "
+                f"{'yes' if all(v['others_unchanged'] for v in tab.values()) else 'NO'}.", ""]
+
+
+def block_summary_lines(stage: dict) -> list[str]:
+    out = []
+    for fam, v in (stage.get("table") or {}).items():
+        out.append(f"block-FP8 on AMD {fam}: {len(v['sources'])} sources, {v['points']} points, term "
+                   f"{_term_str(v['final_term'])}, folds "
+                   + "; ".join(_term_str(t) for t in v["fold_terms"].values())
+                   + "; held out, shippable fit -> with term: "
+                   + " · ".join(f"{m} {v['reference'][m]} -> {v['with_term'][m]}%" for m in METRICS)
+                   + f"; others unchanged {v['others_unchanged']}; ship {'yes' if v['ship'] else 'no'}")
+    return out or ["block-FP8 on AMD: no points in the group"]
