@@ -1,0 +1,80 @@
+"""Block-scaled FP8 checkpoints: which ones are (sim/catalog/weight_format.py) and the serving fit's held-out term
+for them on AMD (calibrate/serving/blockfp8.py)."""
+
+from __future__ import annotations
+
+from calibrate import serving_fit as sf
+from calibrate.serving import blockfp8 as bf
+from calibrate.serving import fit as sf_fit
+from sim.catalog.weight_format import BLOCK_FP8_CATALOG_IDS, BLOCK_FP8_REPOS, is_block_fp8
+from tests.test_serving_fit import _curve
+
+
+def test_block_fp8_is_read_from_the_checkpoint_not_the_quant_name():
+    assert is_block_fp8("deepseek-ai/DeepSeek-V3.1", "fp8") and is_block_fp8("MiniMaxAI/MiniMax-M2", "fp8")
+    assert is_block_fp8("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "fp8") and is_block_fp8("deepseek-r1", None)
+    # per-channel FP8 (llm-compressor FP8_DYNAMIC, AMD Quark FP8-KV) and other formats of a block-FP8 model
+    assert not is_block_fp8("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "fp8")
+    assert not is_block_fp8("amd/Llama-3.1-70B-Instruct-FP8-KV", "fp8") and not is_block_fp8("llama-3.1-70b", "fp8")
+    assert not is_block_fp8("deepseek-r1", "nvfp4") and not is_block_fp8("qwen3.5-397b-a17b", "mxfp4")
+    for repo, url in BLOCK_FP8_REPOS.items():  # each repository cites its own config.json
+        assert url.lower() == f"https://huggingface.co/{repo}/blob/main/config.json"
+    from sim.catalog.models import load_catalog
+    assert BLOCK_FP8_CATALOG_IDS <= set(load_catalog())
+
+
+def _points():
+    """Block-FP8 DeepSeek-R1 on AMD from two sources (A: mi300x, B: mi325x), a bf16 Llama on A's mi300x and the
+    block-FP8 model on NVIDIA (C: h200): measured TPOT 22.857 ms and output tok/s C x 1000 / TPOT everywhere."""
+    t = (10.0 + 300.0 / 50.0) / 0.7
+    pts = []
+    for pub, dev, model in (("A", "mi300x", "deepseek-r1"), ("B", "mi325x", "deepseek-r1"),
+                            ("A", "mi300x", "llama-3.1-8b"), ("C", "h200", "deepseek-r1")):
+        rows = _curve(f"b-{pub}-{dev}-{model}", {c: {"tpot_ms|median": t, "output_tps|value": c * 1000.0 / t}
+                                                 for c in (1, 4, 16)},
+                      publisher=pub, source=f"https://example.org/{pub}", device=dev, model=model)
+        for r in rows:
+            r["quant"] = "fp8" if model == "deepseek-r1" else "bf16"
+        pts += sf.load_points(rows, catalog={"deepseek-r1", "llama-3.1-8b"})
+    return pts
+
+
+def _fake(point, params, cache=None):
+    """TPOT (10 + floor / 50) / bandwidth scale ms: the truth is floor 300 us and scale 0.7."""
+    q = sf_fit.fit_params(params)
+    tpot = (10.0 + q["layer_floor_us"] / 50.0) / q["efficiency_scale"].get("bandwidth", 1.0)
+    return {"tpot_ms|median": tpot, "output_tps|value": point.load * 1000.0 / tpot}
+
+
+def _stage(pts):
+    floor = {"vllm": {"layer_floor_us": 150.0}}
+    preds = {p.key(): _fake(p, sf_fit.point_params(floor["vllm"], p)) for p in pts}
+    return bf.run_stage(pts, {s: floor for s in "ABC"}, floor, preds,
+                        (sf_fit.point_params, _fake, sf_fit.residuals, lambda r: sf_fit._loss(r, sf_fit.STEP_METRICS)),
+                        lambda pr: sf_fit._records(pts, pr, {}))
+
+
+def test_the_term_is_fitted_on_the_other_source_and_touches_only_amd_block_fp8_points():
+    pts = _points()
+    assert [bf.in_group(p) for p in pts].count(True) == 6  # A's and B's DeepSeek, not the bf16 nor the NVIDIA one
+    st = _stage(pts)
+    v = st["table"]["vllm"]
+    assert v["sources"] == ["A", "B"] and v["points"] == 6
+    assert all(t == {"layer_floor_us": 300.0, "bandwidth_scale": 0.7} for t in v["fold_terms"].values())
+    assert v["final_term"] == {"layer_floor_us": 300.0, "bandwidth_scale": 0.7}
+    assert v["reference"]["tpot_itl"] > 40 and v["with_term"]["tpot_itl"] == 0.0 and v["others_unchanged"]
+    assert v["ship"] and bf.ships(v["reference"], v["with_term"], (300.0, 0.7), True)
+    assert not bf.ships(v["reference"], v["with_term"], bf.NEUTRAL, True)  # a neutral all-sources term
+    assert not bf.ships(v["reference"], v["with_term"], (300.0, 0.7), False)  # another group moved
+    assert not bf.ships(v["reference"], {**v["with_term"], "output_tps": v["reference"]["output_tps"]}, (300.0, 0.7),
+                        True)  # throughput not better
+    md = "\n".join(bf.block_markdown(st))
+    assert bf.SHIP_RULE in md and "| vllm |" in md
+    assert bf.block_summary_lines(st)[0].startswith("block-FP8 on AMD vllm: 2 sources")
+
+
+def test_a_lone_source_keeps_the_neutral_term_and_does_not_ship():
+    pts = [p for p in _points() if p.source != "B"]
+    v = _stage(pts)["table"]["vllm"]
+    assert v["final_term"] == {"layer_floor_us": None, "bandwidth_scale": 1.0}
+    assert v["with_term"] == v["reference"] and not v["ship"]
