@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sim.catalog import cache  # profiles, presets and model files loaded once per process (sweeps, plans)
 from sim.catalog.engine_config import EngineConfig, line_of, read_yaml  # the preset loader's YAML helpers
 from sim.catalog.hardware import HardwareProfile
+from sim.catalog.weight_format import for_weight_format
 from sim.cluster.simulate import simulate
 from sim.engine.build import SimResult
 from sim.errors import ConfigError, pydantic_error_to_config_error
@@ -75,6 +76,8 @@ def resolve_engine(spec: RunSpec, hw: HardwareProfile) -> EngineConfig:
         # for 16-bit releases. An explicit --quant (or an engine file's default_quant) still wins.
         engine = engine.with_overrides(default_quant=model.default_quant)
     engine = engine.for_checkpoint(model, spec.quant or engine.default_quant)
+    # rules keyed on the checkpoint's weight format (block-scaled FP8 on AMD): sim.catalog.weight_format
+    engine = for_weight_format(engine, hw, (str(spec.model), model.name), spec.quant or engine.default_quant)
     if spec.engine_file:
         engine = _apply_engine_file(engine, Path(spec.engine_file))
     unknown = set(spec.overrides) - set(EngineConfig.model_fields)

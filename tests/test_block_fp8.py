@@ -78,3 +78,24 @@ def test_a_lone_source_keeps_the_neutral_term_and_does_not_ship():
     v = _stage(pts)["table"]["vllm"]
     assert v["final_term"] == {"layer_floor_us": None, "bandwidth_scale": 1.0}
     assert v["with_term"] == v["reference"] and not v["ship"]
+
+
+def test_the_sglang_preset_prices_block_fp8_on_amd_only_and_an_explicit_value_still_wins():
+    from sim.api import make_spec, resolve
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+
+    trace = "workloads/examples/bursty.jsonl"
+
+    def eng(model, quant, hw, **over):
+        return resolve(make_spec(model=model, quant=quant, hw=hw, engine="sglang", trace=trace, overrides=over))[1]
+    rule = next(r for r in load_engine("sglang").hardware_rules if r.when.weight_format)
+    floor, bw = rule.set["layer_floor_us"], rule.set["efficiency_scale"]["bandwidth"]
+    base = load_engine("sglang").for_hardware(load_profile("mi300x"))  # a device alone never applies it
+    assert (base.layer_floor_us, base.efficiency_scale.bandwidth) != (floor, bw)
+    for model, quant, hw, hit in (("deepseek-r1", "fp8", "mi300x", True), ("qwen3-coder-480b-a35b", "fp8", "mi325x", True),
+                                  ("deepseek-r1", "fp8", "h200", False), ("llama-3.1-70b", "fp8", "mi300x", False),
+                                  ("qwen3-coder-480b-a35b", "bf16", "mi300x", False)):
+        e = eng(model, quant, hw)
+        assert ((e.layer_floor_us, e.efficiency_scale.bandwidth) == (floor, bw)) == hit, (model, quant, hw)
+    assert eng("deepseek-r1", "fp8", "mi300x", layer_floor_us=0.0).layer_floor_us == 0.0

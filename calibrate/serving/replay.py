@@ -100,8 +100,7 @@ def tree_fingerprint() -> str:
         h = hashlib.sha256(CACHE_VERSION.encode())
         files = sorted([*ROOT.glob("sim/**/*.py"), *ROOT.glob("sim/**/*.yaml"), *ROOT.glob("workloads/*.py"),
                         *ROOT.glob("hardware_profiles/*.yaml")])
-        # not on a replay's path (sim/catalog/weight_format.py: read by the serving fit's grouping only)
-        skip = ("sim/commands/", "sim/cli.py", "sim/catalog/accuracy.py", "sim/plan/", "sim/catalog/weight_format.py")
+        skip = ("sim/commands/", "sim/cli.py", "sim/catalog/accuracy.py", "sim/plan/")  # not on a replay's path
         for f in files:
             if str(f.relative_to(ROOT)).startswith(skip):
                 continue

@@ -48,7 +48,9 @@ class EngineSource(BaseModel):
 
 class RuleCondition(BaseModel):
     """When a hardware rule applies: every given condition must hold (memory in GiB = 2^30 bytes,
-    compared with the profile's memory capacity, as engines compare their device's total memory)."""
+    compared with the profile's memory capacity, as engines compare their device's total memory). A rule
+    with `weight_format` depends on the checkpoint too: `for_hardware` skips it and
+    sim.catalog.weight_format.for_weight_format applies it once the checkpoint is known."""
 
     model_config = _FROZEN
     kind: list[Literal["gpu", "unified-soc", "cpu"]] | None = None
@@ -58,6 +60,9 @@ class RuleCondition(BaseModel):
     vendor: list[str] | None = Field(None, description="the profile's `vendor` (NVIDIA, AMD, Apple, ...), any case")
     generation: list[str] | None = Field(
         None, description="the profile's `generation` (hopper, blackwell, cdna3, ...), any case")
+    weight_format: list[Literal["block-fp8"]] | None = Field(
+        None, description="the checkpoint's weight format (sim.catalog.weight_format: block-fp8 = FP8 with "
+                          "128x128 weight-block scales, config.json quantization_config weight_block_size)")
 
     @field_validator("vendor", "generation")
     @classmethod
@@ -74,7 +79,8 @@ class RuleCondition(BaseModel):
                              f"{', '.join(sorted(known, key=str.lower))}")
         return v
 
-    def matches(self, hw: "HardwareProfile") -> bool:
+    def matches(self, hw: "HardwareProfile", weight_format: str | None = None) -> bool:
+        """`weight_format`: the checkpoint's (None: unknown, so a rule that names one does not apply)."""
         mem_gib = hw.memory_bytes / GIB
         name = f"{hw.name} {hw.display_name}".lower()
         return (
@@ -84,6 +90,7 @@ class RuleCondition(BaseModel):
             and not any(x.lower() in name for x in self.name_excludes)
             and (self.vendor is None or hw.vendor.lower() in {x.lower() for x in self.vendor})
             and (self.generation is None or hw.generation.lower() in {x.lower() for x in self.generation})
+            and (self.weight_format is None or weight_format in self.weight_format)
         )
 
 

@@ -12,10 +12,19 @@ Two FP8 W8A8 layouts run through different GEMM / fused-MoE kernels, with the sa
 
 Which checkpoints are block-scaled is read from their config.json (`BLOCK_FP8_REPOS`, each with the file it
 comes from); nothing here is fitted. The serving fit (calibrate/serving/blockfp8.py) uses it to tell an AMD
-block-FP8 point from the others.
+block-FP8 point from the others, and an engine preset's hardware rule may name the format
+(`when: {vendor: [AMD], weight_format: [block-fp8]}`), applied by `for_weight_format` once the checkpoint is known.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sim.catalog.engine_config import EngineConfig
+    from sim.catalog.hardware import HardwareProfile
+
+BLOCK_FP8 = "block-fp8"
 
 #: Hugging Face repositories (lower case) whose config.json declares `quantization_config.weight_block_size`
 #: [128, 128] with `quant_method: fp8`, each with that file. The DeepSeek-V3 / R1 family and MiniMax-M2(.5)
@@ -49,3 +58,23 @@ def is_block_fp8(model: str, quant: str | None) -> bool:
         return False
     m = (model or "").strip().lower()
     return m in BLOCK_FP8_REPOS or m in BLOCK_FP8_CATALOG_IDS
+
+
+def weight_format(names: tuple[str, ...] | list[str], quant: str | None) -> str | None:
+    """BLOCK_FP8 when any of `names` (the run's --model as given, the catalog id it resolved to) at `quant` is a
+    block-scaled FP8 checkpoint (`is_block_fp8`), else None (no rule names the other formats)."""
+    return BLOCK_FP8 if any(is_block_fp8(n, quant) for n in names if n) else None
+
+
+def for_weight_format(engine: "EngineConfig", hw: "HardwareProfile", names, quant: str | None) -> "EngineConfig":
+    """The engine with its hardware rules that name a weight format applied, in order, where the checkpoint has
+    that format and the rule's other conditions hold on `hw` (sim.catalog.engine_settings.RuleCondition);
+    `for_hardware` has applied the others. Call after `for_checkpoint`, before the user's overrides."""
+    wf = weight_format(tuple(names), quant)
+    if wf is None:
+        return engine
+    changes: dict = {}
+    for rule in engine.hardware_rules:
+        if rule.when.weight_format and rule.when.matches(hw, wf):
+            changes.update(rule.set)
+    return engine.with_overrides(**changes) if changes else engine
