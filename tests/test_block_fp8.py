@@ -95,7 +95,8 @@ def test_the_sglang_preset_prices_block_fp8_on_amd_only_and_an_explicit_value_st
     assert (base.layer_floor_us, base.efficiency_scale.bandwidth) != (floor, bw)
     for model, quant, hw, hit in (("deepseek-r1", "fp8", "mi300x", True), ("qwen3-coder-480b-a35b", "fp8", "mi325x", True),
                                   ("deepseek-r1", "fp8", "h200", False), ("llama-3.1-70b", "fp8", "mi300x", False),
-                                  ("qwen3-coder-480b-a35b", "bf16", "mi300x", False)):
+                                  ("qwen3-coder-480b-a35b", "bf16", "mi300x", False),
+                                  ("deepseek-r1", "fp8", "mi355x", False)):  # CDNA4: no fitted row
         e = eng(model, quant, hw)
         assert ((e.layer_floor_us, e.efficiency_scale.bandwidth) == (floor, bw)) == hit, (model, quant, hw)
     assert eng("deepseek-r1", "fp8", "mi300x", layer_floor_us=0.0).layer_floor_us == 0.0

@@ -45,8 +45,17 @@ The term (written down, with the grids, the group and the ship rule, before any 
   on all the group's sources (at least MIN_SOURCES) is not the neutral one, and no other group's figures get
   worse (the term touches only the group's points; `other_points_unchanged` checks that every other point's
   records are identical).
-A shipped term would need a preset rule keyed on the checkpoint's weight format, which the presets' hardware
-rules (sim.catalog.engine_settings.RuleCondition: device only) cannot express yet; the report says so.
+A shipped term is a hardware rule of the family's preset that names the weight format (`when: {vendor: [AMD],
+weight_format: [block-fp8]}`, applied with the checkpoint by sim.catalog.weight_format.for_weight_format), with
+the all-sources term's values (the floor as max(the preset's, value)); cited in the preset's `sources:`.
+
+Finding (subset run of 2026-12-06, `python benchmarks/serving_fit.py --curves 'mi300x|mi325x|mi355x'`): SGLang,
+20 group points (cookbook DeepSeek-V3.1 x3 curves, MiniMax-M2, Qwen3-Coder-480B-FP8 on MI300X; SemiAnalysis
+DeepSeek-R1-0528 on MI325X): all sources 400 us / 0.8, folds 200 us / 0.7 (fitted on SemiAnalysis) and 400 us /
+1.0 (fitted on the cookbook); held out by source TPOT/ITL 52.0% -> 25.0%, output throughput 101.1% -> 29.2%,
+TTFT p50 60.1% -> 62.8%: ships. It ships as a rule of generation cdna3 only (every group point is an MI300X or
+MI325X; the one CDNA4 block-FP8 curve runs MTP and is not replayed): a scope set after the held-out figures were
+seen, which changes none of them.
 """
 
 from __future__ import annotations
@@ -176,8 +185,9 @@ def block_markdown(stage: dict) -> list[str]:
          "weight_block_size [128, 128], sim/catalog/weight_format.py). Term: the group's per-layer floor "
          f"max(fold's, {', '.join('-' if v is None else f'{v:g}' for v in FLOOR_GRID_US)} us) and bandwidth scale "
          f"{', '.join(f'{v:g}' for v in SCALE_GRID)}, fitted on the group's other sources (grids, group and rule set "
-         f"before any replay with the term). Ship rule: {SHIP_RULE}. A shipped term needs a preset rule keyed on "
-         "the checkpoint's weight format, which the hardware rules cannot express yet: the presets are unchanged.",
+         f"before any replay with the term). Ship rule: {SHIP_RULE}. A shipped term is a preset hardware rule "
+         "`when: {{vendor: [AMD], weight_format: [block-fp8]}}` with the all-sources values (SGLang's is scoped to "
+         "generation cdna3, where every fitted point is; a scope set after these figures were seen).",
          ""]
     tab = stage.get("table") or {}
     if not tab:
