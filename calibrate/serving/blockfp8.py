@@ -186,7 +186,7 @@ def block_markdown(stage: dict) -> list[str]:
          f"max(fold's, {', '.join('-' if v is None else f'{v:g}' for v in FLOOR_GRID_US)} us) and bandwidth scale "
          f"{', '.join(f'{v:g}' for v in SCALE_GRID)}, fitted on the group's other sources (grids, group and rule set "
          f"before any replay with the term). Ship rule: {SHIP_RULE}. A shipped term is a preset hardware rule "
-         "`when: {{vendor: [AMD], weight_format: [block-fp8]}}` with the all-sources values (SGLang's is scoped to "
+         "`when: {vendor: [AMD], weight_format: [block-fp8]}` with the all-sources values (SGLang's is scoped to "
          "generation cdna3, where every fitted point is; a scope set after these figures were seen).",
          ""]
     tab = stage.get("table") or {}
