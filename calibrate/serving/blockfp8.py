@@ -82,6 +82,24 @@ def in_group(p: LoadPoint) -> bool:
     return floor_group(p, "vendor") in GROUP_VENDORS and is_block_fp8(p.model, p.quant)
 
 
+def shared(points: list[LoadPoint]) -> list[LoadPoint]:
+    """The points the serving fit's shared terms are fitted AND judged on: every point outside the group.
+
+    The group has a term of its own (fitted here, over the fold's floor and front end), so its points neither
+    train nor judge the per-layer floor and its per-group split and front-end latency
+    (calibrate/serving/fit.py `fit_engine_params`), the per-vendor bandwidth scale (effscale.py
+    `fit_group_scales`, and its ship table), the host stage (hoststage.py) nor the floor's ship figures
+    (floor_report.py, `floor_alone_figures`). Chosen over replaying the group's points with the term while
+    those are fitted because the term is itself fitted over the fold's floor (max(floor, value)): pricing its
+    points with it inside the floor's fit would be circular, excluding them is not. The group's points are
+    still predicted by those terms (the shippable fit's held-out records, the term's reference) and priced by
+    the term where it ships (the term replaces the floor below its value and the bandwidth scale: the preset's
+    rule sets both, applied after the vendor rules, sim.catalog.weight_format.for_weight_format). A family
+    whose term does not ship prices its group points with shared terms fitted without them (none in the
+    corpus of 2026-12-06: every group point is SGLang's, whose term ships)."""
+    return [p for p in points if not in_group(p)]
+
+
 def with_term(params: dict, term: tuple) -> dict:
     """`params` (a point's fold parameters) with the term (floor, bandwidth scale) applied; the neutral term
     leaves them as they are."""

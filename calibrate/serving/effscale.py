@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from calibrate.serving.blockfp8 import shared
 from calibrate.serving.floor import (
     MIN_FLOOR_GROUP_SOURCES, first_best, floor_group, held_out_gain, median_abs_pct, pct, preset_values_by_device,
 )
@@ -80,10 +81,12 @@ def fit_group_scales(ps: list[LoadPoint], base, predict, residuals, loss, keep, 
     """{group: scale} for each SCALE_GROUPING group (of `groups`, None = all) whose `keep` points come from at
     least `min_sources` sources: the SCALE_GRID value with the smallest `loss` over those points' records,
     each point replayed with `scaled(base(p), value)` (`warm(pairs)`, when given, replays those pairs first:
-    the same numbers, in parallel)."""
+    the same numbers, in parallel). The AMD block-FP8 group's points never fit a scale: they have a term of
+    their own whose preset rule replaces the scale (calibrate/serving/blockfp8.py `shared`)."""
     out: dict[str, float] = {}
-    for g in sorted({floor_group(p, SCALE_GROUPING) for p in ps if keep(p)}):
-        gps = [p for p in ps if keep(p) and floor_group(p, SCALE_GROUPING) == g]
+    ps = [p for p in shared(ps) if keep(p)]
+    for g in sorted({floor_group(p, SCALE_GROUPING) for p in ps}):
+        gps = [p for p in ps if floor_group(p, SCALE_GROUPING) == g]
         if (groups is not None and g not in groups) or len({p.source for p in gps}) < max(1, min_sources):
             continue
         if warm is not None:
@@ -235,7 +238,7 @@ def joint_fit(points: list[LoadPoint], families: list[str], floor_chosen: dict[s
                      for fam in families if any(p.source == s and p.family == fam for p in ps)}
                  for s, ch in sorted(floor_chosen.items())}
     return {"families": list(families), "records": jr, "reference_records": rr, "folds": fold_info, "final": final,
-            "table": joint_table(ps, rr, jr, floor_final, final, fold_info, pp)}
+            "table": joint_table(shared(ps), rr, jr, floor_final, final, fold_info, pp)}  # judged without the group
 
 
 def joint_table(points: list[LoadPoint], reference_records: list[dict], joint_records: list[dict],

@@ -10,6 +10,7 @@ from functools import partial
 
 import numpy as np
 
+from calibrate.serving.blockfp8 import run_stage as block_stage, shared  # block-FP8 on AMD (its module docstring)
 from calibrate.serving.floor import (  # noqa: F401  (the per-group floor: importable from here)
     FLOOR_GROUP, FLOOR_GROUPINGS, MIN_FLOOR_GROUP_SOURCES, choose_floor_grouping, floor_alone_figures, floor_group,
     floor_ships_alone, floor_stage1, shipped_device_floors, shipped_family_floors,
@@ -281,13 +282,13 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
     `min_group_sources` (MIN_FLOOR_GROUP_SOURCES) sources picks, on its own points, among the entries that
     differ from the family's only in layer_floor_us (`layer_floor_us_by_group`); stage 2 then sees each
     point replayed with its group's floor. Held-out folds pass MIN_FLOOR_GROUP_SOURCES - 1, as for the
-    releases. The nested choice replays nothing new: it reads stage 1's residuals."""
+    releases. The nested choice replays nothing new. The AMD block-FP8 group is left out (blockfp8.shared)."""
     rule = rule or FRONT_END_RULE
     min_group_sources = MIN_FLOOR_GROUP_SOURCES if min_group_sources is None else min_group_sources
     min_release_sources = MIN_RELEASE_SOURCES if min_release_sources is None else min_release_sources
     chosen: dict[str, dict] = {}
     by_family: dict[str, list[LoadPoint]] = defaultdict(list)
-    for p in points:
+    for p in shared(points):  # the AMD block-FP8 group neither trains nor judges these (blockfp8.shared)
         by_family[p.family].append(p)
     for fam, options in grid.items():
         ps = by_family.get(fam) or []
@@ -563,13 +564,13 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     s_preds, s_folds = es.heldout_scales(points, r_chosen, point_params, pred, residuals, step_loss, warm)
     s_final = es.final_scales(points, r_final, point_params, pred, residuals, step_loss, warm)
     s_records = _records(points, s_preds, knees_meas)
-    alone_figs = floor_alone_figures(points, base_records, out["request_only"]["records"])
+    alone_figs = floor_alone_figures(shared(points), base_records, out["request_only"]["records"])
     alone = {f: v["ship"] for f, v in alone_figs.items()}
     joint_fams = [f for f, ok in alone.items() if not ok and float((r_final.get(f) or {}).get("layer_floor_us") or 0)]
     out["efficiency_scale"] = {"records": s_records, "folds": s_folds, "final": s_final, "floor_ships_alone": alone,
-                               "floor_alone_figures": alone_figs,
-                               "table": es.ship_table(points, out["request_only"]["records"], s_records, s_final,
-                                                      s_folds, alone),
+                               "floor_alone_figures": alone_figs,  # the scale's figures: shared points only
+                               "table": es.ship_table(shared(points), out["request_only"]["records"], s_records,
+                                                      s_final, s_folds, alone),
                                "shipped_by_device": es.shipped_device_scales(points),
                                "joint": es.joint_fit(points, joint_fams, r_chosen, r_final, point_params,
                                                      lambda p: preset_fitted(p).get("request_overhead_ms", 0.0), pred,
@@ -579,7 +580,6 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     out["host_stage"] = hs.run_stage(points, r_chosen, r_final, out["request_only"]["records"],
                                      (point_params, pred, residuals, step_loss, front_end_values), MIN_RELEASE_SOURCES,
                                      FIT_EXPERIMENTAL, lambda preds: _records(points, preds, knees_meas), summarize, warm)
-    from calibrate.serving.blockfp8 import run_stage as block_stage  # block-FP8 on AMD (its module docstring)
     out["block_fp8"] = block_stage(points, r_chosen, r_final, r_preds, (point_params, pred, residuals, step_loss),
                                    lambda preds: _records(points, preds, knees_meas), warm)
     for by, d in cv.items():

@@ -9,6 +9,7 @@ import json
 from calibrate.serving.fit import (
     FLOOR_GROUP, FLOOR_GROUPINGS, MIN_FLOOR_GROUP_SOURCES, _by, floor_group, summarize,
 )
+from calibrate.serving.blockfp8 import shared
 from calibrate.serving.floor import held_out_gain
 from calibrate.serving.floor import pct as _pct
 
@@ -27,20 +28,23 @@ def floor_ship_rule(res: dict) -> dict[str, dict[str, dict]]:
     predicted with the floor fitted on the other sources of its group) have a smaller TPOT/ITL median |error|
     than with one floor per family, and an output-throughput median |error| no larger. `shipped`: what the
     family's preset runs on the group's devices (its hardware rules applied; one value, or a list where they
-    differ); tests/test_serving_fit.py checks shipped == value where ship, else the family's top level."""
+    differ); tests/test_serving_fit.py checks shipped == value where ship, else the family's top level. The
+    points of the AMD block-FP8 group (calibrate/serving/blockfp8.py `shared`) are not judged: they did not fit
+    the floor and a term of their own prices them."""
     final = res["request_only"]["final_params"]
+    pts = shared(res["points"])
     one = res["request_only"]["one_floor"]
     shipped = res.get("shipped_layer_floors_by_device", {})
     out: dict[str, dict[str, dict]] = {}
-    for fam in sorted({p.family for p in res["points"]}):
+    for fam in sorted({p.family for p in pts}):
         fp = final.get(fam) or {}
         fam_value = float(fp.get("layer_floor_us", 0.0))
         grouping = fp.get("floor_grouping") or "family"
         show = grouping if grouping != "family" else "vendor"
         own = fp.get("layer_floor_us_by_group") or {}
         out[fam] = {}
-        for g in sorted({floor_group(p, show) for p in res["points"] if p.family == fam}):
-            ps = [p for p in res["points"] if p.family == fam and floor_group(p, show) == g]
+        for g in sorted({floor_group(p, show) for p in pts if p.family == fam}):
+            ps = [p for p in pts if p.family == fam and floor_group(p, show) == g]
             keys = {p.key() for p in ps}
 
             def med(recs: list[dict], m: str) -> float | None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from calibrate.serving.blockfp8 import shared
 from calibrate.serving.floor import first_best, pct
 from calibrate.serving.rows import LoadPoint
 
@@ -90,7 +91,9 @@ def fit_host(ps: list[LoadPoint], recs_of, loss, min_release_sources: int
 def _chosen_with_host(ch: dict, ps: list[LoadPoint], point_params, recs_of, loss, front_end_values,
                       min_release_sources: int, fit_experimental: bool) -> dict:
     """The family's chosen parameters `ch` (the shippable fit) with the host cost fitted given its floor and the
-    front-end latency re-fitted given both (module docstring)."""
+    front-end latency re-fitted given both (module docstring), on `ps` without the AMD block-FP8 group (a term of
+    its own, calibrate/serving/blockfp8.py `shared`)."""
+    ps = shared(ps)
     def floor_of(p):
         return float(point_params(ch, p).get("layer_floor_us", 0.0))
 
@@ -156,7 +159,7 @@ def heldout_host(points: list[LoadPoint], r_chosen: dict[str, dict], point_param
     take its fold's shippable parameters (`r_chosen[source]`), the host cost fitted on the other sources given
     those floors, and the front-end latency re-fitted on the other sources given floor and host."""
     if warm is not None:
-        warm(warm_pairs(points, r_chosen, point_params))
+        warm(warm_pairs(shared(points), r_chosen, point_params))
     recs_of = _recs_factory(predict, residuals)
     preds: dict[str, dict] = {}
     folds: dict[str, dict] = {}
@@ -179,7 +182,7 @@ def final_host(points: list[LoadPoint], r_final: dict[str, dict], point_params, 
                front_end_values, min_release_sources: int, fit_experimental: bool, warm=None) -> dict[str, dict]:
     """{family: chosen with host} fitted on every source (what would ship)."""
     if warm is not None:
-        warm(warm_pairs(points, {"": r_final}, point_params))
+        warm(warm_pairs(shared(points), {"": r_final}, point_params))
     recs_of = _recs_factory(predict, residuals)
     return {fam: _chosen_with_host(r_final.get(fam) or {}, [p for p in points if p.family == fam], point_params,
                                    recs_of, loss, front_end_values, min_release_sources, fit_experimental)
@@ -221,8 +224,13 @@ def run_stage(points: list[LoadPoint], r_chosen: dict, r_final: dict, before: li
     preds, folds = heldout_host(points, r_chosen, *fns, min_release_sources - 1, fit_experimental, warm)
     final = final_host(points, r_final, *fns, min_release_sources, fit_experimental, warm)
     recs = records(preds)
+    keys = {p.key() for p in shared(points)}  # the ship rule is judged without the block-FP8 group too
+
+    def judged(rs):
+        return [r for r in rs if r["point"] in keys]
     return {"records": recs, "folds": folds, "final": final, "by_source": summarize(recs),
-            "table": ship_table(points, before, recs, final, folds, summarize, shipped_host(points))}
+            "table": ship_table(shared(points), judged(before), judged(recs), final, folds, summarize,
+                                shipped_host(points))}
 
 
 #: Families whose host cost passes the pre-registered ship rule but is not shipped, each with the reason the

@@ -12,6 +12,7 @@ from calibrate.serving.bands import (
     K_GRID, MIN_BAND_SOURCES, MIN_K_ROWS, Q_HI, Q_LO, calibrated_bands, interpolated_knee_summary, interpolated_knees,
     nested_band_coverage, nested_coverage,
 )
+from calibrate.serving.blockfp8 import shared
 from calibrate.serving.fit import (
     API_MAX_MS, API_STEP_MS, GRID_ITERATION_MS, GRID_LAYER_FLOOR_US, GRID_PER_SEQUENCE_MS, MIN_BAND_N,
     OFF_SUPPORT_FACTOR, _by, _knee_summary, summarize,
@@ -38,9 +39,18 @@ def band_records(res: dict) -> list[dict]:
     # pair's held-out residuals (the release's shipped request_overhead_ms in them)
     joint = (res.get("efficiency_scale") or {}).get("joint") or {}
     jf = {f for f, v in (joint.get("table") or {}).items() if v["ship"]}
-    return ([r for r in res["request_only"]["records"] if r["engine"] in fitted and r["family"] not in jf]
-            + [r for r in res["baseline"]["records"] if r["engine"] not in fitted and r["family"] not in jf]
-            + [r for r in joint.get("records", []) if r["family"] in jf])
+    # a family whose AMD block-FP8 term ships (calibrate/serving/blockfp8.py): its group's points take their
+    # held-out residuals with the term (the term fitted on the group's other sources over the fold's floor and
+    # front end), whatever their release ships; `shared` points of the family keep the rules above
+    blk = res.get("block_fp8") or {}
+    bf = {f for f, v in (blk.get("table") or {}).items() if v["ship"]}
+    grp = {p.key() for p in res["points"] if p.family in bf} - {p.key() for p in shared(res["points"])}
+    return ([r for r in res["request_only"]["records"] if r["engine"] in fitted and r["family"] not in jf
+             and r["point"] not in grp]
+            + [r for r in res["baseline"]["records"] if r["engine"] not in fitted and r["family"] not in jf
+               and r["point"] not in grp]
+            + [r for r in joint.get("records", []) if r["family"] in jf and r["point"] not in grp]
+            + [r for r in blk.get("records", []) if r["point"] in grp])
 
 
 def front_end_ship_rule(res: dict) -> dict[str, dict]:
@@ -120,8 +130,9 @@ def bands_json(res: dict) -> dict:
         "what": "signed 80% band of predicted / measured - 1 of serving-corpus rows (benchmarks/serving) "
                 "replayed with the presets, every row held out by source (a release whose preset ships a "
                 "fitted request_overhead_ms predicted with the value fitted on the other sources, a family that "
-                "ships the joint (floor, bandwidth scale) pair with the pair fitted on the other sources, the "
-                f"others with nothing fitted to serving rows): the {Q_LO:g}th-{Q_HI:g}th percentiles of "
+                "ships the joint (floor, bandwidth scale) pair with the pair fitted on the other sources, the AMD "
+                "block-FP8 points of a family whose block-FP8 term ships with that term fitted on the group's "
+                f"other sources, the others with nothing fitted to serving rows): the {Q_LO:g}th-{Q_HI:g}th percentiles of "
                 "log(predicted / measured) per engine family and metric, widened k times about their median, "
                 "k per metric chosen by leave-one-source-out to cover 80% of an unseen source's rows; "
                 "'pooled' bands are all families together",
