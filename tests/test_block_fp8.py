@@ -100,3 +100,99 @@ def test_the_sglang_preset_prices_block_fp8_on_amd_only_and_an_explicit_value_st
         e = eng(model, quant, hw)
         assert ((e.layer_floor_us, e.efficiency_scale.bandwidth) == (floor, bw)) == hit, (model, quant, hw)
     assert eng("deepseek-r1", "fp8", "mi300x", layer_floor_us=0.0).layer_floor_us == 0.0
+
+
+def _mixed_points():
+    """AMD points of two sources (A: mi300x, B: mi325x): a bf16 Llama whose truth is floor 100 us and bandwidth
+    scale 0.9 (TPOT 13.33 ms under `_fake`) and the block-FP8 DeepSeek-R1 at floor 300 / scale 0.7 (22.86 ms),
+    plus the block-FP8 model on NVIDIA (C: h200) at the Llama's truth."""
+    truth = {"llama-3.1-8b": (10.0 + 100.0 / 50.0) / 0.9, "deepseek-r1": (10.0 + 300.0 / 50.0) / 0.7}
+    pts = []
+    for pub, dev, model in (("A", "mi300x", "llama-3.1-8b"), ("B", "mi325x", "llama-3.1-8b"),
+                            ("A", "mi300x", "deepseek-r1"), ("B", "mi325x", "deepseek-r1"), ("C", "h200", "deepseek-r1")):
+        t = truth["llama-3.1-8b" if dev == "h200" else model]
+        rows = _curve(f"m-{pub}-{dev}-{model}", {c: {"tpot_ms|median": t, "output_tps|value": c * 1000.0 / t}
+                                                 for c in (1, 4, 16)},
+                      publisher=pub, source=f"https://example.org/{pub}", device=dev, model=model)
+        for r in rows:
+            r["quant"] = "fp8" if model == "deepseek-r1" else "bf16"
+        pts += sf.load_points(rows, catalog={"deepseek-r1", "llama-3.1-8b"})
+    return pts
+
+
+def _step_loss(recs):
+    return sf_fit._loss(recs, sf_fit.STEP_METRICS)
+
+
+def test_the_amd_vendor_scale_and_the_floor_are_fitted_without_the_block_fp8_group(monkeypatch):
+    from calibrate.serving import effscale as es
+
+    pts = _mixed_points()
+    assert len(bf.shared(pts)) == 9 and not any(bf.in_group(p) for p in bf.shared(pts))
+
+    def scales():
+        return es.fit_group_scales(pts, lambda p: {"layer_floor_us": 100.0}, _fake, sf_fit.residuals, _step_loss,
+                                   lambda p: True, 2)
+
+    def floor():  # the AMD vendor group's own floor, as an AMD Llama point runs it
+        ch = sf_fit.fit_engine_params(pts, {"vllm": sf_fit.shippable_grid()},
+                                      lambda p, q: _fake(p, {**(q or {}), "efficiency_scale": {"bandwidth": 0.9}}),
+                                      floor_grouping="vendor")
+        return sf_fit.point_params(ch["vllm"], pts[0])["layer_floor_us"], ch["vllm"]["layer_floor_us_by_group"]
+    assert scales() == {"AMD": 0.9} and floor() == (100.0, {"AMD": 100.0})  # the shared points' truth, exactly
+    # the same fits fed the group's points (what they were before) land elsewhere: the test can fail
+    monkeypatch.setattr(es, "shared", list)
+    monkeypatch.setattr(sf_fit, "shared", list)
+    assert scales() != {"AMD": 0.9} and floor()[0] != 100.0
+
+
+def test_the_host_stage_neither_fits_nor_judges_on_the_block_fp8_group():
+    from calibrate.serving import hoststage as hs
+
+    pts = _mixed_points()
+    grp = [p for p in pts if bf.in_group(p)]
+    fns = (sf_fit.point_params, lambda p, q: _fake(p, q), sf_fit.residuals, _step_loss, sf_fit.front_end_values)
+    ch = hs._chosen_with_host({}, grp, fns[0], hs._recs_factory(fns[1], fns[2]), _step_loss, fns[4], 1, False)
+    assert ch["host_token_losses"] == {} and ch["host_token_us"] == 0.0  # nothing to fit on
+    ch = hs._chosen_with_host({}, pts, fns[0], hs._recs_factory(fns[1], fns[2]), _step_loss, fns[4], 1, False)
+    assert set(ch["host_token_losses"]) == set(hs.GRID_HOST_TOKEN_US)
+    recs = sf_fit._records(pts, {p.key(): _fake(p, {}) for p in pts}, {})
+    st = hs.run_stage(pts, {s: {} for s in "ABC"}, {}, recs, fns, 2, False, lambda pr: sf_fit._records(pts, pr, {}),
+                      sf_fit.summarize)
+    assert [(r["family"], r["points"]) for r in st["table"]] == [("vllm", 9)]  # judged on the shared points
+    assert len(st["records"]) == len(recs)  # every point is still predicted
+
+
+def test_the_bands_take_the_group_residuals_with_the_term_where_it_ships():
+    from calibrate.serving.report import band_records
+
+    pts = _mixed_points()
+    recs = sf_fit._records(pts, {p.key(): _fake(p, {"layer_floor_us": 100.0}) for p in pts}, {})
+    with_term = [{**r, "predicted": r["measured"], "error": 0.0} for r in recs]
+    res = {"points": pts, "shipped_values": {p.engine: 120.0 for p in pts}, "request_only": {"records": recs},
+           "baseline": {"records": []}, "block_fp8": {"table": {"vllm": {"ship": True}}, "records": with_term}}
+    grp = {p.key() for p in pts if bf.in_group(p)}
+    got = band_records(res)
+    assert len(got) == len(recs) and {r["point"] for r in got} == {p.key() for p in pts}
+    assert all((r["error"] == 0.0) == (r["point"] in grp) for r in got)
+    res["block_fp8"]["table"]["vllm"]["ship"] = False  # a term that does not ship leaves them as they were
+    assert band_records(res) == recs
+
+
+def test_the_block_fp8_rule_replaces_a_vendor_bandwidth_scale_whatever_the_rule_order():
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.engine_settings import HardwareRule, RuleCondition
+    from sim.catalog.hardware import load_profile
+    from sim.catalog.weight_format import for_weight_format
+
+    eng = load_engine("sglang")
+    vendor = HardwareRule(when=RuleCondition(vendor=["AMD"]),
+                          set={"efficiency_scale": {"compute": 1.0, "bandwidth": 1.1, "attention": 1.0}})
+    block = next(r for r in eng.hardware_rules if r.when.weight_format)
+    hw = load_profile("mi300x")
+    for rules in ([*eng.hardware_rules, vendor], [vendor, *eng.hardware_rules]):
+        e = eng.model_copy(update={"hardware_rules": rules}).for_hardware(hw)
+        assert e.efficiency_scale.bandwidth == 1.1  # the vendor's scale, on every AMD checkpoint
+        assert for_weight_format(e, hw, ("deepseek-r1",), "fp8").efficiency_scale.bandwidth == \
+            block.set["efficiency_scale"]["bandwidth"]
+        assert for_weight_format(e, hw, ("llama-3.1-70b",), "bf16").efficiency_scale.bandwidth == 1.1
