@@ -27,7 +27,9 @@ The method (fixed, with its grid and its rules, before the outer held-out covera
 Residuals of an engine release that ships a fitted request_overhead_ms come from the request-only fit held
 out by source; an inner fold's residuals were predicted with the value fitted without that inner
 source but with the outer one (one scalar per release or family): the rows never reach the inner folds, that
-scalar does.
+scalar does. The points of the AMD block-FP8 group of a family whose term ships (calibrate/serving/blockfp8.py)
+take their residuals held out WITH the term (fitted on the group's other sources; calibrate/serving/report.py
+`band_records`), as the preset prices them.
 
 Knee (`interpolated_knee`): the load where TTFT p50 crosses 3x its lowest-load value, interpolated
 linearly in TTFT against log(load) between the neighbouring points that straddle it; measured and

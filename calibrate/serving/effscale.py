@@ -35,6 +35,11 @@ SGLang AMD (cookbook MI300X, SemiAnalysis MI325X/MI355X, two sources, 56 points)
 cookbook's MI300X FP8 MoE curves (DeepSeek-V3.1, MiniMax-M2, Qwen3-Coder-480B FP8) are predicted 55-62% too
 fast at C=1 while its bf16 ones (ERNIE-4.5, Llama-4) sit at -15..+27% and SemiAnalysis's MI325X DeepSeek-R1
 FP8 at +7..-31%: the disagreement is between sources and models, which one scale per vendor cannot carry.
+Those block-FP8 points now have a term of their own (calibrate/serving/blockfp8.py) and neither fit nor judge the
+scale (`shared`). Subset 'mi300x|mi325x|mi355x' of 2026-12-06: with them (priced without their term) SGLang AMD fit
+1.1 (folds 0.8, 0.9), held out TPOT/ITL 30.7% -> 27.5%, output tok/s 37.3% -> 30.5%, ship yes; without them (27
+points of two sources: cookbook MI300X bf16, SemiAnalysis MI355X) 0.9 (folds 0.8, 1.0), 12.5% -> 20.0%, 9.9% ->
+15.8%: not shipped.
 
 The joint ship rule (JOINT_RULE; `joint_fit`, `joint_table`). A family whose fitted floor does not ship on its
 own (calibrate/serving/floor.py `floor_ships_alone`) cannot ship a scale under the rule above, which judges
@@ -180,7 +185,8 @@ def scale_markdown(table: list[dict]) -> list[str]:
          "Held out by source: each source predicted with its fold's floor and the scale fitted on its group's "
          "other sources. Ship rule: held-out TPOT/ITL median improves and output throughput is no worse "
          "than the floor alone, and the family's preset runs the floor the scale was fitted on (a scale "
-         "over a floor that does not ship would ship an untested combination; calibrate/serving/effscale.py).", "",
+         "over a floor that does not ship would ship an untested combination; calibrate/serving/effscale.py). "
+         "The AMD block-FP8 group's points neither fit nor judge it (a term of their own, below).", "",
          "| family | group | sources | points | scale (all sources) | per-fold scales | TPOT/ITL floor -> scaled "
          "| output tok/s floor -> scaled | ship |", "|---|---|---|---|---|---|---|---|---|"]
     for r in table:
