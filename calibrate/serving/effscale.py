@@ -80,8 +80,9 @@ def fit_group_scales(ps: list[LoadPoint], base, predict, residuals, loss, keep, 
     """{group: scale} for each SCALE_GROUPING group (of `groups`, None = all) whose `keep` points come from at
     least `min_sources` sources: the SCALE_GRID value with the smallest `loss` over those points' records,
     each point replayed with `scaled(base(p), value)` (`warm(pairs)`, when given, replays those pairs first:
-    the same numbers, in parallel)."""
+    the same numbers, in parallel). A build-anomaly point (LoadPoint.build_anomaly) trains no scale."""
     out: dict[str, float] = {}
+    ps = [p for p in ps if not p.build_anomaly]
     for g in sorted({floor_group(p, SCALE_GROUPING) for p in ps if keep(p)}):
         gps = [p for p in ps if keep(p) and floor_group(p, SCALE_GROUPING) == g]
         if (groups is not None and g not in groups) or len({p.source for p in gps}) < max(1, min_sources):

@@ -18,6 +18,7 @@ from calibrate.serving.replay import Cache, prefetch, preset_fitted, replay
 from calibrate.serving.rows import (
     KNEE_FACTOR, METRICS, LoadPoint, _catalog_models, _hw_names, curves, exclusion, load_points, public_sources,
 )
+from calibrate.serving.anomaly import build_anomalies
 
 
 # ---- residuals, metrics, knees --------------------------------------------------------------------
@@ -272,8 +273,8 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
        closed loop's clients also wait for it, which the predictions made with the chosen value replay).
     Held-out folds pass `min_release_sources` = MIN_RELEASE_SOURCES - 1: a held-out source's release keeps
     its own value exactly when the release has MIN_RELEASE_SOURCES sources with the held-out one.
-    A family without training points keeps its preset ({}). `predict(point, params) -> predicted dict`;
-    `point_params(chosen[family], point)` gives a point's overrides.
+    A build-anomaly point (LoadPoint.build_anomaly) trains neither stage; a family without training points
+    keeps {}. `predict(point, params) -> predicted dict`; `point_params(chosen[family], point)`: its overrides.
     `floor_grouping` (None = one floor per family; "vendor" / "generation"; "nested" = per family the one of
     FLOOR_GROUPINGS with the smallest leave-one-source-out step error over these points' sources, each
     source's TPOT/ITL and throughput rows scored with the entries fitted on the other sources): after stage 1
@@ -288,7 +289,8 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
     chosen: dict[str, dict] = {}
     by_family: dict[str, list[LoadPoint]] = defaultdict(list)
     for p in points:
-        by_family[p.family].append(p)
+        if not p.build_anomaly:
+            by_family[p.family].append(p)
     for fam, options in grid.items():
         ps = by_family.get(fam) or []
         if not ps:
@@ -485,8 +487,6 @@ def _load_support(points: list[LoadPoint]) -> dict:
             if e2e:
                 s["max_concurrency"] = max(s["max_concurrency"],
                                            round(min(p.load * e2e / 1000.0, p.num_prompts), 1))
-        elif p.load_kind == "rate" and math.isfinite(p.load):
-            s["max_rate"] = max(s["max_rate"], p.load)
         else:
             s["all_at_once"] = True
             s["max_concurrency"] = max(s["max_concurrency"], float(p.replayed_prompts))
@@ -499,11 +499,11 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     hw, catalog, public = _hw_names(), _catalog_models(), public_sources()
     excluded = []
     points: list[LoadPoint] = []
-    replayed_rows = 0
+    replayed_rows, anomalies = 0, build_anomalies(rows)  # scored, not trained (rows.build_anomalies)
     for cid, c in sorted(curves(rows).items()):
         why = exclusion(c, hw=hw, catalog=catalog, public=public)
         if why is None:
-            ps = load_points(c, catalog=catalog)
+            ps = load_points(c, catalog=catalog, build_anomaly=anomalies.get(cid, ""))
             kept = {rid for p in ps for rid in p.row_ids.values()}
             for r in c:
                 if r["row_id"] not in kept:

@@ -90,7 +90,10 @@ def fit_host(ps: list[LoadPoint], recs_of, loss, min_release_sources: int
 def _chosen_with_host(ch: dict, ps: list[LoadPoint], point_params, recs_of, loss, front_end_values,
                       min_release_sources: int, fit_experimental: bool) -> dict:
     """The family's chosen parameters `ch` (the shippable fit) with the host cost fitted given its floor and the
-    front-end latency re-fitted given both (module docstring)."""
+    front-end latency re-fitted given both (module docstring). A build-anomaly point (LoadPoint.build_anomaly)
+    trains neither."""
+    ps = [p for p in ps if not p.build_anomaly]
+
     def floor_of(p):
         return float(point_params(ch, p).get("layer_floor_us", 0.0))
 
