@@ -50,3 +50,24 @@ def test_sglang_dated_builds_of_2024_are_0_4():
     assert release_of("sglang", "dev-cu13") == "sglang@0.5"
     assert release_of("sglang", "nightly-20250601") == "sglang@0.5"
     assert release_of("sglang", "0.5.13.post1") == "sglang@0.5"
+
+
+def test_the_kernel_level_replay_maps_engine_versions_as_the_serving_corpus_does():
+    """calibrate/public/replay.py prices a TP row's all-reduces by its engine release (`row_allreduce_algorithms`),
+    mapped by the same `release_of`: TensorRT-LLM 0.5.0, which no release's `covers` range holds, is a 0.x
+    release (NCCL's ring, no AUTO tables), not the preset's default 1.0; a dated vLLM build its date's release."""
+    from types import SimpleNamespace
+
+    from calibrate.public.replay import row_allreduce_algorithms
+    from sim.catalog.engine_config import load_engine
+
+    def algos(engine, version):
+        return row_allreduce_algorithms(SimpleNamespace(engine=engine, engine_version=version))
+
+    assert release_of("trtllm", "0.5.0 (TensorRT 9.1.0.4)") == "trtllm@0.x"
+    assert algos("trtllm", "0.5.0 (TensorRT 9.1.0.4)") is False
+    assert algos("trtllm", "0.13.0") is False and algos("trtllm", "1.0 (doc)") is True
+    assert algos("trtllm", "1.2 (page of the 1.2.0 docs)") is True  # above every range: the newest, 1.0
+    v = "rocm/vllm-dev:20250112"
+    assert algos("vllm", v) is load_engine(release_of("vllm", v)).allreduce_algorithms
+    assert algos("tgi", "2.0") is False  # an engine without a preset: no algorithm tables

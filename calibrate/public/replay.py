@@ -220,22 +220,25 @@ def _comm(hw, spec, tp: int, eng=None):
 
 @lru_cache(maxsize=None)
 def _release_allreduce_algorithms(engine: str, version: str) -> bool:
-    from sim.catalog.engine_config import load_engine, release_for_version
+    from calibrate.serving.rows import release_of
+    from sim.catalog.engine_config import load_engine
     from sim.errors import ConfigError
 
     try:
-        release = release_for_version(engine, version)
-        return bool(load_engine(f"{engine}@{release}" if release else engine).allreduce_algorithms)
+        return bool(load_engine(release_of(engine, version) or engine).allreduce_algorithms)
     except ConfigError:
         return False
 
 
 def row_allreduce_algorithms(row: PublicRow) -> bool:
     """Whether a row's TP all-reduces are priced by algorithm (sim.cost.parallel `AllReducePolicy`): its
-    engine release's `allreduce_algorithms` (the release whose `covers` range holds the row's
-    engine_version, else the preset's default release), as the simulator prices `--engine NAME@RELEASE`.
-    TensorRT-LLM's AUTO tables are cited for 1.x: its 0.x release (the v0.13 / v0.16 TensorRT-engine rows)
-    keeps NCCL's ring at the family's fitted step."""
+    engine release's `allreduce_algorithms`, the release mapped as the serving corpus maps it
+    (calibrate.serving.rows `release_of`: the release whose `covers` range holds the row's engine_version,
+    else the release below/above it by major.minor, a dated build's release by VLLM_RELEASE_DATES, the
+    newest for none), as the simulator prices `--engine NAME@RELEASE`. TensorRT-LLM's AUTO tables are cited
+    for 1.x: its 0.x release (the v0.5 / v0.13 / v0.16 TensorRT-engine rows) keeps NCCL's ring at the
+    family's fitted step. (Before the two shared the mapping, a version no `covers` range held, e.g.
+    '0.5.0 (TensorRT 9.1.0.4)', took the preset's default release, TensorRT-LLM 1.0.)"""
     return _release_allreduce_algorithms(row.engine, row.engine_version)
 
 

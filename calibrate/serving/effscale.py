@@ -87,9 +87,10 @@ def fit_group_scales(ps: list[LoadPoint], base, predict, residuals, loss, keep, 
     least `min_sources` sources: the SCALE_GRID value with the smallest `loss` over those points' records,
     each point replayed with `scaled(base(p), value)` (`warm(pairs)`, when given, replays those pairs first:
     the same numbers, in parallel). The AMD block-FP8 group's points never fit a scale: they have a term of
-    their own whose preset rule replaces the scale (calibrate/serving/blockfp8.py `shared`)."""
+    their own whose preset rule replaces the scale (calibrate/serving/blockfp8.py `shared`); a build-anomaly
+    point (LoadPoint.build_anomaly) trains no scale either."""
     out: dict[str, float] = {}
-    ps = [p for p in shared(ps) if keep(p)]
+    ps = [p for p in shared(ps) if keep(p) and not p.build_anomaly]
     for g in sorted({floor_group(p, SCALE_GROUPING) for p in ps}):
         gps = [p for p in ps if floor_group(p, SCALE_GROUPING) == g]
         if (groups is not None and g not in groups) or len({p.source for p in gps}) < max(1, min_sources):

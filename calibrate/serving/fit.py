@@ -15,6 +15,7 @@ from calibrate.serving.floor import (  # noqa: F401  (the per-group floor: impor
     FLOOR_GROUP, FLOOR_GROUPINGS, MIN_FLOOR_GROUP_SOURCES, choose_floor_grouping, floor_alone_figures, floor_group,
     floor_ships_alone, floor_stage1, shipped_device_floors, shipped_family_floors,
 )
+from calibrate.serving.anomaly import build_anomalies
 from calibrate.serving.replay import Cache, prefetch, preset_fitted, replay
 from calibrate.serving.rows import (
     KNEE_FACTOR, METRICS, LoadPoint, _catalog_models, _hw_names, curves, exclusion, load_points, public_sources,
@@ -35,8 +36,7 @@ def residuals(point: LoadPoint, predicted: dict) -> list[dict]:
     for (q, s), v in sorted(point.measured.items()):
         p = predicted.get(f"{q}|{s}")
         out.append({"row_id": point.row_ids[(q, s)], "point": point.key(), "curve_id": point.curve_id,
-                    "source": point.source,
-                    "device": point.device, "family": point.family, "engine": point.engine,
+                    "source": point.source, "device": point.device, "family": point.family, "engine": point.engine,
                     "load_kind": point.load_kind, "load": point.load, "quantity": q, "statistic": s,
                     "metric": metric_of(q, s), "measured": v, "predicted": p,
                     "error": (p / v - 1.0) if p is not None and v > 0 else None})
@@ -273,8 +273,8 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
        closed loop's clients also wait for it, which the predictions made with the chosen value replay).
     Held-out folds pass `min_release_sources` = MIN_RELEASE_SOURCES - 1: a held-out source's release keeps
     its own value exactly when the release has MIN_RELEASE_SOURCES sources with the held-out one.
-    A family without training points keeps its preset ({}). `predict(point, params) -> predicted dict`;
-    `point_params(chosen[family], point)` gives a point's overrides.
+    Build anomalies (anomaly.py) train neither stage; a family with no training point keeps {}. `predict(point,
+    params) -> predicted dict`; `point_params(chosen[family], point)` gives a point's overrides.
     `floor_grouping` (None = one floor per family; "vendor" / "generation"; "nested" = per family the one of
     FLOOR_GROUPINGS with the smallest leave-one-source-out step error over these points' sources, each
     source's TPOT/ITL and throughput rows scored with the entries fitted on the other sources): after stage 1
@@ -288,7 +288,7 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
     min_release_sources = MIN_RELEASE_SOURCES if min_release_sources is None else min_release_sources
     chosen: dict[str, dict] = {}
     by_family: dict[str, list[LoadPoint]] = defaultdict(list)
-    for p in shared(points):  # the AMD block-FP8 group neither trains nor judges these (blockfp8.shared)
+    for p in (q for q in shared(points) if not q.build_anomaly):  # no AMD block-FP8 group point, no build anomaly
         by_family[p.family].append(p)
     for fam, options in grid.items():
         ps = by_family.get(fam) or []
@@ -497,11 +497,11 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     hw, catalog, public = _hw_names(), _catalog_models(), public_sources()
     excluded = []
     points: list[LoadPoint] = []
-    replayed_rows = 0
+    replayed_rows, anomalies = 0, build_anomalies(rows)  # scored, not trained (rows.build_anomalies)
     for cid, c in sorted(curves(rows).items()):
         why = exclusion(c, hw=hw, catalog=catalog, public=public)
         if why is None:
-            ps = load_points(c, catalog=catalog)
+            ps = load_points(c, catalog=catalog, build_anomaly=anomalies.get(cid, ""))
             kept = {rid for p in ps for rid in p.row_ids.values()}
             for r in c:
                 if r["row_id"] not in kept:

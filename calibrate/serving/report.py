@@ -26,6 +26,7 @@ from calibrate.serving.floor_report import (  # noqa: F401 (_fmt, _pct: the repo
 from calibrate.serving.effscale import (
     JOINT_RULE, SCALE_GRID, SCALE_GROUPING, joint_markdown, joint_summary_lines, scale_markdown, scale_summary_lines,
 )
+from calibrate.serving.anomaly import anomaly_markdown, anomaly_split, anomaly_summary_lines
 from calibrate.serving.rows import LoadPoint
 from calibrate.serving.ttft_tail import ttft_tail_markdown
 
@@ -192,6 +193,7 @@ def fidelity_json(res: dict, targets: dict) -> dict:
         "front_end": {"rule": FRONT_END_RULE, "rules": list(FRONT_END_RULES),
                       "min_release_sources": MIN_RELEASE_SOURCES, "ship_rule": front_end_ship_rule(res),
                       "experimental": experimental_split(res)},
+        "build_anomalies": anomaly_split(res, summarize),
         "shipped_presets_in_sample": summarize(res["shipped"]["records"]),
         "coverage": {"baseline_by_source": nested_coverage(res["baseline"]["records"], res["points"], "source"),
                      "request_only_by_source": nested_coverage(res["request_only"]["records"], res["points"], "source"),
@@ -319,6 +321,7 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
         lines.append(f"source-labelled experimental rows ({len(ex['curves'])} curves), ttft_p50 with / without: "
                      + ", ".join(f"{sec} {_fmt(ex[sec]['with'].get('ttft_p50'))} / {_fmt(ex[sec]['without'].get('ttft_p50'))}"
                                  for sec in ("baseline", "request_only_by_source", "heldout_by_source")))
+    lines += anomaly_summary_lines(anomaly_split(res, summarize), _fmt)
     lines.append(f"presets' layer_floor_us: {json.dumps(res['shipped_layer_floors'], sort_keys=True)}")
     lines += floor_summary_lines(res)
     lines += scale_summary_lines(res["efficiency_scale"]["table"])
@@ -509,6 +512,7 @@ def report_markdown(res: dict, targets: dict) -> str:
         for m in ("ttft_p50", "ttft_p99", "headline"):
             L.append(f"| {sec} | {m} | {_fmt(ex[sec]['with'].get(m))} | {_fmt(ex[sec]['without'].get(m))} | "
                      f"{_fmt(ex[sec]['experimental_only'].get(m))} |")
+    L += anomaly_markdown(fj["build_anomalies"], _fmt)
     L += floor_markdown(fj)
     L += [""] + scale_markdown(res["efficiency_scale"]["table"])
     L += joint_markdown(res["efficiency_scale"]["joint"], res["efficiency_scale"]["floor_alone_figures"],

@@ -321,6 +321,9 @@ class LoadPoint:
     #: the source itself labels the run experimental / work in progress (`experimental_by_source`); not
     #: part of `key()`: it changes no replay
     experimental: bool = False
+    #: why the curve is scored but trains nothing (`build_anomalies`: a TP>1 run no faster than a one-device
+    #: run of the same engine), "" when it trains; not part of `key()`
+    build_anomaly: str = ""
 
     def key(self) -> str:
         blob = json.dumps([self.curve_id, self.engine, self.model, self.quant, self.tp, self.kv_dtype,
@@ -484,7 +487,8 @@ def experimental_by_source(curve: list[dict]) -> bool:
     return any(EXPERIMENTAL_NOTE.search(r.get("notes") or "") for r in curve)
 
 
-def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int = 0) -> list[LoadPoint]:
+def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int = 0,
+                build_anomaly: str = "") -> list[LoadPoint]:
     catalog = _catalog_models() if catalog is None else catalog
     r0 = curve[0]
     kind = _client_kind(r0.get("client") or "")
@@ -530,7 +534,7 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
             load_kind=load_kind, load=float(load), num_prompts=n_src, replayed_prompts=n,
             prompt_lens=[int(x) for x in ins], output_lens=[int(x) for x in outs],
             release_s=[round(float(x), 6) for x in release], max_concurrency=int(conc) if conc else None,
-            experimental=experimental_by_source(curve))
+            experimental=experimental_by_source(curve), build_anomaly=build_anomaly)
         for x in rs:
             v = _num(x.get("value"))
             if v is not None and v > 0:
