@@ -501,6 +501,8 @@ def report_markdown(res: dict, targets: dict) -> str:
     if "host_stage" in res:
         from calibrate.serving.hoststage import host_markdown
         L += host_markdown(res["host_stage"])
+    from calibrate.serving.split_kv_rule import split_kv_markdown
+    L += [""] + split_kv_markdown()
     L += ["", f"The presets as replayed here ship request_overhead_ms "
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
           f"and layer_floor_us {json.dumps(fj['shipped_layer_floor_us'], sort_keys=True)}; "
