@@ -66,8 +66,26 @@ def test_tensor_parallel_placement_prices_the_chain_on_decode_only_steps():
     assert cm1.step_time((512,), (0,), ()) == pytest.approx(cm0.step_time((512,), (0,), ()), rel=1e-12)
 
 
-def test_corpus_flag_maps_sglang_triton_backend_only():
-    assert engine_overrides("--attention-backend triton --tp 1")["decode_kv_splits"] == 8
-    assert "decode_kv_splits" not in engine_overrides("--attention-backend fa3 --tp 2")
+def test_corpus_flag_reading_of_sglang_triton_backend():
+    from sim.bench.corpus import _triton_kv_splits
+
+    assert _triton_kv_splits("triton") == 8
+    with pytest.raises(ValueError):
+        _triton_kv_splits("fa3")
     assert "decode_kv_splits" not in engine_overrides("--tp 8")
 
+
+def test_ship_rule_decides_the_corpus_flag_mapping():
+    from calibrate.serving.split_kv_rule import RECORDED, ships, split_kv_markdown
+    from sim.bench import corpus
+
+    # the corpus replays read --attention-backend triton exactly when the recorded subset runs pass the rule
+    assert ("--attention-backend" in corpus._FLAGS) == ships(RECORDED)
+    assert not ships(RECORDED)  # 2026-12-06: TPOT/ITL 27.0% -> 27.0% on the rule's line: not shipped
+    better = {"subset": "x", "date": "d", "without": {"tpot_itl": 30.0, "output_tps": 20.0},
+              "with": {"tpot_itl": 25.0, "output_tps": 20.0}}
+    assert ships(better)
+    assert not ships({**better, "with": {"tpot_itl": 25.0, "output_tps": 21.0}})  # throughput worse
+    assert not ships({**better, "with": {"tpot_itl": 30.0, "output_tps": 10.0}})  # TPOT not better
+    assert not ships({})
+    assert "| tpot_itl | 30.0% | 25.0% |" in "\n".join(split_kv_markdown(better))
