@@ -12,7 +12,7 @@ from calibrate.serving.bands import (
     K_GRID, MIN_BAND_SOURCES, MIN_K_ROWS, Q_HI, Q_LO, calibrated_bands, interpolated_knee_summary, interpolated_knees,
     nested_band_coverage, nested_coverage,
 )
-from calibrate.serving.blockfp8 import shared
+from calibrate.serving.blockfp8 import block_markdown, shared
 from calibrate.serving.fit import (
     API_MAX_MS, API_STEP_MS, GRID_ITERATION_MS, GRID_LAYER_FLOOR_US, GRID_PER_SEQUENCE_MS, MIN_BAND_N,
     OFF_SUPPORT_FACTOR, _by, _knee_summary, summarize,
@@ -28,6 +28,7 @@ from calibrate.serving.effscale import (
 )
 from calibrate.serving.anomaly import anomaly_markdown, anomaly_split, anomaly_summary_lines
 from calibrate.serving.rows import LoadPoint
+from calibrate.serving.split_kv_rule import split_kv_markdown
 from calibrate.serving.ttft_tail import ttft_tail_markdown
 
 
@@ -521,8 +522,8 @@ def report_markdown(res: dict, targets: dict) -> str:
         from calibrate.serving.hoststage import host_markdown
         L += host_markdown(res["host_stage"])
     if "block_fp8" in res:
-        from calibrate.serving.blockfp8 import block_markdown
         L += block_markdown(res["block_fp8"])
+    L += [""] + split_kv_markdown()
     L += ["", f"The presets as replayed here ship request_overhead_ms "
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
           f"and layer_floor_us {json.dumps(fj['shipped_layer_floor_us'], sort_keys=True)}; "

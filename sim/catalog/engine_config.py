@@ -54,16 +54,9 @@ _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
 # Preset names users type that are not file names.
 _ALIASES = {
-    "llama-server": "llama.cpp",
-    "llamacpp": "llama.cpp",
-    "llama_cpp": "llama.cpp",
-    "transformers": "hf",
-    "huggingface": "hf",
-    "tensorrt-llm": "trtllm",
-    "trt-llm": "trtllm",
-    "text-generation-inference": "tgi",
-    "mlx-lm": "mlx",
-    "lm-studio": "lmstudio",
+    "llama-server": "llama.cpp", "llamacpp": "llama.cpp", "llama_cpp": "llama.cpp", "transformers": "hf",
+    "huggingface": "hf", "tensorrt-llm": "trtllm", "trt-llm": "trtllm", "text-generation-inference": "tgi",
+    "mlx-lm": "mlx", "lm-studio": "lmstudio",
 }
 
 
@@ -204,6 +197,10 @@ class EngineConfig(HostStageSettings):  # host_token_us, host_request_us, host_s
         0.0, ge=0, description=("device time one decoder layer (any kind) takes at least in a step: its chain of "
                                 "10-30 small kernels; docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"),
     )
+    decode_kv_splits: int | None = Field(None, ge=1, description=(
+        "decode attention that splits each sequence's keys over at most this many thread blocks per head block, "
+        "each walking its keys serially (SGLang's triton backend: --triton-attention-num-kv-splits, 8): "
+        "sim.cost.split_kv. None = a split-KV kernel that fills the GPU"))
     # when on, TP all-reduce by algorithm: {oneshot|custom[_blackwell]: {TP size: max message KiB}} (AllReducePolicy)
     allreduce_algorithms: bool = False
     allreduce_max_kib: dict[str, dict[int, float]] | None = None

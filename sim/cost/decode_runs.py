@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sim.cost.split_kv import split_kv_s
+
 
 def _sum_max_of_lines(a1, b1, a2, b2, count):
     """sum_{u=0}^{count-1} max(a1 + b1 u, a2 + b2 u), elementwise over numpy arrays (exact).
@@ -192,7 +194,8 @@ class DecodeRuns:
             overhead = overhead + self.graph_extra_s(n)
         compute0 = gemm + overhead
         memory0 = gemm + kv_write_s + overhead
-        attn = self.attention_flops_per_layer_key * slow / att  # s per layer-key (all decode keys)
+        # s per layer-key (all decode keys), a capped split-KV kernel's serial chain included (sim.cost.split_kv)
+        attn = self.attention_flops_per_layer_key * slow / att + split_kv_s(self.split_kv, 1.0, n)
         kvr = self.kv_read_bytes_per_layer_token / bw  # s per layer-token read
         sc = self.score_bytes_per_layer_key / bw  # s per layer-key of scores through memory (no flash attention)
         c = self._decode_consts[n] = (compute0, memory0, attn, kvr, sc, self.params)

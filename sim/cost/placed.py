@@ -12,6 +12,7 @@ import numpy as np
 from sim.cost.decode_runs import _sum_pipeline_steps
 from sim.cost.kernels import extra_expert_bytes, weight_stream_s
 from sim.cost.llamacpp import gemm_rows
+from sim.cost.split_kv import split_kv_s
 
 
 class PlacedSteps:
@@ -58,6 +59,10 @@ class PlacedSteps:
             stream_s = weight_stream_s(tokens, weight_bytes, p.bandwidth_bytes_per_s, self.matvec_weights_per_byte,
                                        p.matvec_s_per_weight)
             attention_s = f * self.attention_flops_per_layer_key * layer_keys / p.attention_flops_per_s
+            if self.split_kv is not None:
+                # a capped split-KV decode kernel's serial chain over the part's layers (sim.cost.split_kv), on
+                # decode-only passes (one token per sequence: every key a decode key; a prompt runs another kernel)
+                attention_s = attention_s + f * split_kv_s(self.split_kv, np.where(tokens <= seqs, layer_keys, 0.0), seqs)
             kv_s = p.kv_factor * f * (kv_bytes
                                       + self.score_bytes_per_layer_key * layer_keys) / p.bandwidth_bytes_per_s
             # the part's weight GEMMs, then its attention kernels, each at its own roofline (`_terms`);
@@ -126,7 +131,7 @@ class PlacedSteps:
             overhead = overhead + self.graph_extra_s(n)
         attn, kvr, sc = self.attention_flops_per_layer_key, self.kv_read_bytes_per_layer_token, self.score_bytes_per_layer_key
         lines = [
-            (c0, p.layer_fraction * attn * keys1 / mb / p.attention_flops_per_s,
+            (c0, p.layer_fraction * (attn * keys1 / mb / p.attention_flops_per_s + split_kv_s(self.split_kv, keys1 / mb, tb)),
              m0, p.kv_factor * p.layer_fraction * (kvr * read1 + sc * keys1) / mb / p.bandwidth_bytes_per_s)
             for p, (c0, m0) in zip(self.placement.parts, parts0)
         ]

@@ -185,6 +185,7 @@ from sim.cost.kernels import MATVEC_MAX_ROWS, expected_distinct_experts, extra_e
 from sim.cost.graphs import CudaGraphs
 from sim.cost.padded import PaddedViews
 from sim.cost.placed import PlacedSteps
+from sim.cost.split_kv import SplitKV, split_kv_s
 from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, _mmq_tile_traffic_one, gemm_rows, gemm_start_rows,
                                llamacpp_kernel_args, mmq_tile_traffic_bytes, moe_expert_rows)
 from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement, expert_parallel_imbalance
@@ -201,10 +202,9 @@ SCORE_BYTES = 16.0
 class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaGraphs):
     """Seconds per engine iteration for one model, quantization, KV dtype and `CostParams`.
 
-    By concern: the physics of one iteration here; runs of decode steps and the engine's
-    step-pricing protocol in `sim.cost.decode_runs.DecodeRuns`; padded KV views in
-    `sim.cost.padded`; placements over several devices in `sim.cost.placed`; the calibration's
-    feature rows and breakdowns in `sim.cost.features`."""
+    By concern: the physics of one iteration here; runs of decode steps and the engine's step-pricing protocol in
+    `sim.cost.decode_runs.DecodeRuns`; padded KV views in `sim.cost.padded`; placements over several devices in
+    `sim.cost.placed`; the calibration's feature rows and breakdowns in `sim.cost.features`."""
 
     def __init__(
         self,
@@ -225,21 +225,22 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         eager_overhead_s: float = 0.0,
         graph_padding: bool = True,
         layer_floor_s: float = 0.0,
+        split_kv: SplitKV | None = None,
     ):
         self.model = model
         # The per-layer kernel floor (EngineConfig.layer_floor_us; every layer kind, docs/cost-model.md
         # 'Per-layer kernel floor'): GEMMs + all-reduces last at least n_layers x it. 0 = no floor.
         self.layer_floor_s = float(layer_floor_s)
         self.gemm_floor_s = self.layer_floor_s * model.n_layers
+        self.split_kv = split_kv  # a capped split-KV decode attention's serial chain (sim.cost.split_kv); None = none
         # CUDA-graph decode batches (EngineConfig.cuda_graph_sizes, increasing; None = not modelled) and
         # the host cost of a step launched eagerly above the largest (`graph_extra_s`)
         self.graph_sizes = tuple(graph_sizes) if graph_sizes else None
         self.eager_overhead_s = float(eager_overhead_s)
         self.graph_padding = bool(graph_padding)
         self._graph_extra: dict[int, tuple[float, CostParams]] = {}
-        # llama.cpp's CUDA MMQ tile traffic priced at this bandwidth [B/s] as a floor of the weight GEMMs
-        # of steps of more than 8 rows (sim.cost.llamacpp `mmq_tile_traffic_bytes`,
-        # `cuda_mmq_tile_bandwidth`); 0 = no such floor
+        # llama.cpp's CUDA MMQ tile traffic priced at this bandwidth [B/s] as a floor of the weight GEMMs of steps
+        # of more than 8 rows (sim.cost.llamacpp `mmq_tile_traffic_bytes`, `cuda_mmq_tile_bandwidth`); 0 = none
         self.mmq_tile_bandwidth = float(mmq_tile_bandwidth)
         # llama.cpp's CUDA MMQ tile width for routed experts (sim.cost.llamacpp `cuda_moe_expert_tile`;
         # 0 = a Hockney start-up per touched expert): `_layer_matmul_flops`
@@ -275,9 +276,8 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         # flash attention (the engine's flash_attention), 0 with it (module docstring).
         self.flash_attention = bool(flash_attention)
         self.score_bytes_per_layer_key = 0.0 if flash_attention else SCORE_BYTES * model.n_heads
-        # K/V bytes read per cached token and layer: once with flash attention; without it each K/V head
-        # once per query head of its group, of which a cache catches part (`unfused_kv_reads`; module
-        # docstring)
+        # K/V bytes read per cached token and layer: once with flash attention; without it each K/V head once
+        # per query head of its group, of which a cache catches part (`unfused_kv_reads`; module docstring)
         group = 1 if model.mla is not None else model.n_heads // model.n_kv_heads  # MLA: one latent for all heads
         self.kv_read_bytes_per_layer_token = self.kv_bytes_per_layer_token * (
             1.0 if flash_attention else min(float(group), max(1.0, float(unfused_kv_reads))))
@@ -286,10 +286,9 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         self.n_full_layers = model.n_full_attention_layers
         self.n_sliding_layers = model.n_sliding_layers
         self.window = model.sliding_window if model.n_sliding_layers else None
-        # Weights streamed from memory per iteration. The untied input embedding is a gather of T
-        # rows, not a streamed matrix, so its bytes are left out: its own bytes (`ModelSpec.vocab_bytes`:
-        # V*h at the format's embedding width, scaled to the real file), not its share of the
-        # parameters, which left ~0.8 GB of gpt-oss-20b's 16-bit table in every MXFP4 decode step.
+        # Weights streamed from memory per iteration. The untied input embedding is a gather of T rows, not a
+        # streamed matrix, so its bytes are left out: its own bytes (`ModelSpec.vocab_bytes`: V*h at the format's
+        # embedding width, scaled to the real file), not its share of the parameters (~0.8 GB of gpt-oss-20b).
         total = model.weight_bytes(self.quant)
         embedding, head = model.vocab_bytes(self.quant)
         streamed = total - (0.0 if model.tie_embeddings else embedding)
@@ -378,6 +377,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
                    flash_attention=eng.flash_attention_for(spec),
                    graph_sizes=eng.cuda_graph_sizes, eager_overhead_s=eng.eager_overhead_ms / 1e3,
                    graph_padding=eng.cuda_graph_padding, layer_floor_s=eng.layer_floor_us / 1e6,
+                   split_kv=SplitKV.for_engine(eng, spec),
                    **llamacpp_kernel_args(prof, eng.kernel_family, q))
 
     # ---- token counts summed over layers ---------------------------------------------------------
@@ -484,7 +484,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             # n_layers x the per-layer kernel floor (`layer_floor_s`; TP: sim.cost.placed), a MoE batch's `extra_expert_bytes` on top
             floor_s = self.gemm_floor_s + extra_expert_bytes(self, tokens) / bw
             weights_s = max(weights_s, floor_s) if not (np.ndim(weights_s) or np.ndim(floor_s)) else np.maximum(weights_s, floor_s)
-        attention_s = self.attention_flops_per_layer_key * effective_keys / att
+        attention_s = self.attention_flops_per_layer_key * effective_keys / att + split_kv_s(self.split_kv, decode_keys, seqs)
         kv_s = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
                 + self.kv_bytes_per_layer_token * self.n_layers * tokens
                 + self.score_bytes_per_layer_key * layer_keys + self.state_bytes_per_sequence_step * seqs) / bw
