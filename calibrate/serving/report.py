@@ -14,11 +14,9 @@ from calibrate.serving.bands import (
 )
 from calibrate.serving.blockfp8 import block_markdown, shared
 from calibrate.serving.fit import (
-    API_MAX_MS, API_STEP_MS, GRID_ITERATION_MS, GRID_LAYER_FLOOR_US, GRID_PER_SEQUENCE_MS, MIN_BAND_N,
-    OFF_SUPPORT_FACTOR, _by, _knee_summary, summarize,
-)
-from calibrate.serving.fit import (
-    FIT_EXPERIMENTAL, FRONT_END_RULE, FRONT_END_RULES, MIN_RELEASE_SOURCES, point_params,
+    API_MAX_MS, API_STEP_MS, FIT_EXPERIMENTAL, FRONT_END_RULE, FRONT_END_RULES, GRID_ITERATION_MS, GRID_LAYER_FLOOR_US,
+    GRID_PER_SEQUENCE_MS, MIN_BAND_N, MIN_RELEASE_SOURCES, OFF_SUPPORT_FACTOR, _by, _knee_summary, point_params,
+    summarize,
 )
 from calibrate.serving.floor_report import (  # noqa: F401 (_fmt, _pct: the report's number formats)
     _fmt, _pct, floor_json, floor_markdown, floor_summary_lines,
