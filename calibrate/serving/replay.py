@@ -151,9 +151,12 @@ def cache_key(point: LoadPoint, params: dict | None) -> str:
 #: for it: its throughputs shrink by mean E2E / (mean E2E + value)). Why it exists (branch ttft, issue 38):
 #: on a closed loop with fixed lengths the in-loop delay moves requests across step boundaries, so its
 #: TTFT moves in whole prefill steps (Red Hat vLLM 0.9.2 TP4 H200 70B FP8, C=60: median TTFT 849 ms
-#: with 0-10 ms, 1,299 ms with 25 ms, 1,735 ms with 50 ms; measured 826 ms), while the measured Red Hat
-#: RHAIIS 3.2.0 curve, whose unloaded TTFT sits 56 ms above vLLM 0.9.2's, has the same loaded median
-#: (833 ms). The default stays "in_loop" (what the simulator ships); "additive" is an experiment.
+#: with 0-10 ms, 1,299 ms with 25 ms, 1,735 ms with 50 ms; measured 826 ms): a held-out front end a few
+#: ms too long costs whole steps. "additive" is a diagnostic, not a physical model: a real closed-loop
+#: client cannot send before it has the last token, so the engine does see its next request that much
+#: later, as "in_loop" replays it (the RHAIIS 3.2.0 curve's 56 ms higher unloaded TTFT with the same
+#: loaded median is no evidence either way: that build's TP4 steps are 2.5x slow, calibrate/serving/
+#: anomaly.py). The default stays "in_loop" (what the simulator ships).
 FRONT_END_PLACEMENT = os.environ.get("INFERSIM_FRONT_END_PLACEMENT", "in_loop")
 
 
