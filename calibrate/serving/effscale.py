@@ -128,9 +128,27 @@ def heldout_scales(points: list[LoadPoint], floor_chosen: dict[str, dict], point
     return preds, chosen
 
 
+def floors_as_shipped(res: dict, floor_final: dict[str, dict]) -> dict[str, dict]:
+    """`floor_final` (the all-rows shippable fit's parameters) with each device group's own floor kept only
+    where its split ships (calibrate/serving/floor_report.py `floor_ship_rule`), else the family's: the floor
+    the preset runs on the group's devices. The all-sources scale is fitted over it, so what ships is a scale
+    for the floor the preset runs (session 43: SGLang AMD's all-rows group floor, 100 us, does not ship, and a
+    scale fitted over it, 0.9, pointed opposite to both folds' 1.1 over the family's 150 us; said because this
+    was written after seeing that)."""
+    from calibrate.serving.floor_report import floor_ship_rule
+
+    rule, out = floor_ship_rule(res), {}
+    for fam, fp in floor_final.items():
+        own = {g: v for g, v in ((fp or {}).get("layer_floor_us_by_group") or {}).items()
+               if (rule.get(fam, {}).get(g) or {}).get("ship")}
+        out[fam] = {**(fp or {}), "layer_floor_us_by_group": own} if fp else fp
+    return out
+
+
 def final_scales(points: list[LoadPoint], floor_final: dict[str, dict], point_params, predict, residuals,
                  loss, warm=None) -> dict[str, dict[str, float]]:
-    """{family: {group: scale}} fitted on all points (the floor's final parameters), MIN_FLOOR_GROUP_SOURCES."""
+    """{family: {group: scale}} fitted on all points over `floor_final` (fit.run passes `floors_as_shipped`:
+    the floors the presets run), MIN_FLOOR_GROUP_SOURCES."""
     out = {}
     for fam in sorted({p.family for p in points}):
         ps = [p for p in points if p.family == fam]

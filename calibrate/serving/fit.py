@@ -562,7 +562,7 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
         if jobs > 1 and cache is not None:
             prefetch([(p, fit_params(q)) for p, q in pairs], cache, jobs)
     s_preds, s_folds = es.heldout_scales(points, r_chosen, point_params, pred, residuals, step_loss, warm)
-    s_final = es.final_scales(points, r_final, point_params, pred, residuals, step_loss, warm)
+    s_final = es.final_scales(points, es.floors_as_shipped(out, r_final), point_params, pred, residuals, step_loss, warm)
     s_records = _records(points, s_preds, knees_meas)
     alone_figs = floor_alone_figures(shared(points), base_records, out["request_only"]["records"])
     alone = {f: v["ship"] for f, v in alone_figs.items()}
