@@ -124,3 +124,20 @@ def test_the_committed_report_check_fails_when_a_preset_does_not_run_a_shipped_s
         row["fitted_scale"] = fj["efficiency_scale"]["final"]["sglang"]["AMD"] = runs["mi300x"]
     with pytest.raises(AssertionError):
         _presets_ship_the_bandwidth_scales(fj)
+
+
+def test_the_all_sources_scale_is_fitted_over_a_group_floor_only_where_its_split_ships():
+    pts = _points()  # family vllm; groups by vendor: NVIDIA (A, B), AMD (C, D), Apple (E)
+    final = {"vllm": {"layer_floor_us": 150.0, "floor_grouping": "vendor",
+                      "layer_floor_us_by_group": {"AMD": 100.0, "NVIDIA": 75.0}}}
+
+    def recs(err_of):  # TPOT and throughput records whose |error| is err_of(point)
+        return [{"point": p.key(), "metric": m, "error": err_of(p)} for p in pts for m in ("tpot_itl", "output_tps")]
+
+    split = recs(lambda p: 0.1 if sf_fit.floor_group(p) == "AMD" else 0.3)  # the split helps AMD, hurts NVIDIA
+    one = recs(lambda p: 0.2)
+    got = es.floors_as_shipped(pts, final, split, one)["vllm"]
+    assert got["layer_floor_us_by_group"] == {"AMD": 100.0}  # NVIDIA's own floor does not ship: the family's
+    assert {g: sf_fit.point_params(got, p)["layer_floor_us"] for p in pts
+            for g in [sf_fit.floor_group(p)]} == {"NVIDIA": 150.0, "AMD": 100.0, "Apple": 150.0}
+    assert es.floors_as_shipped(pts, final, one, one)["vllm"]["layer_floor_us_by_group"] == {}  # no gain: none

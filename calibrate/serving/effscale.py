@@ -128,20 +128,27 @@ def heldout_scales(points: list[LoadPoint], floor_chosen: dict[str, dict], point
     return preds, chosen
 
 
-def floors_as_shipped(res: dict, floor_final: dict[str, dict]) -> dict[str, dict]:
+def floors_as_shipped(points: list[LoadPoint], floor_final: dict[str, dict], split_records: list[dict],
+                      one_floor_records: list[dict]) -> dict[str, dict]:
     """`floor_final` (the all-rows shippable fit's parameters) with each device group's own floor kept only
-    where its split ships (calibrate/serving/floor_report.py `floor_ship_rule`), else the family's: the floor
-    the preset runs on the group's devices. The all-sources scale is fitted over it, so what ships is a scale
-    for the floor the preset runs (session 43: SGLang AMD's all-rows group floor, 100 us, does not ship, and a
-    scale fitted over it, 0.9, pointed opposite to both folds' 1.1 over the family's 150 us; said because this
-    was written after seeing that)."""
-    from calibrate.serving.floor_report import floor_ship_rule
-
-    rule, out = floor_ship_rule(res), {}
+    where its split ships by the rule of calibrate/serving/floor_report.py `floor_ship_rule` (its value differs
+    from the family's, and the group's rows held out by source with the split beat one floor per family:
+    `held_out_gain` over `split_records` vs `one_floor_records`), else the family's: the floor the preset runs.
+    The all-sources scale is fitted over it, so what ships is a scale for the floor the preset runs (session 43:
+    SGLang AMD's all-rows group floor, 100 us, does not ship, and the scale fitted over it, 0.9, pointed opposite
+    to both folds' 1.1 over the family's 150 us; said because this was written after seeing that)."""
+    out = {}
     for fam, fp in floor_final.items():
-        own = {g: v for g, v in ((fp or {}).get("layer_floor_us_by_group") or {}).items()
-               if (rule.get(fam, {}).get(g) or {}).get("ship")}
-        out[fam] = {**(fp or {}), "layer_floor_us_by_group": own} if fp else fp
+        fp, own = fp or {}, {}
+        grouping = fp.get("floor_grouping") or "family"
+        for g, v in (fp.get("layer_floor_us_by_group") or {}).items():
+            keys = {p.key() for p in shared(points) if p.family == fam and floor_group(p, grouping) == g}
+            m = {(r, k): median_abs_pct(recs, k, keys) for r, recs in (("w", split_records), ("o", one_floor_records))
+                 for k in ("tpot_itl", "output_tps")}
+            if grouping != "family" and float(v) != float(fp.get("layer_floor_us", 0.0)) and held_out_gain(
+                    m["w", "tpot_itl"], m["o", "tpot_itl"], m["w", "output_tps"], m["o", "output_tps"]):
+                own[g] = v
+        out[fam] = {**fp, "layer_floor_us_by_group": own}
     return out
 
 

@@ -527,13 +527,11 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     cv = {}
     for by in ("source", "device"):
         preds, chosen = _heldout(points, by, options, cache)
-        kn = curve_knees(points, preds)
-        cv[by] = {"preds": preds, "chosen": chosen, "knees": kn}
+        cv[by] = {"preds": preds, "chosen": chosen, "knees": curve_knees(points, preds)}
     final = fit_engine_params(points, options, lambda p, q: predict(p, q, cache))
-    # what can ship: the presets' host step costs kept (the kernel-level fit replays them), the
-    # per-layer kernel floor and the per-request front-end latency (request_overhead_ms) fitted, held
-    # out by source
-    # the per-layer floor per (family, device group) as FLOOR_GROUP says; one floor per family for comparison
+    # what can ship: the presets' host step costs kept (the kernel-level fit replays them), the per-layer kernel
+    # floor (per (family, device group) as FLOOR_GROUP says; one floor per family for comparison) and the
+    # per-request front-end latency (request_overhead_ms) fitted, held out by source
     only = {f: shippable_grid() for f in options}
     r_preds, r_chosen = _heldout(points, "source", only, cache, floor_grouping=FLOOR_GROUP)
     r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache), floor_grouping=FLOOR_GROUP)
@@ -562,9 +560,11 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
         if jobs > 1 and cache is not None:
             prefetch([(p, fit_params(q)) for p, q in pairs], cache, jobs)
     s_preds, s_folds = es.heldout_scales(points, r_chosen, point_params, pred, residuals, step_loss, warm)
-    s_final = es.final_scales(points, es.floors_as_shipped(out, r_final), point_params, pred, residuals, step_loss, warm)
-    s_records = _records(points, s_preds, knees_meas)
-    alone_figs = floor_alone_figures(shared(points), base_records, out["request_only"]["records"])
+    ro = out["request_only"]  # the all-sources scale over the floors the presets run (es.floors_as_shipped):
+    s_final = es.final_scales(points, es.floors_as_shipped(points, r_final, ro["records"], ro["one_floor"]["records"]),
+                              point_params, pred, residuals, step_loss, warm)
+    s_records, alone_figs = _records(points, s_preds, knees_meas), floor_alone_figures(shared(points), base_records,
+                                                                                        ro["records"])
     alone = {f: v["ship"] for f, v in alone_figs.items()}
     joint_fams = [f for f, ok in alone.items() if not ok and float((r_final.get(f) or {}).get("layer_floor_us") or 0)]
     out["efficiency_scale"] = {"records": s_records, "folds": s_folds, "final": s_final, "floor_ships_alone": alone,
