@@ -23,13 +23,12 @@ def test_block_fp8_is_read_from_the_checkpoint_not_the_quant_name():
     assert BLOCK_FP8_CATALOG_IDS <= set(load_catalog())
 
 
-def _points():
-    """Block-FP8 DeepSeek-R1 on AMD from two sources (A: mi300x, B: mi325x), a bf16 Llama on A's mi300x and the
-    block-FP8 model on NVIDIA (C: h200): measured TPOT 22.857 ms and output tok/s C x 1000 / TPOT everywhere."""
-    t = (10.0 + 300.0 / 50.0) / 0.7
+def _curves(spec, tpot_of) -> list:
+    """Load points of one curve per (publisher, device, model) of `spec`, TPOT `tpot_of(device, model)` and output
+    tok/s C x 1000 / TPOT at C = 1, 4, 16; DeepSeek-R1 in fp8 (block-FP8), the others bf16."""
     pts = []
-    for pub, dev, model in (("A", "mi300x", "deepseek-r1"), ("B", "mi325x", "deepseek-r1"),
-                            ("A", "mi300x", "llama-3.1-8b"), ("C", "h200", "deepseek-r1")):
+    for pub, dev, model in spec:
+        t = tpot_of(dev, model)
         rows = _curve(f"b-{pub}-{dev}-{model}", {c: {"tpot_ms|median": t, "output_tps|value": c * 1000.0 / t}
                                                  for c in (1, 4, 16)},
                       publisher=pub, source=f"https://example.org/{pub}", device=dev, model=model)
@@ -37,6 +36,13 @@ def _points():
             r["quant"] = "fp8" if model == "deepseek-r1" else "bf16"
         pts += sf.load_points(rows, catalog={"deepseek-r1", "llama-3.1-8b"})
     return pts
+
+
+def _points():
+    """Block-FP8 DeepSeek-R1 on AMD from two sources (A: mi300x, B: mi325x), a bf16 Llama on A's mi300x and the
+    block-FP8 model on NVIDIA (C: h200): measured TPOT 22.857 ms and output tok/s C x 1000 / TPOT everywhere."""
+    return _curves((("A", "mi300x", "deepseek-r1"), ("B", "mi325x", "deepseek-r1"), ("A", "mi300x", "llama-3.1-8b"),
+                    ("C", "h200", "deepseek-r1")), lambda dev, model: (10.0 + 300.0 / 50.0) / 0.7)
 
 
 def _fake(point, params, cache=None):
@@ -107,17 +113,9 @@ def _mixed_points():
     scale 0.9 (TPOT 13.33 ms under `_fake`) and the block-FP8 DeepSeek-R1 at floor 300 / scale 0.7 (22.86 ms),
     plus the block-FP8 model on NVIDIA (C: h200) at the Llama's truth."""
     truth = {"llama-3.1-8b": (10.0 + 100.0 / 50.0) / 0.9, "deepseek-r1": (10.0 + 300.0 / 50.0) / 0.7}
-    pts = []
-    for pub, dev, model in (("A", "mi300x", "llama-3.1-8b"), ("B", "mi325x", "llama-3.1-8b"),
-                            ("A", "mi300x", "deepseek-r1"), ("B", "mi325x", "deepseek-r1"), ("C", "h200", "deepseek-r1")):
-        t = truth["llama-3.1-8b" if dev == "h200" else model]
-        rows = _curve(f"m-{pub}-{dev}-{model}", {c: {"tpot_ms|median": t, "output_tps|value": c * 1000.0 / t}
-                                                 for c in (1, 4, 16)},
-                      publisher=pub, source=f"https://example.org/{pub}", device=dev, model=model)
-        for r in rows:
-            r["quant"] = "fp8" if model == "deepseek-r1" else "bf16"
-        pts += sf.load_points(rows, catalog={"deepseek-r1", "llama-3.1-8b"})
-    return pts
+    return _curves((("A", "mi300x", "llama-3.1-8b"), ("B", "mi325x", "llama-3.1-8b"), ("A", "mi300x", "deepseek-r1"),
+                    ("B", "mi325x", "deepseek-r1"), ("C", "h200", "deepseek-r1")),
+                   lambda dev, model: truth["llama-3.1-8b" if dev == "h200" else model])
 
 
 def _step_loss(recs):

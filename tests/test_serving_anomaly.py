@@ -55,7 +55,7 @@ def test_the_corpus_flags_the_red_hat_tp4_builds_and_not_upstream_vllm():
     assert not any("vllm0.9.2-tp4" in c or "midstream" in c for c in got)
 
 
-def test_a_flagged_point_trains_no_front_end_and_is_still_predicted_held_out():
+def test_a_flagged_point_trains_no_front_end_and_is_still_predicted_held_out(monkeypatch):
     """Source A measures a 40 ms front end, C and D 200 ms: all three training, the family's value is 200;
     with C and D flagged it is A's 40, and held out by source every point is still predicted."""
     pts = _fe_points([("A", "0.11.0", 40.0), ("C", "0.11.1", 200.0), ("D", "0.11.2", 200.0)])
@@ -63,12 +63,8 @@ def test_a_flagged_point_trains_no_front_end_and_is_still_predicted_held_out():
     for p in pts:
         p.build_anomaly = "test" if p.source in "CD" else ""
     assert sf.fit_engine_params(pts, {"vllm": [{}]}, _fake_predict)["vllm"]["request_overhead_ms"] == 40.0
-    orig = sf_fit.predict
-    sf_fit.predict = _fake_predict
-    try:
-        preds, chosen = sf._heldout(pts, "source", {"vllm": [{}]}, None)
-    finally:
-        sf_fit.predict = orig
+    monkeypatch.setattr(sf_fit, "predict", _fake_predict)
+    preds, chosen = sf._heldout(pts, "source", {"vllm": [{}]}, None)
     assert all(p.key() in preds for p in pts)  # scored: the flagged sources are predicted like the others
     assert chosen["C"]["vllm"]["request_overhead_ms"] == 40.0  # C held out: A trains, D (flagged) does not
     assert chosen["A"]["vllm"] == {}  # A held out: only flagged points left, the family keeps its preset

@@ -62,7 +62,7 @@ the group is judged against moved to TTFT p50 63.2%, output throughput 105.1% (T
 
 from __future__ import annotations
 
-from calibrate.serving.floor import first_best, floor_group, median_abs_pct, pct
+from calibrate.serving.floor import first_best, floor_group, median_abs_pct, pct, stacked_rows
 from calibrate.serving.rows import LoadPoint
 
 GROUP_VENDORS = ("AMD",)
@@ -219,10 +219,8 @@ def block_markdown(stage: dict) -> list[str]:
           "held out | with the term, held out | ship |", "|---|---|---|---|---|---|---|---|"]
     for fam, v in tab.items():
         folds = "; ".join(f"{s}: {_term_str(t)}" for s, t in v["fold_terms"].items())
-        for i, m in enumerate(METRICS):
-            head = (f"| {fam} | {folds} | {v['points']} | {_term_str(v['final_term'])} |" if i == 0 else "| | | | |")
-            L.append(f"{head} {m} | {pct(v['reference'][m])} | {pct(v['with_term'][m])} | "
-                     f"{('yes' if v['ship'] else 'no') if i == 0 else ''} |")
+        L += stacked_rows(f"| {fam} | {folds} | {v['points']} | {_term_str(v['final_term'])} |", "| | | | |", METRICS,
+                          v["reference"], v["with_term"], v["ship"], pct)
     return L + ["", "Every point outside the group predicts the same with the term: "
                 f"{'yes' if all(v['others_unchanged'] for v in tab.values()) else 'NO'}.", ""]
 

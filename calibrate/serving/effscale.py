@@ -65,6 +65,7 @@ from collections import defaultdict
 from calibrate.serving.blockfp8 import shared
 from calibrate.serving.floor import (
     MIN_FLOOR_GROUP_SOURCES, first_best, floor_group, held_out_gain, median_abs_pct, pct, preset_values_by_device,
+    stacked_rows,
 )
 from calibrate.serving.rows import LoadPoint
 
@@ -348,11 +349,8 @@ def joint_markdown(joint: dict, alone: dict | None = None, preset_floors: dict |
           "pair, held out by source | ship |", "|---|---|---|---|---|---|---|---|---|"]
     for fam, v in fams.items():
         sc = ", ".join(f"{g} {'-' if x is None else f'{x:g}'}" for g, x in v["scales"].items())
-        for i, m in enumerate(JOINT_METRICS):
-            head = (f"| {fam} | {v['sources']} | {v['points']} | {v['floor_us']:g} | {sc} |" if i == 0
-                    else "| | | | | |")
-            L.append(f"{head} {m} | {f(v['reference'][m])} | {f(v['joint'][m])} | "
-                     f"{('yes' if v['ship'] else 'no') if i == 0 else ''} |")
+        L += stacked_rows(f"| {fam} | {v['sources']} | {v['points']} | {v['floor_us']:g} | {sc} |", "| | | | | |",
+                          JOINT_METRICS, v["reference"], v["joint"], v["ship"], f)
     L += ["", "| family | fold (held out) | floor and scales fitted without it |", "|---|---|---|"]
     for fam, v in fams.items():
         for s, fv in v["fold_floors_and_scales"].items():

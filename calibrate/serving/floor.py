@@ -146,6 +146,14 @@ def first_best(values, loss_of, default: float) -> float:
     return best
 
 
+def stacked_rows(head: str, blank: str, metrics, before: dict, after: dict, ship: bool, fmt) -> list[str]:
+    """Markdown rows, one per metric (`fmt(before[m])`, `fmt(after[m])`): the first starts with `head` and ends
+    with the ship verdict, the others start with `blank` (the reports' before/after tables of the block-FP8 term
+    and the joint pair)."""
+    return [f"{head if i == 0 else blank} {m} | {fmt(before[m])} | {fmt(after[m])} | "
+            f"{('yes' if ship else 'no') if i == 0 else ''} |" for i, m in enumerate(metrics)]
+
+
 def pct(v: float | None) -> str:
     """A median |error| % as the report prints it ('-' for none)."""
     return "-" if v is None else f"{v:.1f}%"
