@@ -252,3 +252,27 @@ def test_recommend_on_eight_gpus_prints_the_split_in_each_command():
     for cmd in ("recommend", "fit"):
         bad = runner.invoke(app, [cmd, "--hw", "apple-m4-max", "--tp", "2"])
         assert bad.exit_code == 2 and "--tp" in bad.output and "Traceback" not in bad.output
+
+
+def test_recommend_prices_the_engine_run_resolves_for_the_checkpoint():
+    """A preset rule naming the weight format (SGLang: block-scaled FP8 on AMD CDNA3, sim.catalog.weight_format)
+    applies in recommend as in `run`: DeepSeek-R1's FP8 release on MI300X under SGLang is priced with its 400 us
+    floor, slower than the same rows without the rule; per-channel FP8 Llama is untouched."""
+    from sim.api import RunSpec, resolve_engine
+    from sim.cost.roofline import CostModel
+    from sim.catalog.quant import get_quant
+    from sim.catalog.engine_config import load_engine
+
+    hw, cat = load_profile("mi300x"), load_catalog()
+    rows = recommend_rows(hw, [cat["deepseek-r1"], cat["llama-3.1-70b"]], context=8192, users=4, prompt_tokens=4096,
+                          min_tok_s=None, max_ttft_s=None, n_gpus=8)
+    for model in ("deepseek-r1", "llama-3.1-70b"):
+        r = next(x for x in rows if x["model"] == model and x["engine"] == "sglang" and x["quant"] == "fp8")
+        m, q = cat[model], get_quant("fp8")
+        ran = resolve_engine(RunSpec(trace="unused.jsonl", model=model, quant="fp8", engine="sglang", hw="mi300x"), hw)
+        ran = ran.with_overrides(tp=r["tp"], pp=r["pp"])
+        plain = load_engine("sglang").for_hardware(hw).with_overrides(tp=r["tp"], pp=r["pp"])
+        speed = {name: 1.0 / CostModel.from_names(m, q, hw, e).step_time((), (), [8192] * 4)
+                 for name, e in (("ran", ran), ("plain", plain))}
+        assert r["decode_tok_s_per_user"] == pytest.approx(speed["ran"], rel=1e-9)
+        assert (speed["ran"] < 0.8 * speed["plain"]) == (model == "deepseek-r1")

@@ -128,6 +128,7 @@ def recommend_rows(hw: HardwareProfile, models, *, context: int, users: int, pro
     fit and meet the need; when none meets it, the fewest that fit (the row then says it does not meet it)."""
     from sim.catalog.engine_config import load_engine
     from sim.catalog.quant import get_quant
+    from sim.catalog.weight_format import for_weight_format
     from sim.cost import memory
     from sim.cost.roofline import CostModel
     from sim.commands.fit_parallel import fit_split, split_options
@@ -135,7 +136,9 @@ def recommend_rows(hw: HardwareProfile, models, *, context: int, users: int, pro
     rows = []
     for m in models:
         for engine, quant in runtime_options(hw, m, n_gpus):
-            base_eng = load_engine(engine).for_hardware(hw)
+            # the preset on this device and checkpoint, as `run` resolves it (a rule naming the weight format:
+            # block-scaled FP8 on AMD, sim.catalog.weight_format), so both price the same engine
+            base_eng = for_weight_format(load_engine(engine).for_hardware(hw), hw, (m.name,), quant)
             if engine in ("ollama", "vllm", "sglang") and run_command(m, quant, engine, context, users) is None:
                 continue
             q = get_quant(quant)
