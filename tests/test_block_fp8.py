@@ -139,8 +139,8 @@ def test_the_amd_vendor_scale_and_the_floor_are_fitted_without_the_block_fp8_gro
         return sf_fit.point_params(ch["vllm"], pts[0])["layer_floor_us"], ch["vllm"]["layer_floor_us_by_group"]
     assert scales() == {"AMD": 0.9} and floor() == (100.0, {"AMD": 100.0})  # the shared points' truth, exactly
     # the same fits fed the group's points (what they were before) land elsewhere: the test can fail
-    monkeypatch.setattr(es, "shared", list)
-    monkeypatch.setattr(sf_fit, "shared", list)
+    monkeypatch.setattr(es, "trains", list)
+    monkeypatch.setattr(sf_fit, "trains", list)
     assert scales() != {"AMD": 0.9} and floor()[0] != 100.0
 
 

@@ -102,6 +102,13 @@ def shared(points: list[LoadPoint]) -> list[LoadPoint]:
     return [p for p in points if not in_group(p)]
 
 
+def trains(points: list[LoadPoint]) -> list[LoadPoint]:
+    """The points the shared terms (floor, front end, bandwidth scale, host stage) are fitted on: `shared`
+    ones that are not build anomalies (LoadPoint.build_anomaly, calibrate/serving/anomaly.py: scored, and
+    judged with the others, but never trained on)."""
+    return [p for p in shared(points) if not p.build_anomaly]
+
+
 def with_term(params: dict, term: tuple) -> dict:
     """`params` (a point's fold parameters) with the term (floor, bandwidth scale) applied; the neutral term
     leaves them as they are."""

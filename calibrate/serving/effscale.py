@@ -62,10 +62,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from calibrate.serving.blockfp8 import shared
+from calibrate.serving.blockfp8 import shared, trains
 from calibrate.serving.floor import (
     MIN_FLOOR_GROUP_SOURCES, first_best, floor_group, held_out_gain, median_abs_pct, pct, preset_values_by_device,
-    stacked_rows,
+    split_ships, stacked_rows,
 )
 from calibrate.serving.rows import LoadPoint
 
@@ -91,7 +91,7 @@ def fit_group_scales(ps: list[LoadPoint], base, predict, residuals, loss, keep, 
     their own whose preset rule replaces the scale (calibrate/serving/blockfp8.py `shared`); a build-anomaly
     point (LoadPoint.build_anomaly) trains no scale either."""
     out: dict[str, float] = {}
-    ps = [p for p in shared(ps) if keep(p) and not p.build_anomaly]
+    ps = [p for p in trains(ps) if keep(p)]
     for g in sorted({floor_group(p, SCALE_GROUPING) for p in ps}):
         gps = [p for p in ps if floor_group(p, SCALE_GROUPING) == g]
         if (groups is not None and g not in groups) or len({p.source for p in gps}) < max(1, min_sources):
@@ -132,9 +132,8 @@ def heldout_scales(points: list[LoadPoint], floor_chosen: dict[str, dict], point
 def floors_as_shipped(points: list[LoadPoint], floor_final: dict[str, dict], split_records: list[dict],
                       one_floor_records: list[dict]) -> dict[str, dict]:
     """`floor_final` (the all-rows shippable fit's parameters) with each device group's own floor kept only
-    where its split ships by the rule of calibrate/serving/floor_report.py `floor_ship_rule` (its value differs
-    from the family's, and the group's rows held out by source with the split beat one floor per family:
-    `held_out_gain` over `split_records` vs `one_floor_records`), else the family's: the floor the preset runs.
+    where its split ships (floor.split_ships, the rule floor_report.floor_ship_rule applies, over `split_records`
+    vs `one_floor_records`), else the family's: the floor the preset runs.
     The all-sources scale is fitted over it, so what ships is a scale for the floor the preset runs (session 43:
     SGLang AMD's all-rows group floor, 100 us, does not ship, and the scale fitted over it, 0.9, pointed opposite
     to both folds' 1.1 over the family's 150 us; said because this was written after seeing that)."""
@@ -144,10 +143,9 @@ def floors_as_shipped(points: list[LoadPoint], floor_final: dict[str, dict], spl
         grouping = fp.get("floor_grouping") or "family"
         for g, v in (fp.get("layer_floor_us_by_group") or {}).items():
             keys = {p.key() for p in shared(points) if p.family == fam and floor_group(p, grouping) == g}
-            m = {(r, k): median_abs_pct(recs, k, keys) for r, recs in (("w", split_records), ("o", one_floor_records))
-                 for k in ("tpot_itl", "output_tps")}
-            if grouping != "family" and float(v) != float(fp.get("layer_floor_us", 0.0)) and held_out_gain(
-                    m["w", "tpot_itl"], m["o", "tpot_itl"], m["w", "output_tps"], m["o", "output_tps"]):
+            w, o = ({k: median_abs_pct(recs, k, keys) for k in ("tpot_itl", "output_tps")}
+                    for recs in (split_records, one_floor_records))
+            if split_ships(grouping != "family", float(v), float(fp.get("layer_floor_us", 0.0)), w, o):
                 own[g] = v
         out[fam] = {**fp, "layer_floor_us_by_group": own}
     return out

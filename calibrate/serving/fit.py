@@ -10,7 +10,7 @@ from functools import partial
 
 import numpy as np
 
-from calibrate.serving.blockfp8 import run_stage as block_stage, shared  # block-FP8 on AMD (its module docstring)
+from calibrate.serving.blockfp8 import run_stage as block_stage, shared, trains  # block-FP8 on AMD (its module docstring)
 from calibrate.serving.floor import (  # noqa: F401  (the per-group floor: importable from here)
     FLOOR_GROUP, FLOOR_GROUPINGS, MIN_FLOOR_GROUP_SOURCES, choose_floor_grouping, floor_alone_figures, floor_group,
     floor_ships_alone, floor_stage1, shipped_device_floors, shipped_family_floors,
@@ -288,7 +288,7 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
     min_release_sources = MIN_RELEASE_SOURCES if min_release_sources is None else min_release_sources
     chosen: dict[str, dict] = {}
     by_family: dict[str, list[LoadPoint]] = defaultdict(list)
-    for p in (q for q in shared(points) if not q.build_anomaly):  # no AMD block-FP8 group point, no build anomaly
+    for p in trains(points):  # no AMD block-FP8 group point, no build anomaly (blockfp8.trains)
         by_family[p.family].append(p)
     for fam, options in grid.items():
         ps = by_family.get(fam) or []

@@ -167,6 +167,14 @@ def held_out_gain(tpot_with: float | None, tpot_without: float | None, tps_with:
             and (tps_with is None or tps_without is None or tps_with <= tps_without))
 
 
+def split_ships(has_own: bool, value: float, family_value: float, split: dict, one_floor: dict) -> bool:
+    """The per-group floor's ship rule (floor_report.floor_ship_rule; effscale.floors_as_shipped reads it too):
+    the group has a value of its own, different from the family's, and its rows held out by source beat one
+    floor per family (`held_out_gain` over {metric: median |error| %} with the split vs with one floor)."""
+    return bool(has_own and value != family_value and held_out_gain(
+        split["tpot_itl"], one_floor["tpot_itl"], split["output_tps"], one_floor["output_tps"]))
+
+
 def floor_ships_alone(points: list[LoadPoint], baseline_records: list[dict], floor_records: list[dict]
                       ) -> dict[str, bool]:
     """{family: whether its fitted floor ships on its own}: over all the family's rows held out by source, the

@@ -10,7 +10,7 @@ from calibrate.serving.fit import (
     FLOOR_GROUP, FLOOR_GROUPINGS, MIN_FLOOR_GROUP_SOURCES, _by, floor_group, summarize,
 )
 from calibrate.serving.blockfp8 import shared
-from calibrate.serving.floor import held_out_gain
+from calibrate.serving.floor import split_ships
 from calibrate.serving.floor import pct as _pct
 
 
@@ -55,8 +55,7 @@ def floor_ship_rule(res: dict) -> dict[str, dict[str, dict]]:
             base = {m: med(res["baseline"]["records"], m) for m in ("tpot_itl", "output_tps", "headline")}
             has_own = grouping != "family" and g in own
             value = float(own[g]) if has_own else fam_value
-            ship = bool(has_own and value != fam_value
-                        and held_out_gain(w["tpot_itl"], wo["tpot_itl"], w["output_tps"], wo["output_tps"]))
+            ship = split_ships(has_own, value, fam_value, w, wo)
             devices = sorted({p.device for p in ps})
             runs = sorted({(shipped.get(fam) or {}).get(d) for d in devices} - {None})
             out[fam][g] = {"grouping": show, "sources": len({p.source for p in ps}), "devices": devices,

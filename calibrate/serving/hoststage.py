@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from calibrate.serving.blockfp8 import shared
+from calibrate.serving.blockfp8 import shared, trains
 from calibrate.serving.floor import first_best, pct
 from calibrate.serving.rows import LoadPoint
 
@@ -92,8 +92,8 @@ def _chosen_with_host(ch: dict, ps: list[LoadPoint], point_params, recs_of, loss
                       min_release_sources: int, fit_experimental: bool) -> dict:
     """The family's chosen parameters `ch` (the shippable fit) with the host cost fitted given its floor and the
     front-end latency re-fitted given both (module docstring), on `ps` without the AMD block-FP8 group (a term of
-    its own, calibrate/serving/blockfp8.py `shared`) and without build-anomaly points (LoadPoint.build_anomaly)."""
-    ps = [p for p in shared(ps) if not p.build_anomaly]
+    its own) and without build-anomaly points: calibrate/serving/blockfp8.py `trains`."""
+    ps = trains(ps)
 
     def floor_of(p):
         return float(point_params(ch, p).get("layer_floor_us", 0.0))
