@@ -197,6 +197,9 @@ class EngineConfig(HostStageSettings):  # host_token_us, host_request_us, host_s
         0.0, ge=0, description=("device time one decoder layer (any kind) takes at least in a step: its chain of "
                                 "10-30 small kernels; docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"),
     )
+    tp_step_overhead_ms: float = Field(0.0, ge=0, description=(  # sim.cost.parallel ParallelConfig.executor_step_s
+        "host time per step of a multi-process executor when tp x pp > 1 (vLLM V1 MultiprocExecutor's IPC round "
+        "trip); 0 = off (docs/cost-model.md 'Multi-process executor step')"))
     decode_kv_splits: int | None = Field(None, ge=1, description=(
         "decode attention that splits each sequence's keys over at most this many thread blocks per head block, "
         "each walking its keys serially (SGLang's triton backend: --triton-attention-num-kv-splits, 8): "

@@ -284,6 +284,11 @@ class ParallelConfig:
     # pipeline stages overlap up to pp micro-batches of an iteration (vLLM / TensorRT-LLM / SGLang); False:
     # every pass runs the stages in turn (llama.cpp's layer split: `EngineConfig.pipeline_overlap` 'none')
     microbatch_overlap: bool = True
+    # host seconds per step of the engine's multi-process executor (EngineConfig.tp_step_overhead_ms; vLLM V1's
+    # MultiprocExecutor broadcasts each step's SchedulerOutput to the tp x pp worker processes through a
+    # shared-memory queue and reads the ModelRunnerOutput back, with async scheduling off nothing overlaps it):
+    # added to every iteration of a multi-device placement (`Placement.extra_overhead_s`); 0 = off
+    executor_step_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp"):
@@ -294,6 +299,8 @@ class ParallelConfig:
             raise ConfigError("interconnect bandwidth must be > 0 and latency >= 0", field="interconnect")
         if self.allreduce_bandwidth_bytes_per_s is not None and not self.allreduce_bandwidth_bytes_per_s > 0:
             raise ConfigError("all-reduce bus bandwidth must be > 0", field="interconnect")
+        if not (math.isfinite(self.executor_step_s) and self.executor_step_s >= 0):
+            raise ConfigError(f"must be >= 0 and finite, got {self.executor_step_s}", field="tp_step_overhead_ms")
 
     @property
     def devices(self) -> int:
@@ -321,7 +328,8 @@ class ParallelConfig:
                    allreduce_bandwidth_bytes_per_s=ar * 1e9 if ar is not None else None,
                    expert_parallel=expert_parallel,
                    allreduce_policy=policy if custom else None,
-                   microbatch_overlap=engine is None or engine.pipeline_overlap == "microbatch")
+                   microbatch_overlap=engine is None or engine.pipeline_overlap == "microbatch",
+                   executor_step_s=(engine.tp_step_overhead_ms / 1e3 if engine is not None and tp * pp > 1 else 0.0))
 
 
 def expert_parallel_imbalance(touched, n_experts: int, ranks: int):
@@ -425,7 +433,8 @@ class Placement:
 
     with up to `microbatches` micro-batches in flight (pp; the iteration is then the larger of the
     pass and m x the slowest part), and `extra_overhead_s` per iteration
-    (the host's own per-iteration cost when it runs layers next to the GPU). The iteration and
+    (the host's own per-iteration cost when it runs layers next to the GPU; on a tp x pp group, the engine's
+    multi-process executor round trip, `ParallelConfig.executor_step_s`). The iteration and
     per-sequence overheads are those of `overhead_params` (the host's when it runs everything)."""
 
     parts: tuple[DevicePart, ...]
@@ -539,7 +548,8 @@ def build_placement(
     # stages one after the other (llama.cpp --split-mode layer): a step is then sum_p stage_p + the hops
     microbatches = pp if parallel.microbatch_overlap else 1
     return Placement(parts, microbatches=microbatches, comm_s_per_token=per_token, comm_s_per_pass=per_pass,
-                     allreduce=allreduce, layer_comm_s_per_token=ar_token, layer_comm_s_per_pass=ar_pass)
+                     allreduce=allreduce, layer_comm_s_per_token=ar_token, layer_comm_s_per_pass=ar_pass,
+                     extra_overhead_s=parallel.executor_step_s)  # the executor's per-step host round trip
 
 
 def _offload_placement(model: "ModelSpec", params: "CostParams", offload: OffloadConfig) -> Placement:
