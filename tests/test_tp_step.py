@@ -78,3 +78,9 @@ def test_ship_rule():
     assert not tpstep.ships(before, figs(33.5, 40.0, 50.0), 1.0)  # TPOT/ITL must improve
     assert not tpstep.ships(before, figs(30.0, 49.0, 57.3), 1.0)  # throughput no worse
     assert not tpstep.ships(before, figs(30.0, 48.9, 60.0), 1.0)  # TTFT p50 no worse
+
+
+def test_cli_without_a_vllm_curve_is_a_one_line_error(capsys):
+    assert tpstep.main(["--curves", "no-such-curve-id-anywhere"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tpstep: error:")
