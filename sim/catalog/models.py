@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import yaml
@@ -25,6 +26,28 @@ from sim.catalog import architectures as arch
 from sim.catalog.architectures import MLA, LinearAttention
 from sim.catalog.quant import QUANT_FORMATS, QuantFormat, get_quant, kv_dtype_bytes
 from sim.errors import ConfigError, pydantic_error_to_config_error
+
+#: weight formats a catalog entry may declare for its released checkpoints (sim.catalog.weight_format)
+WEIGHT_FORMATS = ("block-fp8",)
+
+
+class WeightFormat(BaseModel):
+    """How the publisher's quantized release of a model stores its weights, when engines run it through
+    kernels of their own: `block-fp8` = config.json `quantization_config: {quant_method: fp8,
+    weight_block_size: [128, 128]}` (one scale per 128x128 weight tile; sim.catalog.weight_format).
+    `checkpoints`: each such Hugging Face repository -> the config.json it is read from, the official
+    file first and, where that could not be read offline, the public copy the field was read from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    format: Literal["block-fp8"]
+    checkpoints: dict[str, list[str]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> "WeightFormat":
+        for repo, urls in self.checkpoints.items():
+            if not urls:
+                raise ValueError(f"checkpoints.{repo}: cite the config.json it is read from")
+        return self
 
 
 class ModelSpec(BaseModel):
@@ -90,6 +113,9 @@ class ModelSpec(BaseModel):
         "same architecture (an instruct or coder sibling with the same config.json shapes, a quantized copy whose "
         "format the row or the run states). Read by the serving corpus's model lookup "
         "(calibrate/serving/rows.py model_id) so each id is written once, here")
+    weight_format: WeightFormat | None = Field(
+        None, description="the weight format of the publisher's quantized release when an engine rule names it "
+        "(block-fp8: FP8 with 128x128 weight blocks, read from each checkpoint's config.json); None = not such a format")
     notes: str = ""
 
     @model_validator(mode="after")
