@@ -90,6 +90,67 @@ def test_the_vultr_nemotron_row_resolves_to_the_catalog_entry():
     assert serving_rows.model_id("Nemotron Nano 30B", catalog) is None  # only the exact corpus cell is mapped
 
 
+# stepfun-ai/Step-3.5-Flash config.json, the keys that set shapes, as vendored by Megatron-Bridge's Step-3.5 tests
+# (yevvonlim/Megatron-Bridge@2023060258425968ad5401c99153723cee8cd114
+# tests/unit_tests/models/step3p5/_reference/config.json); layer_types lists the 45 layers then the 3 MTP layers
+STEP_3_5_FLASH_CONFIG = {
+    "hidden_size": 4096, "intermediate_size": 11264, "num_hidden_layers": 45, "max_position_embeddings": 262144,
+    "vocab_size": 128896, "tie_word_embeddings": False, "num_attention_heads": 64, "num_attention_groups": 8,
+    "head_dim": 128, "moe_num_experts": 288, "moe_top_k": 8, "moe_intermediate_size": 1280, "share_expert_dim": 1280,
+    "moe_layers_enum": ",".join(str(i) for i in range(3, 45)), "sliding_window": 512,
+    "layer_types": ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(48)],
+    "attention_other_setting": {"attention_type": "sliding_attention", "num_attention_heads": 96,
+                                "num_attention_groups": 8, "head_dim": 128},
+    "num_nextn_predict_layers": 3,
+}
+
+
+def test_step_3_5_flash_entry_is_what_its_config_json_says():
+    c, m = STEP_3_5_FLASH_CONFIG, load_catalog()["step-3.5-flash"]
+    types = c["layer_types"][:c["num_hidden_layers"]]
+    other = c["attention_other_setting"]
+    assert (m.n_layers, m.hidden_size, m.vocab_size, m.max_context, m.tie_embeddings) == (
+        c["num_hidden_layers"], c["hidden_size"], c["vocab_size"], c["max_position_embeddings"], c["tie_word_embeddings"])
+    assert (m.n_heads, m.n_kv_heads, m.d_head) == (c["num_attention_heads"], c["num_attention_groups"], c["head_dim"])
+    # the sliding layers: own query heads, the same KV heads and head dim (so one KV-cache shape)
+    assert m.sliding_n_heads == other["num_attention_heads"] and (other["num_attention_groups"], other["head_dim"]) == (
+        m.n_kv_heads, m.d_head)
+    assert (m.n_sliding_layers, m.n_full_attention_layers) == (types.count("sliding_attention"),
+                                                                types.count("full_attention")) == (33, 12)
+    assert m.sliding_window == c["sliding_window"]
+    assert m.n_moe_layers == len(c["moe_layers_enum"].split(",")) == 42 and m.intermediate_size == c["intermediate_size"]
+    assert (m.n_experts, m.n_experts_active, m.moe_intermediate_size) == (
+        c["moe_num_experts"], c["moe_top_k"], c["moe_intermediate_size"])
+    assert m.n_shared_experts * m.moe_intermediate_size == c["share_expert_dim"]
+    # the sliding layers' q and o projections have 96 heads: 33 x 2 x h x 32 x d more than 64-head layers would
+    plain = m.model_copy(update={"sliding_n_heads": None})
+    assert m.mixer_params - plain.mixer_params == 33 * 2 * 4096 * (96 - 64) * 128
+    # StepFun: 196B total (196.81B with the head), 11B activated per token
+    assert m.n_params_total / 1e9 == pytest.approx(196.81, rel=0.01)
+    assert m.n_params_active / 1e9 == pytest.approx(11, rel=0.1)
+    # one KV shape in all 45 layers: 8 KV heads x 128, the 33 sliding layers capped at 512 tokens
+    assert m.kv_bytes_per_sequence(4096, "bf16") == 2 * 8 * 128 * 2 * (12 * 4096 + 33 * 512)
+
+
+def test_sliding_n_heads_needs_sliding_layers_and_whole_kv_groups(tmp_path):
+    base = dict(n_layers=4, hidden_size=64, n_heads=4, n_kv_heads=2, intermediate_size=128, vocab_size=100,
+                max_context=1024)
+    from sim.catalog.models import ModelSpec
+    with pytest.raises(ValueError):
+        ModelSpec(name="x", sliding_n_heads=6, **base)  # no sliding layers
+    with pytest.raises(ValueError):
+        ModelSpec(name="x", sliding_n_heads=5, sliding_window=8, n_sliding_layers=2, **base)  # 5 % 2
+    ok = ModelSpec(name="x", sliding_n_heads=6, sliding_window=8, n_sliding_layers=2, **base)
+    assert ok.mixer_params > ModelSpec(name="x", sliding_window=8, n_sliding_layers=2, **base).mixer_params
+
+
+def test_step_3_5_flash_prices_on_the_corpus_device():
+    cm = CostModel.from_names("step-3.5-flash", "bf16", "h200", load_engine("sglang").with_overrides(tp=4))
+    one, many = cm.step_time((), (), [1000]), cm.step_time((), (), [1000] * 16)
+    assert all(math.isfinite(t) and t > 0 for t in (one, many)) and many > one
+    assert serving_rows.model_id("stepfun-ai/Step-3.5-Flash", set(load_catalog())) == "step-3.5-flash"
+
+
 def test_the_catalog_weight_format_field_is_what_marks_block_fp8(tmp_path):
     """block_fp8 sets are read from the catalog: every entry with `weight_format: block-fp8` and its checkpoints."""
     cat = load_catalog()
