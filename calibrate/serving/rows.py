@@ -55,6 +55,16 @@ def _catalog_aliases() -> dict[str, str]:
 #: applies only when the catalog passed to `model_id` has the target.
 MODEL_ALIASES = _catalog_aliases()
 
+#: corpus `model` cells that name a model without its repository id, each mapped to the one catalog entry the
+#: name can denote. Vultr's cookbook table "Nemotron Nano 30B (FP8, TP=2, 2 GPUs)" (benchmarks/serving/corpus_c.csv,
+#: vLLM 0.16.0, 2026-03-11): the one NVIDIA model named Nemotron Nano at 30B total / 3B active is Nemotron 3 Nano
+#: 30B-A3B (its predecessors Nemotron Nano 2 are 9B and 12B dense; Nemotron 3.5 Lightning is another name), and its
+#: FP8 release is NVIDIA's nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8 (the catalog's hf_repos)
+NAMED_MODELS = {
+    "Nemotron Nano 30B (NVIDIA Nemotron Nano 30B-A3B FP8; exact HF repo id not printed in this table)":
+        "nemotron-3-nano-30b-a3b",
+}
+
 #: clients replayed as `vllm bench serve` (same arrivals and metric definitions), and static-batch
 #: tools (B requests at once, fixed lengths, every request measured)
 VLLM_LIKE = ("vllm-bench-serve", "sglang-bench-serving", "custom")
@@ -214,7 +224,7 @@ def _catalog_models() -> set[str]:
 def model_id(name: str, catalog: set[str]) -> str | None:
     if name in catalog:
         return name
-    alias = MODEL_ALIASES.get(name)
+    alias = MODEL_ALIASES.get(name) or NAMED_MODELS.get(name)
     return alias if alias in catalog else None
 
 

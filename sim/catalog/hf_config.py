@@ -59,7 +59,7 @@ HF_MODEL_TYPES: dict[str, HFModelType] = {
     "llama4_text": HFModelType("llama4", False, experts_key="num_local_experts", extra="llama4"),
     "glm4_moe": HFModelType("glm4moe", False, "attention_bias", experts_key="n_routed_experts", extra="deepseek"),
     "granitemoehybrid": HFModelType("granitehybrid", False, experts_key="num_local_experts", extra="granite_hybrid"),
-    "nemotron_h": HFModelType("nemotron_h", False, extra="nemotron_h"),
+    "nemotron_h": HFModelType("nemotron_h", False, experts_key="n_routed_experts", extra="nemotron_h"),
     "jamba": HFModelType("jamba", False, experts_key="num_experts", extra="jamba"),
     # serving-corpus models (issue 38): transformers MiniMaxM2Config, Qwen3_5MoeTextConfig / Qwen3_5TextConfig
     # (the text_config of Qwen3_5(Moe)ForConditionalGeneration), Glm4MoeLiteConfig, Ernie4_5_MoeConfig
@@ -206,17 +206,27 @@ def _hf_extra(cfg: _HFConfig, kind: HFModelType, n_layers: int, hidden: int, n_e
                                        conv_kernel=cfg.int("mamba_d_conv", 4))
         out["n_shared_experts"] = 1 if cfg.int("shared_intermediate_size", 0) and n_experts else 0
     elif kind.extra == "nemotron_h":
-        # one block per character: M = Mamba-2, * = attention, - = MLP. infersim's layers are the mixer
-        # blocks; the MLP blocks are counted apart (n_ffn_layers). Other block kinds (E = MoE in Nemotron 3)
-        # are not modelled
+        # one block per character: M = Mamba-2, * = attention, - = MLP, E = MoE FFN (Nemotron 3: n_routed_experts,
+        # num_experts_per_tok, moe_intermediate_size, a shared expert of moe_shared_expert_intermediate_size).
+        # infersim's layers are the mixer blocks; the MLP and MoE blocks are counted apart (n_ffn_layers, of which
+        # n_moe_layers are MoE). Other block kinds are not modelled
         pattern = d.get("hybrid_override_pattern")
         if not isinstance(pattern, str) or not pattern:
             raise ConfigError("missing required field", file=cfg.path, field="hybrid_override_pattern")
-        mixers, mlps = sum(c in "M*" for c in pattern), pattern.count("-")
-        if any(c not in "M*-" for c in pattern):
-            raise ConfigError(f"block kinds {sorted(set(pattern) - set('M*-'))} are not modelled (M = Mamba-2, "
-                              "* = attention, - = MLP)", file=cfg.path, field="hybrid_override_pattern")
-        out["n_ffn_layers"] = mlps
+        mixers, mlps, moes = sum(c in "M*" for c in pattern), pattern.count("-"), pattern.count("E")
+        known = "M*-E" if n_experts else "M*-"
+        if any(c not in known for c in pattern):
+            raise ConfigError(f"block kinds {sorted(set(pattern) - set(known))} are not modelled (M = Mamba-2, "
+                              "* = attention, - = MLP, E = MoE with n_routed_experts)", file=cfg.path,
+                              field="hybrid_override_pattern")
+        out["n_ffn_layers"] = mlps + moes
+        if n_experts:
+            out["n_moe_layers"] = moes
+            shared, width = cfg.int("moe_shared_expert_intermediate_size", 0), cfg.int("moe_intermediate_size")
+            if shared % width:
+                raise ConfigError(f"a shared expert of width {shared}, not a multiple of moe_intermediate_size "
+                                  f"{width}, is not modelled", file=cfg.path, field="moe_shared_expert_intermediate_size")
+            out["n_shared_experts"] = shared // width  # one MLP of k x the expert width = k experts' weights and FLOPs
         out["linear_attention"] = dict(kind="mamba2", n_layers=pattern.count("M"), n_heads=cfg.int("mamba_num_heads"),
                                        head_dim=cfg.int("mamba_head_dim"), state_dim=cfg.int("ssm_state_size"),
                                        n_groups=cfg.int("n_groups", 1), conv_kernel=cfg.int("conv_kernel", 4))

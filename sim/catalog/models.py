@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import yaml
@@ -25,6 +26,28 @@ from sim.catalog import architectures as arch
 from sim.catalog.architectures import MLA, LinearAttention
 from sim.catalog.quant import QUANT_FORMATS, QuantFormat, get_quant, kv_dtype_bytes
 from sim.errors import ConfigError, pydantic_error_to_config_error
+
+#: weight formats a catalog entry may declare for its released checkpoints (sim.catalog.weight_format)
+WEIGHT_FORMATS = ("block-fp8",)
+
+
+class WeightFormat(BaseModel):
+    """How the publisher's quantized release of a model stores its weights, when engines run it through
+    kernels of their own: `block-fp8` = config.json `quantization_config: {quant_method: fp8,
+    weight_block_size: [128, 128]}` (one scale per 128x128 weight tile; sim.catalog.weight_format).
+    `checkpoints`: each such Hugging Face repository -> the config.json it is read from, the official
+    file first and, where that could not be read offline, the public copy the field was read from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    format: Literal["block-fp8"]
+    checkpoints: dict[str, list[str]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> "WeightFormat":
+        for repo, urls in self.checkpoints.items():
+            if not urls:
+                raise ValueError(f"checkpoints.{repo}: cite the config.json it is read from")
+        return self
 
 
 class ModelSpec(BaseModel):
@@ -60,6 +83,9 @@ class ModelSpec(BaseModel):
     )
     sliding_window: int | None = Field(None, gt=0, description="attention window (tokens) of the sliding layers")
     n_sliding_layers: int = Field(0, ge=0, description="layers with sliding-window attention; the rest attend to all")
+    sliding_n_heads: int | None = Field(
+        None, gt=0, description="query heads of the sliding-window layers where they differ from n_heads (Step-3.5: "
+        "attention_other_setting.num_attention_heads; same KV heads and head dim): their q and o projections")
     mla: MLA | None = Field(None, description="multi-head latent attention shapes (DeepSeek-V3, Kimi K2); None = GQA")
     attention_output_gate: bool = Field(False, description="q_proj also produces a sigmoid output gate (Qwen3-Next)")
     linear_attention: LinearAttention | None = Field(
@@ -90,6 +116,9 @@ class ModelSpec(BaseModel):
         "same architecture (an instruct or coder sibling with the same config.json shapes, a quantized copy whose "
         "format the row or the run states). Read by the serving corpus's model lookup "
         "(calibrate/serving/rows.py model_id) so each id is written once, here")
+    weight_format: WeightFormat | None = Field(
+        None, description="the weight format of the publisher's quantized release when an engine rule names it "
+        "(block-fp8: FP8 with 128x128 weight blocks, read from each checkpoint's config.json); None = not such a format")
     notes: str = ""
 
     @model_validator(mode="after")
@@ -110,6 +139,10 @@ class ModelSpec(BaseModel):
             raise ValueError(f"n_moe_layers ({self.n_moe_layers}) needs n_experts and at most n_layers ({self.n_layers})")
         if self.n_sliding_layers and self.sliding_window is None:
             raise ValueError("n_sliding_layers > 0 needs sliding_window")
+        if self.sliding_n_heads is not None and (not self.n_sliding_layers or self.mla is not None
+                                                 or self.sliding_n_heads % self.n_kv_heads):
+            raise ValueError(f"sliding_n_heads ({self.sliding_n_heads}) needs GQA sliding-window layers and a multiple "
+                             f"of n_kv_heads ({self.n_kv_heads})")
         unknown = [q for q in self.file_weight_bytes if q not in QUANT_FORMATS]
         if unknown:
             raise ValueError(f"file_weight_bytes: unknown quantization {unknown[0]!r}; known: {', '.join(QUANT_FORMATS)}")
@@ -168,9 +201,17 @@ class ModelSpec(BaseModel):
 
     @property
     def mixer_params(self) -> int:
-        """Token-mixer weights of all layers: L_attn x attention + L_lin x the fixed-state mixer's."""
+        """Token-mixer weights of all layers: L_attn x attention + L_lin x the fixed-state mixer's; where the
+        sliding-window layers have their own query-head count (`sliding_n_heads`), L_full x attention(H) +
+        L_swa x attention(H_swa). The attention-score FLOPs per key stay those of H heads in every layer
+        (`attention_flops_per_layer_key`: one figure per model for the cost model)."""
         linear = (self.n_linear_layers * arch.linear_params(self.linear_attention, self.hidden_size)
                   if self.linear_attention is not None else 0)
+        if self.sliding_n_heads is not None:
+            swa = arch.gqa_params(self.hidden_size, self.sliding_n_heads, self.n_kv_heads, self.d_head,
+                                  qkv_bias=self.qkv_bias, output_gate=self.attention_output_gate)
+            return (self.n_full_attention_layers * self.attention_params_per_layer + self.n_sliding_layers * swa
+                    + linear)
         return self.n_attention_layers * self.attention_params_per_layer + linear
 
     @property

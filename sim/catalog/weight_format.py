@@ -10,14 +10,17 @@ Two FP8 W8A8 layouts run through different GEMM / fused-MoE kernels, with the sa
   every 128 values of K (DeepGEMM / CUTLASS blockwise on NVIDIA; on ROCm aiter's `gemm_a8w8_blockscale`
   (CK or Triton) and the block-scale fused MoE).
 
-Which checkpoints are block-scaled is read from their config.json (`BLOCK_FP8_REPOS`, each with the file it
-comes from); nothing here is fitted. The serving fit (calibrate/serving/blockfp8.py) uses it to tell an AMD
+Which checkpoints are block-scaled is a property of the model catalog: an entry of
+sim/catalog/data/models.yaml declares `weight_format: {format: block-fp8, checkpoints: {REPO: [config.json, ...]}}`
+(sim.catalog.models.WeightFormat), each checkpoint with the config.json it is read from; nothing here is fitted.
+The serving fit (calibrate/serving/blockfp8.py) uses it to tell an AMD
 block-FP8 point from the others, and an engine preset's hardware rule may name the format
 (`when: {vendor: [AMD], weight_format: [block-fp8]}`), applied by `for_weight_format` once the checkpoint is known.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,38 +29,57 @@ if TYPE_CHECKING:
 
 BLOCK_FP8 = "block-fp8"
 
-#: Hugging Face repositories (lower case) whose config.json declares `quantization_config.weight_block_size`
-#: [128, 128] with `quant_method: fp8`, each with that file. The DeepSeek-V3 / R1 family and MiniMax-M2(.5)
-#: ship it as their only release format (sim/catalog/data/models.yaml notes "fp8 (128x128 blocks), as
-#: released" on the same files); Qwen's `-FP8` repositories are Qwen's "fine-grained fp8 quantization with block
-#: size 128" (their model cards), the same quantization_config.
-BLOCK_FP8_REPOS: dict[str, str] = {
-    "deepseek-ai/deepseek-v3": "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
-    "deepseek-ai/deepseek-v3-0324": "https://huggingface.co/deepseek-ai/DeepSeek-V3-0324/blob/main/config.json",
-    "deepseek-ai/deepseek-v3.1": "https://huggingface.co/deepseek-ai/DeepSeek-V3.1/blob/main/config.json",
-    "deepseek-ai/deepseek-r1": "https://huggingface.co/deepseek-ai/DeepSeek-R1/blob/main/config.json",
-    "deepseek-ai/deepseek-r1-0528": "https://huggingface.co/deepseek-ai/DeepSeek-R1-0528/blob/main/config.json",
-    "minimaxai/minimax-m2": "https://huggingface.co/MiniMaxAI/MiniMax-M2/blob/main/config.json",
-    "minimaxai/minimax-m2.5": "https://huggingface.co/MiniMaxAI/MiniMax-M2.5/blob/main/config.json",
-    "qwen/qwen3-coder-480b-a35b-instruct-fp8":
-        "https://huggingface.co/Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8/blob/main/config.json",
-    "qwen/qwen3.5-397b-a17b-fp8": "https://huggingface.co/Qwen/Qwen3.5-397B-A17B-FP8/blob/main/config.json",
-}
-#: catalog ids whose FP8 release (the publisher's own FP8 checkpoint) is one of the repositories above
-#: (sim/catalog/data/models.yaml `hf_repos`): `--model deepseek-r1 --quant fp8` runs that checkpoint, and a corpus
-#: row naming `Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8` is replayed as `qwen3-coder-480b-a35b` at fp8
-BLOCK_FP8_CATALOG_IDS: frozenset[str] = frozenset({"deepseek-v3", "deepseek-r1", "minimax-m2", "minimax-m2.5",
-                                                   "qwen3-coder-480b-a35b", "qwen3.5-397b-a17b"})
+
+def _index(path=None) -> tuple[dict[str, str], frozenset[str]]:
+    """(repository (lower case) -> its official config.json, catalog ids) of the block-FP8 checkpoints the model
+    catalog (`path`, default sim/catalog/data/models.yaml) declares (`weight_format.format: block-fp8`)."""
+    from sim.catalog.models import load_catalog
+
+    repos: dict[str, str] = {}
+    ids: set[str] = set()
+    for name, spec in load_catalog(path).items():
+        wf = spec.weight_format
+        if wf is not None and wf.format == BLOCK_FP8:
+            ids.add(name)
+            repos.update({repo.lower(): urls[0] for repo, urls in wf.checkpoints.items()})
+    return repos, frozenset(ids)
+
+
+@lru_cache(maxsize=1)
+def _cached_index() -> tuple[dict[str, str], frozenset[str]]:
+    return _index()
+
+
+def block_fp8_repos() -> dict[str, str]:
+    """Hugging Face repositories (lower case) whose config.json declares `quantization_config.weight_block_size`
+    [128, 128] with `quant_method: fp8`, each with that file (the catalog's `weight_format.checkpoints`)."""
+    return _cached_index()[0]
+
+
+def block_fp8_catalog_ids() -> frozenset[str]:
+    """Catalog ids whose FP8 release (the publisher's own FP8 checkpoint) is block-scaled: `--model deepseek-r1
+    --quant fp8` runs that checkpoint, and a corpus row naming `Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8` is
+    replayed as `qwen3-coder-480b-a35b` at fp8."""
+    return _cached_index()[1]
+
+
+def __getattr__(name: str):
+    """`BLOCK_FP8_REPOS` / `BLOCK_FP8_CATALOG_IDS`, read from the catalog on first use (PEP 562)."""
+    if name == "BLOCK_FP8_REPOS":
+        return block_fp8_repos()
+    if name == "BLOCK_FP8_CATALOG_IDS":
+        return block_fp8_catalog_ids()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_block_fp8(model: str, quant: str | None) -> bool:
     """Whether `model` (a Hugging Face repository or a catalog id) run at `quant` is a block-scaled FP8
-    checkpoint (BLOCK_FP8_REPOS / BLOCK_FP8_CATALOG_IDS); only an `fp8` (or unstated: the release format)
+    checkpoint (the catalog's `weight_format`: block_fp8_repos / block_fp8_catalog_ids); only an `fp8` (or unstated: the release format)
     quant can be."""
     if quant not in (None, "", "fp8", "fp8_e4m3"):
         return False
     m = (model or "").strip().lower()
-    return m in BLOCK_FP8_REPOS or m in BLOCK_FP8_CATALOG_IDS
+    return m in block_fp8_repos() or m in block_fp8_catalog_ids()
 
 
 def weight_format(names: tuple[str, ...] | list[str], quant: str | None) -> str | None:
