@@ -1,18 +1,20 @@
 """Held out by source, the serving corpus predicted with the front-end latency in the loop (the simulator's
 workloads.arrivals.FrontEnd: a request reaches the engine `request_overhead_ms` after its send) and added
-after the run (calibrate/serving/replay.py FRONT_END_PLACEMENT "additive"), each source's rows with the
-parameters its fold chose (serving_fidelity.json heldout_by_source.chosen; stage 1 replays without the
+after the run (calibrate/serving/replay.py `replay(..., front_end="additive")`, a diagnostic only this
+script asks for), each source's rows with the parameters its fold chose (serving_fidelity.json heldout_by_source.chosen; stage 1 replays without the
 front end and stage 2 searches it additively, so the choice is the same under both placements).
 Issue 38, branch ttft. Replays through the serving cache (benchmarks/.serving_fit_cache.json); prints
 medians of |predicted / measured - 1| per metric, family and source, and checks the in-loop predictions
 against the JSON's by_source column.
 
-    python benchmarks/front_end_placement.py
+    python benchmarks/front_end_placement.py [--curves REGEX]   # REGEX: only the curve_ids it matches
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import statistics as st
 import sys
 from collections import defaultdict
@@ -25,10 +27,13 @@ from calibrate.serving import replay as rp  # noqa: E402
 from calibrate.serving.fit import fit_params, point_params, residuals  # noqa: E402
 from calibrate.serving.rows import curves, load_corpus, load_points  # noqa: E402
 
-MODES = ("in_loop", "additive")
+MODES = rp.FRONT_END_PLACEMENTS  # ("in_loop", "additive")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--curves", default=None, help="regular expression: replay only the curve_ids it matches")
+    args = ap.parse_args(argv)
     d = json.loads((ROOT / "benchmarks" / "serving_fidelity.json").read_text())
     js = {r["row_id"]: r for r in d["rows"]}
     chosen = d["heldout_by_source"]["chosen"]
@@ -37,11 +42,12 @@ def main() -> int:
     out = []
     try:
         for cid in sorted({r["curve_id"] for r in d["rows"]}):
+            if args.curves and not re.search(args.curves, cid):
+                continue
             for p in load_points(cs[cid]):
                 prm = fit_params(point_params((chosen.get(p.source) or {}).get(p.family), p))
                 for mode in MODES:
-                    rp.FRONT_END_PLACEMENT = mode
-                    pred = rp.replay(p, prm, cache)
+                    pred = rp.replay(p, prm, cache, front_end=mode)
                     if "error" in pred:
                         continue
                     for r in residuals(p, pred):
@@ -50,7 +56,6 @@ def main() -> int:
                             out.append((mode, js[rid]["metric"], r["predicted"], r["measured"], js[rid].get("by_source"),
                                         p.source, p.family))
     finally:
-        rp.FRONT_END_PLACEMENT = "in_loop"
         cache.save()
 
     def med(mode, keep):

@@ -10,9 +10,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sim.catalog import cache  # profiles, presets and model files loaded once per process (sweeps, plans)
+from sim.catalog.deployment import engine_for  # the one engine resolver of every command
 from sim.catalog.engine_config import EngineConfig, line_of, read_yaml  # the preset loader's YAML helpers
 from sim.catalog.hardware import HardwareProfile
-from sim.catalog.weight_format import for_weight_format
 from sim.cluster.simulate import simulate
 from sim.engine.build import SimResult
 from sim.errors import ConfigError, pydantic_error_to_config_error
@@ -59,25 +59,12 @@ def split_deployment(spec: RunSpec) -> RunSpec:
     return make_spec(**{**spec.model_dump(), "overrides": rest, **moved})
 
 
-# engines that serve a Hugging Face checkpoint in its released quantization (quantization_config) unless told
-RELEASE_LOADERS = ("vllm", "sglang", "trtllm")
-
-
 def resolve_engine(spec: RunSpec, hw: HardwareProfile) -> EngineConfig:
-    """The preset, its defaults for this device (`for_hardware`) and this checkpoint
-    (`for_checkpoint`: the KV dtype the engine picks for the quantization), then the `engine_file`
-    fields, then the command-line overrides — a user's explicit value always wins."""
-    engine = cache.engine(spec.engine).for_hardware(hw)
-    model = cache.model(spec.model)
-    if (spec.quant is None and engine.name in RELEASE_LOADERS and engine.default_quant in ("bf16", "fp16")
-            and model.default_quant in ("fp8", "mxfp4")):
-        # `vllm serve deepseek-ai/DeepSeek-R1` (or openai/gpt-oss-120b) loads the checkpoint in the format it
-        # was released in, read from its config.json's quantization_config: the engine's 16-bit default is
-        # for 16-bit releases. An explicit --quant (or an engine file's default_quant) still wins.
-        engine = engine.with_overrides(default_quant=model.default_quant)
-    engine = engine.for_checkpoint(model, spec.quant or engine.default_quant)
-    # rules keyed on the checkpoint's weight format (block-scaled FP8 on AMD): sim.catalog.weight_format
-    engine = for_weight_format(engine, hw, (str(spec.model), model.name), spec.quant or engine.default_quant)
+    """The engine every command prices a deployment with (sim.catalog.deployment.engine_for: the preset, its
+    defaults for this device, the checkpoint's release format, the KV dtype the engine picks for the
+    quantization, the weight-format rules), then the `engine_file` fields, then the command-line
+    overrides — a user's explicit value always wins."""
+    engine = engine_for(spec.engine, hw, cache.model(spec.model), spec.quant, (str(spec.model),))
     if spec.engine_file:
         engine = _apply_engine_file(engine, Path(spec.engine_file))
     unknown = set(spec.overrides) - set(EngineConfig.model_fields)

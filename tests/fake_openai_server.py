@@ -9,6 +9,11 @@ transfer encoding, one chunk per token. Behaviours, chosen per server:
 - "die_after:N": requests 1..N are served normally; request N+1 streams 2 tokens, then the server
   closes the connection mid-body and stops listening — a server that dies mid-run.
 - "slow": every token 0.1 s apart (a stream that takes a while, to interrupt).
+- "llama_cpp_overrun": llama-cpp-python 0.3.x (it answers POST /extras/tokenize, one token per word after a
+  BOS) whose streaming loop decodes LLAMA_CPP_OVERRUN tokens past `max_tokens` (it skips its max_tokens check
+  while it holds back an incomplete UTF-8 character: Llama._create_completion `multibyte_fix ... continue`)
+  and then samples EOS, finish_reason "stop", unless `min_tokens` still masks EOS
+  (MinTokensLogitsProcessor), when its max_tokens check ends the stream, finish_reason "length".
 
 Misbehaving servers (tests/test_hostile.py; each stops when the client goes away):
 
@@ -30,6 +35,9 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
+
+
+LLAMA_CPP_OVERRUN = 3  # tokens decoded past max_tokens while a character is held back ("llama_cpp_overrun")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -74,6 +82,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         n = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(n) or b"{}")
+        if self.path == "/extras/tokenize" and self.server.mode == "llama_cpp_overrun":
+            self._json({"tokens": [1] + [5] * len(str(body.get("input", "")).split())})
+            return
         if self.path != "/v1/completions":
             self._json({"error": "not found"}, 404)
             return
@@ -104,6 +115,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         n_tokens = int(body.get("max_tokens", 16))
+        finish = "length"
+        if mode == "llama_cpp_overrun":
+            n_tokens += LLAMA_CPP_OVERRUN
+            finish = "length" if int(body.get("min_tokens", 0)) > n_tokens else "stop"
         if mode == "stop_early":
             n_tokens = 3
         if dying:
@@ -119,7 +134,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if mode != "stop_early":
-            event({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
+            event({"choices": [{"index": 0, "text": "", "finish_reason": finish}]})
             event(b"[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.close_connection = True

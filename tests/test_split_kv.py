@@ -83,9 +83,27 @@ def test_ship_rule_decides_the_corpus_flag_mapping():
     assert ("--attention-backend" in corpus._FLAGS) == ships(RECORDED)
     assert not ships(RECORDED)  # 2026-12-06: TPOT/ITL 27.0% -> 27.0% on the rule's line: not shipped
     better = {"subset": "x", "date": "d", "without": {"tpot_itl": 30.0, "output_tps": 20.0},
-              "with": {"tpot_itl": 25.0, "output_tps": 20.0}}
+              "with": {"tpot_itl": 25.0, "output_tps": 20.0},
+              "runs": {"with": "commit a", "without": "commit b", "recorded_in": "commit c"}}
     assert ships(better)
     assert not ships({**better, "with": {"tpot_itl": 25.0, "output_tps": 21.0}})  # throughput worse
     assert not ships({**better, "with": {"tpot_itl": 30.0, "output_tps": 10.0}})  # TPOT not better
     assert not ships({})
     assert "| tpot_itl | 30.0% | 25.0% |" in "\n".join(split_kv_markdown(better))
+
+
+def test_the_report_says_the_split_kv_figures_are_recorded_and_from_which_runs():
+    """The section's figures are copied from two subset runs, not computed by the report: it says so, names the
+    subset command, the trees the runs ran on and the recording commit, and refuses figures without them."""
+    from calibrate.serving.split_kv_rule import RECORDED, split_kv_markdown
+
+    text = "\n".join(split_kv_markdown())
+    assert "Recorded figures, not recomputed by this report" in text
+    assert f"--curves '{RECORDED['subset']}'" in text
+    for k in ("with", "without", "recorded_in"):
+        assert RECORDED["runs"][k] in text
+    # the figures printed are RECORDED's, both columns
+    for m in ("tpot_itl", "output_tps"):
+        assert f"| {m} | {RECORDED['without'][m]:.1f}% | {RECORDED['with'][m]:.1f}% |" in text
+    with pytest.raises(ValueError, match="runs"):
+        split_kv_markdown({k: v for k, v in RECORDED.items() if k != "runs"})

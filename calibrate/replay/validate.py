@@ -119,7 +119,7 @@ def run_validation(
     try:
         return _predict_and_compare(measured, requests, spec=spec, quant=quant, base_engine=base_engine,
                                     user_overrides=user_overrides, profile=profile, concurrency=concurrency,
-                                    seed=seed, log=log, out=out, speed_margin=speed_margin)
+                                    seed=seed, log=log, out=out, speed_margin=speed_margin, names=(model or "",))
     except KeyboardInterrupt:  # the measurement is what took the time: keep it
         if out is not None:
             measured.write(Path(out) / "measured")
@@ -127,15 +127,21 @@ def run_validation(
 
 
 def _predict_and_compare(measured, requests, *, spec, quant, base_engine, user_overrides, profile, concurrency,
-                         seed, log, out, speed_margin) -> ValidationReport:
-    """Simulate what `measured` replayed and compare (the second half of `run_validation`)."""
+                         seed, log, out, speed_margin, names=()) -> ValidationReport:
+    """Simulate what `measured` replayed and compare (the second half of `run_validation`). The engine is
+    the one `run` resolves for this device and checkpoint (sim.catalog.deployment.engine_for), then the
+    limits a local target ran with, then the user's overrides."""
+    from sim.catalog.deployment import engine_for
+
     if spec is None:  # endpoint without --model: the server's model id may be the GGUF it serves
         served = measured.config.get("model") or ""
         if not served.endswith(".gguf") or not Path(served).is_file():
             raise ConfigError(f"cannot tell which model the server runs (it says {served!r}); pass --model",
                               field="--model")
         spec = _resolve_model(served, None)
-    q = quant or spec.quant_override or base_engine.default_quant
+    asked = quant or spec.quant_override
+    resolved = engine_for(base_engine, profile, spec, asked, names)
+    q = asked or resolved.default_quant
 
     engine_limits = {}
     if measured.config.get("target") == "local":  # the simulated engine gets the driver's real limits
@@ -146,7 +152,7 @@ def _predict_and_compare(measured, requests, *, spec, quant, base_engine, user_o
                          "context_mode": "split",  # one KV stream per sequence: n_ctx / n_seq_max each
                          # ... so llama.cpp cuts a mixed batch into several passes (sim.cost.llamacpp)
                          "per_sequence_kv_streams": True}
-    eng = base_engine.with_overrides(**{**engine_limits, **user_overrides})
+    eng = resolved.with_overrides(**{**engine_limits, **user_overrides})
 
     sim_requests = simulated_trace(measured, list(requests))
     if not sim_requests:

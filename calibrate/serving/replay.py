@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -143,27 +142,34 @@ def cache_key(point: LoadPoint, params: dict | None) -> str:
     return f"{tree_fingerprint()}:{point.key()}:{_param_key(eff)}"
 
 
-#: where a replay charges the front-end latency `request_overhead_ms` (diagnostic switch, env
-#: INFERSIM_FRONT_END_PLACEMENT): "in_loop" (the simulator's workloads.arrivals.FrontEnd: each request
-#: reaches the engine's queue that long after its send, so a closed loop's next request reaches the
-#: engine that long after its predecessor finished) or "additive" (the engine sees every request at its
-#: send; the value is added to each request's TTFT and E2E afterwards, and a closed loop's clients wait
-#: for it: its throughputs shrink by mean E2E / (mean E2E + value)). Why it exists (branch ttft, issue 38):
-#: on a closed loop with fixed lengths the in-loop delay moves requests across step boundaries, so its
-#: TTFT moves in whole prefill steps (Red Hat vLLM 0.9.2 TP4 H200 70B FP8, C=60: median TTFT 849 ms
-#: with 0-10 ms, 1,299 ms with 25 ms, 1,735 ms with 50 ms; measured 826 ms): a held-out front end a few
-#: ms too long costs whole steps. "additive" is a diagnostic, not a physical model: a real closed-loop
-#: client cannot send before it has the last token, so the engine does see its next request that much
-#: later, as "in_loop" replays it (the RHAIIS 3.2.0 curve's 56 ms higher unloaded TTFT with the same
-#: loaded median is no evidence either way: that build's TP4 steps are 2.5x slow, calibrate/serving/
-#: anomaly.py). The default stays "in_loop" (what the simulator ships).
-FRONT_END_PLACEMENT = os.environ.get("INFERSIM_FRONT_END_PLACEMENT", "in_loop")
+#: where a replay charges the front-end latency `request_overhead_ms` (`replay(..., front_end=)`): "in_loop"
+#: (the default, and the only placement the serving fit, the bands and every shipped figure use: the
+#: simulator's workloads.arrivals.FrontEnd: each request reaches the engine's queue that long after its
+#: send, so a closed loop's next request reaches the engine that long after its predecessor finished) or
+#: "additive" (a diagnostic that only benchmarks/front_end_placement.py asks for: the engine sees every
+#: request at its send; the value is added to each request's TTFT and E2E afterwards, and a closed loop's
+#: clients wait for it: its throughputs shrink by mean E2E / (mean E2E + value)). Why it exists (branch
+#: ttft, issue 38): on a closed loop with fixed lengths the in-loop delay moves requests across step
+#: boundaries, so its TTFT moves in whole prefill steps (Red Hat vLLM 0.9.2 TP4 H200 70B FP8, C=60: median
+#: TTFT 849 ms with 0-10 ms, 1,299 ms with 25 ms, 1,735 ms with 50 ms; measured 826 ms): a held-out front
+#: end a few ms too long costs whole steps. "additive" is not a physical model: a real closed-loop client
+#: cannot send before it has the last token, so the engine does see its next request that much later, as
+#: "in_loop" replays it (the RHAIIS 3.2.0 curve's 56 ms higher unloaded TTFT with the same loaded median is
+#: no evidence either way: that build's TP4 steps are 2.5x slow, calibrate/serving/anomaly.py). An explicit
+#: argument, not an environment variable, so that no production replay can be switched from outside.
+FRONT_END_PLACEMENTS = ("in_loop", "additive")
+
+
+def _placement(front_end: str) -> str:
+    if front_end not in FRONT_END_PLACEMENTS:
+        raise ValueError(f"front_end must be one of {', '.join(FRONT_END_PLACEMENTS)}, got {front_end!r}")
+    return front_end
 
 
 def _additive_front_end(point: LoadPoint, params: dict, cache: Cache | None) -> dict:
-    """`replay` with the front-end latency added after the run ("additive", see FRONT_END_PLACEMENT)."""
+    """`replay` with the front-end latency added after the run ("additive", see FRONT_END_PLACEMENTS)."""
     d = float(params.get("request_overhead_ms") or 0.0)
-    out = dict(replay(point, {**params, "request_overhead_ms": 0.0}, cache, _placement="in_loop"))
+    out = dict(replay(point, {**params, "request_overhead_ms": 0.0}, cache))
     if "error" in out or d <= 0:
         return out
     for k in list(out):
@@ -178,10 +184,11 @@ def _additive_front_end(point: LoadPoint, params: dict, cache: Cache | None) -> 
     return out
 
 
-def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = None,
-           _placement: str | None = None) -> dict:
-    """{"quantity|statistic": predicted} for one load point with engine overrides `params` added."""
-    if (_placement or FRONT_END_PLACEMENT) == "additive" and (params or {}).get("request_overhead_ms"):
+def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = None, *,
+           front_end: str = "in_loop") -> dict:
+    """{"quantity|statistic": predicted} for one load point with engine overrides `params` added;
+    `front_end`: where the front-end latency is charged (FRONT_END_PLACEMENTS; "additive" is a diagnostic)."""
+    if _placement(front_end) == "additive" and (params or {}).get("request_overhead_ms"):
         return _additive_front_end(point, params, cache)
     k = cache_key(point, params)
     if cache is not None and cache.get(k) is not None:
@@ -224,13 +231,14 @@ def _replay_uncached(args: tuple) -> dict:
     return replay(point, params, None)
 
 
-def prefetch(pairs: list[tuple[LoadPoint, dict]], cache: Cache, jobs: int) -> int:
-    """Fill `cache` with `replay(point, params)` for every pair not yet in it, in `jobs` worker processes.
+def prefetch(pairs: list[tuple[LoadPoint, dict]], cache: Cache, jobs: int, *, front_end: str = "in_loop") -> int:
+    """Fill `cache` with `replay(point, params, front_end=front_end)` for every pair not yet in it, in `jobs`
+    worker processes.
     The results are those of a one-process run (each replay is a pure function of its point, parameters and
     the tree), so the fit reads the same numbers; only the wall time changes. Returns the replays run."""
     todo, keys = [], []
     for point, params in pairs:
-        if FRONT_END_PLACEMENT == "additive" and (params or {}).get("request_overhead_ms"):
+        if _placement(front_end) == "additive" and (params or {}).get("request_overhead_ms"):
             params = {**params, "request_overhead_ms": 0.0}  # what an additive replay runs (never cached as in-loop)
         k = cache_key(point, params)
         if cache.get(k) is None and k not in keys:

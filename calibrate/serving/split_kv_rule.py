@@ -24,10 +24,17 @@ SHIP_RULE = (
     "and before the run without it.")
 
 #: the subset runs the decision reads: held-out-by-source medians (%) of the SGLang rows, without the term (the
-#: tree before it) and with it. None until both runs are recorded.
+#: tree before it) and with it, copied by hand from the two runs' printed lines. Not recomputed by the report:
+#: its full replay runs without the term (it does not ship: the corpus does not read the flag, sim.bench.corpus
+#: UNSHIPPED_FLAGS), and re-judging it takes both subset runs again. `runs` names the trees they ran on and the
+#: commit that recorded them (the report prints it; figures without it are refused). None until both are recorded.
 RECORDED: dict | None = {
     "subset": "glm-4.7-flash|redhat-h200-llama-3.3-70b-fp8-sglang|sglang-datacrunch|ix-api-b300-sglang",
     "date": "2026-12-06, 761 rows in 68 load points, 4 SGLang sources",
+    "runs": {"with": "commit 61e8f7e (the term added, the corpus reading `--attention-backend triton` as "
+                     "decode_kv_splits 8)",
+             "without": "the tree before it (61e8f7e's parent, 3e1cdd8)",
+             "recorded_in": "commit 856352b"},
     "without": {"ttft_p50": 9.5, "tpot_itl": 27.0, "output_tps": 16.6},
     "with": {"ttft_p50": 9.5, "tpot_itl": 27.0, "output_tps": 16.6},
     # the same runs' `shippable terms (floor, request overhead), held out by source:` line (not the rule's)
@@ -46,7 +53,7 @@ def ships(recorded: dict | None = None) -> bool:
 
 
 def split_kv_markdown(recorded: dict | None = None) -> list[str]:
-    """The report's section: the rule, the recorded figures and the decision."""
+    """The report's section: the rule, the recorded figures with the runs they come from, and the decision."""
     r = RECORDED if recorded is None else recorded
     lines = ["## Capped split-KV decode attention (SGLang's triton backend)", "",
              "sim.cost.split_kv: at small batch SGLang's triton decode kernel walks each sequence's keys in at most 8 "
@@ -54,8 +61,15 @@ def split_kv_markdown(recorded: dict | None = None) -> list[str]:
              "key, PR #21775's batch-1 sweep on H100; not fitted). " + SHIP_RULE, ""]
     if not r:
         return lines + ["No subset figures recorded: the term does not ship.", ""]
-    lines += [f"Subset `{r['subset']}` ({r['date']}), SGLang rows held out by source:", "",
-              "| metric | without the term | with it |", "|---|---|---|"]
+    runs = r.get("runs") or {}
+    if not all(runs.get(k) for k in ("with", "without", "recorded_in")):
+        raise ValueError("split-KV subset figures without the runs they were copied from (RECORDED['runs']: "
+                         "with, without, recorded_in)")
+    lines += [f"Recorded figures, not recomputed by this report (its replay above runs without the term, which "
+              f"does not ship): two runs of `python benchmarks/serving_fit.py --curves '{r['subset']}'` ({r['date']}), "
+              f"with the term on {runs['with']} and without it on {runs['without']}, copied by hand into "
+              f"calibrate/serving/split_kv_rule.py RECORDED in {runs['recorded_in']}. SGLang rows held out by source:",
+              "", "| metric | without the term | with it |", "|---|---|---|"]
     for m in ("ttft_p50", "tpot_itl", "output_tps"):
         lines.append(f"| {m} | {pct(r['without'].get(m))} | {pct(r['with'].get(m))} |")
     if "shippable_with" in r:

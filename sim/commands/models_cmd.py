@@ -222,27 +222,31 @@ def fit(
     kv_dtype_bytes(kv_dtype)
     quants = [get_quant(q).name for q in _split(quant)] or memory.default_fit_quants(prof)
     models = [get_model(n) for n in _split(model)] or list(load_catalog().values())
+    from sim.catalog.deployment import engine_for
+
     rows = []
     for m in models:
         for q in quants:
             fraction = memory.engine_memory_fraction(prof, m, q, eng) if eng is not None and per_row_fraction \
                 else memory_fraction
+            # the engine `run` prices this checkpoint with (sim.catalog.deployment.engine_for: device rules, the
+            # KV dtype the engine picks for the quantization, weight-format rules), for the speed columns
+            row_eng = engine_for(engine or engine_for_quant(q), prof, m, q)
+            if per_row_fraction and max_batched_tokens:
+                row_eng = row_eng.with_overrides(max_num_batched_tokens=max_batched_tokens)
             # the KV dtype the engine picks for a checkpoint of this quantization (TensorRT-LLM: FP8 for
             # FP8 checkpoints) unless --kv-dtype says otherwise
-            row_kv = explicit_kv or (eng.kv_dtype_for_quant.get(q, kv_dtype) if eng is not None else kv_dtype)
+            row_kv = explicit_kv or (row_eng.kv_dtype if eng is not None else kv_dtype)
             if n_gpus == 1:
                 r = memory.fit(prof, m, q, kv_dtype=row_kv, context=context, concurrency=concurrency,
                                memory_fraction=fraction, max_batched_tokens=max_batched_tokens,
                                activation_reserve_fraction=reserve_fraction,
                                engine=eng if per_row_fraction else None)
                 row = r.to_dict()
-                s = (predicted_speed(m, q, prof, context, eng) if speed and r.weight_bytes < r.memory_budget_bytes
+                s = (predicted_speed(m, q, prof, context, row_eng) if speed and r.weight_bytes < r.memory_budget_bytes
                      else None)
             else:
                 # several GPUs: the fewest the row's engine can split the model over that fit (sim.commands.fit_parallel)
-                from sim.catalog.engine_config import load_engine
-
-                row_eng = eng if eng is not None else load_engine(engine_for_quant(q)).for_hardware(prof)
                 for split_tp, split_pp in split_options(row_eng.name, m, n_gpus):
                     split_eng = row_eng.with_overrides(tp=split_tp, pp=split_pp)
                     split_fraction = (memory.engine_memory_fraction(prof, m, q, split_eng) if per_row_fraction

@@ -126,9 +126,8 @@ def recommend_rows(hw: HardwareProfile, models, *, context: int, users: int, pro
     """Every candidate with its memory fit, per-user decode tok/s, TTFT and whether it meets the need.
     With `n_gpus` > 1 each candidate takes the fewest GPUs (`sim.commands.fit_parallel.split_options`) that
     fit and meet the need; when none meets it, the fewest that fit (the row then says it does not meet it)."""
-    from sim.catalog.engine_config import load_engine
+    from sim.catalog.deployment import engine_for
     from sim.catalog.quant import get_quant
-    from sim.catalog.weight_format import for_weight_format
     from sim.cost import memory
     from sim.cost.roofline import CostModel
     from sim.commands.fit_parallel import fit_split, split_options
@@ -136,9 +135,9 @@ def recommend_rows(hw: HardwareProfile, models, *, context: int, users: int, pro
     rows = []
     for m in models:
         for engine, quant in runtime_options(hw, m, n_gpus):
-            # the preset on this device and checkpoint, as `run` resolves it (a rule naming the weight format:
-            # block-scaled FP8 on AMD, sim.catalog.weight_format), so both price the same engine
-            base_eng = for_weight_format(load_engine(engine).for_hardware(hw), hw, (m.name,), quant)
+            # the preset on this device and checkpoint as `run` resolves it (sim.catalog.deployment.engine_for:
+            # device rules, the KV dtype the engine picks for the checkpoint, weight-format rules)
+            base_eng = engine_for(engine, hw, m, quant)
             if engine in ("ollama", "vllm", "sglang") and run_command(m, quant, engine, context, users) is None:
                 continue
             q = get_quant(quant)
