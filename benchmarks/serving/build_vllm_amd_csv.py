@@ -106,6 +106,8 @@ LLMD_FLAGS = ("vllm serve amd/Llama-3.3-70B-Instruct-FP8-KV --tensor-parallel-si
               "--block-size 128 --max-model-len <varied> --disable-uvicorn-access-log")
 #: the long-context table's workload labels -> (input, output) tokens. "4k" is 4096 as the document's reproducer
 #: writes it (--random-input-len 4096 --random-output-len 4096); "16k in x 2k out" is read the same way (16384 / 2048).
+#: (input, output, concurrency) of the document's reproducer command, the one cell whose prompt count it states
+REPRODUCER = (4096, 4096, 32)
 LLMD_WORKLOADS = {"Decode-heavy (4k in × 4k out)": (4096, 4096), "Long-both (16k in × 2k out)": (16384, 2048)}
 
 
@@ -171,8 +173,14 @@ def llmd_rows() -> list[dict]:
                               ("ttft_ms", "mean", ttft), ("tpot_ms", "median", tpot)):
             v, der = (cell, "") if q.endswith("tps") else _ms(cell)
             r = base(curve, li, lo, c)
+            if (li, lo, c) == REPRODUCER:  # the document's reproducer command is this cell's
+                r["num_prompts"] = "128"
             r.update({"row_id": f"{curve}-c{c}-{q}-{stat}", "quantity": q, "statistic": stat, "value": v,
-                      "as_printed": f"{line} (column: {cell})", "derivation": der, "notes": note})
+                      "as_printed": f"{line} (column: {cell})", "derivation": der,
+                      "notes": note + (" num_prompts 128: the document's reproducer command (--random-input-len 4096 "
+                                       "--random-output-len 4096 --num-prompts 128 --max-concurrency 32 --seed 1) "
+                                       "is this cell's; the other cells' prompt counts are not stated."
+                                       if (li, lo, c) == REPRODUCER else "")})
             rows.append(r)
     short = "### Short context (1024 input, 256 output)"
     for line, cells in _table(text, short):
