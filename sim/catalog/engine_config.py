@@ -197,6 +197,9 @@ class EngineConfig(HostStageSettings):  # host_token_us, host_request_us, host_s
         0.0, ge=0, description=("device time one decoder layer (any kind) takes at least in a step: its chain of "
                                 "10-30 small kernels; docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"),
     )
+    eager_prefill_moe_layer_us: float = Field(0.0, ge=0, description=(
+        "host time to launch one MoE layer of a prefill forward run eagerly (no CUDA graph): a step with prompt "
+        "tokens lasts at least n_moe_layers x it (sim.cost.eager_prefill). 0 = off"))
     decode_kv_splits: int | None = Field(None, ge=1, description=(
         "decode attention that splits each sequence's keys over at most this many thread blocks per head block, "
         "each walking its keys serially (SGLang's triton backend: --triton-attention-num-kv-splits, 8): "
