@@ -183,23 +183,21 @@ class EngineConfig(HostStageSettings):  # host_token_us, host_request_us, host_s
             "cost is in iteration_overhead_ms)"
         ),
     )
-    cuda_graph_padding: bool = Field(
-        True,
-        description=(
-            "a decode batch between captured sizes is padded up to the next one (vLLM, SGLang); False: only "
-            "batches of exactly a captured size replay a graph, the others run eagerly (TensorRT-LLM's "
-            "CudaGraphConfig.enable_padding, default False)"
-        ),
-    )
-    eager_overhead_ms: float = Field(0.0, ge=0, description=(
-        "host cost of launching one step's kernels one by one (a decode step above the largest graph)"))
-    layer_floor_us: float = Field(
-        0.0, ge=0, description=("device time one decoder layer (any kind) takes at least in a step: its chain of "
-                                "10-30 small kernels; docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"),
-    )
+    cuda_graph_padding: bool = Field(True, description=(
+        "a decode batch between captured sizes is padded up to the next one (vLLM, SGLang); False: only "
+        "batches of exactly a captured size replay a graph, the others run eagerly (TensorRT-LLM's "
+        "CudaGraphConfig.enable_padding, default False)"))
+    eager_overhead_ms: float = Field(0.0, ge=0, description="host cost of launching one step's kernels one by one "
+                                     "(a decode step above the largest graph)")
+    layer_floor_us: float = Field(0.0, ge=0, description=(
+        "device time one decoder layer (any kind) takes at least in a step: its chain of "
+        "10-30 small kernels; docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"))
     tp_step_overhead_ms: float = Field(0.0, ge=0, description=(  # sim.cost.parallel ParallelConfig.executor_step_s
         "host time per step of a multi-process executor when tp x pp > 1 (vLLM V1 MultiprocExecutor's IPC round "
         "trip); 0 = off (docs/cost-model.md 'Multi-process executor step')"))
+    eager_prefill_moe_layer_us: float = Field(0.0, ge=0, description=(
+        "host time to launch one MoE layer of a prefill forward run eagerly (no CUDA graph): a step with prompt "
+        "tokens lasts at least n_moe_layers x it (sim.cost.eager_prefill). 0 = off"))
     decode_kv_splits: int | None = Field(None, ge=1, description=(
         "decode attention that splits each sequence's keys over at most this many thread blocks per head block, "
         "each walking its keys serially (SGLang's triton backend: --triton-attention-num-kv-splits, 8): "

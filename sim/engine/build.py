@@ -28,6 +28,7 @@ from sim.cost.memory import (
     resolve_gpu_layers,
 )
 from sim.cost.params import CostParams
+from sim.cost.eager_prefill import with_eager_prefill
 from sim.cost.passes import make_step_model
 from sim.cost.speculative import make_cost_model
 from sim.engine.host import with_host_stage
@@ -300,6 +301,8 @@ def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, sourc
     scheduler = parts.make_scheduler()
     if step_model is None:
         step_model = make_step_model(parts.cost, engine, scheduler.max_seqs)
+        # an eager prefill's host launch time (engine.eager_prefill_moe_layer_us; 0 = none): sim.cost.eager_prefill
+        step_model = with_eager_prefill(step_model, parts.model, engine)
     # the host stage every streamed token passes through (engine.host_token_us / host_request_us; 0 = none)
     step_model, host = with_host_stage(step_model, engine, getattr(parts.cost, "tokens_per_step", 1.0))
     return Replica(env, step_model=step_model, scheduler=scheduler, kv=kv, source=source, log=RequestLog(),

@@ -1,0 +1,77 @@
+"""Eager prefill: the host-side launch time of a prompt (extend) forward that runs without a CUDA graph
+(EngineConfig.eager_prefill_moe_layer_us; issue 38). A `sim.engine.pricing.StepModel` wrapper.
+
+What it models. SGLang captures CUDA graphs for decode batches only; an extend (prefill) batch runs the
+model's forward eagerly, op by op from Python, unless the opt-in piecewise CUDA graph is on
+(`--enable-piecewise-cuda-graph`, sgl-project/sglang PR #10062, 2025-09: "SGLang's current native
+prefilling can incur kernel launch overhead ... especially for the short length input"; the default-on
+switch, PR #16331 of 2026-01, still lists DeepSeek and MiniMax EP as unsupported in issue #18130 of
+2026-02-02). The host then issues every kernel of every layer one by one, and the GPU cannot run ahead of
+it: a step with prompt tokens lasts at least the host's launch time for its layers,
+
+    prefill step >= n_moe_layers x eager_prefill_moe_layer_us          (0 for a dense model)
+
+beside the step's own roofline time (the GPU's work), max of the two: a short prompt on a large TP
+group, or a small-active-parameter MoE model, is host-bound, a long prompt of a dense 70B is not.
+Only MoE layers are counted: their eager forward launches several times the kernels of a dense MLP
+(router GEMM, top-k, align/sort, two grouped GEMMs, activation, combine, shared expert; on block-FP8
+checkpoints a per-token-group quantisation before every GEMM), and the corpus's dense SGLang curves
+(Llama-3.x 70B/405B) show no unloaded TTFT excess beyond the front end (docs/floor-structure.md; their
+GPU time at 0.5-8k-token prompts hides their launches). Decode steps are untouched (CUDA graphs).
+
+The cited value. sgl-project/sglang PR #12160 (2025-10-26) logs the eager forward of DeepSeek-V3
+prefilling one new token: "forward cost-82.6406478881836 ms" (23.1 ms with its prefill CUDA graph). A
+one-token forward does almost no GPU work, so the 82.6 ms is the eager forward's host time over
+DeepSeek-V3's 58 MoE layers (61 layers, the first 3 dense): 82.64 / 58 = 1425 us per MoE layer, the
+dense layers' launches attributed to the MoE ones. The GPU of that log is not stated. Whether the term
+ships in the SGLang preset is decided by the held-out rule in calibrate/serving/eagerprefill.py."""
+
+from __future__ import annotations
+
+#: PR #12160's eager DeepSeek-V3 forward of one new token [ms] over its 58 MoE layers [us per MoE layer]
+CITED_FORWARD_MS = 82.6406478881836
+CITED_MOE_LAYERS = 58
+CITED_US_PER_MOE_LAYER = CITED_FORWARD_MS * 1e3 / CITED_MOE_LAYERS
+
+
+def eager_prefill_floor_s(model, engine) -> float:
+    """Seconds a step with prompt tokens lasts at least: n_moe_layers x eager_prefill_moe_layer_us
+    (0 for a dense model or with the field 0)."""
+    us = float(getattr(engine, "eager_prefill_moe_layer_us", 0.0) or 0.0)
+    layers = int(getattr(model, "n_routed_layers", 0) or 0)
+    return us * layers / 1e6 if us > 0 and layers > 0 else 0.0
+
+
+class EagerPrefill:
+    """A `StepModel` whose batches with prompt chunks last at least `floor_s` (module docstring):
+    batch_time = max(inner, floor_s) when the batch has a prompt chunk; decode-only runs as `inner`."""
+
+    def __init__(self, inner, floor_s: float) -> None:
+        if not floor_s > 0:
+            raise ValueError(f"an eager-prefill floor needs floor_s > 0, got {floor_s!r}")
+        self.inner = inner
+        self.floor_s = float(floor_s)
+
+    def batch_time(self, b) -> float:
+        t = self.inner.batch_time(b)
+        return max(t, self.floor_s) if b.prefill_tokens else t
+
+    def run_time(self, b, k: int) -> float:
+        return self.inner.run_time(b, k)
+
+    def steps_within(self, b, budget_s: float, max_steps: int) -> int:
+        return self.inner.steps_within(b, budget_s, max_steps)
+
+    def run_limit(self, b):
+        return self.inner.run_limit(b)
+
+    def __getattr__(self, name):  # everything else (e.g. `tokens_per_step`) from the wrapped model
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def with_eager_prefill(step_model, model, engine):
+    """`step_model` itself when the engine's eager-prefill floor is 0 for `model`, else wrapped."""
+    floor = eager_prefill_floor_s(model, engine)
+    return EagerPrefill(step_model, floor) if floor > 0 else step_model
