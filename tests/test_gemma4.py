@@ -170,3 +170,37 @@ def test_infersim_run_serves_gemma_4_31b_on_vllm():
                           "--engine", "vllm"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "TTFT" in out.stdout and "200 done" in out.stdout
+
+
+@pytest.mark.parametrize("name, c", [("gemma-4-31b", GEMMA_4_31B), ("gemma-4-26b-a4b", GEMMA_4_26B_A4B)])
+def test_the_config_reader_reads_a_gemma_4_config_json_as_the_entry(tmp_path, name, c):
+    """`--model path/config.json` of a Gemma 4 checkpoint (Gemma4ForConditionalGeneration, text_config) gives the
+    catalog entry's shapes."""
+    import json
+
+    from sim.catalog.model_readers import spec_from_hf_config
+
+    top = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4", "tie_word_embeddings": True,
+           "text_config": {"model_type": "gemma4_text", "dtype": "bfloat16", **c}}
+    (tmp_path / "config.json").write_text(json.dumps(top))
+    read, entry = spec_from_hf_config(tmp_path), load_catalog()[name]
+    for field in ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "global_n_kv_heads",
+                  "global_head_dim", "global_k_eq_v", "intermediate_size", "n_experts", "n_experts_active",
+                  "moe_intermediate_size", "n_shared_experts", "vocab_size", "max_context", "tie_embeddings",
+                  "sliding_window", "n_sliding_layers"):
+        assert getattr(read, field) == getattr(entry, field), field
+    assert read.kv_bytes_per_token("bf16") == entry.kv_bytes_per_token("bf16")
+
+
+@pytest.mark.parametrize("key, value", [("hidden_size_per_layer_input", 256), ("num_kv_shared_layers", 20)])
+def test_the_e2b_e4b_features_are_refused_by_name(tmp_path, key, value):
+    import json
+
+    from sim.catalog.model_readers import spec_from_hf_config
+    from sim.errors import ConfigError
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma4", "text_config": {
+        "model_type": "gemma4_text", **GEMMA_4_31B, key: value}}))
+    with pytest.raises(ConfigError) as e:
+        spec_from_hf_config(tmp_path)
+    assert e.value.field == key and "not modelled" in str(e.value)
