@@ -204,3 +204,14 @@ def test_the_e2b_e4b_features_are_refused_by_name(tmp_path, key, value):
     with pytest.raises(ConfigError) as e:
         spec_from_hf_config(tmp_path)
     assert e.value.field == key and "not modelled" in str(e.value)
+
+
+def test_tensor_parallel_gemma_4_prices_its_run_as_its_steps():
+    """The placed (TP) path writes the new tokens' K/V per layer type too; its decode-run closed form sums its steps."""
+    cm = CostModel.from_names("gemma-4-31b", "bf16", "h100-sxm", load_engine("vllm").with_overrides(tp=2))
+    assert cm.placement is not None
+    d, k = np.array([900, 2500]), 200
+    steps = sum(cm.step_time((), (), d + i) for i in range(k))
+    assert np.isfinite(steps) and cm.decode_run_time(d, k) == pytest.approx(steps, rel=1e-9)
+    one = CostModel.from_names("gemma-4-31b", "bf16", "h100-sxm", "vllm")
+    assert cm.step_time((), (), d) < one.step_time((), (), d)
