@@ -215,3 +215,20 @@ def test_tensor_parallel_gemma_4_prices_its_run_as_its_steps():
     assert np.isfinite(steps) and cm.decode_run_time(d, k) == pytest.approx(steps, rel=1e-9)
     one = CostModel.from_names("gemma-4-31b", "bf16", "h100-sxm", "vllm")
     assert cm.step_time((), (), d) < one.step_time((), (), d)
+
+
+def test_tensor_parallel_replicates_the_full_layers_few_kv_heads():
+    """vLLM's gemma4.py: a rank caches max(1, K // tp) KV heads per layer, so at TP8 the 31B's sliding layers split
+    their 16 heads 8 ways and its full layers' 4 heads are replicated (1 per rank, 4 ways); the KV bytes per rank
+    add up per layer type."""
+    from sim.cost.memory import device_memory_bytes
+    from sim.cost.parallel import kv_tp_share
+
+    m = load_catalog()["gemma-4-31b"]
+    swa, full = 50 * 2 * 16 * 256, 10 * 2 * 4 * 512
+    assert kv_tp_share(m, 8) == pytest.approx((swa * 2 / 16 + full * 1 / 4) / (swa + full))
+    assert kv_tp_share(m, 4) == pytest.approx(1 / 4)  # both types split evenly
+    (_, kv8), = device_memory_bytes(m, "bf16", "bf16", 1000, tp=8)
+    assert kv8 == pytest.approx(1000 * 2 * (swa / 8 + full / 4))
+    g3 = load_catalog()["gemma-3-27b"]  # one KV shape: the plain K // tp share
+    assert kv_tp_share(g3, 32) == 1 / 16
