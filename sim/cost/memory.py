@@ -354,6 +354,9 @@ def device_memory_bytes(
 
         weights_s = (layers x L_s / L + embedding [s = 0] + head [s = last]) / tp
         kv_s      = kv_tokens x kv_bytes_per_token x L_s / L x max(1, K // tp) / K
+
+    (the last factor per layer type where the full-attention layers have KV heads of their own:
+    `sim.cost.parallel.kv_tp_share`)
     """
     from sim.cost.parallel import kv_tp_share, stage_layer_counts
 
