@@ -217,7 +217,8 @@ def test_the_corpus_hf_ids_resolve_through_the_catalogs_hf_repos():
     for repo, name in CORPUS_IDS.items():
         assert MODEL_ALIASES[repo] == name and model_id(repo, catalog) == name
     assert model_id("stepfun-ai/Step-3.5-Flash", catalog) == "step-3.5-flash"  # its own query heads per layer kind
-    assert model_id("google/gemma-4-31B-it", catalog) is None  # per-kind KV heads and head dims: not modelled
+    # per-layer-type KV heads and head dims (global_n_kv_heads, global_head_dim): tests/test_gemma4.py
+    assert model_id("google/gemma-4-31B-it", catalog) == "gemma-4-31b"
     # an alias applies only when the catalog passed holds its target
     assert model_id("MiniMaxAI/MiniMax-M2.5", catalog - {"minimax-m2.5"}) is None
     # every HF id the corpus names that the catalog claims is one of these or older

@@ -94,12 +94,14 @@ def gqa_flops_per_key(n_heads: int, head_dim: int) -> float:
 
 
 def gqa_params(hidden: int, n_heads: int, n_kv_heads: int, head_dim: int, *, qkv_bias: bool = False,
-               output_gate: bool = False) -> int:
+               output_gate: bool = False, no_v: bool = False) -> int:
     """q, k, v, o projections: h*H*d (x2 with a sigmoid output gate folded into q_proj, Qwen3-Next's
-    gated attention) + 2*h*K*d + H*d*h, plus (H + 2K)*d biases when qkv_bias."""
+    gated attention) + 2*h*K*d + H*d*h, plus (H + 2K)*d biases when qkv_bias; with `no_v` (V computed
+    from k_proj's output, Gemma 4's attention_k_eq_v) one h*K*d (and K*d biases) fewer."""
     q = hidden * n_heads * head_dim * (2 if output_gate else 1)
-    bias = (n_heads + 2 * n_kv_heads) * head_dim if qkv_bias else 0
-    return q + 2 * hidden * n_kv_heads * head_dim + n_heads * head_dim * hidden + bias
+    kv = 1 if no_v else 2
+    bias = (n_heads + kv * n_kv_heads) * head_dim if qkv_bias else 0
+    return q + kv * hidden * n_kv_heads * head_dim + n_heads * head_dim * hidden + bias
 
 
 def mla_cache_elements_per_token(m: MLA) -> int:

@@ -71,6 +71,8 @@ HF_MODEL_TYPES: dict[str, HFModelType] = {
                                  extra="deepseek"),
     "kimi_linear": HFModelType("kimi_linear", False, experts_key="num_experts", extra="kimi_linear",
                                active_key="num_experts_per_token"),
+    # transformers Gemma4TextConfig (the text_config of Gemma4ForConditionalGeneration): tie default True
+    "gemma4_text": HFModelType("gemma4", True, "attention_bias", sliding="gemma_pattern", extra="gemma4"),
     "ernie4_5_moe": HFModelType("ernie4_5_moe", True, "use_bias", experts_key="moe_num_experts", extra="ernie",
                                 active_key="moe_k"),
 }
@@ -278,7 +280,33 @@ def _hf_extra(cfg: _HFConfig, kind: HFModelType, n_layers: int, hidden: int, n_e
         if n_experts:
             e_period, e_offset = cfg.int("expert_layer_period", 2), cfg.int("expert_layer_offset", 1)
             out["n_moe_layers"] = sum(1 for i in range(n_layers) if i % e_period == e_offset)
+    elif kind.extra == "gemma4":
+        out.update(_gemma4_keys(cfg))
     return out
+
+
+def _gemma4_keys(cfg: _HFConfig) -> dict[str, Any]:
+    """transformers Gemma4TextConfig: the full-attention layers' global_head_dim (default 512) and, with
+    attention_k_eq_v (no v_proj there), num_global_key_value_heads (transformers and vLLM's gemma4.py use it
+    only then); enable_moe_block runs num_experts experts (top_k_experts) beside the dense MLP, which is
+    intermediate_size / moe_intermediate_size shared experts. Per-Layer Embeddings and cross-layer KV sharing
+    (the E2B / E4B siblings) are not modelled: refused."""
+    for key, default in (("hidden_size_per_layer_input", 256), ("num_kv_shared_layers", 0)):
+        if cfg.int(key, default):
+            raise ConfigError(f"Gemma 4 {'Per-Layer Embeddings' if default else 'cross-layer KV sharing'} "
+                              "(the E2B / E4B models) is not modelled", file=cfg.path, field=key)
+    k_eq_v = cfg.bool("attention_k_eq_v", False)
+    out: dict[str, Any] = dict(global_head_dim=cfg.int("global_head_dim", 512), global_k_eq_v=k_eq_v)
+    if k_eq_v and cfg.data.get("num_global_key_value_heads") is not None:
+        out["global_n_kv_heads"] = cfg.int("num_global_key_value_heads")
+    if not cfg.bool("enable_moe_block", False):
+        return {**out, "n_experts": 0, "n_experts_active": 0, "moe_intermediate_size": None}
+    dense, width = cfg.int("intermediate_size"), cfg.int("moe_intermediate_size")
+    if dense % width:
+        raise ConfigError(f"a dense MLP of width {dense} beside experts of width {width} is not modelled (one "
+                          "expert width per model)", file=cfg.path, field="intermediate_size")
+    return {**out, "n_experts": cfg.int("num_experts"), "n_experts_active": cfg.int("top_k_experts"),
+            "moe_intermediate_size": width, "n_shared_experts": dense // width}
 
 
 def spec_from_hf_config(path: str | Path) -> ModelSpec:

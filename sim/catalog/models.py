@@ -86,6 +86,12 @@ class ModelSpec(BaseModel):
     sliding_n_heads: int | None = Field(
         None, gt=0, description="query heads of the sliding-window layers where they differ from n_heads (Step-3.5: "
         "attention_other_setting.num_attention_heads; same KV heads and head dim): their q and o projections")
+    global_n_kv_heads: int | None = Field(None, gt=0, description="KV heads of the full-attention layers where they "
+                                          "differ from n_kv_heads (Gemma 4: num_global_key_value_heads)")
+    global_head_dim: int | None = Field(None, gt=0, description="head dim of the full-attention layers where it differs "
+                                        "(Gemma 4: global_head_dim): their q/k/v/o, cached K/V and FLOPs per key")
+    global_k_eq_v: bool = Field(False, description="the full-attention layers have no v_proj, V comes from k_proj (Gemma "
+                                "4 attention_k_eq_v): weights only, engines still cache K and V (`global_cache_elements`)")
     mla: MLA | None = Field(None, description="multi-head latent attention shapes (DeepSeek-V3, Kimi K2); None = GQA")
     attention_output_gate: bool = Field(False, description="q_proj also produces a sigmoid output gate (Qwen3-Next)")
     linear_attention: LinearAttention | None = Field(
@@ -143,6 +149,10 @@ class ModelSpec(BaseModel):
                                                  or self.sliding_n_heads % self.n_kv_heads):
             raise ValueError(f"sliding_n_heads ({self.sliding_n_heads}) needs GQA sliding-window layers and a multiple "
                              f"of n_kv_heads ({self.n_kv_heads})")
+        if self.has_global_shape and (not self.n_sliding_layers or self.mla is not None
+                                      or self.n_heads % (self.global_n_kv_heads or self.n_kv_heads)):
+            raise ValueError("global_n_kv_heads / global_head_dim / global_k_eq_v need GQA sliding-window layers and "
+                             f"n_heads ({self.n_heads}) a multiple of the full-attention layers' KV heads")
         unknown = [q for q in self.file_weight_bytes if q not in QUANT_FORMATS]
         if unknown:
             raise ValueError(f"file_weight_bytes: unknown quantization {unknown[0]!r}; known: {', '.join(QUANT_FORMATS)}")
@@ -152,6 +162,11 @@ class ModelSpec(BaseModel):
     @property
     def d_head(self) -> int:
         return self.head_dim or self.hidden_size // self.n_heads
+
+    @property
+    def has_global_shape(self) -> bool:
+        """The full-attention layers have their own KV heads, head dim or shared K/V projection (Gemma 4)."""
+        return self.global_n_kv_heads is not None or self.global_head_dim is not None or self.global_k_eq_v
 
     @property
     def is_moe(self) -> bool:
@@ -207,11 +222,14 @@ class ModelSpec(BaseModel):
         (`attention_flops_per_layer_key`: one figure per model for the cost model)."""
         linear = (self.n_linear_layers * arch.linear_params(self.linear_attention, self.hidden_size)
                   if self.linear_attention is not None else 0)
-        if self.sliding_n_heads is not None:
-            swa = arch.gqa_params(self.hidden_size, self.sliding_n_heads, self.n_kv_heads, self.d_head,
+        if self.sliding_n_heads is not None or self.has_global_shape:
+            # Gemma 4's full layers: attention(H, K_g, d_g) less the v projection when K = V (`global_k_eq_v`)
+            swa = arch.gqa_params(self.hidden_size, self.sliding_n_heads or self.n_heads, self.n_kv_heads, self.d_head,
                                   qkv_bias=self.qkv_bias, output_gate=self.attention_output_gate)
-            return (self.n_full_attention_layers * self.attention_params_per_layer + self.n_sliding_layers * swa
-                    + linear)
+            full = arch.gqa_params(self.hidden_size, self.n_heads, self.global_n_kv_heads or self.n_kv_heads,
+                                   self.global_head_dim or self.d_head, qkv_bias=self.qkv_bias,
+                                   output_gate=self.attention_output_gate, no_v=self.global_k_eq_v)
+            return self.n_full_attention_layers * full + self.n_sliding_layers * swa + linear
         return self.n_attention_layers * self.attention_params_per_layer + linear
 
     @property
@@ -391,15 +409,36 @@ class ModelSpec(BaseModel):
             return arch.mla_cache_elements_per_token(self.mla)
         return arch.gqa_cache_elements_per_token(self.n_kv_heads, self.d_head)
 
+    @property
+    def global_cache_elements(self) -> int:
+        """Cached elements per token in one full-attention layer: 2 K_g d_g (Gemma 4: 2 x 4 x 512: K = V shares
+        the projection, not the cache: vLLM's gemma4.py Gemma4Attention caches K after k_norm + RoPE and V after
+        v_norm), `cache_elements_per_layer_token` where the full layers have no shape of their own."""
+        if not self.has_global_shape:
+            return self.cache_elements_per_layer_token
+        return arch.gqa_cache_elements_per_token(self.global_n_kv_heads or self.n_kv_heads,
+                                                 self.global_head_dim or self.d_head)
+
+    @property
+    def full_layer_weights(self) -> tuple:
+        """(cached bytes, attention FLOPs per key) of a full-attention layer over a sliding-window layer's: the
+        weight of each full layer in the token sums that price the cache and the attention (Gemma 4 31B: 0.5
+        and 2); int 1s without a shape of their own, so those sums stay exactly as they were."""
+        if not self.has_global_shape:
+            return 1, 1
+        return (self.global_cache_elements / self.cache_elements_per_layer_token,
+                (self.global_head_dim or self.d_head) / self.d_head)
+
     def kv_bytes_per_token(self, kv_dtype: str = "fp16") -> float:
         """KV-cache bytes per token in all attention layers: L_attn * (2 K d, or r + d_R for MLA) * bytes/element.
 
         GQA-aware (only the K KV heads are cached), MLA-aware (one latent per token per layer) and
         hybrid-aware (fixed-state layers cache nothing per token: `state_bytes_per_sequence`). This is
         what an allocator that ignores sliding windows reserves per token (an upper bound for SWA
-        models; see `kv_bytes_per_sequence`).
+        models; see `kv_bytes_per_sequence`). With per-layer-type shapes (Gemma 4) the full layers cache 2 K_g d_g.
         """
-        return float(self.n_attention_layers * self.cache_elements_per_layer_token) * kv_dtype_bytes(kv_dtype)
+        return float(self.n_sliding_layers * self.cache_elements_per_layer_token + self.n_full_attention_layers
+                     * self.global_cache_elements) * kv_dtype_bytes(kv_dtype)
 
     def state_bytes_per_sequence(self, kv_dtype: str = "fp16") -> float:
         """Bytes of fixed-size recurrent state one sequence holds, whatever its context: L_lin x
@@ -458,12 +497,14 @@ class ModelSpec(BaseModel):
         number or a numpy array.
         """
         per_layer_token = float(self.cache_elements_per_layer_token) * kv_dtype_bytes(kv_dtype)
-        return per_layer_token * self._attended_tokens_sum(context) + self.state_bytes_per_sequence(kv_dtype)
+        return (per_layer_token * self._attended_tokens_sum(context, self.full_layer_weights[0])
+                + self.state_bytes_per_sequence(kv_dtype))
 
-    def _attended_tokens_sum(self, context):
-        """Sum over attention layers of the tokens each covers: L_full*c + L_swa*min(c, W)."""
+    def _attended_tokens_sum(self, context, full_weight=1):
+        """Sum over attention layers of the tokens each covers: L_full*w*c + L_swa*min(c, W), a full layer
+        counted w sliding layers (`full_layer_weights`)."""
         if self.n_sliding_layers:
-            return self.n_full_attention_layers * context + self.n_sliding_layers * np.minimum(
+            return self.n_full_attention_layers * full_weight * context + self.n_sliding_layers * np.minimum(
                 context, self.sliding_window
             )
         return self.n_attention_layers * context
@@ -478,7 +519,7 @@ class ModelSpec(BaseModel):
         f = `attention_flops_per_layer_key()` (4 H d for GQA: 4 * L * H * d * context without
         sliding-window or recurrent layers; MLA's absorbed decode form).
         """
-        return (self.attention_flops_per_layer_key() * self._attended_tokens_sum(context)
+        return (self.attention_flops_per_layer_key() * self._attended_tokens_sum(context, self.full_layer_weights[1])
                 + self.recurrent_flops_per_token)
 
     def flops_per_token(self, context=0.0):

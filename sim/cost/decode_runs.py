@@ -239,10 +239,11 @@ class DecodeRuns:
             read_swa, grow_read = swa_sum(starts)
             keys_swa, grow_keys = swa_sum(starts + 1)
         full_read = s_full + n * starts
-        keys0 = self.n_full_layers * (full_read + n) + self.n_sliding_layers * keys_swa
-        keys1 = self.n_full_layers * n + self.n_sliding_layers * grow_keys
-        read0 = self.n_full_layers * full_read + self.n_sliding_layers * read_swa
-        read1 = self.n_full_layers * n + self.n_sliding_layers * grow_read
+        # full layers weighted by their attention FLOPs (keys) and cached bytes (reads) per sliding layer's
+        keys0 = self.full_key_layers * (full_read + n) + self.n_sliding_layers * keys_swa
+        keys1 = self.full_key_layers * n + self.n_sliding_layers * grow_keys
+        read0 = self.full_kv_layers * full_read + self.n_sliding_layers * read_swa
+        read1 = self.full_kv_layers * n + self.n_sliding_layers * grow_read
         if len(starts) == 1:
             return 0.0, float(keys0[0]), float(keys1[0]), float(read0[0]), float(read1[0])
         return starts, keys0, keys1, read0, read1

@@ -118,7 +118,7 @@ class CalibrationFeatures:
             "decode_attention_flops": self.attention_flops_per_layer_key * dkeys,
             "weight_bytes": float(self.weight_bytes_read(t)) if ran else 0.0,
             "kv_read_bytes": self.kv_read_bytes_per_layer_token * kv_read,
-            "kv_write_bytes": self.kv_bytes_per_layer_token * self.n_layers * t,
+            "kv_write_bytes": self.kv_bytes_per_layer_token * self.kv_layers * t,
             "recurrent_state_bytes": self.state_bytes_per_sequence_step * n,  # hybrid models: read + write
             "attention_score_bytes": self.score_bytes_per_layer_key * keys,
             # every FLOP at its rate, every byte at the bandwidth

@@ -354,11 +354,14 @@ def device_memory_bytes(
 
         weights_s = (layers x L_s / L + embedding [s = 0] + head [s = last]) / tp
         kv_s      = kv_tokens x kv_bytes_per_token x L_s / L x max(1, K // tp) / K
+
+    (the last factor per layer type where the full-attention layers have KV heads of their own:
+    `sim.cost.parallel.kv_tp_share`)
     """
-    from sim.cost.parallel import kv_heads_per_device, stage_layer_counts
+    from sim.cost.parallel import kv_tp_share, stage_layer_counts
 
     layers, embedding, head, tied = _weight_shares(model, quant)
-    kv_share = kv_heads_per_device(model.n_cache_heads, tp) / model.n_cache_heads  # MLA: replicated
+    kv_share = kv_tp_share(model, tp)  # MLA: replicated; per layer type where the full layers have own KV heads
     counts = stage_layer_counts(model.n_layers, pp)
     out = []
     for s, n in enumerate(counts):

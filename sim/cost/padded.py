@@ -35,14 +35,15 @@ class PaddedViews:
         top = float(np.max(decode_context)) + 1.0  # cells used after the first step
         return int(self.padded_kv(top) - top) + 1
 
-    def _padded_layer_cells(self, n_kv, rows_per_seq):
-        """Cells summed over layers one row attends to with a padded view of n_kv cells: full
-        layers all n_kv; sliding-window layers at most the window plus the pass's own rows,
-        padded (llama.cpp keeps them in a separate, smaller cache: an approximation there)."""
+    def _padded_layer_cells(self, n_kv, rows_per_seq, keys: bool = False):
+        """Cells summed over layers one row attends to (`keys`) or reads with a padded view of n_kv
+        cells: full layers all n_kv (weighted by layer type, sim.cost.layer_tokens); sliding-window
+        layers at most the window plus the pass's own rows, padded (llama.cpp keeps them in a
+        separate, smaller cache: an approximation there)."""
         if self.window is None:
             return self.n_layers * n_kv
         swa = np.minimum(n_kv, self.padded_kv(self.window + rows_per_seq))
-        return self.n_full_layers * n_kv + self.n_sliding_layers * swa
+        return (self.full_key_layers if keys else self.full_kv_layers) * n_kv + self.n_sliding_layers * swa
 
     def _padded_aggregate(self, prefill_tokens, prefill_context, decode_context, outputs):
         """`_aggregate` with padded KV views (`padded_kv`): the batch is one pass, every row
@@ -55,11 +56,12 @@ class PaddedViews:
         n_kv = float(self.padded_kv(max(used)))
         chunk_rows = float(sum(prefill_tokens))
         n_seqs = len(prefill_tokens) + len(d)
-        per_row = float(self._padded_layer_cells(n_kv, max(prefill_tokens, default=1)))
+        per_row = float(self._padded_layer_cells(n_kv, max(prefill_tokens, default=1), keys=True))
+        read = float(self._padded_layer_cells(n_kv, max(prefill_tokens, default=1)))
         decode_keys = len(d) * per_row
         keys = chunk_rows * per_row + decode_keys
         seqs = float(n_seqs if outputs is None else outputs)
-        return chunk_rows + len(d), seqs, keys, n_seqs * per_row, decode_keys
+        return chunk_rows + len(d), seqs, keys, n_seqs * read, decode_keys
 
     def _padded_decode_aggregates(self, d: np.ndarray, limit: float):
         """`_decode_aggregates` with padded KV views: step i spans n_kv(max D + i + 1) cells for
@@ -75,8 +77,9 @@ class PaddedViews:
         starts = np.concatenate([[0.0], first + pad * np.arange(0, max(0, math.ceil((horizon - (first - top)) / pad)))
                                  - top + 1.0])
         starts = starts[(starts == 0) | ((starts > 0) & (starts < horizon))]
-        cells = n * self._padded_layer_cells(self.padded_kv(top + starts), 1)
+        cells = n * self._padded_layer_cells(self.padded_kv(top + starts), 1, keys=True)
+        read = n * self._padded_layer_cells(self.padded_kv(top + starts), 1)
         zeros = np.zeros_like(cells)
         if len(starts) == 1:
-            return 0.0, float(cells[0]), 0.0, float(cells[0]), 0.0
-        return starts, cells, zeros, cells, zeros
+            return 0.0, float(cells[0]), 0.0, float(read[0]), 0.0
+        return starts, cells, zeros, read, zeros

@@ -227,6 +227,18 @@ def kv_heads_per_device(n_kv_heads: int, tp: int) -> int:
     return max(1, n_kv_heads // tp)
 
 
+def kv_tp_share(model: "ModelSpec", tp: int) -> float:
+    """Share of a token's KV bytes one of tp ranks caches: max(1, K // tp) / K (`kv_heads_per_device`); where the
+    full-attention layers have KV heads of their own (Gemma 4 31B: 4 beside the sliding layers' 16, so TP8
+    replicates them), each layer type's share weighted by its bytes per token."""
+    share = kv_heads_per_device(model.n_cache_heads, tp) / model.n_cache_heads  # MLA: 1 cache head, replicated
+    if not model.has_global_shape:
+        return share
+    swa = model.n_sliding_layers * model.cache_elements_per_layer_token
+    full, kg = model.n_full_attention_layers * model.global_cache_elements, model.global_n_kv_heads or model.n_kv_heads
+    return (swa * share + full * kv_heads_per_device(kg, tp) / kg) / (swa + full)
+
+
 def stage_layer_counts(n_layers: int, pp: int) -> tuple[int, ...]:
     """Layers per pipeline stage: as even as possible, the first `n_layers % pp` stages one more."""
     if pp > n_layers:
@@ -513,7 +525,7 @@ def build_placement(
     if tp == 1 and pp == 1:
         return None
     L, h = model.n_layers, model.hidden_size
-    kv_factor = tp * kv_heads_per_device(model.n_cache_heads, tp) / model.n_cache_heads  # MLA: 1 cache head
+    kv_factor = tp * kv_tp_share(model, tp)  # K/V bytes per rank over an even split (replicated heads)
     counts = stage_layer_counts(L, pp)
     group = tp_group_params(params, tp)
     parts = tuple(

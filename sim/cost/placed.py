@@ -40,7 +40,7 @@ class PlacedSteps:
         pl = self.placement
         layer_bytes = self.weight_bytes_read(tokens) - self.head_bytes
         kv_bytes = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
-                    + self.kv_bytes_per_layer_token * self.n_layers * tokens
+                    + self.kv_bytes_per_layer_token * self.kv_layers * tokens
                     + self.state_bytes_per_sequence_step * seqs)  # hybrid models' recurrent state (0 otherwise)
         # the all-reduces inside the layers (tensor parallel), which the per-layer kernel floor bounds with
         # the GEMMs (sim.cost.parallel.Placement.layer_comm_s_per_token / _per_pass)

@@ -36,7 +36,10 @@ L x c for a model without sliding-window layers):
     kv_read_bytes   = kv_bytes_per_layer_token x (sum_i kappa(C_i) + sum_j kappa(D_j))   [B]
     kv_write_bytes  = kv_bytes_per_layer_token x L x T                              [B]
 
-kv_bytes_per_layer_token = 2 (K and V) x kv_heads x head_dim x bytes per element (ModelSpec).
+kv_bytes_per_layer_token = 2 (K and V) x kv_heads x head_dim x bytes per element (ModelSpec); where the
+full-attention layers have a shape of their own (Gemma 4), kappa counts each as w sliding layers, w its
+cached bytes (reads, writes: L -> L_swa + w_kv L_full) or attention FLOPs (keys) over a sliding layer's
+(sim.cost.layer_tokens).
 
 Attention without flash attention (`flash_attention=False`, the engine's `flash_attention`): the
 kernels then materialise the attention scores in memory, and their memory line is
@@ -183,6 +186,7 @@ from sim.cost.decode_runs import DecodeRuns
 from sim.cost.features import CalibrationFeatures, StepFeatures  # noqa: F401 (re-exported, as are the kernels names)
 from sim.cost.kernels import MATVEC_MAX_ROWS, expected_distinct_experts, extra_expert_bytes, pool_experts, weight_stream_s  # noqa: F401,E501
 from sim.cost.graphs import CudaGraphs
+from sim.cost.layer_tokens import LayerTokens
 from sim.cost.padded import PaddedViews
 from sim.cost.placed import PlacedSteps
 from sim.cost.split_kv import SplitKV, split_kv_s
@@ -199,7 +203,7 @@ if TYPE_CHECKING:
 SCORE_BYTES = 16.0
 
 
-class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaGraphs):
+class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaGraphs):
     """Seconds per engine iteration for one model, quantization, KV dtype and `CostParams`.
 
     By concern: the physics of one iteration here; runs of decode steps and the engine's step-pricing protocol in
@@ -266,8 +270,10 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         # `prompt_key_flops_ratio` times that (MLA prefill runs unabsorbed over up-projected K/V; 1 for GQA).
         self.attention_flops_per_layer_key = model.attention_flops_per_layer_key()
         self.prompt_key_flops_ratio = model.attention_flops_per_layer_key(prompt=True) / self.attention_flops_per_layer_key
-        # K and V bytes of one token in one attention layer: 2 x kv_heads x head_dim (MLA: r + d_R) x bytes.
-        self.kv_bytes_per_layer_token = model.kv_bytes_per_token(kv_dtype) / model.n_attention_layers
+        self._init_layer_counts(model)  # layer counts, per layer type (sim.cost.layer_tokens)
+        # K and V bytes of one token in one attention layer: 2 x kv_heads x head_dim (MLA: r + d_R) x bytes; with
+        # per-layer-type shapes a sliding-window layer's (kv_layers counts the full ones in its units)
+        self.kv_bytes_per_layer_token = model.kv_bytes_per_token(kv_dtype) / self.kv_layers
         # Hybrid models: each sequence's fixed-size recurrent state is read and written once per step [B],
         # and the recurrences' FLOPs per new token (priced with the weight GEMMs); 0 without such layers
         self.state_bytes_per_sequence_step = 2.0 * model.state_bytes_per_sequence(kv_dtype)
@@ -281,11 +287,6 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
         group = 1 if model.mla is not None else model.n_heads // model.n_kv_heads  # MLA: one latent for all heads
         self.kv_read_bytes_per_layer_token = self.kv_bytes_per_layer_token * (
             1.0 if flash_attention else min(float(group), max(1.0, float(unfused_kv_reads))))
-        # layers that attend (the token-count aggregates below are over these; recurrent layers hold state)
-        self.n_layers = model.n_attention_layers
-        self.n_full_layers = model.n_full_attention_layers
-        self.n_sliding_layers = model.n_sliding_layers
-        self.window = model.sliding_window if model.n_sliding_layers else None
         # Weights streamed from memory per iteration. The untied input embedding is a gather of T rows, not a
         # streamed matrix, so its bytes are left out: its own bytes (`ModelSpec.vocab_bytes`: V*h at the format's
         # embedding width, scaled to the real file), not its share of the parameters (~0.8 GB of gpt-oss-20b).
@@ -380,25 +381,6 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
                    split_kv=SplitKV.for_engine(eng, spec),
                    **llamacpp_kernel_args(prof, eng.kernel_family, q))
 
-    # ---- token counts summed over layers ---------------------------------------------------------
-    def layer_tokens(self, context):
-        """kappa(c) = L_full x c + L_swa x min(c, W): tokens of a c-token context that the layers attend
-        to / hold, summed over layers (= L x c without sliding-window layers). Scalars or arrays."""
-        if self.window is None:
-            return self.n_layers * context
-        return self.n_full_layers * context + self.n_sliding_layers * np.minimum(context, self.window)
-
-    def _chunk_layer_keys(self, p: float, c: float) -> float:
-        """sum_{t=1}^{p} kappa(c + t): keys a causal chunk of p tokens after c cached tokens attends to."""
-        full = p * c + p * (p + 1) / 2.0
-        if self.window is None:
-            return self.n_layers * full
-        w = self.window
-        top = min(c + p, w)  # positions c+1..top are below the window, the rest see exactly W keys
-        below = (top * (top + 1) - c * (c + 1)) / 2.0 if top > c else 0.0
-        windowed = below + (c + p - max(top, c)) * w
-        return self.n_full_layers * full + self.n_sliding_layers * windowed
-
     # ---- the physics, on aggregates (scalars or arrays) ------------------------------------------
     def weight_bytes_read(self, new_tokens):
         """Weight bytes streamed in one iteration of `new_tokens` tokens [B].
@@ -486,7 +468,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
             weights_s = max(weights_s, floor_s) if not (np.ndim(weights_s) or np.ndim(floor_s)) else np.maximum(weights_s, floor_s)
         attention_s = self.attention_flops_per_layer_key * effective_keys / att + split_kv_s(self.split_kv, decode_keys, seqs)
         kv_s = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
-                + self.kv_bytes_per_layer_token * self.n_layers * tokens
+                + self.kv_bytes_per_layer_token * self.kv_layers * tokens
                 + self.score_bytes_per_layer_key * layer_keys + self.state_bytes_per_sequence_step * seqs) / bw
         return matmul_s, weights_s, attention_s, kv_s, it_s + seq_s * seqs
 
@@ -537,7 +519,7 @@ class CostModel(DecodeRuns, PaddedViews, PlacedSteps, CalibrationFeatures, CudaG
                 keys += self.n_layers * (s_d + n_d)
                 kv_read += self.n_layers * s_d
             else:
-                keys += float(np.sum(self.layer_tokens(d + 1)))
+                keys += float(np.sum(self.layer_tokens(d + 1, keys=True)))
                 kv_read += float(np.sum(self.layer_tokens(d)))
         return tokens, (seqs if outputs is None else float(outputs)), keys, kv_read, keys - keys_before_decodes
 

@@ -68,7 +68,7 @@ def _decode_aggregates_at(cm: CostModel, d: np.ndarray, offsets: np.ndarray) -> 
         s = float(d.sum())
         return cm.n_layers * (s + n * offsets + n), cm.n_layers * (s + n * offsets)
     grid = d[None, :] + offsets[:, None]
-    return cm.layer_tokens(grid + 1).sum(axis=1), cm.layer_tokens(grid).sum(axis=1)
+    return cm.layer_tokens(grid + 1, keys=True).sum(axis=1), cm.layer_tokens(grid).sum(axis=1)
 
 
 def _chunk_keys_array(cm: CostModel, p: int, c: np.ndarray) -> np.ndarray:
@@ -80,7 +80,7 @@ def _chunk_keys_array(cm: CostModel, p: int, c: np.ndarray) -> np.ndarray:
     top = np.minimum(c + p, w)
     below = np.where(top > c, (top * (top + 1) - c * (c + 1)) / 2.0, 0.0)
     windowed = below + (c + p - np.maximum(top, c)) * w
-    return cm.n_full_layers * full + cm.n_sliding_layers * windowed
+    return cm.full_key_layers * full + cm.n_sliding_layers * windowed
 
 
 def _verify_aggregates_at(cm: CostModel, d: np.ndarray, offsets: np.ndarray, p: int):
