@@ -24,6 +24,8 @@ Physical reading, with public evidence of the kernels (ROCm aiter, the library S
 So two step costs the kernel-level fit (per-tensor FP8 Llama rows on MI300X, hardware_profiles/mi300x.yaml torch
 `fp8`) cannot see: a longer per-layer chain at small batches (the layer floor) and a weight stream well below
 the per-tensor GEMMs' (the bandwidth efficiency) as batches grow.
+(Its prefill side, a compute scale fitted on the group's TTFT rows over this term, is calibrate/serving/blockprefill.py:
+run from `run_stage`, reported under this section; it does not ship, see its docstring.)
 
 The term (written down, with the grids, the group and the ship rule, before any replay with it was run):
 - GROUP: a point is in it when its device profile's vendor is in GROUP_VENDORS (AMD) and its checkpoint is
