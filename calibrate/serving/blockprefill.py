@@ -64,6 +64,12 @@ memory-bound: the floor and the weight stream) and stay over-priced held out (+6
 fitted on SemiAnalysis alone in this subset), while their means (warm-up outliers) stay under. The fit reaching
 the grid's end in both folds says a uniform GEMM slowdown is not the whole prefill miss (the 1k-token C=1 miss
 sits where no compute scale reaches: MiniMax-M2 260 ms measured after the front end vs 43 ms priced).
+A second subset, every SGLang curve (`--curves sglang --jobs 1`, 2,051 rows in 170 load points, four SGLang
+sources, so each fold's front end is fitted on more than one other source; same day, same rule): the same 20
+group points, x0.3 in both folds and all sources; held out TTFT p50 54.9% -> 40.6% (-14.3 points), TPOT/ITL
+25.0% -> 25.0%, output throughput 31.3% -> 34.3% (+3.0 points: fails), TTFT p99 73.2% -> 82.6%: does not ship
+either. What it would take (not done): pricing the group's under-predicted MI325X throughput right first (its
+decode term held out), or a prefill-only scale that leaves the decode steps' throughput alone.
 """
 
 from __future__ import annotations
