@@ -68,8 +68,10 @@ A second subset, every SGLang curve (`--curves sglang --jobs 1`, 2,051 rows in 1
 sources, so each fold's front end is fitted on more than one other source; same day, same rule): the same 20
 group points, x0.3 in both folds and all sources; held out TTFT p50 54.9% -> 40.6% (-14.3 points), TPOT/ITL
 25.0% -> 25.0%, output throughput 31.3% -> 34.3% (+3.0 points: fails), TTFT p99 73.2% -> 82.6%: does not ship
-either. What it would take (not done): pricing the group's under-predicted MI325X throughput right first (its
-decode term held out), or a prefill-only scale that leaves the decode steps' throughput alone.
+either. The throughput loss is physical, not a side effect on decode: in a closed loop a slower prefill leaves
+less time to decode, and the MI325X curve's throughput is already under-predicted held out (its TPOT over-priced
+by the decode term its fold takes from the cookbook). What it would take (not done): that curve's decode priced
+right first, then this rule re-run.
 """
 
 from __future__ import annotations
