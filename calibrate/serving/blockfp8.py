@@ -24,6 +24,8 @@ Physical reading, with public evidence of the kernels (ROCm aiter, the library S
 So two step costs the kernel-level fit (per-tensor FP8 Llama rows on MI300X, hardware_profiles/mi300x.yaml torch
 `fp8`) cannot see: a longer per-layer chain at small batches (the layer floor) and a weight stream well below
 the per-tensor GEMMs' (the bandwidth efficiency) as batches grow.
+(Its prefill side, a compute scale fitted on the group's TTFT rows over this term, is calibrate/serving/blockprefill.py:
+run from `run_stage`, reported under this section; it does not ship, see its docstring.)
 
 The term (written down, with the grids, the group and the ship rule, before any replay with it was run):
 - GROUP: a point is in it when its device profile's vendor is in GROUP_VENDORS (AMD) and its checkpoint is
@@ -157,8 +159,14 @@ def run_stage(points: list[LoadPoint], floor_chosen: dict, floor_final: dict, fl
         final[fam] = (fit_term(gps, lambda p, fam=fam: point_params(floor_final.get(fam), p), predict, residuals,
                                loss, warm) if len(srcs) >= MIN_SOURCES else NEUTRAL)
     ref, got = records(floor_preds), records(preds)
+    from calibrate.serving.blockprefill import run_prefill  # the term's prefill side (its module docstring)
+
+    prefill = run_prefill(
+        grp, lambda s, fam: (lambda p: with_term(point_params((floor_chosen.get(s) or {}).get(fam), p), folds[s][fam])),
+        lambda fam: (lambda p: with_term(point_params(floor_final.get(fam), p), final[fam])), preds,
+        (predict, residuals), records, other_points_unchanged, warm)
     return {"points": len(grp), "folds": folds, "final": final, "records": got,
-            "table": ship_table(points, grp, ref, got, folds, final)}
+            "table": ship_table(points, grp, ref, got, folds, final), "prefill": prefill}
 
 
 def other_points_unchanged(group_keys: set[str], ref: list[dict], got: list[dict]) -> bool:
@@ -228,8 +236,16 @@ def block_markdown(stage: dict) -> list[str]:
         folds = "; ".join(f"{s}: {_term_str(t)}" for s, t in v["fold_terms"].items())
         L += stacked_rows(f"| {fam} | {folds} | {v['points']} | {_term_str(v['final_term'])} |", "| | | | |", METRICS,
                           v["reference"], v["with_term"], v["ship"], pct)
+    from calibrate.serving.blockprefill import prefill_markdown
+
     return L + ["", "Every point outside the group predicts the same with the term: "
-                f"{'yes' if all(v['others_unchanged'] for v in tab.values()) else 'NO'}.", ""]
+                f"{'yes' if all(v['others_unchanged'] for v in tab.values()) else 'NO'}.", ""] + \
+        prefill_markdown(stage.get("prefill"))
+
+
+def block_json(stage: dict) -> dict:
+    """What benchmarks/serving_fidelity.json keeps of the stage: the decode term's verdicts and its prefill side's."""
+    return {"table": stage["table"], "prefill": (stage.get("prefill") or {}).get("table")}
 
 
 def block_summary_lines(stage: dict) -> list[str]:
@@ -241,4 +257,6 @@ def block_summary_lines(stage: dict) -> list[str]:
                    + "; held out, shippable fit -> with term: "
                    + " · ".join(f"{m} {v['reference'][m]} -> {v['with_term'][m]}%" for m in METRICS)
                    + f"; others unchanged {v['others_unchanged']}; ship {'yes' if v['ship'] else 'no'}")
-    return out or ["block-FP8 on AMD: no points in the group"]
+    from calibrate.serving.blockprefill import prefill_summary_lines
+
+    return (out + prefill_summary_lines(stage.get("prefill"))) or ["block-FP8 on AMD: no points in the group"]

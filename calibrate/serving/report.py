@@ -12,7 +12,7 @@ from calibrate.serving.bands import (
     K_GRID, MIN_BAND_SOURCES, MIN_K_ROWS, Q_HI, Q_LO, calibrated_bands, interpolated_knee_summary, interpolated_knees,
     nested_band_coverage, nested_coverage,
 )
-from calibrate.serving.blockfp8 import block_markdown, shared
+from calibrate.serving.blockfp8 import block_json, block_markdown, shared
 from calibrate.serving.fit import (
     API_MAX_MS, API_STEP_MS, FIT_EXPERIMENTAL, FRONT_END_RULE, FRONT_END_RULES, GRID_ITERATION_MS, GRID_LAYER_FLOOR_US,
     GRID_PER_SEQUENCE_MS, MIN_BAND_N, MIN_RELEASE_SOURCES, OFF_SUPPORT_FACTOR, _by, _knee_summary, point_params,
@@ -187,7 +187,7 @@ def fidelity_json(res: dict, targets: dict) -> dict:
                              "joint": {"rule": JOINT_RULE, "families": res["efficiency_scale"]["joint"]["table"]}},
         "host_stage": ({k: res["host_stage"][k] for k in ("by_source", "final", "folds", "table")}
                        if "host_stage" in res else None),
-        "block_fp8": {"table": res["block_fp8"]["table"]} if "block_fp8" in res else None,
+        "block_fp8": block_json(res["block_fp8"]) if "block_fp8" in res else None,
         "shipped_request_overhead_ms": res["shipped_values"],
         "front_end": {"rule": FRONT_END_RULE, "rules": list(FRONT_END_RULES),
                       "min_release_sources": MIN_RELEASE_SOURCES, "ship_rule": front_end_ship_rule(res),
