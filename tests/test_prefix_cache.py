@@ -27,7 +27,7 @@ def _req(i, t, prompt, out, **kw):
 
 def test_a_cached_prefix_skips_its_prefill_exactly():
     # A (1000-token prompt) finishes long before B (1500 tokens, same prefix_id) arrives.
-    eng = load_engine("vllm").for_hardware(H100)
+    eng = load_engine("vllm").for_hardware(H100).with_overrides(request_overhead_ms=0.0)  # TTFT = B's prefill
     reqs = [_req(0, 0.0, 1000, 5, prefix_id="doc", prefix_tokens=1000),
             _req(1, 10.0, 1500, 5, prefix_id="doc", prefix_tokens=1500)]
     on = run(reqs, eng).requests

@@ -93,7 +93,9 @@ class TableStepModel:
 
 
 def _simulate(requests, step_model, fast_forward=True):
-    parts = replica_parts(load_profile("h100-sxm"), get_model("llama-3.1-8b"), None, load_engine("vllm"))
+    # no front-end latency: the table alone times every request
+    parts = replica_parts(load_profile("h100-sxm"), get_model("llama-3.1-8b"), None,
+                          load_engine("vllm").with_overrides(request_overhead_ms=0.0))
     clock = LoneClock()
     rep = build_replica(clock, parts, ArrivalSource(requests), step_model=step_model, fast_forward=fast_forward)
     clock.run(rep.run())

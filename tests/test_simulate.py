@@ -35,7 +35,7 @@ def test_single_request_decodes_at_bandwidth_times_efficiency_over_weight_plus_k
 
 
 def test_sequential_mean_ttft_is_half_the_queue_of_service_times_plus_prefill():
-    eng = load_engine("vllm").with_overrides(scheduler="sequential")
+    eng = load_engine("vllm").with_overrides(scheduler="sequential", request_overhead_ms=0.0)  # TTFT = queue + prefill
     one = run([Request("0", 0.0, 500, 100, 100)], eng)
     service_s = one.summary["e2e_s"]["mean"]
     prefill_s = one.summary["ttft_s"]["mean"]

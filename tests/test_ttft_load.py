@@ -24,7 +24,7 @@ def _steps_between(it, t0, t1):
 def test_a_replacement_sent_at_a_step_end_waits_for_the_step_already_planned():
     # two clients: A (5 tokens out) finishes while B (60 out) still decodes; A's client sends A2 then
     reqs = [Request("0", 0.0, 1000, 5, 5), Request("1", 0.0, 1000, 60, 60), Request("2", 0.0, 1000, 5, 5)]
-    eng = engine_with_kv_capacity("vllm", 20_000)
+    eng = engine_with_kv_capacity("vllm", 20_000, request_overhead_ms=0.0)  # sent = reaches the queue
     res = run(reqs, eng, concurrency=2, fast_forward=False)
     df, it = _by_id(res), res.iterations
     a2 = df.iloc[2]
