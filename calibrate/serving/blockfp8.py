@@ -64,7 +64,7 @@ the group is judged against moved to TTFT p50 63.2%, output throughput 105.1% (T
 
 from __future__ import annotations
 
-from calibrate.serving.floor import first_best, floor_group, median_abs_pct, pct, stacked_rows
+from calibrate.serving.floor import GROUP_METRICS, family_medians, first_best, floor_group, pct, stacked_rows
 from calibrate.serving.rows import LoadPoint
 
 GROUP_VENDORS = ("AMD",)
@@ -76,7 +76,7 @@ _TERMS = [(f, s) for f in FLOOR_GRID_US for s in SCALE_GRID]  # floor-major from
 SHIP_RULE = ("held out by source, the AMD block-FP8 group's TPOT/ITL and output-throughput median |error| both "
              "smaller than the shippable fit's (floor + front end), the all-sources term not neutral, and every "
              "other point's figures unchanged")
-METRICS = ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps")
+METRICS = GROUP_METRICS
 
 
 def in_group(p: LoadPoint) -> bool:
@@ -191,11 +191,7 @@ def ship_table(points: list[LoadPoint], grp: list[LoadPoint], ref: list[dict], g
     others_ok = other_points_unchanged(keys_all, ref, got)
     out = {}
     for fam in sorted({p.family for p in grp}):
-        gps = [p for p in grp if p.family == fam]
-        keys = {p.key() for p in gps}
-        r = {m: median_abs_pct(ref, m, keys) for m in METRICS}
-        g = {m: median_abs_pct(got, m, keys) for m in METRICS}
-        srcs = sorted({p.source for p in gps})
+        gps, srcs, r, g = family_medians(grp, fam, ref, got)
         out[fam] = {"sources": srcs, "points": len(gps), "devices": sorted({p.device for p in gps}),
                     "models": sorted({p.model for p in gps}),
                     "fold_terms": {s: _term_json(folds.get(s, {}).get(fam, NEUTRAL)) for s in srcs},

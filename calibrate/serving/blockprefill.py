@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import math
 
-from calibrate.serving.floor import first_best, median_abs_pct
+from calibrate.serving.floor import GROUP_METRICS, family_medians, first_best
 from calibrate.serving.rows import LoadPoint
 
 COMPUTE_GRID = (1.0, 0.8, 0.6, 0.5, 0.4, 0.3)
@@ -88,7 +88,7 @@ LOSS_METRICS = ("ttft_p50",)
 PREFILL_SHIP_RULE = (f"held out by source, the AMD block-FP8 group's TTFT p50 median |error| at least {MIN_TTFT_GAIN:g} "
                      f"points smaller than with the decode term alone, TPOT/ITL and output throughput each at most "
                      f"{MAX_STEP_LOSS:g} point larger, the all-sources compute scale not 1.0, every other point unchanged")
-METRICS = ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps")
+METRICS = GROUP_METRICS
 
 
 def with_compute(params: dict, compute: float) -> dict:
@@ -160,11 +160,7 @@ def run_prefill(grp: list[LoadPoint], fold_params, final_params, decode_preds: d
     others_ok = other_points_unchanged({p.key() for p in grp}, ref, got)
     table = {}
     for fam in sorted({p.family for p in grp}):
-        gps = [p for p in grp if p.family == fam]
-        keys = {p.key() for p in gps}
-        r = {m: median_abs_pct(ref, m, keys) for m in METRICS}
-        g = {m: median_abs_pct(got, m, keys) for m in METRICS}
-        srcs = sorted({p.source for p in gps})
+        gps, srcs, r, g = family_medians(grp, fam, ref, got)
         table[fam] = {"sources": srcs, "points": len(gps),
                       "fold_compute": {s: folds.get(s, {}).get(fam, 1.0) for s in srcs},
                       "final_compute": final.get(fam, 1.0), "decode_term_only": r, "with_compute": g,

@@ -133,6 +133,19 @@ def median_abs_pct(records: list[dict], metric: str, keys: set[str] | None = Non
     return round(100 * float(median(e)), 1) if e else None
 
 
+#: the four headline metrics a group term's ship rule reads (blockfp8, blockprefill)
+GROUP_METRICS = ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps")
+
+
+def family_medians(grp: list, family: str, ref: list[dict], got: list[dict]) -> tuple[list, list[str], dict, dict]:
+    """A group's points of `family`, their sources (sorted), and the held-out median |error| per GROUP_METRICS
+    of `ref` (without a term) and `got` (with it) over those points."""
+    gps = [p for p in grp if p.family == family]
+    keys = {p.key() for p in gps}
+    return (gps, sorted({p.source for p in gps}), {m: median_abs_pct(ref, m, keys) for m in GROUP_METRICS},
+            {m: median_abs_pct(got, m, keys) for m in GROUP_METRICS})
+
+
 def first_best(values, loss_of, default: float) -> float:
     """The grid searches' argmin (the bandwidth scale's, the host cost's): `values` are scanned in their order
     (`loss_of` is called in it) and one replaces the best so far only when its loss is lower by more than
