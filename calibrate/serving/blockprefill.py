@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import math
 
-from calibrate.serving.floor import GROUP_METRICS, family_medians, first_best
+from calibrate.serving.floor import GROUP_METRICS, family_medians, first_best, pct, stacked_rows
 from calibrate.serving.rows import LoadPoint
 
 COMPUTE_GRID = (1.0, 0.8, 0.6, 0.5, 0.4, 0.3)
@@ -180,11 +180,8 @@ def prefill_markdown(stage: dict) -> list[str]:
           "| with the compute scale, held out | ship |", "|---|---|---|---|---|---|---|"]
     for fam, v in tab.items():
         folds = "; ".join(f"{s}: x{c:g}" for s, c in v["fold_compute"].items())
-        for i, m in enumerate(METRICS):
-            a, b = v["decode_term_only"].get(m), v["with_compute"].get(m)
-            head = f"| {fam} | {folds} | x{v['final_compute']:g} |" if i == 0 else "| | | |"
-            ship = ("yes" if v["ship"] else "no") if i == 0 else ""
-            L.append(f"{head} {m} | {'-' if a is None else f'{a}%'} | {'-' if b is None else f'{b}%'} | {ship} |")
+        L += stacked_rows(f"| {fam} | {folds} | x{v['final_compute']:g} |", "| | | |", METRICS,
+                          v["decode_term_only"], v["with_compute"], v["ship"], pct)
     return L + [""]
 
 
