@@ -52,11 +52,13 @@ def _fake(point, params, cache=None):
     return {"tpot_ms|median": tpot, "output_tps|value": point.load * 1000.0 / tpot}
 
 
-def _stage(pts):
+def _stage(pts, fake=_fake):
+    """blockfp8.run_stage over `pts` with every fold's floor 150 us, predictions from `fake` (tests/test_block_prefill.py
+    passes its own, which prices TTFT too)."""
     floor = {"vllm": {"layer_floor_us": 150.0}}
-    preds = {p.key(): _fake(p, sf_fit.point_params(floor["vllm"], p)) for p in pts}
+    preds = {p.key(): fake(p, sf_fit.point_params(floor["vllm"], p)) for p in pts}
     return bf.run_stage(pts, {s: floor for s in "ABC"}, floor, preds,
-                        (sf_fit.point_params, _fake, sf_fit.residuals, lambda r: sf_fit._loss(r, sf_fit.STEP_METRICS)),
+                        (sf_fit.point_params, fake, sf_fit.residuals, lambda r: sf_fit._loss(r, sf_fit.STEP_METRICS)),
                         lambda pr: sf_fit._records(pts, pr, {}))
 
 

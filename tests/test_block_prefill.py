@@ -7,6 +7,7 @@ from calibrate import serving_fit as sf
 from calibrate.serving import blockfp8 as bf
 from calibrate.serving import blockprefill as bp
 from calibrate.serving import fit as sf_fit
+from tests.test_block_fp8 import _stage as block_fp8_stage
 from tests.test_serving_fit import _curve
 
 TRUE_COMPUTE = 0.5  # in COMPUTE_GRID
@@ -42,11 +43,7 @@ def _points(sources=("A", "B")):
 
 
 def _stage(pts):
-    floor = {"vllm": {"layer_floor_us": 150.0}}
-    preds = {p.key(): _fake(p, sf_fit.point_params(floor["vllm"], p)) for p in pts}
-    return bf.run_stage(pts, {s: floor for s in "ABC"}, floor, preds,
-                        (sf_fit.point_params, _fake, sf_fit.residuals, lambda r: sf_fit._loss(r, sf_fit.STEP_METRICS)),
-                        lambda pr: sf_fit._records(pts, pr, {}))
+    return block_fp8_stage(pts, fake=_fake)
 
 
 def test_the_compute_scale_is_recovered_held_out_by_source_over_the_decode_term():
