@@ -33,6 +33,19 @@ NEMOTRON_3_NANO_CONFIG = {
 }
 
 
+def _tiny_model(name: str, extra: str = "") -> str:
+    """A catalog entry of a two-layer toy model as models.yaml text (8 lines), plus one more field line `extra`."""
+    return f"{name}:\n" + """  n_layers: 2
+  hidden_size: 64
+  n_heads: 4
+  n_kv_heads: 4
+  intermediate_size: 128
+  vocab_size: 100
+  max_context: 1024
+""" + (f"  {extra}\n" if extra else "")
+
+
+
 def test_nemotron_3_nano_entry_is_what_its_config_json_says(tmp_path):
     """The catalog entry equals the cited config.json as the config reader maps it (M / * / E blocks)."""
     (tmp_path / "config.json").write_text(json.dumps(NEMOTRON_3_NANO_CONFIG))
@@ -163,25 +176,8 @@ def test_the_catalog_weight_format_field_is_what_marks_block_fp8(tmp_path):
     assert "aiconfigurator" in cat["kimi-k2"].weight_format.checkpoints["moonshotai/Kimi-K2-Instruct"][1]
     # a catalog file of one's own: the entry that declares the format is the one that has it
     y = tmp_path / "models.yaml"
-    y.write_text("""
-m-block:
-  n_layers: 2
-  hidden_size: 64
-  n_heads: 4
-  n_kv_heads: 4
-  intermediate_size: 128
-  vocab_size: 100
-  max_context: 1024
-  weight_format: {format: block-fp8, checkpoints: {Org/M-Block-FP8: [https://example.org/config.json]}}
-m-plain:
-  n_layers: 2
-  hidden_size: 64
-  n_heads: 4
-  n_kv_heads: 4
-  intermediate_size: 128
-  vocab_size: 100
-  max_context: 1024
-""")
+    y.write_text("\n" + _tiny_model("m-block", "weight_format: {format: block-fp8, checkpoints: "
+                                   "{Org/M-Block-FP8: [https://example.org/config.json]}}") + _tiny_model("m-plain"))
     assert wf._index(y) == ({"org/m-block-fp8": "https://example.org/config.json"}, frozenset({"m-block"}))
 
 
@@ -201,24 +197,8 @@ def test_the_weight_format_field_drives_the_engines_weight_format_rules():
 
 def test_an_unknown_weight_format_is_an_error_naming_file_line_and_field(tmp_path):
     y = tmp_path / "models.yaml"
-    y.write_text("""ok-model:
-  n_layers: 2
-  hidden_size: 64
-  n_heads: 4
-  n_kv_heads: 4
-  intermediate_size: 128
-  vocab_size: 100
-  max_context: 1024
-bad-model:
-  n_layers: 2
-  hidden_size: 64
-  n_heads: 4
-  n_kv_heads: 4
-  intermediate_size: 128
-  vocab_size: 100
-  max_context: 1024
-  weight_format: {format: block-int4, checkpoints: {Org/M: [https://example.org/config.json]}}
-""")
+    y.write_text(_tiny_model("ok-model") + _tiny_model(
+        "bad-model", "weight_format: {format: block-int4, checkpoints: {Org/M: [https://example.org/config.json]}}"))
     with pytest.raises(ConfigError) as e:
         load_catalog(y)
     assert e.value.line == 9 and "weight_format" in (e.value.field or "") and "format" in e.value.field
