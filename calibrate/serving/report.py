@@ -28,6 +28,7 @@ from calibrate.serving.anomaly import anomaly_markdown, anomaly_split, anomaly_s
 from calibrate.serving.rows import LoadPoint
 from calibrate.serving.split_kv_rule import split_kv_markdown
 from calibrate.serving.ttft_tail import ttft_tail_markdown
+from calibrate.serving.decode_split import decode_split_markdown
 
 
 def band_records(res: dict) -> list[dict]:
@@ -401,7 +402,7 @@ def report_markdown(res: dict, targets: dict) -> str:
             if m in hs:
                 L.append(f"| {reg} knee | {m} | {hs[m]['n']} | {_fmt(hs[m])} ({_fmt(bs.get(m))}) | "
                          f"{_fmt(hs[m], 'p90_abs_pct')} ({_fmt(bs.get(m), 'p90_abs_pct')}) |")
-    L += ttft_tail_markdown(res["cv"]["source"]["records"])
+    L += ttft_tail_markdown(res["cv"]["source"]["records"]) + decode_split_markdown(res["cv"]["source"]["records"])
     L += ["", "## Knees", "",
           "The issue's knee (the highest measured load whose TTFT p50 stays under 3x the lowest load's) moves in "
           "the sweep's steps (1, 2, 4, ...: a miss is 50% or more). The interpolated knee is a second figure: "
