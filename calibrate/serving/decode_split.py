@@ -69,7 +69,8 @@ def decode_split_markdown(records: list[dict]) -> list[str]:
          "|---|---|---|---|---|---|"]
     for r in rows:
         L.append(f"| {r['curve_id']} | {r['load']:g} | {100 * r['itl_mean_error']:+.0f}% | "
-                 f"{100 * r['step_error']:+.0f}% | {r['stall_meas_ms']:.1f} / {r['stall_pred_ms']:.1f} | {100 * r['stall_share']:.0f}% |")
+                 f"{100 * r['step_error']:+.0f}% | {r['stall_meas_ms']:.1f} / {r['stall_pred_ms']:.1f} | "
+                 f"{100 * r['stall_share']:.0f}% |")
     if rows:
         L += ["", f"Median stall share over these {len(rows)} points: "
                   f"{100 * float(np.median([r['stall_share'] for r in rows])):.0f}%."]
