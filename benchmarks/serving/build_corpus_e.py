@@ -22,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from corpus_b_common import csv_text  # noqa: E402
+from corpus_e_pallavim1 import pallavim1_rows  # noqa: E402
 
 WMX_URL = "https://ai.wmx.dev/benchmarks"
 #: the page's "Results: concurrency sweep" table, header and rows exactly as printed (latencies in ms)
@@ -86,7 +87,7 @@ def wmx_rows() -> list[dict]:
 
 
 def build() -> str:
-    return csv_text(wmx_rows(), "corpus_e.csv")
+    return csv_text(wmx_rows() + pallavim1_rows(), "corpus_e.csv")
 
 
 def main() -> None:
