@@ -23,6 +23,7 @@ sys.path.insert(0, str(HERE))
 
 from corpus_b_common import csv_text  # noqa: E402
 from corpus_e_pallavim1 import pallavim1_rows  # noqa: E402
+from corpus_e_wayne import wayne_rows  # noqa: E402
 
 WMX_URL = "https://ai.wmx.dev/benchmarks"
 #: the page's "Results: concurrency sweep" table, header and rows exactly as printed (latencies in ms)
@@ -87,7 +88,7 @@ def wmx_rows() -> list[dict]:
 
 
 def build() -> str:
-    return csv_text(wmx_rows() + pallavim1_rows(), "corpus_e.csv")
+    return csv_text(wmx_rows() + pallavim1_rows() + wayne_rows(), "corpus_e.csv")
 
 
 def main() -> None:
