@@ -30,9 +30,15 @@ CLIENT_NOTE = (
     f"requests, no warm-up run): every request is the same fixed prompt '{PROMPT}' sent to /v1/completions without "
     "a chat template (its token count is not recorded), max_tokens = min_tokens = 256 with ignore_eos, streamed, "
     "temperature 0. tpot_ms rows are the file's itl_* fields, each request's (last chunk - first chunk) / "
-    "(chunks - 1); percentiles are sorted(x)[int(q (n - 1))] over the 8 x C requests. The serving fit does not "
-    "replay this curve: its dataset is one fixed text prompt whose token count is not stated (the replay needs "
-    "input lengths).")
+    "(chunks - 1); percentiles are sorted(x)[int(q (n - 1))] over the 8 x C requests.")
+#: the prompt's token count as the repository states it for Llama-3.1-8B: README.md's waterfall table, row W2
+#: "input length 128 -> 12 (this repo's real prompt)", whose trtllm-bench dataset (results/waterfall/W2_isl12.txt,
+#: ds_12_256.jsonl) has 12 input / 256 output tokens; stated for no other tokenizer
+LLAMA_INPUT = ("Input length 12 tokens: the repository's README states it for Llama-3.1-8B (waterfall row W2, "
+               "'input length 128 -> 12 (this repo's real prompt)'; results/waterfall/W2_isl12.txt: 12 input "
+               "tokens); whether the server prepends a BOS token is not stated.")
+OTHER_INPUT = ("The prompt's token count for this model's tokenizer is not stated (the README gives 12 for "
+               "Llama-3.1-8B only), so input_tokens is empty and the curve is not replayed.")
 H100 = "NVIDIA H100 80GB (4x H100 NVLink box; GPUs pinned per run)"
 PRO6000 = ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition (300 W power limit, 97887 MiB; the rtx-pro-6000 "
            "profile is the 96 GB Blackwell board), driver 580.159.03")
@@ -145,15 +151,17 @@ def wayne_rows() -> list[dict]:
             if path.stem != f"{tag}-c{c}":
                 raise ValueError(f"{path}: concurrency {c} does not match the file name")
             rel = f"results/{path.name}"
+            llama = model == "llama-3.1-8b"
             notes = (f"{note} This file: {d['requests']} requests, wall {_printed(text, 'wall_s')} s, "
                      f"out_tokens_mean {_printed(text, 'out_tokens_mean')}"
-                     f"{', model field ' + repr(d['model']) if d.get('model') else ''}. {CLIENT_NOTE}")
+                     f"{', model field ' + repr(d['model']) if d.get('model') else ''}. {CLIENT_NOTE} "
+                     f"{LLAMA_INPUT if llama else OTHER_INPUT}")
             base = {
                 "curve_id": curve, "source": URL % (REPO, COMMIT, rel), "source_ref": f"{REPO}@{COMMIT[:7]}:{rel}",
                 "publisher": PUBLISHER, "engine": engine, "engine_version": version, "engine_flags": flags,
                 "device": device, "device_variant": variant, "n_devices": str(tp), "tp": str(tp), "model": model,
                 "quant": quant, "kv_cache_dtype": "not stated", "client": "custom", "dataset": "fixed-prompt",
-                "input_tokens": "", "output_tokens": "256", "range_ratio": "", "num_prompts": str(d["requests"]),
+                "input_tokens": "12" if llama else "", "output_tokens": "256", "range_ratio": "", "num_prompts": str(d["requests"]),
                 "warmup": "", "ramp_up": "", "ignore_eos": "true", "load_kind": "concurrency",
                 "max_concurrency": str(c), "request_rate": "inf", "burstiness": "1.0",
             }
