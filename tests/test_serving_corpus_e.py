@@ -130,10 +130,29 @@ def test_the_fit_replays_the_curves_the_collection_says_it_replays():
 
     why = {cid: exclusion(rows) for cid, rows in _curves().items()}
     replayed = {cid for cid, w in why.items() if w is None}
-    assert replayed == {
+    llama = {cid for cid in why if "-wayne-" in cid and "llama-3.1-8b" in cid}
+    assert len(llama) == 11
+    assert replayed == llama | {
         "corpus_e-pallavim1-h100x2-vllm0.29.0-gemma-4-26b-a4b-fp8-tp2ep-10000-500",
         "corpus_e-pallavim1-rtxpro6000x2-vllm0.29.0-gemma-4-26b-a4b-fp8-tp2ep-10000-500",
         "corpus_e-pallavim1-rtxpro6000-vllm-gemma-4-26b-a4b-fp8-tp1-10000-500",
     }
     assert why["corpus_e-pallavim1-h100x2-vllm-gemma-4-26b-a4b-fp8-tp2-eager-10240-500"].startswith("outlier")
-    assert all("fixed-prompt" in w or "not in the catalog" in w for cid, w in why.items() if "-wayne-" in cid)
+    others = [w for cid, w in why.items() if "-wayne-" in cid and cid not in llama]
+    assert others and all("fixed-prompt" in w or "not in the catalog" in w for w in others)
+
+
+def test_a_fixed_prompt_closed_loop_replays_only_with_its_lengths_stated():
+    """rows.FIXED_LENGTH_DATASETS: one fixed prompt with stated input and output lengths replays as fixed lengths
+    (sim.bench.corpus.row_lengths); the same curve without the input length stays excluded."""
+    sys.path.insert(0, str(ROOT))
+    from calibrate.serving.rows import exclusion, load_points
+
+    curve = _curves()["corpus_e-wayne-h100x2-trtllm0.20-pytorch-cg-llama-3.1-8b-fp8-tp2"]
+    assert exclusion(curve) is None
+    pts = load_points(curve)
+    assert [p.max_concurrency for p in pts] == [1, 4, 16, 32, 64, 128]
+    assert all(set(p.prompt_lens) == {12} and set(p.output_lens) == {256} for p in pts)
+    assert [p.replayed_prompts for p in pts] == [8 * c for c in (1, 4, 16, 32, 64, 128)]
+    blank = [dict(r, input_tokens="") for r in curve]
+    assert "fixed-prompt" in exclusion(blank)
