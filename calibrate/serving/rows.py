@@ -242,6 +242,12 @@ MULTI_TURN_REASON = ("multi-turn dataset file not available offline (per-turn to
                      "prefixes its requests share in the prefix cache, not stated)")
 
 
+#: datasets whose every request carries the same stated lengths (one fixed prompt of a stated token count, outputs
+#: forced to a stated length with ignore_eos/min_tokens; benchmarks/serving/COLLECTIONS-e.md): their lengths do
+#: not spread, so a closed loop of them ran in lock-step like its fixed-length replay, and it is replayed
+FIXED_LENGTH_DATASETS = ("fixed-prompt",)
+
+
 def _data_parallel(r: dict) -> int:
     """dp = n_devices / (tp x pp) of a row (schema: n_devices = tp*pp*dp); 1 when any is not stated."""
     n, tp = _num(r.get("n_devices")), _num(r.get("tp"), 1) or 1
@@ -296,7 +302,8 @@ def exclusion(curve: list[dict], *, hw: set[str] | None = None, catalog: set[str
         # "Multi-turn datasets", says what is known and what a replay would need).
         if "multi-turn" in ds:
             return MULTI_TURN_REASON
-        if any((x.get("load_kind") or "").strip() != "rate" for x in curve):
+        fixed = ds in FIXED_LENGTH_DATASETS and _mean_lengths(r) is not None
+        if not fixed and any((x.get("load_kind") or "").strip() != "rate" for x in curve):
             return f"{ds or 'dataset'} dataset not available offline (mean lengths alone would replay a lock-step)"
         if _mean_lengths(r) is None:
             return f"{ds or 'dataset'} mean lengths not stated (no dataset file offline)"
