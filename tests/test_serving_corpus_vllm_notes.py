@@ -4,7 +4,8 @@
   own result files, where the sweep breaks load order (a shorter median TTFT at a higher concurrency of a
   fixed-length closed loop), and says how the harness reached the server.
 - The RTX 4090 Mistral-7B curve (mushfiqrahman.dev): Output Tok/s / Req/s is the realised mean output, ~100
-  tokens of the 128 requested, so the run stopped at EOS (ignore_eos false) and the replay scales to it.
+  tokens of the 128 requested, so the run stopped at EOS (ignore_eos false): the replay draws lengths that stop
+  at EOS (a constant per-token EOS probability, capped at 128, with that mean), not 100 tokens for every request.
 - DigitalOcean's vLLM 0.14.1 rows: the client ran on the server's host (base_url http://localhost:8000).
 - Together AI's MI350X gpt-oss-120b recipe runs: range_ratio 0.8 (the sweep driver's RANDOM_RANGE_RATIO), which
   the files' own E2E / TTFT / TPOT medians confirm (a typical output of 914-937 tokens, not the 512 of the
@@ -24,7 +25,9 @@ sys.path.insert(0, str(SERVING))
 
 from import_inferencex import check_range_ratio, closed_loop_anomalies, intake_at_peak  # noqa: E402
 
-from sim.bench.corpus import engine_overrides, row_lengths, stated_means  # noqa: E402
+from sim.bench.corpus import (  # noqa: E402
+    engine_overrides, eos_hazard, eos_lengths, row_lengths, stated_means, stopped_at_eos,
+)
 
 
 def _rows(name: str) -> list[dict]:
@@ -73,8 +76,30 @@ def test_mushfiq_rows_state_the_realised_output_mean_and_no_ignore_eos():
         mi, mo = stated_means(r)
         assert mi == 256.0 and 99.0 < mo < 101.0  # e.g. 210 / 2.09 = 100.5 at C 4
     c4 = next(r for r in rows if r["max_concurrency"] == "4")
-    ins, outs = row_lengths(c4, 32)
-    assert set(ins.tolist()) == {256} and abs(outs.mean() - 100.5) < 1.0
+    ins, outs = row_lengths(c4, 300)
+    assert set(ins.tolist()) == {256} and abs(outs.mean() - 100.5) < 0.5
+    # stopped at EOS: lengths spread over 1..128 (the cap the most common one), not 100 for every request,
+    # which would replay the closed loop in lock-step (C prompts prefilled together every round)
+    assert outs.max() == 128 and outs.min() < 20 and len(set(outs.tolist())) > 50
+    assert 0.5 < (outs == 128).mean() < 0.7  # P(no EOS in 127 tokens) = (1 - h)^127 with h ~ 0.004
+    assert row_lengths(c4, 300)[1].tolist() == outs.tolist()  # deterministic
+
+
+def test_eos_lengths_have_the_stated_mean_and_never_pass_the_cap():
+    for cap, mean in ((128, 100.5), (1024, 300.0), (16, 15.0)):
+        h = eos_hazard(cap, mean)
+        assert abs((1 - (1 - h) ** cap) / h - mean) < 1e-6  # E[min(Geometric(h), cap)]
+        x = eos_lengths(1000, cap, mean, seed=3)
+        assert x.min() >= 1 and x.max() <= cap and abs(x.mean() - mean) < 0.01 * mean
+    assert eos_hazard(128, 128.0) == 0.0 and set(eos_lengths(5, 128, 128.0).tolist()) == {128}
+
+
+def test_only_a_fixed_length_run_without_ignore_eos_and_a_short_mean_stopped_at_eos():
+    row = {"ignore_eos": "false"}
+    assert stopped_at_eos(row, 128, 0.0, 100.5)
+    assert not stopped_at_eos(row, 128, 0.0, 127.0)  # within 2% of the cap: tokenizer rounding, not EOS
+    assert not stopped_at_eos(row, 128, 0.5, 100.5)  # a range ratio already spreads the lengths
+    assert not stopped_at_eos({"ignore_eos": "true"}, 128, 0.0, 100.5)  # ignore_eos: the mean is scaled
 
 
 @pytest.mark.parametrize("curve", ["vllm_independent-do-gtc2026-phase0-sharegpt-llama-3.1-70b-fp8-h200-tp1"])

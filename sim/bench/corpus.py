@@ -25,7 +25,9 @@ Mapping (each column as the schema defines it):
   its range was [I r, I], meant fixed lengths and replays as 0); SGLang's bench_serving and
   InferenceX's client (`custom`) draw from [I r, I], so their default 0 means lengths uniform in
   [1, I] (mean I / 2) and 1 fixed lengths. Where the notes state the realised mean lengths (the
-  client's printed totals) the draw is scaled to them. Any other dataset replays as fixed lengths at
+  client's printed totals) the draw is scaled to them, except outputs that stopped at EOS (a fixed
+  requested length, no --ignore-eos, a realised mean below it: `stopped_at_eos`), drawn from a
+  constant per-token EOS probability capped at the requested length (`eos_lengths`). Any other dataset replays as fixed lengths at
   the stated means (`mean_lengths`: ShareGPT's mean lengths are what the sources state; the corpus
   has no conversation text to resample).
 - deployment: `device` -> --hw, `model`, `quant`, `engine` (passed as written to the engine
@@ -223,8 +225,60 @@ def row_lengths(row: Mapping, n: int, seed: int = 0) -> tuple[np.ndarray, np.nda
     means = stated_means(row)
     if means is not None:
         ins = np.maximum(1, np.round(ins * means[0] / max(ins.mean(), 1e-9))).astype(np.int64)
-        outs = np.maximum(1, np.round(outs * means[1] / max(outs.mean(), 1e-9))).astype(np.int64)
+        if stopped_at_eos(row, lo, rr, means[1]):
+            outs = eos_lengths(n, lo, means[1], seed)
+        else:
+            outs = np.maximum(1, np.round(outs * means[1] / max(outs.mean(), 1e-9))).astype(np.int64)
     return ins.astype(np.int64), outs.astype(np.int64)
+
+
+def stopped_at_eos(row: Mapping, max_tokens: int, range_ratio: float, mean_out: float) -> bool:
+    """True when a random-dataset row's requests stopped at EOS: every request asked for the same
+    `max_tokens` (range ratio 0), the client did not say --ignore-eos (the column is not true), and
+    the realised mean output its notes state is more than 2% below `max_tokens` (a request can only
+    end early by sampling EOS). Scaling the fixed length down to the mean would give every request
+    the same output length, which the run did not have: a closed loop of equal requests replays in
+    lock-step (C prompts prefilled together every round) where the real clients drifted apart."""
+    ignore = str(row.get("ignore_eos") or "").strip().lower()
+    return (ignore not in ("true", "yes", "1") and range_ratio == 0 and max_tokens > 1
+            and mean_out < 0.98 * max_tokens)
+
+
+def eos_hazard(max_tokens: int, mean_out: float) -> float:
+    """The per-token EOS probability h whose capped geometric length min(G, max_tokens), G ~
+    Geometric(h) on 1, 2, ..., has mean `mean_out`: E = (1 - (1 - h)^max_tokens) / h, decreasing in h
+    (bisection). The model: every generated token is EOS with the same probability, independently,
+    and the server stops at EOS or at max_tokens -- the simplest stopping process with one free
+    quantity, set by the stated mean (nothing fitted)."""
+    target = min(max(float(mean_out), 1.0), float(max_tokens))
+    if target >= max_tokens - 1e-9:
+        return 0.0
+
+    def mean(h: float) -> float:
+        return (1.0 - (1.0 - h) ** max_tokens) / h
+
+    lo, hi = 1e-12, 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mean(mid) > target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def eos_lengths(n: int, max_tokens: int, mean_out: float, seed: int = 0) -> np.ndarray:
+    """n output lengths of requests that stop at EOS (`eos_hazard`) or at `max_tokens`: the capped
+    geometric's quantiles at (i + 1/2) / n (so their mean is the stated one up to rounding, not up to
+    a random draw's noise: 300 draws wander +-5% around it), in an order shuffled by
+    numpy.random.default_rng(seed) (deterministic)."""
+    h = eos_hazard(max_tokens, mean_out)
+    if h <= 0.0:
+        return np.full(n, int(max_tokens), dtype=np.int64)
+    u = (np.arange(n) + 0.5) / n
+    g = np.ceil(np.log1p(-u) / math.log1p(-h))  # inverse CDF of Geometric(h) on 1, 2, ...
+    out = np.clip(g, 1, int(max_tokens)).astype(np.int64)
+    return np.random.default_rng(seed).permutation(out)
 
 
 def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
