@@ -160,9 +160,51 @@ def test_batch_waiting_off_is_the_engine_without_it():
 def test_the_recipe_flags_set_the_gates():
     o = engine_overrides("--tp 4 --scheduler-recv-interval 30 --disable-radix-cache")
     assert o["recv_interval_steps"] == 30 and o["prefix_caching"] is False
-    o = engine_overrides("trtllm-serve --max_num_tokens=8192; dsr1-fp8.yml: batch_wait_timeout_iters=40 "
+    o = engine_overrides("trtllm-serve --max_num_tokens=8192 --extra_llm_api_options=x.yml; x.yml: batch_wait_timeout_iters=40 "
                          "batch_wait_max_tokens_ratio=0.8 kv_cache_config.dtype=fp8 "
                          "kv_cache_config.enable_block_reuse=false kv_cache_config.free_gpu_memory_fraction=0.8")
     assert o == {"max_num_batched_tokens": 8192, "batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8,
                  "kv_dtype": "fp8", "prefix_caching": False, "memory_fraction": 0.8}
     assert "prefix_caching" not in engine_overrides("kv_cache_config.enable_block_reuse=maybe")
+
+
+# ---- the InferenceX recipe flags in the replay ----------------------------------------------------
+def test_the_replay_gives_a_published_inferencex_point_its_recipes_flags_per_load():
+    from calibrate.serving.rows import curves, load_corpus, load_points
+
+    c = curves(load_corpus())["ix-api-b300-sglang-dsr1-fp4-b300-sglang-tp4ep4-isl1024-osl1024"]
+    assert all(not (r["engine_flags"] or "").strip() for r in c)  # the PR table prints none
+    ov = {p.load: p.overrides for p in load_points(c)}
+    assert ov[8.0]["recv_interval_steps"] == 10 and ov[16.0]["recv_interval_steps"] == 30
+    assert ov[1.0]["kv_dtype"] == "fp8_e4m3" and ov[1.0]["expert_parallel"] is True
+    assert ov[1.0]["prefix_caching"] is False and ov[1.0]["max_num_batched_tokens"] == 16384
+    t = curves(load_corpus())["ix-api-b200-trtllm-dsr1-fp8-b200-trt-tp8ep1-isl1024-osl1024"]
+    ov = {p.load: p.overrides for p in load_points(t)}
+    assert "batch_wait_iters" not in ov[8.0] and ov[64.0]["batch_wait_iters"] == 40
+
+
+def test_a_row_that_prints_its_flags_keeps_them():
+    from calibrate.serving.rows import curves, load_corpus, load_points
+
+    c = curves(load_corpus())["ix-api-b300-sglang-dsr1-fp4-b300-sglang-tp4ep4-isl1024-osl1024"]
+    mine = [{**r, "engine_flags": "--tp 4 --scheduler-recv-interval 2"} for r in c]
+    assert {p.overrides.get("recv_interval_steps") for p in load_points(mine)} == {2}
+
+
+def test_a_bad_recipe_table_is_a_one_line_error_naming_file_line_and_field(tmp_path):
+    from calibrate.serving.recipes import load_recipe_flags, recipe_flags
+
+    head = "curve_id,load_min,load_max,engine_flags,source,source_ref,notes\n"
+    ok = tmp_path / "ok.csv"
+    ok.write_text(head + "c,1,15,--scheduler-recv-interval 10,s,r,n\nc,16,,--scheduler-recv-interval 30,s,r,n\n")
+    table = load_recipe_flags(ok)
+    assert recipe_flags("c", 8, table).endswith("10") and recipe_flags("c", 512, table).endswith("30")
+    assert recipe_flags("other", 8, table) == ""
+    bad = tmp_path / "bad.csv"
+    bad.write_text(head + "c,x,15,--tp 2,s,r,n\n")
+    with pytest.raises(ValueError, match=r"bad.csv:2: load_min"):
+        load_recipe_flags(bad)
+    short = tmp_path / "short.csv"
+    short.write_text("curve_id,load_min\nc,1\n")
+    with pytest.raises(ValueError, match="missing column load_max"):
+        load_recipe_flags(short)
