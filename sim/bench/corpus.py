@@ -61,6 +61,14 @@ def _ep_size_on(v: str) -> bool:
     return int(float(v)) > 1
 
 
+def _yaml_bool(text: str) -> bool:
+    """A YAML boolean as an options file writes it (true/false, any case); anything else is a ValueError."""
+    t = text.strip().lower()
+    if t not in ("true", "false"):
+        raise ValueError(text)
+    return t == "true"
+
+
 def _triton_kv_splits(backend: str) -> int:
     """SGLang's `--attention-backend triton` -> its decode kernel's split cap, `--triton-attention-num-kv-splits`
     default 8 (sglang/srt/server_args.py; EngineConfig.decode_kv_splits, sim.cost.split_kv); any other backend
@@ -84,6 +92,15 @@ _FLAGS = {
     # (EngineConfig.expert_parallel; sglang/srt/server_args.py `ep_size`, default 1)
     "--ep-size": ("expert_parallel", _ep_size_on), "--ep": ("expert_parallel", _ep_size_on),
     "--expert-parallel-size": ("expert_parallel", _ep_size_on),
+    # SGLang's --scheduler-recv-interval (EngineConfig.recv_interval_steps; sim.engine.recv)
+    "--scheduler-recv-interval": ("recv_interval_steps", int),
+    # TensorRT-LLM LLM-API options (trtllm-serve --extra_llm_api_options YAML), written key=value with the YAML's
+    # nesting dotted: batch waiting (EngineConfig.batch_wait_iters / batch_wait_tokens_ratio) and the KV cache
+    "batch_wait_timeout_iters": ("batch_wait_iters", int),
+    "batch_wait_max_tokens_ratio": ("batch_wait_tokens_ratio", float),
+    "kv_cache_config.dtype": ("kv_dtype", str),
+    "kv_cache_config.free_gpu_memory_fraction": ("memory_fraction", float),
+    "kv_cache_config.enable_block_reuse": ("prefix_caching", _yaml_bool),
 }
 # SGLang's `--attention-backend triton` -> decode_kv_splits (`_triton_kv_splits`): not read, its ship rule does not
 # pass (calibrate/serving/split_kv_rule.py RECORDED); kept here for the next judgement

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 from sim.catalog.engine_settings import (  # noqa: F401  (RuleCondition: importable from here as before)
     GIB, EfficiencyScale, EngineSource, HardwareRule, NewTokenRatio, RuleCondition, SpeculativeSettings,
 )
+from sim.catalog.arrival_gate import ArrivalGateSettings
 from sim.catalog.host_stage import HostStageSettings
 from sim.catalog.policies import SCHEDULERS, known_allocator, known_scheduler
 from sim.catalog.quant import get_quant, kv_dtype_bytes
@@ -60,7 +61,7 @@ _ALIASES = {
 }
 
 
-class EngineConfig(HostStageSettings):  # host_token_us, host_request_us, host_stage_mode: sim.catalog.host_stage
+class EngineConfig(HostStageSettings, ArrivalGateSettings):  # host_*: sim.catalog.host_stage; recv/batch wait: .arrival_gate
     """One serving engine's policy and limits, as the simulator uses them."""
 
     model_config = _FROZEN

@@ -228,7 +228,8 @@ class ReplicaParts:
         e = self.engine
         return make_scheduler(e.scheduler, max_num_seqs=e.max_num_seqs, max_num_batched_tokens=e.max_num_batched_tokens,
                               context_tokens=self.context_tokens, shared_slots=e.context_mode == "unified",
-                              new_token_ratio=e.new_token_ratio, watermark=e.admission_watermark)
+                              new_token_ratio=e.new_token_ratio, watermark=e.admission_watermark,
+                              batch_wait=(e.batch_wait_iters, e.batch_wait_tokens_ratio))
 
     def config(self, *, concurrency=None, seed=0, config_extra=None) -> dict:
         """`summary["config"]`: everything the run resolved to."""
@@ -307,7 +308,8 @@ def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, sourc
     step_model, host = with_host_stage(step_model, engine, getattr(parts.cost, "tokens_per_step", 1.0))
     return Replica(env, step_model=step_model, scheduler=scheduler, kv=kv, source=source, log=RequestLog(),
                    gaps=GapLog(), iterations=IterationLog(enabled=record_iterations), fast_forward=fast_forward,
-                   check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv), host=host)
+                   check_invariants=check_invariants, prefix=make_prefix_cache(engine, kv), host=host,
+                   recv_interval=engine.recv_interval_steps)  # SGLang --scheduler-recv-interval: sim.engine.recv
 
 
 def check_drained(replica: Replica) -> None:

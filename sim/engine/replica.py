@@ -35,6 +35,11 @@ timeout, priced by the step model's closed form `run_time(b, k)`. The number of
 events then grows with the number of requests, not with the number of tokens.
 `fast_forward=False` runs the same loop one iteration at a time (for tests: the results agree).
 
+Receive interval (SGLang's `--scheduler-recv-interval`, `EngineConfig.recv_interval_steps` > 1; sim.engine.recv):
+arrived requests wait in an inbox until a pass that reads them (the first after a prefill step or an idle
+pass, else every N-th decode step) and only then join the queue. A fast-forwarded run stops at that pass
+while a request waits in the inbox or may still arrive.
+
 Running sequences live in *lanes*: parallel numpy arrays indexed by a small integer, so a decode
 batch's contexts are one fancy-indexing away and no per-token or per-sequence Python loop runs on
 the hot path.
@@ -47,6 +52,7 @@ import numpy as np
 from sim.engine.kv import KVAllocator
 from sim.engine.metrics import GapLog, IterationLog, RequestLog
 from sim.engine.pricing import StepBatch, StepModel
+from sim.engine.recv import RecvGate
 from sim.engine.schedulers import Batch, Scheduler
 from sim.engine.state import Pending, ReplicaState
 from workloads.arrivals import ArrivalSource
@@ -59,7 +65,7 @@ class Replica:
 
     def __init__(self, env, *, step_model: StepModel, scheduler: Scheduler, kv: KVAllocator, source: ArrivalSource,
                  log: RequestLog, gaps: GapLog, iterations: IterationLog, fast_forward: bool = True,
-                 check_invariants: bool = False, prefix=None, host=None) -> None:
+                 check_invariants: bool = False, prefix=None, host=None, recv_interval: int = 1) -> None:
         self.env = env
         self.host = host  # the host stage's queue (sim.engine.host.HostQueue): when the client sees tokens; None = at once
         self.step_model = step_model  # prices the batches (sim.engine.pricing.StepModel)
@@ -81,6 +87,9 @@ class Replica:
         self.handoff: dict | None = None  # disaggregated decode: request id -> (first token s, KV tokens)
         self.last_clock_s = 0.0
         self.held: list = []  # (sent, request) that arrived as the last step ended: queued after the next plan
+        # SGLang's receive interval (sim.engine.recv): arrived requests wait in `inbox` for a pass that reads them
+        self.gate = RecvGate(recv_interval) if recv_interval > 1 else None
+        self.inbox: list = []
 
     # ---- arrivals -----------------------------------------------------------------------------
     def _take_arrivals(self, now_s: float, hold_ties: bool = False) -> None:
@@ -96,7 +105,18 @@ class Replica:
             if late:
                 self.held.extend(late)
                 due = [a for a in due if a[0] < now_s]
+        if self.gate is not None:
+            self.inbox.extend(due)  # read by the next pass that polls (`_read_inbox`)
+            return
         self._queue(due, now_s)
+
+    def _read_inbox(self, now_s: float) -> None:
+        """A pass polls the socket when the receive gate is due: the inbox joins the queue."""
+        if self.gate.due():
+            self.gate.read()
+            if self.inbox:
+                inbox, self.inbox = self.inbox, []
+                self._queue(inbox, now_s)
 
     def _queue(self, due: list, now_s: float) -> None:
         """`due` (sent time, request) join the waiting queue, or are refused at receipt."""
@@ -124,6 +144,9 @@ class Replica:
     def _release_held(self, now_s: float) -> None:
         """The held arrivals join the queue (or are refused), in arrival order."""
         held, self.held = self.held, []
+        if self.gate is not None:
+            self.inbox.extend(held)
+            return
         self._queue(held, now_s)
 
     # ---- the process --------------------------------------------------------------------------
@@ -136,6 +159,8 @@ class Replica:
             st.now_s = now
             if source.next_s <= now:  # (checked here too: a call per event is measurable)
                 self._take_arrivals(now, stepped)
+            if self.gate is not None:
+                self._read_inbox(now)
             stepped = False
             if self.check_invariants:
                 st.check_lanes()
@@ -146,16 +171,23 @@ class Replica:
             if self.held:  # arrived as the last step ended (see the module's docstring)
                 if not batch.prefill_lanes and not len(batch.decode_lanes):
                     self._release_held(now)  # an idle engine blocks on its queue: they are planned at once
+                    if self.gate is not None:
+                        self.gate.after_other()  # (its passes with no batch spin: the next one reads)
                     continue
                 self._release_held(now)  # they join the queue the next plan reads
                 batch.stable = False  # (a run of identical steps would pass that plan)
             if not batch.prefill_lanes and not len(batch.decode_lanes):  # batch.empty
+                if self.inbox:  # an idle SGLang loop spins through passes with no batch: the next one reads
+                    self.gate.after_other()
+                    continue
                 if self._reject_unschedulable(now):
                     continue
                 wait = source.idle_wait(env, now)
                 if wait is None:
                     return
                 yield wait
+                if self.gate is not None:
+                    self.gate.after_other()
                 continue
             b, first_done, remaining = self._step_batch(batch)
             if batch.prefill_lanes:  # ---- price
@@ -168,6 +200,11 @@ class Replica:
                 t_first = price.run_time(b, 1) if k > 1 else t
             yield env.timeout(t)  # ---- wait
             self._apply(batch, b, k, now, t_first, t, first_done, remaining)  # ---- apply
+            if self.gate is not None:
+                if batch.prefill_lanes:
+                    self.gate.after_other()
+                else:
+                    self.gate.after_decode(k)
             stepped = True
 
     def _reject_unschedulable(self, now: float) -> bool:
@@ -329,6 +366,11 @@ class Replica:
             limit = self.step_model.run_limit(b)
             if limit is not None:
                 k = max(1, min(k, limit))
+        if k > 1 and self.gate is not None:
+            # an arrival is read only by a polling pass: stop there while one waits or may still come
+            if self.inbox or self.source.next_time() is not None:
+                k = min(k, self.gate.steps_to_read())
+            return k, None
         if k > 1 and self.scheduler.arrival_may_change_plan(st):
             t_next = self.source.next_time()
             if t_next is not None:

@@ -97,7 +97,8 @@ class Scheduler:
             SCHEDULERS[cls.name] = cls
 
     def __init__(self, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int,
-                 shared_slots: bool = False, new_token_ratio=None, watermark: float = 0.0) -> None:
+                 shared_slots: bool = False, new_token_ratio=None, watermark: float = 0.0,
+                 batch_wait: tuple[int, float] = (0, 0.0)) -> None:
         if max_num_seqs < 1:
             raise ConfigError(f"must be >= 1, got {max_num_seqs}", field="--max-seqs")
         self.max_seqs = int(max_num_seqs)
@@ -108,6 +109,9 @@ class Scheduler:
         # SGLang's reservation for tokens not yet generated (EngineConfig.new_token_ratio); None: vLLM's
         # admission, which reserves only the blocks of the chunk it computes
         self.ntr = new_token_ratio
+        # TensorRT-LLM's batch waiting (EngineConfig.batch_wait_iters / batch_wait_tokens_ratio; `_holds_prompts`)
+        self.wait_iters, self.wait_ratio = int(batch_wait[0]), float(batch_wait[1])
+        self.waited = 0  # iterations the prompts have been held so far (py_executor batch_wait_iters_count)
         if new_token_ratio is not None:
             self.ratio_min = new_token_ratio.init * new_token_ratio.min_factor
             self.ratio_decay = (new_token_ratio.init - self.ratio_min) / new_token_ratio.decay_steps
@@ -309,6 +313,27 @@ class Scheduler:
             tokens.append(chunk)
             budget -= chunk
 
+    def _holds_prompts(self, state: "ReplicaState", n_decodes: int, budget: float) -> bool:
+        """TensorRT-LLM's batch waiting (_torch/pyexecutor/py_executor.py `_waiting_requests`, PR #7416): while
+        generation requests run, the prompts this iteration would schedule wait, up to `wait_iters` iterations,
+        until their tokens plus one per generation request reach `wait_ratio` x max_num_tokens. The prompts
+        it would schedule are the waiting ones, oldest first, that fit the lanes and the token budget left."""
+        if self.wait_iters <= 0 or not n_decodes or not state.waiting:
+            return False
+        ctx, n, lanes = 0, 0, self.max_seqs - len(state.running)
+        for p in state.waiting:
+            need = p.prompt_tokens + p.generated
+            if n >= lanes or ctx + need > budget:
+                break
+            ctx, n = ctx + need, n + 1
+        if not n:
+            return False  # no prompt fits this iteration: nothing to hold
+        if self.waited >= self.wait_iters or ctx + n_decodes >= self.wait_ratio * self.token_budget:
+            self.waited = 0
+            return False
+        self.waited += 1
+        return True
+
     def _admit_whole_prompts(self, state: "ReplicaState") -> Batch:
         lanes: list[int] = []
         tokens: list[int] = []
@@ -390,6 +415,8 @@ class ChunkedPrefill(Scheduler):
             decodes = decodes[state.active[decodes]]
             keep = [i for i, lane in enumerate(lanes) if state.active[lane]]
             return Batch([lanes[i] for i in keep], [tokens[i] for i in keep], decodes)
+        if self._holds_prompts(state, len(decodes), budget):
+            return Batch(lanes, tokens, decodes)  # (not stable: the hold ends within wait_iters iterations)
         self._admit_waiting(state, lanes, tokens, budget)
         return Batch(lanes, tokens, decodes, stable=stable and not lanes)
 
@@ -501,17 +528,19 @@ for _name in [n for n in POLICIES if n in SCHEDULERS]:
 
 
 def make_scheduler(name: str, *, max_num_seqs: int, max_num_batched_tokens: int | None, context_tokens: int,
-                   shared_slots: bool = False, new_token_ratio=None, watermark: float = 0.0) -> Scheduler:
+                   shared_slots: bool = False, new_token_ratio=None, watermark: float = 0.0,
+                   batch_wait: tuple[int, float] = (0, 0.0)) -> Scheduler:
     """A scheduler by registry name. `context_tokens`: the most tokens one request may hold
     (`EngineConfig.context_limits`); `shared_slots`: slots share one KV buffer (`unified`);
     `new_token_ratio`: SGLang's reservation for tokens not yet generated (`EngineConfig.new_token_ratio`);
-    `watermark`: vLLM V0's share of blocks a prompt's admission must leave free (`admission_watermark`)."""
+    `watermark`: vLLM V0's share of blocks a prompt's admission must leave free (`admission_watermark`);
+    `batch_wait`: TensorRT-LLM's (batch_wait_timeout_iters, batch_wait_max_tokens_ratio) (`_holds_prompts`)."""
     try:
         cls = SCHEDULERS[name]
     except KeyError:
         raise ConfigError(f"unknown scheduler '{name}'; known: {', '.join(SCHEDULERS)}", field="--scheduler") from None
     return cls(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, context_tokens=context_tokens,
-               shared_slots=shared_slots, new_token_ratio=new_token_ratio, watermark=watermark)
+               shared_slots=shared_slots, new_token_ratio=new_token_ratio, watermark=watermark, batch_wait=batch_wait)
 
 
 def _import_policy_modules() -> None:
