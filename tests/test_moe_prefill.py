@@ -97,14 +97,16 @@ def test_rows_split_measured_and_priced_steps_into_fixed_and_per_token_parts():
            _point("d-1000-1000", 11, 500, 400, itl_mean=30.0, itl_med=25.0),   # stall 200 ms per prompt
            _point("d-8000-1000", 1, 4500, 400, ttft=300.0),
            _point("d-8000-1000", 11, 4500, 400, itl_mean=35.0, itl_med=25.0),  # stall 400 ms per prompt
+           _point("d-1000-8000", 1, 500, 8000, ttft=120.0),                    # the short prompts again: +/- 20 ms
            _point("lonely-1000-1000", 1, 500, 400, ttft=90.0)]                  # no long curve: no row
     rows = prompt_step_rows(pts, lambda p, n: 10.0 + 0.01 * n)  # priced 10 ms + 10 us per token
     assert [r["deployment"] for r in rows] == ["d"]
     r = rows[0]
     assert r["c1_slope_meas_us"] == pytest.approx(50.0)
+    assert r["c1_noise_us"] == pytest.approx(5.0)  # 20 ms repeat spread over 4000 tokens
     assert r["stall_ms"] == pytest.approx((200.0, 400.0))
     assert r["load_slope_us"] == pytest.approx(50.0) and r["load_intercept_ms"] == pytest.approx(175.0)
     assert r["priced_intercept_ms"] == pytest.approx(10.0) and r["priced_slope_us"] == pytest.approx(10.0)
     assert r["padded_ms"] is None
     table = prompt_step_markdown(rows)
-    assert len(table) == 3 and "| d | 500 / 4500 | 50.0 us | 200 / 400 | 175 / 50.0 |" in table[2]
+    assert len(table) == 3 and "| d | 500 / 4500 | 50.0 us (+/- 5.0) | 200 / 400 | 175 / 50.0 |" in table[2]

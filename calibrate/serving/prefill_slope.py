@@ -69,7 +69,8 @@ def prompt_step_rows(points, price_ms, price_padded_ms=None) -> list[dict]:
     """Per deployment with a short- and a long-prompt curve (the two smallest nominal input lengths whose
     output lengths match): measured vs priced prompt-step cost. `points`: LoadPoint-likes (.curve_id, .load,
     .prompt_lens, .output_lens, .measured); `price_ms(point, prompt_tokens)` -> priced one-prompt step [ms].
-    Each row: deployment, prompts (short, long medians), c1_slope_meas_us, stall_ms (short, long) at each curve's
+    Each row: deployment, prompts (short, long medians), c1_slope_meas_us, c1_noise_us (the repeat spread of the
+    short prompts' C = 1 TTFT median where another curve ran them, over the prompt difference; else None), stall_ms (short, long) at each curve's
     highest load, load_intercept_ms / load_slope_us (measured, under load), priced_ms (short, long),
     priced_intercept_ms / priced_slope_us."""
     curves: dict[tuple[str, str], dict[int, list]] = defaultdict(lambda: defaultdict(list))
@@ -79,7 +80,7 @@ def prompt_step_rows(points, price_ms, price_padded_ms=None) -> list[dict]:
             out_len = _LENGTHS.search(p.curve_id).group(2)
             curves[(d[0], out_len)][d[1]].append(p)
     rows = []
-    for (dep, _), by_len in sorted(curves.items()):
+    for (dep, out), by_len in sorted(curves.items()):
         if len(by_len) < 2:
             continue
         s_len, l_len = sorted(by_len)[:2]
@@ -87,12 +88,20 @@ def prompt_step_rows(points, price_ms, price_padded_ms=None) -> list[dict]:
         ps, pl = float(np.median(s_pts[0].prompt_lens)), float(np.median(l_pts[0].prompt_lens))
         c1 = (one_client_slope_us(s_pts[0], l_pts[0])
               if s_pts[0].load == 1 and l_pts[0].load == 1 else None)
+        # the same prompts run again with another output length (the cookbook's 1000/8000): the C = 1 TTFT
+        # median's repeat spread, over the prompt difference, is the one-client slope's noise [us/token]
+        noise = [abs(q.measured[("ttft_ms", "median")] - s_pts[0].measured[("ttft_ms", "median")])
+                 for (d2, o2), b2 in curves.items() if d2 == dep and o2 != out
+                 for q in b2.get(s_len, [])[:1]
+                 if q.load == 1 == s_pts[0].load and ("ttft_ms", "median") in q.measured
+                 and ("ttft_ms", "median") in s_pts[0].measured]
         st_s, st_l = stall_per_prompt_ms(s_pts[-1]), stall_per_prompt_ms(l_pts[-1])
         ms_s, ms_l = float(np.median(s_pts[-1].prompt_lens)), float(np.median(l_pts[-1].prompt_lens))
         load_line = _line(ms_s, st_s, ms_l, st_l) if st_s is not None and st_l is not None and ms_l > ms_s else None
         pr_s, pr_l = price_ms(s_pts[0], ps), price_ms(s_pts[0], pl)
         pi, psl = _line(ps, pr_s, pl, pr_l)
-        rows.append({"deployment": dep, "prompts": (ps, pl), "c1_slope_meas_us": c1, "stall_ms": (st_s, st_l),
+        rows.append({"deployment": dep, "prompts": (ps, pl), "c1_slope_meas_us": c1,
+                     "c1_noise_us": 1e3 * max(noise) / (pl - ps) if noise else None, "stall_ms": (st_s, st_l),
                      "load_intercept_ms": load_line[0] if load_line else None,
                      "load_slope_us": 1e3 * load_line[1] if load_line else None,
                      "priced_ms": (pr_s, pr_l), "priced_intercept_ms": pi, "priced_slope_us": 1e3 * psl,
@@ -113,7 +122,8 @@ def prompt_step_markdown(rows: list[dict]) -> list[str]:
          "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         L.append(f"| {r['deployment']} | {r['prompts'][0]:.0f} / {r['prompts'][1]:.0f} "
-                 f"| {_f(r['c1_slope_meas_us'], '{:.1f}')} us "
+                 f"| {_f(r['c1_slope_meas_us'], '{:.1f}')} us"
+                 + (f" (+/- {r['c1_noise_us']:.1f})" if r.get("c1_noise_us") is not None else "") + " "
                  f"| {_f(r['stall_ms'][0])} / {_f(r['stall_ms'][1])} "
                  f"| {_f(r['load_intercept_ms'])} / {_f(r['load_slope_us'], '{:.1f}')} "
                  f"| {r['priced_ms'][0]:.1f} / {r['priced_ms'][1]:.1f} "
