@@ -107,6 +107,16 @@ def test_rows_split_measured_and_priced_steps_into_fixed_and_per_token_parts():
     assert r["stall_ms"] == pytest.approx((200.0, 400.0))
     assert r["load_slope_us"] == pytest.approx(50.0) and r["load_intercept_ms"] == pytest.approx(175.0)
     assert r["priced_intercept_ms"] == pytest.approx(10.0) and r["priced_slope_us"] == pytest.approx(10.0)
-    assert r["padded_ms"] is None
+    assert r["padded_ms"] is None and r["pred_stall_ms"] == (None, None) and r["pred_load_slope_us"] is None
     table = prompt_step_markdown(rows)
-    assert len(table) == 3 and "| d | 500 / 4500 | 50.0 us (+/- 5.0) | 200 / 400 | 175 / 50.0 |" in table[2]
+    assert len(table) == 3 and "| d | 500 / 4500 | 50.0 us (+/- 5.0) | 200 / -, 400 / - | 175 / 50.0 | - / - |" in table[2]
+
+
+def test_predicted_stall_uses_the_same_estimate_on_the_replay():
+    pts = [_point("d-1000-1000", 1, 500, 400, ttft=100.0), _point("d-1000-1000", 11, 500, 400, itl_mean=30.0, itl_med=25.0),
+           _point("d-8000-1000", 1, 4500, 400, ttft=300.0), _point("d-8000-1000", 11, 4500, 400, itl_mean=35.0, itl_med=25.0)]
+    # the replay: ITL mean 1 ms (short prompts) and 2 ms (long) above a 20 ms median
+    replayed = {500: (21.0, 20.0), 4500: (22.0, 20.0)}
+    r = prompt_step_rows(pts, lambda p, n: 10.0 + 0.01 * n, predicted_itl=lambda q: replayed[q.prompt_lens[0]])[0]
+    assert r["pred_stall_ms"] == pytest.approx((40.0, 80.0))  # 1 ms x 400 tokens / 10 other requests
+    assert r["pred_load_slope_us"] == pytest.approx(10.0) and r["pred_load_intercept_ms"] == pytest.approx(35.0)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -65,7 +66,7 @@ def stall_per_prompt_ms(point) -> float | None:
     return (mean - med) * float(np.mean(point.output_lens)) / (point.load - 1.0)
 
 
-def prompt_step_rows(points, price_ms, price_padded_ms=None) -> list[dict]:
+def prompt_step_rows(points, price_ms, price_padded_ms=None, predicted_itl=None) -> list[dict]:
     """Per deployment with a short- and a long-prompt curve (the two smallest nominal input lengths whose
     output lengths match): measured vs priced prompt-step cost. `points`: LoadPoint-likes (.curve_id, .load,
     .prompt_lens, .output_lens, .measured); `price_ms(point, prompt_tokens)` -> priced one-prompt step [ms].
@@ -98,6 +99,13 @@ def prompt_step_rows(points, price_ms, price_padded_ms=None) -> list[dict]:
         st_s, st_l = stall_per_prompt_ms(s_pts[-1]), stall_per_prompt_ms(l_pts[-1])
         ms_s, ms_l = float(np.median(s_pts[-1].prompt_lens)), float(np.median(l_pts[-1].prompt_lens))
         load_line = _line(ms_s, st_s, ms_l, st_l) if st_s is not None and st_l is not None and ms_l > ms_s else None
+        pred = [None, None]
+        if predicted_itl is not None:
+            for i, q in enumerate((s_pts[-1], l_pts[-1])):
+                mean, med = predicted_itl(q)
+                pred[i] = stall_per_prompt_ms(SimpleNamespace(load=q.load, output_lens=q.output_lens, measured={
+                    ("itl_ms", "mean"): mean, ("itl_ms", "median"): med}))
+        pred_line = (_line(ms_s, pred[0], ms_l, pred[1]) if None not in pred and ms_l > ms_s else None)
         pr_s, pr_l = price_ms(s_pts[0], ps), price_ms(s_pts[0], pl)
         pi, psl = _line(ps, pr_s, pl, pr_l)
         rows.append({"deployment": dep, "prompts": (ps, pl), "c1_slope_meas_us": c1,
@@ -105,6 +113,8 @@ def prompt_step_rows(points, price_ms, price_padded_ms=None) -> list[dict]:
                      "load_intercept_ms": load_line[0] if load_line else None,
                      "load_slope_us": 1e3 * load_line[1] if load_line else None,
                      "priced_ms": (pr_s, pr_l), "priced_intercept_ms": pi, "priced_slope_us": 1e3 * psl,
+                     "pred_stall_ms": tuple(pred), "pred_load_intercept_ms": pred_line[0] if pred_line else None,
+                     "pred_load_slope_us": 1e3 * pred_line[1] if pred_line else None,
                      "padded_ms": ((price_padded_ms(s_pts[0], ps), price_padded_ms(s_pts[0], pl))
                                    if price_padded_ms is not None else None)})
     return rows
@@ -116,16 +126,17 @@ def _f(x, fmt: str = "{:.0f}") -> str:
 
 def prompt_step_markdown(rows: list[dict]) -> list[str]:
     """The table of `prompt_step_rows` (markdown lines)."""
-    L = ["| deployment | prompts (median) | per token, 1 client meas | under load: stall per prompt meas [ms] "
-         "| under load: fixed [ms] / per token [us] meas | priced step [ms] | priced fixed [ms] / per token [us] "
-         "| priced with tile padding [ms] |",
-         "|---|---|---|---|---|---|---|---|"]
+    L = ["| deployment | prompts (median) | per token, 1 client meas | under load: stall per prompt meas / pred [ms] "
+         "| under load: fixed [ms] / per token [us] meas | the same, pred | priced step [ms] "
+         "| priced fixed [ms] / per token [us] | priced with tile padding [ms] |",
+         "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         L.append(f"| {r['deployment']} | {r['prompts'][0]:.0f} / {r['prompts'][1]:.0f} "
                  f"| {_f(r['c1_slope_meas_us'], '{:.1f}')} us"
                  + (f" (+/- {r['c1_noise_us']:.1f})" if r.get("c1_noise_us") is not None else "") + " "
-                 f"| {_f(r['stall_ms'][0])} / {_f(r['stall_ms'][1])} "
+                 f"| {_f(r['stall_ms'][0])} / {_f(r['pred_stall_ms'][0])}, {_f(r['stall_ms'][1])} / {_f(r['pred_stall_ms'][1])} "
                  f"| {_f(r['load_intercept_ms'])} / {_f(r['load_slope_us'], '{:.1f}')} "
+                 f"| {_f(r['pred_load_intercept_ms'])} / {_f(r['pred_load_slope_us'], '{:.1f}')} "
                  f"| {r['priced_ms'][0]:.1f} / {r['priced_ms'][1]:.1f} "
                  f"| {r['priced_intercept_ms']:.1f} / {r['priced_slope_us']:.1f} "
                  f"| {_f(r['padded_ms'] and r['padded_ms'][0], '{:.1f}')} / {_f(r['padded_ms'] and r['padded_ms'][1], '{:.1f}')} |")
@@ -171,6 +182,14 @@ def _price_padded(point, prompt_tokens: float) -> float:
     return padded_step_ms(_cost_of(point), int(round(prompt_tokens)))
 
 
+def _replayed_itl(point) -> tuple[float, float]:
+    """(ITL mean, ITL median) [ms] of the point replayed with the shipped presets (calibrate.serving.replay)."""
+    from calibrate.serving.replay import replay
+
+    out = replay(point)
+    return out["itl_ms|mean"], out["itl_ms|median"]
+
+
 def main(pattern: str = "sglang-cookbook") -> list[str]:
     """The table for the corpus curves whose id matches `pattern` (python -m calibrate.serving.prefill_slope)."""
     from calibrate.serving.rows import load_corpus, load_points
@@ -180,7 +199,7 @@ def main(pattern: str = "sglang-cookbook") -> list[str]:
         if re.search(pattern, r["curve_id"]):
             curves[r["curve_id"]].append(r)
     points = [p for cid in sorted(curves) for p in load_points(curves[cid])]
-    return prompt_step_markdown(prompt_step_rows(points, _price_with_preset, _price_padded))
+    return prompt_step_markdown(prompt_step_rows(points, _price_with_preset, _price_padded, _replayed_itl))
 
 
 if __name__ == "__main__":  # pragma: no cover - a report printer
