@@ -13,8 +13,8 @@ The padded rows cost MACs (the MMA tiles run full) but read no more weights: eac
 once per row block, from L2 after the first (not modelled: a bytes term would be a guess).
 
 Which B. The tuned configuration file of the device and shape, keyed by the step's total token count M;
-SGLang (`fused_moe_triton_config.get_config`, as vLLM's `try_get_optimal_moe_config`) takes the entry
-whose key is nearest to M. The tables below are two of SGLang's tuned files for the B200 (cited per table).
+`try_get_optimal_moe_config` (vLLM vllm/model_executor/layers/fused_moe/fused_moe.py, and SGLang's port of it)
+takes `configs[min(configs.keys(), key=lambda x: abs(x - M))]`, the entry whose key is nearest to M. The tables below are two of SGLang's tuned files for the B200 (cited per table).
 
 Expectation under uniform routing (each token's k experts drawn uniformly, `expected_distinct_experts`'s
 assumption): m_e ~ Binomial(T, k / E), so
@@ -46,8 +46,8 @@ B200_E128_FP8_BLOCK_M = {1: 16, 2: 16, 4: 16, 8: 16, 16: 16, 24: 16, 32: 16, 48:
 
 def fused_moe_block_m(tokens: float, table: dict[int, int]) -> int:
     """BLOCK_SIZE_M a tuned fused-MoE config file gives a step of `tokens` rows: the entry whose key is
-    nearest to the token count (SGLang `get_config`: min(keys, key=|key - M|); a tie takes the smaller key,
-    as Python's min keeps the first)."""
+    nearest to the token count (`try_get_optimal_moe_config`: min(keys, key=|key - M|); a tie takes the smaller
+    key, as Python's min keeps the first of the file's ascending keys)."""
     if not table:
         raise ValueError("a fused-MoE config table needs at least one entry")
     if not tokens >= 1:
