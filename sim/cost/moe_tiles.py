@@ -3,8 +3,9 @@ kernel's row tile (issue 38, session 45; docs/cost-model.md 'MoE prompt steps: w
 
 What the kernel does. SGLang's and vLLM's Triton fused MoE (`fused_moe_kernel`) runs one program per
 BLOCK_SIZE_M x BLOCK_SIZE_N tile of one expert's rows. Before it, `moe_align_block_size` sorts the routed
-(token, expert) pairs by expert and rounds every expert's count up to a multiple of BLOCK_SIZE_M (an expert
-with no token gets no block), so the GEMMs execute
+(token, expert) pairs by expert and rounds every expert's count up to a multiple of BLOCK_SIZE_M (its CUDA
+kernel, csrc/moe/moe_align_sum_kernels.cu in vLLM and sgl-kernel's moe_align_kernel.cu: cumsum[i] = cumsum[i - 1]
++ CEILDIV(count, block_size) x block_size, so an expert with no token gets no block), and the GEMMs execute
 
     padded_rows(T) = sum_e ceil(m_e / B) x B        [rows through the experts, per MoE layer]
 
