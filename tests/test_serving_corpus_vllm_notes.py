@@ -6,6 +6,9 @@
 - The RTX 4090 Mistral-7B curve (mushfiqrahman.dev): Output Tok/s / Req/s is the realised mean output, ~100
   tokens of the 128 requested, so the run stopped at EOS (ignore_eos false) and the replay scales to it.
 - DigitalOcean's vLLM 0.14.1 rows: the client ran on the server's host (base_url http://localhost:8000).
+- Together AI's MI350X gpt-oss-120b recipe runs: range_ratio 0.8 (the sweep driver's RANDOM_RANGE_RATIO), which
+  the files' own E2E / TTFT / TPOT medians confirm (a typical output of 914-937 tokens, not the 512 of the
+  blank ratio the rows used to carry, which the replay read as U[1, L]); the server flags are the recipe's.
 """
 from __future__ import annotations
 
@@ -19,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVING = ROOT / "benchmarks" / "serving"
 sys.path.insert(0, str(SERVING))
 
-from import_inferencex import closed_loop_anomalies, intake_at_peak  # noqa: E402
+from import_inferencex import check_range_ratio, closed_loop_anomalies, intake_at_peak  # noqa: E402
 
-from sim.bench.corpus import row_lengths, stated_means  # noqa: E402
+from sim.bench.corpus import engine_overrides, row_lengths, stated_means  # noqa: E402
 
 
 def _rows(name: str) -> list[dict]:
@@ -76,3 +79,29 @@ def test_mushfiq_rows_state_the_realised_output_mean_and_no_ignore_eos():
 def test_digitalocean_rows_say_the_client_sat_beside_the_server(curve):
     rows = [r for r in _rows("vllm_independent.csv") if r["curve_id"] == curve]
     assert rows and all("base_url='http://localhost:8000'" in r["notes"] for r in rows)
+
+
+@pytest.mark.parametrize("tp", [1, 8])
+def test_mi350x_recipe_rows_replay_range_ratio_0_8_and_the_recipe_flags(tp):
+    curve = f"ix-together-mi350x-vllm-gpt-oss-120b-mxfp4-tp{tp}-isl1024-osl1024"
+    rows = [r for r in _rows("inferencex.csv") if r["curve_id"] == curve]
+    assert rows
+    for r in rows:
+        assert r["range_ratio"] == "0.8" and r["client"] == "custom" and r["ignore_eos"] == "true"
+        assert "sweep.py run_one, sets RANDOM_RANGE_RATIO '0.8'" in r["notes"]
+        assert "inside range_ratio 0.8's 819-1024" in r["notes"]
+        ov = engine_overrides(r["engine_flags"], r["kv_cache_dtype"], r["tp"])
+        assert ov["tp"] == tp and ov["prefix_caching"] is False and ov["block_size"] == 64
+        assert ov["memory_fraction"] == 0.95
+    ins, outs = row_lengths(rows[0], 400)
+    # randint(int(0.8 L), L) on both sides: 819-1024, mean about 921.5 (the blank ratio gave U[1, 1024], ~512)
+    assert ins.min() >= 819 and outs.max() <= 1024 and abs(outs.mean() - 921.5) < 15 and abs(ins.mean() - 921.5) < 15
+
+
+def test_range_ratio_check_names_the_file_when_the_figures_imply_other_lengths():
+    ok = {"median_e2el_ms": "4216.1", "median_ttft_ms": "44.8", "median_tpot_ms": "4.5416"}
+    assert "919.5 output tokens, inside range_ratio 0.8's 819-1024" in check_range_ratio(ok, 1024, "0.8", Path("a.json"))
+    # a run that decoded about 512 tokens (what U[1, L] gives) contradicts range_ratio 0.8
+    half = {"median_e2el_ms": "2370", "median_ttft_ms": "45", "median_tpot_ms": "4.54"}
+    with pytest.raises(SystemExit, match=r"b\.json: .* median output of 513 tokens, outside range_ratio 0\.8's 819-1024"):
+        check_range_ratio(half, 1024, "0.8", Path("b.json"))

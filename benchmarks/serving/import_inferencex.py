@@ -256,8 +256,30 @@ TR_RECIPE_CLIENT = (
     "official InferenceX single-node recipe in the pinned image, whose run_benchmark_serving "
     "(benchmarks/benchmark_lib.sh) calls utils/bench_serving/benchmark_serving.py with "
     "--dataset-name random --num-prompts 10xC --max-concurrency C --request-rate inf --ignore-eos "
-    "--num-warmups 2xC; RANDOM_RANGE_RATIO comes from the sweep config and is not recorded in the "
-    "result file. Recipe server flags are not restated in the result."
+    "--num-warmups 2xC --random-range-ratio $RANDOM_RANGE_RATIO. range_ratio 0.8: the driver at the "
+    "same commit, together_runner/local/recipes/sweep.py run_one, sets RANDOM_RANGE_RATIO '0.8' for "
+    "every entry (the result file does not restate it); this client draws each input and output "
+    "length from randint(int(0.8 L), L) = 819-1024 (mean 921.5)."
+)
+#: The MI350X runs' server: together_runner/local/recipes/README.md (same commit) says the MI350X sweep runs the
+#: mi355x recipes unmodified (`sweep.py --recipe-runner mi355x`, "same gfx950/CDNA4 silicon"), i.e.
+#: benchmarks/single_node/fixed_seq_len/gptoss_fp4_mi355x.sh, and MAX_MODEL_LEN is isl + osl + 256
+#: (utils/matrix_logic/generate_sweep_configs.py). That recipe's text is read from the fork's newest readable
+#: snapshot (togethercomputer/InferenceX@178b0ae, July 2026); upstream's copy is byte-identical up to its
+#: move to deprecated/ in SemiAnalysisAI/InferenceX PR #2101 (only the benchmark_lib.sh path changed), and
+#: upstream's amd-master.yaml gptoss-fp4-mi355x-vllm entry names the same image (vllm-openai-rocm:v0.22.0)
+#: and the same TP1 4-128 / TP4 4-8 / TP8 4-16 search space as these result files.
+TR_MI355X_RECIPE_FLAGS = (
+    "--attention-backend ROCM_AITER_UNIFIED_ATTN -cc.pass_config.fuse_rope_kvcache=True "
+    "-cc.use_inductor_graph_partition=True --tensor-parallel-size={tp} --gpu-memory-utilization 0.95 "
+    "--max-model-len 2304 --block-size=64 --no-enable-prefix-caching (env VLLM_ROCM_USE_AITER=1 "
+    "VLLM_ROCM_USE_AITER_TRITON_ROPE=1 VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4 AMDGCN_USE_BUFFER_OPS=0)"
+)
+TR_MI355X_RECIPE_NOTE = (
+    "Server flags: the recipe benchmarks/single_node/fixed_seq_len/gptoss_fp4_mi355x.sh (the MI350X sweep "
+    "runs the mi355x recipes unmodified, together_runner/local/recipes/README.md), text as of the fork's "
+    "178b0ae and identical in upstream until its deprecation (PR #2101); --max-model-len 2304 = isl + osl + "
+    "256 (utils/matrix_logic/generate_sweep_configs.py). No --kv-cache-dtype (vLLM's auto: the model dtype)."
 )
 TR_CURVES = [
     dict(
@@ -295,16 +317,16 @@ TR_CURVES = [
         glob="*/together_runner/baselines/mi350x/vllm/gptoss-fp4/1k1k/untuned/tp1_conc*.json",
         curve="ix-together-mi350x-vllm-gpt-oss-120b-mxfp4-tp1-isl1024-osl1024",
         engine="vllm", device="mi350x", device_variant="MI350X node tg-ai-node4 (Together); 1 GPU",
-        model="gpt-oss-120b", quant="mxfp4", kv="not stated", flags="",
-        client_note=TR_RECIPE_CLIENT, ignore_eos="true", range_ratio="", extra="",
+        model="gpt-oss-120b", quant="mxfp4", kv="not stated", flags=TR_MI355X_RECIPE_FLAGS,
+        client_note=TR_RECIPE_CLIENT, ignore_eos="true", range_ratio="0.8", extra=TR_MI355X_RECIPE_NOTE,
         scripts="together_runner/local/recipes/launch_local.sh", ref_extra="",
     ),
     dict(
         glob="*/together_runner/baselines/mi350x/vllm/gptoss-fp4/1k1k/untuned/tp8_conc*.json",
         curve="ix-together-mi350x-vllm-gpt-oss-120b-mxfp4-tp8-isl1024-osl1024",
         engine="vllm", device="mi350x", device_variant="MI350X node tg-ai-node4 (Together); 8 GPUs",
-        model="gpt-oss-120b", quant="mxfp4", kv="not stated", flags="",
-        client_note=TR_RECIPE_CLIENT, ignore_eos="true", range_ratio="", extra="",
+        model="gpt-oss-120b", quant="mxfp4", kv="not stated", flags=TR_MI355X_RECIPE_FLAGS,
+        client_note=TR_RECIPE_CLIENT, ignore_eos="true", range_ratio="0.8", extra=TR_MI355X_RECIPE_NOTE,
         scripts="together_runner/local/recipes/launch_local.sh", ref_extra="",
     ),
 ]
@@ -318,6 +340,24 @@ TR_TPUT_KEYS = [
     ("output_token_throughput", "output_tps"), ("total_token_throughput", "total_tps"),
     ("request_throughput", "request_tps"),
 ]
+
+
+def median_output_tokens(m: dict) -> float:
+    """The output length of the median request as its own figures give it: (median E2E - median TTFT) / median
+    TPOT + 1 (TPOT = (E2E - TTFT) / (output - 1) per request, benchmark_serving.py calculate_metrics; medians of
+    different requests, so an estimate of the typical length, not of the mean)."""
+    return (float(m["median_e2el_ms"]) - float(m["median_ttft_ms"])) / float(m["median_tpot_ms"]) + 1
+
+
+def check_range_ratio(m: dict, osl: int, ratio: str, where: Path) -> str:
+    """The note that the file's own figures fit `ratio`'s output lengths randint(int(ratio x OSL), OSL) of an
+    --ignore-eos run; a one-line error naming the file when the median request's length falls outside them."""
+    n, lo = median_output_tokens(m), int(float(ratio) * osl)
+    if not lo <= n <= osl:
+        raise SystemExit(f"{where}: median_e2el_ms/median_ttft_ms/median_tpot_ms give a median output of "
+                         f"{n:.0f} tokens, outside range_ratio {ratio}'s {lo}-{osl}")
+    return (f"Lengths check: (median_e2el_ms - median_ttft_ms) / median_tpot_ms + 1 = {n:.1f} output tokens, "
+            f"inside range_ratio {ratio}'s {lo}-{osl} (range_ratio 0 would give a typical {osl // 2}).")
 
 
 def together_rows() -> list[dict]:
@@ -342,7 +382,7 @@ def together_rows() -> list[dict]:
                 curve_id=spec["curve"], source=gh(TR_REPO, commit, rel),
                 source_ref=f"{TR_REPO}@{commit[:10]}:{rel} {spec['ref_extra']}".strip(),
                 publisher="Together AI (InferenceX together_runner)", engine=spec["engine"],
-                engine_version=version, engine_flags=spec["flags"], device=spec["device"],
+                engine_version=version, engine_flags=spec["flags"].replace("{tp}", str(tp)), device=spec["device"],
                 device_variant=spec["device_variant"], n_devices=tp, tp=tp, model=spec["model"],
                 quant=spec["quant"], kv_cache_dtype=spec["kv"], client="custom", dataset="random",
                 input_tokens=isl, output_tokens=osl, range_ratio=spec["range_ratio"],
@@ -352,6 +392,8 @@ def together_rows() -> list[dict]:
             m = d["metrics"]
             stem = f"{spec['curve']}-c{conc}"
             row_notes = notes
+            if spec["range_ratio"] not in ("", "0") and spec["ignore_eos"] == "true":
+                row_notes += " " + check_range_ratio(m, osl, spec["range_ratio"], path)
             if "successful_requests" in m:
                 row_notes += f" successful_requests={m['successful_requests']} of {10 * conc} sent."
             for key, qty, stat in TR_MS_KEYS:
