@@ -61,6 +61,8 @@ def test_experimental_qwen35_rows_carry_their_load_order_evidence_and_harness():
         assert "new aiohttp session (connection) per request" in r["notes"]
         assert "At C 64 the server took in 5,398 prompt tokens/s" in r["notes"]
         assert "experimental WIP" in r["notes"]  # still the source's own label (never trains the front end)
+        # the client's fixed --seed 0 repeats prompts across the sweep, and the server's prefix cache is on
+        assert "--seed 0 (its default) in every run" in r["notes"] and "--enable-prefix-caching" in r["notes"]
 
 
 def test_mushfiq_rows_state_the_realised_output_mean_and_no_ignore_eos():

@@ -109,7 +109,12 @@ IX_TP_NAME = re.compile(r"^(?P<prefix>.+)_isl(?P<isl>\d+)_osl(?P<osl>\d+)_conc(?
 #: async_request_openai_completions, i.e. one new session (and connection) per request; its warm-up sends
 #: `test_input = input_requests[0]` num_warmups times; its prompts are consecutive token ids from a random
 #: offset, decoded to text and re-encoded until they hold ISL tokens; the serve scripts use the unpinned
-#: vllm/vllm-openai:nightly image (MiniMax TEP8: plus a vLLM wheel of commit dea63512bb9b).
+#: vllm/vllm-openai:nightly image (MiniMax TEP8: plus a vLLM wheel of commit dea63512bb9b). Prompt reuse across the
+#: sweep (session 45 audit): benchmark_serving_random.py main() calls np.random.seed(args.seed), --seed default 0,
+#: then sample_random_requests draws `offsets = np.random.randint(0, vocab_size, size=num_prompts)` before any
+#: padding draw, so prompt i's consecutive-id body is the same in every run of one ISL; vLLM V1 turns prefix
+#: caching on by default (vllm-project/vllm tests/v1/engine/test_engine_args.py test_prefix_caching_from_cli: "V1 turns
+#: on prefix caching by default."), the MiniMax serve script does not turn it off and the Qwen3.5 one turns it on.
 IX_TP_HARNESS_NOTE = (
     "How the runs were taken (the folder's scripts): the client is its own Slurm job (--gres=gpu:0) sending to "
     "the server's http://<hostname>:8000 from logs/server_info.txt, with a new aiohttp session (connection) per "
@@ -117,7 +122,13 @@ IX_TP_HARNESS_NOTE = (
     "repeats the first benchmark prompt 2xC times. For scale on the same GPU: InferenceX's official 8xH200 "
     "SGLang DeepSeek-R1 FP8 TP8 sweep (37.5B active per the catalog's deepseek-r1; corpus curve "
     "ix-api-h200-sglang-dsr1-fp8-h200-sglang-tp8ep1-isl8192-osl1024, PR #3173) printed a mean TTFT of 373 ms at C 4 "
-    "with 8192-token prompts (range ratio 0.8)."
+    "with 8192-token prompts (range ratio 0.8). Prompts repeat across the sweep: the client seeds numpy with "
+    "--seed 0 (its default) in every run and builds prompt i from consecutive token ids starting at offsets[i] + i, "
+    "offsets drawn first, so a run's first prompts are the same texts as those of every earlier run of the same "
+    "ISL (apart from any random tokens padding a re-encoded prompt to ISL) and start like the shorter ISLs' "
+    "prompts; with the server's prefix cache on (Qwen3.5: --enable-prefix-caching; MiniMax-M2.5: vLLM V1's "
+    "default, no --no-enable-prefix-caching) blocks left by earlier runs can be reused, which lowers the measured "
+    "TTFT of those requests; a replay draws fresh prompts."
 )
 #: a closed loop of fixed lengths on one server cannot get faster to its first token when its concurrency
 #: rises: more clients only add queueing. Output throughput falling as C rises is also listed (past the peak it
