@@ -551,6 +551,23 @@ def test_fixed_length_inferencex_token_position_rows_replay_at_their_stated_leng
     assert checked >= 20
 
 
+def test_mi350x_recipe_rows_replay_the_sweep_drivers_range_ratio_0_8():
+    """Session 45 audit: Together AI's MI350X gpt-oss-120b recipe rows carried a blank range_ratio, which the `custom`
+    client's reading turns into U[1, L] (mean ~512 of 1,024); the sweep driver (together_runner/local/recipes/sweep.py)
+    sets RANDOM_RANGE_RATIO 0.8, so every replayed prompt and output is 819-1,024 tokens long."""
+    rows = [r for r in sf.load_corpus() if r["curve_id"].startswith("ix-together-mi350x-")]
+    curves = sf.curves(rows)
+    assert len(curves) == 2
+    checked = 0
+    for curve in curves.values():
+        assert sf.exclusion(curve) is None
+        for p in sf.load_points(curve):
+            assert min(p.prompt_lens) >= 819 and max(p.prompt_lens) <= 1024, p.curve_id
+            assert min(p.output_lens) >= 819 and max(p.output_lens) <= 1024, p.curve_id
+            checked += 1
+    assert checked == 9
+
+
 def test_the_cache_key_spells_out_the_presets_fitted_fields_the_fingerprint_leaves_out():
     from calibrate.serving import replay as rp
 
