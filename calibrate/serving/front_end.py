@@ -23,12 +23,12 @@ the training sources alone.
 Measured after the rule was committed (session 45, subset `--curves 'vllm|corpus_c|do-|trtllm|faradawn'`:
 259 points, 10 sources, the shippable fit held out by source): the nested choice never picks it, and the
 held-out figures are identical with and without it (TTFT p50 median |error| 33.6%, p99 46.8%, headline
-25.2%). vLLM: its values are 45-75 ms (all loads / unloaded: 15-20 ms), its inner loss the worst in all 9
-folds; most of its kept rows (67 of ~115) are waynehacking8's, whose TTFT under load the simulator predicts
-well over 2x too fast: the limit above, in practice. TensorRT-LLM: it keeps the same values as all loads in
-all 3 folds (a tie, so all loads), Faradawn's fold still 135 ms for trtllm@1.0. A rule that does not leak
-would need a denominator free of the simulator's error (e.g. the simulated part against the fitted front end
-itself); not tried.
+25.2%). vLLM: it gives vllm@0.11 45-75 ms (all loads 20-60, unloaded 15-25), its inner loss the worst or next to
+it in all 9 folds; most of its kept rows (67 of ~115) are waynehacking8's, whose measured TTFT is at least
+twice the simulated prefill + queue: the limit above, in practice. TensorRT-LLM: it gives the same values as
+all loads in all 3 folds (a tie, so all loads; its kept rows are again mostly waynehacking8's), and
+Faradawn's fold keeps 135 ms for trtllm@1.0. A rule that does not leak would need a share free of the
+simulator's error (e.g. the simulated part against the fitted front end itself); not tried.
 """
 
 from __future__ import annotations
