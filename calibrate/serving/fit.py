@@ -16,6 +16,10 @@ from calibrate.serving.floor import (  # noqa: F401  (the per-group floor: impor
     floor_ships_alone, floor_stage1, shipped_device_floors, shipped_family_floors,
 )
 from calibrate.serving.anomaly import build_anomalies
+from calibrate.serving.front_end import (  # noqa: F401  (stage 2, the front-end latency: importable from here)
+    API_MAX_MS, API_STEP_MS, FRONT_END_RULES, MIN_RELEASE_SOURCES, TTFT_METRICS, _scored, choose_front_end_rule,
+    front_end_values, unloaded_records,
+)
 from calibrate.serving.replay import Cache, prefetch, preset_fitted, replay
 from calibrate.serving.rows import (
     KNEE_FACTOR, METRICS, LoadPoint, _catalog_models, _hw_names, curves, exclusion, load_points, public_sources,
@@ -127,12 +131,6 @@ def headline_loss(records: list[dict]) -> float:
 
 
 STEP_METRICS = ("tpot_itl", "output_tps")
-TTFT_METRICS = ("ttft_p50", "ttft_p99")
-
-
-def _scored(records: list[dict], metrics: tuple[str, ...]) -> list[dict]:
-    """The `metrics` records a loss can score: a positive prediction and measurement."""
-    return [r for r in records if r["metric"] in metrics and r["predicted"] and r["predicted"] > 0 and r["measured"] > 0]
 
 
 def _loss(records: list[dict], metrics: tuple[str, ...]) -> float:
@@ -141,27 +139,10 @@ def _loss(records: list[dict], metrics: tuple[str, ...]) -> float:
     return float(np.median(errs)) if errs else math.inf
 
 
-def unloaded_records(records: list[dict]) -> list[dict]:
-    """The records of each curve's lowest load point: where the server holds (close to) one request, no
-    queue forms, and TTFT = front-end latency (HTTP, tokenization, the first streamed chunk) + one
-    prefill. On loaded rows the front-end search can absorb queueing the simulator mis-predicts."""
-    low: dict[str, float] = {}
-    for r in records:
-        low[r["curve_id"]] = min(low.get(r["curve_id"], math.inf), r["load"])
-    return [r for r in records if r["load"] == low[r["curve_id"]]]
-
-
-#: a release gets a front-end latency of its own only when its rows come from at least this many sources
-#: (so that each of them can be predicted from another source of the same release); otherwise it takes
-#: its family's (all releases' rows pooled)
-MIN_RELEASE_SOURCES = 2
-#: which TTFT rows stage 2 fits the front-end latency on: "all_loads" (every TTFT p50/p99 row),
-#: "unloaded" (each curve's lowest load point only, `unloaded_records`), or "nested": per family, the one
-#: of the two with the smaller leave-one-source-out TTFT error over the training sources alone
-#: (`choose_front_end_rule`), so the choice is made inside every outer fold without its held-out source.
-#: "nested" was fixed before any held-out figure of it was seen (the unloaded rule alone had been picked
-#: on an older tree after seeing held-out figures: branch vllmhost, see benchmarks/serving_fidelity.md).
-FRONT_END_RULES = ("all_loads", "unloaded")
+#: stage 2's rows: "nested" picks per family, inside every fold, among FRONT_END_RULES (calibrate/serving/front_end.py)
+#: by leave-one-source-out on the training sources alone (`choose_front_end_rule`); it was fixed before any held-out
+#: figure of it was seen (the unloaded rule alone had been picked on an older tree after seeing held-out figures:
+#: branch vllmhost, see benchmarks/serving_fidelity.md); "prefill_light" joined the candidates in session 45
 FRONT_END_RULE = "nested"
 #: the runs a source itself labels experimental work in progress (LoadPoint.experimental) are predicted
 #: and scored like every other row but never train the front-end latency (a rule fixed before seeing what
@@ -170,72 +151,6 @@ FIT_EXPERIMENTAL = False
 #: keys of a family's chosen parameters that are not engine fields (`point_params` resolves them)
 _META = ("request_overhead_ms_by_release", "front_end_rule", "layer_floor_us_by_group", "floor_grouping",
          "floor_grouping_losses")
-def _api_search(records: list[dict]) -> float | None:
-    """The front-end latency (0 to API_MAX_MS in API_STEP_MS steps) with the smallest median |log| over the
-    TTFT p50/p99 `records` (added to their predictions); None when there is no such record."""
-    rs = _scored(records, TTFT_METRICS)
-    if not rs:
-        return None
-    pred = np.array([r["predicted"] for r in rs])
-    add = np.array([1.0 if r["quantity"] in ("ttft_ms", "e2el_ms") else 0.0 for r in rs])
-    meas = np.array([r["measured"] for r in rs])
-    apis = np.concatenate([[0.0], np.arange(API_STEP_MS, API_MAX_MS + API_STEP_MS / 2, API_STEP_MS)])
-    losses = np.median(np.abs(np.log((pred[None, :] + apis[:, None] * add[None, :]) / meas[None, :])), axis=1)
-    api_best, api_loss = 0.0, float(losses[0])
-    for api, loss in zip(apis[1:], losses[1:]):  # the first value within 1e-12 of the best so far, as before
-        if loss < api_loss - 1e-12:
-            api_best, api_loss = float(api), float(loss)
-    return api_best
-
-
-def front_end_values(records: list[dict], rule: str, min_release_sources: int | None = None
-                     ) -> tuple[float, dict[str, float]]:
-    """(family value, {release: value}) of `request_overhead_ms` from one family's training records:
-    the family's from all its records, a release's from its own records where they come from at least
-    `min_release_sources` sources (records' "engine" is the release, e.g. sglang@0.4)."""
-    min_release_sources = MIN_RELEASE_SOURCES if min_release_sources is None else min_release_sources
-    use = unloaded_records(records) if rule == "unloaded" else records
-    fam = _api_search(use) or 0.0
-    by_rel: dict[str, list[dict]] = defaultdict(list)
-    for r in use:
-        by_rel[r["engine"]].append(r)
-    rel = {}
-    for name, rs in sorted(by_rel.items()):
-        if len({r["source"] for r in rs}) >= max(1, min_release_sources):
-            v = _api_search(rs)
-            if v is not None:
-                rel[name] = v
-    return fam, rel
-
-
-def _with_api(records: list[dict], fam: float, rel: dict[str, float]) -> list[float]:
-    """|log(predicted / measured)| of TTFT p50/p99 `records` with each one's front-end latency added (its
-    release's, else the family's)."""
-    return [abs(math.log((r["predicted"] + rel.get(r["engine"], fam)) / r["measured"]))
-            for r in _scored(records, TTFT_METRICS)]
-
-
-def choose_front_end_rule(fit_records: list[dict], score_records: list[dict], stage1=None) -> tuple[str, dict]:
-    """The stage-2 rule (FRONT_END_RULES) with the smallest leave-one-source-out error on one family's
-    TRAINING rows: for each training source s, the front-end latencies fitted on the other training
-    sources' `fit_records` under the rule predict s's `score_records` (every TTFT p50/p99 row of s, all
-    loads, with the value added as in the search); the rule whose median |log| over all of them is the
-    smaller wins (ties: "all_loads", the rule before this one). `stage1(sources) -> records` gives the
-    records of the step costs fitted without s (default: the records given). Fewer than two training
-    sources: "all_loads" (nothing to hold out). Returns (rule, {rule: loss})."""
-    sources = sorted({r["source"] for r in score_records})
-    if len(sources) < 2:
-        return "all_loads", {}
-    losses = {}
-    for rule in FRONT_END_RULES:
-        errs: list[float] = []
-        for s in sources:
-            fit_recs = stage1(s) if stage1 else [r for r in fit_records if r["source"] != s]
-            fam, rel = front_end_values([r for r in fit_recs if r["source"] != s], rule, MIN_RELEASE_SOURCES - 1)
-            errs += _with_api([r for r in score_records if r["source"] == s], fam, rel)
-        losses[rule] = float(np.median(errs)) if errs else math.inf
-    best = min(FRONT_END_RULES, key=lambda k: (losses[k], FRONT_END_RULES.index(k)))
-    return best, {k: round(v, 5) for k, v in losses.items()}
 
 
 def point_params(chosen: dict | None, point: LoadPoint) -> dict:
@@ -266,8 +181,8 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
        in API_STEP_MS steps) with the smallest median |log| over TTFT p50 and p99 rows, per family (all its
        releases' rows) and per release (`front_end_values`: a release whose rows come from at least
        `min_release_sources` sources gets its own value, the others the family's). The rows stage 2 sees
-       follow `rule` (FRONT_END_RULE: "nested" picks per family between all loads and each curve's
-       unloaded point by leave-one-source-out on these training points, `choose_front_end_rule`); rows a
+       follow `rule` (FRONT_END_RULE: "nested" picks per family among FRONT_END_RULES, all loads, each
+       curve's unloaded point or the prefill-light rows, by leave-one-source-out on these training points); rows a
        source labels experimental do not train it unless FIT_EXPERIMENTAL. The search adds the value
        to the stage-1 replays' TTFT and E2E (exact for an open loop, whose requests all shift by it; a
        closed loop's clients also wait for it, which the predictions made with the chosen value replay).
@@ -376,7 +291,6 @@ GRID_PER_SEQUENCE_MS = (None, 0.01, 0.03, 0.1)
 #: added AFTER seeing held-out figures: the subset fits of the 25-150 grid sat on its top edge (150) for
 #: SGLang and vLLM in every source fold, and the MI300X rows' measured C=1 steps are 250-390 us per layer.
 GRID_LAYER_FLOOR_US = (25.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0)
-API_STEP_MS, API_MAX_MS = 5.0, 300.0
 #: a band at a load past the largest any fitted curve reached is widened by this factor (a convention,
 #: not fitted: nothing was measured there)
 OFF_SUPPORT_FACTOR = 2.0

@@ -25,6 +25,7 @@ from calibrate.serving.effscale import (
     JOINT_RULE, SCALE_GRID, SCALE_GROUPING, joint_markdown, joint_summary_lines, scale_markdown, scale_summary_lines,
 )
 from calibrate.serving.anomaly import anomaly_markdown, anomaly_split, anomaly_summary_lines
+from calibrate.serving.front_end import RULE_TEXT
 from calibrate.serving.rows import LoadPoint
 from calibrate.serving.split_kv_rule import split_kv_markdown
 from calibrate.serving.ttft_tail import ttft_tail_markdown
@@ -484,8 +485,7 @@ def report_markdown(res: dict, targets: dict) -> str:
           "value fitted on the other sources of the same release where there is one, else the family's "
           "(so a release keeps its own value held out exactly when it would ship one). "
           f"Which TTFT rows train it: rule `{fe['rule']}`: per family, inside every fold, the one of "
-          f"{' / '.join(f'`{r}`' for r in fe['rules'])} (every TTFT p50/p99 row, or each curve's lowest load "
-          "point only, where no queue forms and TTFT is front end + prefill) with the smaller leave-one-source-out "
+          + "; ".join(f"`{r}` ({RULE_TEXT[r]})" for r in fe["rules"]) + " with the smallest leave-one-source-out "
           "TTFT error over that fold's training sources (`front_end_rule` in the chosen parameters above). "
           "History, said because it is a choice made on held-out figures: the unloaded-point rule alone was "
           "first picked on an older tree after seeing its held-out figures (branch vllmhost, unmerged); the "
