@@ -1,5 +1,7 @@
 """Eager prefill: the host-side launch time of a prompt (extend) forward that runs without a CUDA graph
-(EngineConfig.eager_prefill_moe_layer_us; issue 38). A `sim.engine.pricing.StepModel` wrapper.
+(EngineConfig.eager_prefill_moe_layer_us, session 44, and eager_prefill_launch_us, session 45: the forward's
+kernel launches counted per layer kind by `sim.cost.eager_launches`; issue 38). A `sim.engine.pricing.StepModel`
+wrapper.
 
 What it models. SGLang captures CUDA graphs for decode batches only; an extend (prefill) batch runs the
 model's forward eagerly, op by op from Python, unless the opt-in piecewise CUDA graph is on
