@@ -35,7 +35,7 @@ def test_cited_value_is_the_pr_log_over_deepseek_moe_layers():
 
 
 def test_floor_counts_moe_layers_only():
-    on = load_engine("sglang").model_copy(update={"eager_prefill_moe_layer_us": 1000.0})
+    on = load_engine("sglang").model_copy(update={"eager_prefill_moe_layer_us": 1000.0, "eager_prefill_launch_us": 0.0})
     assert eager_prefill_floor_s(get_model("deepseek-r1"), on) == pytest.approx(58 * 1e-3)
     assert eager_prefill_floor_s(get_model("qwen3-235b-a22b"), on) == pytest.approx(94 * 1e-3)
     assert eager_prefill_floor_s(get_model("llama-3.3-70b"), on) == 0.0  # dense: no MoE layer
@@ -87,7 +87,8 @@ def test_wrapper_keeps_the_step_model_contract_on_decodes():
 
 def _ttft_ms(us: float) -> float:
     dep = Deployment(hw="b200", model="deepseek-r1", quant="fp8", engine="sglang",
-                     overrides={"tp": 8, "eager_prefill_moe_layer_us": us, "request_overhead_ms": 0.0})
+                     overrides={"tp": 8, "eager_prefill_moe_layer_us": us, "eager_prefill_launch_us": 0.0,
+                                "request_overhead_ms": 0.0})
     c = ServeClient(num_prompts=4, random_input_len=1000, random_output_len=8, max_concurrency=1)
     return float(run_client(c, dep, date="t", per_request=False)["median_ttft_ms"])
 

@@ -199,6 +199,8 @@ class EngineConfig(HostStageSettings, ArrivalGateSettings):  # host_*: sim.catal
     eager_prefill_moe_layer_us: float = Field(0.0, ge=0, description=(
         "host time to launch one MoE layer of a prefill forward run eagerly (no CUDA graph): a step with prompt "
         "tokens lasts at least n_moe_layers x it (sim.cost.eager_prefill). 0 = off"))
+    eager_prefill_launch_us: float = Field(0.0, ge=0, description="host time per kernel launch of an eager prefill "
+                                           "forward: prompt steps last >= its launches x it (sim.cost.eager_launches)")
     decode_kv_splits: int | None = Field(None, ge=1, description=(
         "decode attention that splits each sequence's keys over at most this many thread blocks per head block, "
         "each walking its keys serially (SGLang's triton backend: --triton-attention-num-kv-splits, 8): "

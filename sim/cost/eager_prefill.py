@@ -1,5 +1,7 @@
 """Eager prefill: the host-side launch time of a prompt (extend) forward that runs without a CUDA graph
-(EngineConfig.eager_prefill_moe_layer_us; issue 38). A `sim.engine.pricing.StepModel` wrapper.
+(EngineConfig.eager_prefill_moe_layer_us, session 44, and eager_prefill_launch_us, session 45: the forward's
+kernel launches counted per layer kind by `sim.cost.eager_launches`; issue 38). A `sim.engine.pricing.StepModel`
+wrapper.
 
 What it models. SGLang captures CUDA graphs for decode batches only; an extend (prefill) batch runs the
 model's forward eagerly, op by op from Python, unless the opt-in piecewise CUDA graph is on
@@ -28,18 +30,26 @@ ships in the SGLang preset is decided by the held-out rule in calibrate/serving/
 
 from __future__ import annotations
 
+from sim.cost.eager_launches import forward_launches
+
 #: PR #12160's eager DeepSeek-V3 forward of one new token [ms] over its 58 MoE layers [us per MoE layer]
 CITED_FORWARD_MS = 82.6406478881836
 CITED_MOE_LAYERS = 58
 CITED_US_PER_MOE_LAYER = CITED_FORWARD_MS * 1e3 / CITED_MOE_LAYERS
 
 
-def eager_prefill_floor_s(model, engine) -> float:
-    """Seconds a step with prompt tokens lasts at least: n_moe_layers x eager_prefill_moe_layer_us
-    (0 for a dense model or with the field 0)."""
+def eager_prefill_floor_s(model, engine, quant=None) -> float:
+    """Seconds a step with prompt tokens lasts at least: n_moe_layers x eager_prefill_moe_layer_us (session
+    44's per-MoE-layer form; 0 for a dense model) + the forward's kernel launches x eager_prefill_launch_us
+    (session 45's per-model form, `sim.cost.eager_launches`: counted from the architecture, `quant` the
+    deployment's QuantFormat, None = bf16). 0 with both fields 0."""
     us = float(getattr(engine, "eager_prefill_moe_layer_us", 0.0) or 0.0)
     layers = int(getattr(model, "n_routed_layers", 0) or 0)
-    return us * layers / 1e6 if us > 0 and layers > 0 else 0.0
+    floor = us * layers / 1e6 if us > 0 and layers > 0 else 0.0
+    launch_us = float(getattr(engine, "eager_prefill_launch_us", 0.0) or 0.0)
+    if launch_us > 0:
+        floor += forward_launches(model, quant, int(getattr(engine, "tp", 1) or 1)) * launch_us / 1e6
+    return floor
 
 
 class EagerPrefill:
@@ -71,7 +81,7 @@ class EagerPrefill:
         return getattr(self.inner, name)
 
 
-def with_eager_prefill(step_model, model, engine):
+def with_eager_prefill(step_model, model, engine, quant=None):
     """`step_model` itself when the engine's eager-prefill floor is 0 for `model`, else wrapped."""
-    floor = eager_prefill_floor_s(model, engine)
+    floor = eager_prefill_floor_s(model, engine, quant)
     return EagerPrefill(step_model, floor) if floor > 0 else step_model
