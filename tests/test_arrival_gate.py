@@ -59,6 +59,9 @@ def test_a_gate_needs_an_interval_above_one():
 
 # ---- the replica with SGLang's receive interval --------------------------------------------------
 def _sglang(**kw):
+    # no front end and no eager-prefill launch floor: the hand-placed arrivals below fall mid-decode-run,
+    # clear of the polling passes, for the plain step costs (the floor shifts the passes' phase)
+    kw.setdefault("eager_prefill_launch_us", 0.0)
     return engine_with_kv_capacity("sglang", 60_000, request_overhead_ms=0.0, **kw)
 
 

@@ -196,9 +196,8 @@ class EngineConfig(HostStageSettings, ArrivalGateSettings):  # host_*: sim.catal
     tp_step_overhead_ms: float = Field(0.0, ge=0, description=(  # sim.cost.parallel ParallelConfig.executor_step_s
         "host time per step of a multi-process executor when tp x pp > 1 (vLLM V1 MultiprocExecutor's IPC round "
         "trip); 0 = off (docs/cost-model.md 'Multi-process executor step')"))
-    eager_prefill_moe_layer_us: float = Field(0.0, ge=0, description=(
-        "host time to launch one MoE layer of a prefill forward run eagerly (no CUDA graph): a step with prompt "
-        "tokens lasts at least n_moe_layers x it (sim.cost.eager_prefill). 0 = off"))
+    eager_prefill_moe_layer_us: float = Field(0.0, ge=0, description="host time per MoE layer of an eager prefill "
+                                              "forward: prompt steps last >= n_moe_layers x it (sim.cost.eager_prefill)")
     eager_prefill_launch_us: float = Field(0.0, ge=0, description="host time per kernel launch of an eager prefill "
                                            "forward: prompt steps last >= its launches x it (sim.cost.eager_launches)")
     decode_kv_splits: int | None = Field(None, ge=1, description=(
