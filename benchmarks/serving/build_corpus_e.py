@@ -14,14 +14,13 @@ The page is not a GitHub file, so nothing is vendored under sources/: the table 
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from corpus_b_common import csv_text  # noqa: E402
+from corpus_b_common import build_main, csv_text  # noqa: E402
 from corpus_e_pallavim1 import pallavim1_rows  # noqa: E402
 from corpus_e_wayne import wayne_rows  # noqa: E402
 
@@ -92,18 +91,7 @@ def build() -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="fail when corpus_e.csv differs from what this script builds")
-    ap.add_argument("--out", default=str(HERE / "corpus_e.csv"))
-    a = ap.parse_args()
-    text = build()
-    out = Path(a.out)
-    if a.check:
-        if not out.exists() or out.read_text(encoding="utf-8") != text:
-            sys.exit(f"{out}: differs from what build_corpus_e.py builds; rerun it")
-        return
-    out.write_text(text, encoding="utf-8")
-    print(f"{out}: {text.count(chr(10)) - 1} rows")
+    build_main(build, HERE / "corpus_e.csv", "build_corpus_e.py", __doc__, "")
 
 
 if __name__ == "__main__":

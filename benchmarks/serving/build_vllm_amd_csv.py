@@ -19,7 +19,6 @@ Every figure is a value exactly as printed; the one conversion (a TTFT printed i
 """
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from corpus_b_common import BENCH_LINES, csv_text, num, parse_bench_block  # noqa: E402
+from corpus_b_common import BENCH_LINES, build_main, csv_text, num, parse_bench_block  # noqa: E402
 
 DSTACK_DATA = "9ece943634018a9e1b31763244868bcf453d31d2"  # 2024-10-08 "Add Benchmark Charts" (the result text)
 DSTACK_TASK = "2971864824bee6971c1a943d432962db9790bb5f"  # 2024-10-11 the vLLM dstack task (server command)
@@ -214,18 +213,7 @@ def build() -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="fail when vllm_amd.csv differs from the vendored sources")
-    ap.add_argument("--out", default=str(HERE / "vllm_amd.csv"))
-    a = ap.parse_args()
-    text = build()
-    out = Path(a.out)
-    if a.check:
-        if not out.exists() or out.read_text() != text:
-            sys.exit(f"{out}: differs from what build_vllm_amd_csv.py builds from the vendored sources; rerun it")
-        return
-    out.write_text(text)
-    print(f"{out}: {text.count(chr(10)) - 1} rows")
+    build_main(build, HERE / "vllm_amd.csv", "build_vllm_amd_csv.py", __doc__, " from the vendored sources")
 
 
 if __name__ == "__main__":

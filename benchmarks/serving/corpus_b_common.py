@@ -90,3 +90,22 @@ def csv_text(rows: list[dict], name: str) -> str:
 def write_csv(path: Path, rows: list[dict]) -> None:
     with path.open("w", newline="", encoding="utf-8") as f:
         f.write(csv_text(rows, path.name))
+
+
+def build_main(build, out_default: Path, script: str, doc: str, what: str = "") -> None:
+    """The build scripts' command line: write the CSV `build()` renders to --out (default `out_default`), or with
+    --check exit non-zero, naming the file, when the file on disk differs from it (`what`: what it is built from)."""
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help=f"fail when {out_default.name} differs from what {script} builds")
+    ap.add_argument("--out", default=str(out_default))
+    a = ap.parse_args()
+    text = build()
+    out = Path(a.out)
+    if a.check:
+        if not out.exists() or out.read_text(encoding="utf-8") != text:
+            sys.exit(f"{out}: differs from what {script} builds{what}; rerun it")
+        return
+    out.write_text(text, encoding="utf-8")
+    print(f"{out}: {text.count(chr(10)) - 1} rows")
