@@ -10,6 +10,8 @@ from workloads.request import Request
 
 
 def _no_overheads(preset, **kw):
+    # no host step costs and no per-layer kernel floor: the hand computations below are the roofline alone
+    kw.setdefault("layer_floor_us", 0.0)
     return load_engine(preset).with_overrides(iteration_overhead_ms=0.0, per_sequence_overhead_ms=0.0, **kw)
 
 

@@ -41,7 +41,9 @@ Finding (regeneration of 2026-12-06 after closed loops replay all their prompts 
 experts stream above the floor; benchmarks/serving_fidelity.md "Host stage"): SGLang and vLLM ship nothing (their
 all-rows family values are 0). TensorRT-LLM's all-rows value, 320 us (folds 160 and 0), passes the rule (output
 throughput 20.4 -> 12.9%, TPOT/ITL 13.4 -> 13.4%; TTFT p50 52.7 -> 59.1%) but is withheld
-(`WITHHELD_AGAINST_THE_RULE`, the reason printed in the report).
+(`WITHHELD_AGAINST_THE_RULE`, the reason printed in the report). Session 45's regeneration (4,550 rows, a third
+TensorRT-LLM source) fails it outright: 320 us for 1.0 (folds 0, 40, 320), TPOT/ITL 11.2 -> 33.8%, output throughput
+16.4 -> 34.3%; the withholding only matters again if a later regeneration passes the rule.
 """
 
 from __future__ import annotations
