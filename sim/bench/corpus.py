@@ -266,22 +266,13 @@ def eos_hazard(max_tokens: int, mean_out: float) -> float:
     Geometric(h) on 1, 2, ..., has mean `mean_out`: E = (1 - (1 - h)^max_tokens) / h, decreasing in h
     (bisection). The model: every generated token is EOS with the same probability, independently,
     and the server stops at EOS or at max_tokens -- the simplest stopping process with one free
-    quantity, set by the stated mean (nothing fitted)."""
+    quantity, set by the stated mean (nothing fitted). Root by scipy.optimize.brentq on (1e-12, 1]."""
+    from scipy.optimize import brentq
+
     target = min(max(float(mean_out), 1.0), float(max_tokens))
     if target >= max_tokens - 1e-9:
         return 0.0
-
-    def mean(h: float) -> float:
-        return (1.0 - (1.0 - h) ** max_tokens) / h
-
-    lo, hi = 1e-12, 1.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if mean(mid) > target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    return brentq(lambda h: (1.0 - (1.0 - h) ** max_tokens) / h - target, 1e-12, 1.0, xtol=1e-15, rtol=1e-15)
 
 
 def eos_lengths(n: int, max_tokens: int, mean_out: float, seed: int = 0) -> np.ndarray:
@@ -292,6 +283,8 @@ def eos_lengths(n: int, max_tokens: int, mean_out: float, seed: int = 0) -> np.n
     h = eos_hazard(max_tokens, mean_out)
     if h <= 0.0:
         return np.full(n, int(max_tokens), dtype=np.int64)
+    if h >= 1.0:  # a stated mean of one token: every request stops at its first
+        return np.ones(n, dtype=np.int64)
     u = (np.arange(n) + 0.5) / n
     g = np.ceil(np.log1p(-u) / math.log1p(-h))  # inverse CDF of Geometric(h) on 1, 2, ...
     out = np.clip(g, 1, int(max_tokens)).astype(np.int64)
