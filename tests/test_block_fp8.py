@@ -3,6 +3,11 @@ for them on AMD (calibrate/serving/blockfp8.py)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
 from calibrate import serving_fit as sf
 from calibrate.serving import blockfp8 as bf
 from calibrate.serving import fit as sf_fit
@@ -196,3 +201,76 @@ def test_the_block_fp8_rule_replaces_a_vendor_bandwidth_scale_whatever_the_rule_
         assert for_weight_format(e, hw, ("deepseek-r1",), "fp8").efficiency_scale.bandwidth == \
             block.set["efficiency_scale"]["bandwidth"]
         assert for_weight_format(e, hw, ("llama-3.1-70b",), "bf16").efficiency_scale.bandwidth == 1.1
+
+
+def _presets_ship_the_block_fp8_term(fj: dict) -> None:
+    """The AMD block-FP8 term per family, as the committed report (benchmarks/serving_fidelity.json `block_fp8`)
+    says it ships: where its ship rule says yes, every group model on every group device (the preset's hardware
+    rules, then its weight-format rules applied) runs the all-sources term as the fit priced it (blockfp8.with_term
+    over fit.fit_params): floor max(the device's floor, the term's), bandwidth scale the term's, compute the
+    prefill side's all-sources scale where that ships else 1.0, attention 1.0; where it says no, the checkpoint
+    changes nothing; and a preset family with no shipped term has no weight-format rule at all. (A report
+    generated before the term has no `block_fp8` section: nothing to check.)"""
+    from sim.catalog.engine_config import load_engine
+    from sim.catalog.hardware import load_profile
+    from sim.catalog.weight_format import for_weight_format
+
+    sec = fj.get("block_fp8")
+    if sec is None:
+        return
+    prefill = sec.get("prefill") or {}
+    for fam, v in sec["table"].items():
+        eng = load_engine(fam)
+        assert v["models"] and all(is_block_fp8(m, "fp8") for m in v["models"]), v["models"]
+        pf = prefill.get(fam) or {}
+        for d in v["devices"]:
+            hw = load_profile(d)
+            base = eng.for_hardware(hw)
+            for m in v["models"]:
+                got = for_weight_format(base, hw, (m,), "fp8")
+                if not v["ship"]:
+                    assert (got.layer_floor_us, got.efficiency_scale) == (base.layer_floor_us, base.efficiency_scale), \
+                        (fam, d, m)
+                    continue
+                t = v["final_term"]
+                floor = base.layer_floor_us if t["layer_floor_us"] is None else max(base.layer_floor_us,
+                                                                                      t["layer_floor_us"])
+                want = (floor, t["bandwidth_scale"], pf["final_compute"] if pf.get("ship") else 1.0, 1.0)
+                es = got.efficiency_scale
+                assert (got.layer_floor_us, es.bandwidth, es.compute, es.attention) == want, (fam, d, m)
+    shipped = {f for f, v in sec["table"].items() if v["ship"]}
+    from sim.catalog import engines as engines_pkg
+
+    for f in sorted(p.stem for p in Path(engines_pkg.__file__).parent.glob("*.yaml")):
+        if f not in shipped:
+            assert not [r for r in load_engine(f).hardware_rules if r.when.weight_format], f
+
+
+def test_the_sglang_preset_runs_the_block_fp8_term_the_committed_report_ships():
+    from tests.test_serving_fit import ROOT
+
+    fj = json.loads((ROOT / "benchmarks" / "serving_fidelity.json").read_text())
+    assert "sglang" in fj["block_fp8"]["table"]  # the report this tree ships has SGLang's group in it
+    _presets_ship_the_block_fp8_term(fj)
+
+
+def test_the_committed_report_check_fails_when_the_preset_does_not_run_the_term_the_report_says():
+    from sim.catalog.engine_config import load_engine
+
+    rule = next(r for r in load_engine("sglang").hardware_rules if r.when.weight_format)
+    runs = {"layer_floor_us": float(rule.set["layer_floor_us"]),
+            "bandwidth_scale": float(rule.set["efficiency_scale"]["bandwidth"])}
+    v = {"devices": ["mi300x", "mi325x"], "models": ["deepseek-r1"], "ship": True, "final_term": dict(runs)}
+    fj = {"block_fp8": {"table": {"sglang": v}, "prefill": {"sglang": {"ship": False, "final_compute": 0.3}}}}
+    _presets_ship_the_block_fp8_term(fj)  # the report as the preset runs it passes
+    for bad in ({"final_term": {**runs, "bandwidth_scale": runs["bandwidth_scale"] - 0.1}},  # another scale
+                {"final_term": {**runs, "layer_floor_us": runs["layer_floor_us"] + 100.0}},  # another floor
+                {"ship": False},  # the report says it does not ship, the preset has the rule
+                {"devices": ["mi355x"]}):  # a device the rule's scope leaves out
+        with pytest.raises(AssertionError):
+            _presets_ship_the_block_fp8_term({"block_fp8": {**fj["block_fp8"], "table": {"sglang": {**v, **bad}}}})
+    with pytest.raises(AssertionError):  # the prefill side's compute scale ships, the preset runs 1.0
+        _presets_ship_the_block_fp8_term({"block_fp8": {**fj["block_fp8"],
+                                                        "prefill": {"sglang": {"ship": True, "final_compute": 0.3}}}})
+    with pytest.raises(AssertionError):  # a family the report ships nothing for has the rule
+        _presets_ship_the_block_fp8_term({"block_fp8": {"table": {}, "prefill": {}}})

@@ -60,6 +60,10 @@ MI325X; the one CDNA4 block-FP8 curve runs MTP and is not replayed): a scope set
 seen, which changes none of them. Since the group was left out of the shared terms (`shared`; same subset, same
 day) the terms and the with-term figures came out unchanged, and the reference
 the group is judged against moved to TTFT p50 63.2%, output throughput 105.1% (TPOT/ITL 52.0%).
+Full serving fit (regeneration of 2026-12-06, session 45, 4,550 replayed rows; benchmarks/serving_fidelity.json
+`block_fp8`): all sources 400 us / 0.9, folds 200 us / 0.7 (fitted on SemiAnalysis) and 400 us / 0.9 (fitted on
+the cookbook); held out by source TPOT/ITL 42.2% -> 24.3%, output throughput 68.5% -> 31.3%, TTFT p50 62.1% ->
+60.5%: ships, and the preset's rule moved 0.8 -> 0.9 (tests/test_block_fp8.py checks the preset against the report).
 """
 
 from __future__ import annotations
