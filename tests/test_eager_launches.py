@@ -6,9 +6,13 @@ as written."""
 
 from __future__ import annotations
 
+import copy
+import json
+
 import pytest
 
-from calibrate.serving.eagerlaunch import MIN_TTFT_GAIN_PT, ships, shipped_value
+from calibrate.serving import eagerlaunch
+from calibrate.serving.eagerlaunch import MIN_TTFT_GAIN_PT, load_record, recorded_value, ships, shipped_value
 from sim.bench.serve import Deployment, ServeClient, run_client
 from sim.catalog.engine_config import load_engine
 from sim.catalog.lookup import get_model
@@ -91,7 +95,34 @@ def test_ship_rule():
     assert not ships(before, {**good, "output_tps": before["output_tps"] + 1.5}, 10.0, 10.0)
     assert not ships(before, {**good, "ttft_p99": before["ttft_p99"] + 2.5}, 10.0, 10.0)
     assert shipped_value(before, before, 10.0, 10.0) == 0.0
-    # the measured subset runs of 2026-12-06 (calibrate/serving/eagerlaunch.py's finding): the rule passes
-    run1_before = {"ttft_p50": 44.7, "ttft_p99": 58.0, "tpot_itl": 29.5, "output_tps": 26.2}
-    run1_after = {"ttft_p50": 40.3, "ttft_p99": 59.6, "tpot_itl": 24.9, "output_tps": 26.2}
-    assert shipped_value(run1_before, run1_after, 5.4, 5.4) == 38.0
+
+
+def test_the_sglang_preset_runs_what_the_rule_gives_on_its_recorded_subset_runs():
+    """benchmarks/serving/eagerlaunch_rule.json holds the subset runs' figures (calibrate/serving/eagerlaunch.py
+    RECORD): the preset's value is the rule's verdict on them, and the rule's written finding states them."""
+    rec = load_record()
+    assert rec["decides"] == {"preset": "sglang", "field": "eager_prefill_launch_us"}
+    assert load_engine("sglang").eager_prefill_launch_us == recorded_value(rec)
+    r1, r2 = rec["runs"]["run1"], rec["runs"]["run2_dense_guard"]
+    doc = " ".join(eagerlaunch.__doc__.split())
+    for label, m in (("TTFT p50", "ttft_p50"), ("TTFT p99", "ttft_p99"), ("TPOT/ITL", "tpot_itl"),
+                     ("output throughput", "output_tps")):
+        assert f"{label} {r1['before'][m]:.1f} -> {r1['after'][m]:.1f}%" in doc, label
+    assert f"TTFT p50 {r2['before']['ttft_p50']:.1f} -> {r2['after']['ttft_p50']:.1f}%" in doc
+    for cmd in (r1["command"], r2["command"]):  # the protocol's commands, as written before the runs
+        assert cmd in doc, cmd
+    # the check can fail: figures without run 1's TTFT gain, or with the dense guard broken, give 0
+    no_gain = copy.deepcopy(rec)
+    no_gain["runs"]["run1"]["after"]["ttft_p50"] = r1["before"]["ttft_p50"]
+    dense = copy.deepcopy(rec)
+    dense["runs"]["run2_dense_guard"]["after"]["ttft_p50"] = r2["before"]["ttft_p50"] + 5.0
+    assert recorded_value(no_gain) == recorded_value(dense) == 0.0 != recorded_value(rec)
+
+
+def test_a_record_missing_a_figure_is_refused_by_name(tmp_path):
+    rec = load_record()
+    del rec["runs"]["run1"]["after"]["tpot_itl"]
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(rec))
+    with pytest.raises(ValueError, match="runs.run1.after.tpot_itl"):
+        load_record(p)

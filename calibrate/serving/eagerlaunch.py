@@ -32,11 +32,23 @@ Finding (written after the figures were seen; 2026-12-06, run 1 cold on this tre
 two sources): held out by source without -> with 38.0 us, TTFT p50 44.7 -> 40.3% ((a) passes), TTFT p99
 58.0 -> 59.6% ((b) passes), TPOT/ITL 29.5 -> 24.9% and output throughput 26.2 -> 26.2% ((c) passes); the rows'
 front end 105 -> 70 ms. Run 2 (529 rows in 37 load points, Red Hat and DataCrunch): held-out TTFT p50 5.4 -> 5.4%
-((d) passes). The rule passes: SGLang's preset ships 38.0 us (set by the coordinator after the merge)."""
+((d) passes). The rule passes: SGLang's preset ships 38.0 us (set by the coordinator after the merge).
+
+The figures above, with the commands that produced them, the date and the commits, are in RECORD
+(benchmarks/serving/eagerlaunch_rule.json), copied by hand from the two runs' printed lines (the rule is not
+re-judged by the full serving fit: that replays the preset as it ships, with the term on). `recorded_value`
+applies the rule to that file; tests/test_eager_launches.py checks the preset runs it, and the serving report
+prints the file (calibrate/serving/rule_records.py)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from sim.cost.eager_launches import CITED_US_PER_LAUNCH
+
+RECORD = Path(__file__).resolve().parents[2] / "benchmarks" / "serving" / "eagerlaunch_rule.json"
+METRICS = ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps")
 
 MIN_TTFT_GAIN_PT = 2.0
 MAX_OTHER_LOSS_PT = 1.0
@@ -56,3 +68,28 @@ def shipped_value(before: dict[str, float], after: dict[str, float], dense_befor
                   dense_after: float) -> float:
     """The SGLang preset's eager_prefill_launch_us by the rule: the cited value (0.1 us), or 0."""
     return round(CITED_US_PER_LAUNCH, 1) if ships(before, after, dense_before, dense_after) else 0.0
+
+
+def load_record(path: Path | str = RECORD) -> dict:
+    """The rule's recorded subset figures (RECORD's layout), checked for what `recorded_value` and the report
+    read: run 1's four metrics before and after, run 2's TTFT p50 before and after, each run's command, the date
+    and the commits; a ValueError naming the first missing field otherwise."""
+    rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    need = [("schema",), ("date",), ("rule_committed_in",), ("recorded_in",), ("decides", "preset"),
+            ("decides", "field"), ("runs", "run1", "command"), ("runs", "run2_dense_guard", "command"),
+            ("runs", "run2_dense_guard", "before", "ttft_p50"), ("runs", "run2_dense_guard", "after", "ttft_p50")]
+    need += [("runs", "run1", side, m) for side in ("before", "after") for m in METRICS]
+    for keys in need:
+        v = rec
+        for k in keys:
+            if not isinstance(v, dict) or v.get(k) in (None, "", []):
+                raise ValueError(f"{path}: no {'.'.join(keys)}")
+            v = v[k]
+    return rec
+
+
+def recorded_value(rec: dict | None = None) -> float:
+    """`shipped_value` on the recorded figures (`rec`, default `load_record()`)."""
+    rec = load_record() if rec is None else rec
+    r1, r2 = rec["runs"]["run1"], rec["runs"]["run2_dense_guard"]
+    return shipped_value(r1["before"], r1["after"], r2["before"]["ttft_p50"], r2["after"]["ttft_p50"])
