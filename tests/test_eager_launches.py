@@ -126,3 +126,18 @@ def test_a_record_missing_a_figure_is_refused_by_name(tmp_path):
     p.write_text(json.dumps(rec))
     with pytest.raises(ValueError, match="runs.run1.after.tpot_itl"):
         load_record(p)
+
+
+def test_the_serving_report_prints_the_recorded_runs_and_says_when_the_preset_departs_from_them():
+    from calibrate.serving.report import eagerlaunch_markdown  # the function report_markdown calls
+
+    rec = load_record()
+    text = "\n".join(eagerlaunch_markdown(rec))
+    r1 = rec["runs"]["run1"]
+    assert f"| tpot_itl | {r1['before']['tpot_itl']:.1f}% | {r1['after']['tpot_itl']:.1f}% |" in text
+    assert r1["command"].replace("|", "\\|") in text and rec["date"] in text
+    assert "NOT what the rule gives" not in text  # the committed preset runs the rule's value
+    no_gain = copy.deepcopy(rec)
+    no_gain["runs"]["run1"]["after"]["ttft_p50"] = r1["before"]["ttft_p50"]
+    off = "\n".join(eagerlaunch_markdown(no_gain))
+    assert "gives eager_prefill_launch_us 0 (off)" in off and "NOT what the rule gives" in off
