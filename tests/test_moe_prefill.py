@@ -1,4 +1,4 @@
-"""MoE prompt steps (issue 38, session 45): the fused-MoE tile padding (`sim.cost.moe_tiles`: the tuned
+"""MoE prompt steps (issue 38, session 45): the fused-MoE tile padding (`calibrate.serving.moe_tiles`: the tuned
 config's BLOCK_SIZE_M by the step's tokens, the expected padded expert rows under uniform routing) and the
 prompt-step diagnostic (`calibrate.serving.prefill_slope`: measured vs priced fixed and per-token parts)."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from calibrate.serving.prefill_slope import (deployment_of, one_client_slope_us, padded_step_ms, prompt_step_markdown,
                                              prompt_step_rows, stall_per_prompt_ms)
-from sim.cost.moe_tiles import (B200_DEEPSEEK_FP8_BLOCK_M, B200_E128_FP8_BLOCK_M, expected_padded_rows,
-                                fused_moe_block_m, padding_factor)
+from calibrate.serving.moe_tiles import (B200_DEEPSEEK_FP8_BLOCK_M, B200_E128_FP8_BLOCK_M, expected_padded_rows,
+                                         fused_moe_block_m, padding_factor)
 from sim.cost.roofline import CostModel
 
 

@@ -29,7 +29,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from sim.cost.moe_tiles import B200_DEEPSEEK_FP8_BLOCK_M, fused_moe_block_m, padding_factor
+from calibrate.serving.moe_tiles import B200_DEEPSEEK_FP8_BLOCK_M, fused_moe_block_m, padding_factor
 
 #: a curve id's trailing "-<input>-<output>" lengths, stripped to name the deployment
 _LENGTHS = re.compile(r"-(\d+)-(\d+)$")
@@ -162,8 +162,8 @@ def _price_with_preset(point, prompt_tokens: float) -> float:
 
 def padded_step_ms(cost, prompt_tokens: int, table: dict[int, int] = B200_DEEPSEEK_FP8_BLOCK_M) -> float:
     """`cost.step_time` of one prompt of `prompt_tokens` tokens with the routed experts' FLOPs per token scaled by
-    the fused-MoE padding factor at that step (sim.cost.moe_tiles: BLOCK_SIZE_M from `table` by the step's
-    tokens) [ms]; the plain step for a dense model. Priced on a copy: `cost` is left as it was."""
+    the fused-MoE padding factor at that step (calibrate.serving.moe_tiles: BLOCK_SIZE_M from `table` by the
+    step's tokens) [ms]; the plain step for a dense model. Priced on a copy: `cost` is left as it was."""
     import copy
 
     m = cost.model

@@ -1,6 +1,11 @@
 """Rows a fused-MoE grouped GEMM executes for a prompt step: each expert's routed tokens padded up to the
 kernel's row tile (issue 38, session 45; docs/cost-model.md 'MoE prompt steps: what the GPU prices').
 
+Not a priced term: no prediction reads it. Its one user is the prompt-step diagnostic
+(calibrate/serving/prefill_slope.py `padded_step_ms`), so it lives beside it rather than in sim/cost, which
+holds only the terms the cost model prices (moved from sim/cost/moe_tiles.py). Wiring it into the cost model
+would be a new priced term, with its own ship rule.
+
 What the kernel does. SGLang's and vLLM's Triton fused MoE (`fused_moe_kernel`) runs one program per
 BLOCK_SIZE_M x BLOCK_SIZE_N tile of one expert's rows. Before it, `moe_align_block_size` sorts the routed
 (token, expert) pairs by expert and rounds every expert's count up to a multiple of BLOCK_SIZE_M (its CUDA
