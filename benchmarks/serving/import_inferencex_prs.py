@@ -78,7 +78,7 @@ IX_PR_HARNESS = (
     "--random-range-ratio 0.8 (RANDOM_RANGE_RATIO default of .github/workflows/benchmark-tmpl.yml "
     "since Jan 2026; this client draws lengths from [int(0.8 L), L]), --request-rate inf "
     "--max-concurrency C --ignore-eos --num-warmups 2xC; the recipes pass --num-prompts 10xC "
-    "(not restated in the table, so num_prompts is left empty). Server flags: the family's recipe "
+    "(not restated in the table; num_prompts is that count, from the recipe line the row cites). Server flags: the family's recipe "
     "script under benchmarks/single_node/ at the baseline date (not restated in the table; engine_flags "
     "carries them where side_tables/recipe_flags.csv records that recipe, else it is empty). Latencies are "
     "means (the table is labelled 'Mean latency')."
@@ -118,6 +118,34 @@ IX_PRS = {
                      "64-128), both listed here as one curve; the excerpt kept here ends inside "
                      "the 8k/1k rows. Client backend: InferenceX's client against trtllm-serve."),
 }
+#: The line of each family's recipe script that sets the prompt count (`run_benchmark_serving ... --num-prompts
+#: $((CONC * 10))`; benchmarks/benchmark_lib.sh passes it to the client unchanged, except under PROFILE=1, a
+#: profiling run): (commit, path, line). The May families' scripts at ed5867f9e, their last change before the
+#: baseline dates (as side_tables/recipe_flags.csv cites them). The AMD families' baselines (2026-08-31 to
+#: 2026-09-14) are newer than the newest InferenceX snapshot read here, 843c6254 (2026-08-21): the scripts are
+#: cited there (their runner, runners/launch_mi355x-amds.sh, picks fixed_seq_len/<model>_<precision>_mi355x[_mtp].sh
+#: for SGLang); every fixed-sequence recipe in both snapshots passes 10 x CONC (77 scripts in 843c6254).
+IX_EARLY = "ed5867f9e998648b57b6c8052223027cb7432bd7"
+IX_LATE = "843c6254ff69b567f772f6a5fd97675af3d04431"
+RECIPE_NUM_PROMPTS = {
+    "dsr1-fp8-h200-sglang": (IX_EARLY, "benchmarks/single_node/dsr1_fp8_h200.sh", 68),
+    "dsr1-fp4-b300-sglang": (IX_EARLY, "benchmarks/single_node/dsr1_fp4_b300.sh", 68),
+    "dsr1-fp8-b300-sglang": (IX_EARLY, "benchmarks/single_node/dsr1_fp8_b300.sh", 100),
+    "dsr1-fp8-b200-trt": (IX_EARLY, "benchmarks/single_node/dsr1_fp8_b200_trt.sh", 140),
+    "dsr1-fp8-mi325x-sglang": (IX_LATE, "benchmarks/single_node/fixed_seq_len/dsr1_fp8_mi325x.sh", 64),
+    "qwen3.5-fp4-mi355x-sglang": (IX_LATE, "benchmarks/single_node/fixed_seq_len/qwen3.5_fp4_mi355x.sh", 60),
+    "qwen3.5-fp4-mi355x-sglang-mtp": (IX_LATE, "benchmarks/single_node/fixed_seq_len/qwen3.5_fp4_mi355x_mtp.sh", 64),
+    "qwen3.5-fp8-mi355x-sglang-mtp": (IX_LATE, "benchmarks/single_node/fixed_seq_len/qwen3.5_fp8_mi355x_mtp.sh", 72),
+}
+
+
+def num_prompts_note(family: str, c: int) -> str:
+    commit, path, line = RECIPE_NUM_PROMPTS[family]
+    late = (" (the newest snapshot read here, older than the baseline date)" if commit == IX_LATE else "")
+    return (f"num_prompts {10 * c} = 10 x C: {IX_REPO}@{commit[:9]}{late}:{path} L{line} passes "
+            f"--num-prompts $((CONC * 10)) (https://github.com/{IX_REPO}/blob/{commit}/{path}#L{line}).")
+
+
 NEW_DEVICE_NOTE.update({
     "b300": "Device id b300: no shipped infersim profile yet.",
     "mi325x": "Device id mi325x: no shipped infersim profile yet (another helper adds it).",
@@ -179,11 +207,11 @@ def ix_pr_rows(recipes: dict[str, list[dict]] | None = None) -> list[dict]:
                     device_variant=f"InferenceX runner '{meta['device']}' ({meta['family']})",
                     n_devices=tp, tp=tp, model=meta["model"], quant=meta["quant"],
                     kv_cache_dtype="not stated", client="custom", dataset="random",
-                    input_tokens=isl, output_tokens=osl, range_ratio="0.8", num_prompts="",
+                    input_tokens=isl, output_tokens=osl, range_ratio="0.8", num_prompts=10 * c,
                     warmup=2 * c, ramp_up="", ignore_eos="true", load_kind="concurrency",
                     max_concurrency=c, request_rate="inf", burstiness="1.0",
                 )
-                notes = f"{notes_base} Table row: {raw_line}"
+                notes = f"{notes_base} Table row: {raw_line} {num_prompts_note(meta['family'], c)}"
                 if recipe is not None:
                     notes += (f" engine_flags: the recipe's flags at C = {c} ({recipe['source_ref']}; "
                               f"{recipe['source']}), from side_tables/recipe_flags.csv.")
