@@ -10,7 +10,7 @@ import re
 from decimal import Decimal
 from pathlib import Path
 
-from import_inferencex_common import HERE, IX_REPO, NEW_DEVICE_NOTE, SRC, base_row, dec_str
+from import_inferencex_common import HERE, IX_REPO, SRC, base_row, dec_str
 
 
 # The recipe flags side table
@@ -146,11 +146,6 @@ def num_prompts_note(family: str, c: int) -> str:
             f"--num-prompts $((CONC * 10)) (https://github.com/{IX_REPO}/blob/{commit}/{path}#L{line}).")
 
 
-NEW_DEVICE_NOTE.update({
-    "b300": "Device id b300: no shipped infersim profile yet.",
-    "mi325x": "Device id mi325x: no shipped infersim profile yet (another helper adds it).",
-    "mi355x": "Device id mi355x: no shipped infersim profile yet (another helper adds it).",
-})
 SEQ = {"1k": 1024, "8k": 8192}
 POINT_ROW = re.compile(r"^\| (?P<isl>\d+k)/(?P<osl>\d+k) c(?P<c>\d+) TP(?P<tp>\d+) EP(?P<ep>\d+) "
                        r"(?P<hash>[0-9a-f]{6}) \| (?P<cells>.*) \|$")
@@ -191,7 +186,7 @@ def ix_pr_rows(recipes: dict[str, list[dict]] | None = None) -> list[dict]:
             notes_base = " ".join(x for x in (
                 f"InferenceX published sweep of family {meta['family']} on {meta['date']} "
                 f"(image {meta['image']}), quoted as the frozen baseline of PR #{pr}; EP{ep}.",
-                meta["extra"], IX_PR_HARNESS, NEW_DEVICE_NOTE.get(meta["device"], "")) if x)
+                meta["extra"], IX_PR_HARNESS) if x)
             for p, cells in pts:
                 c, point_hash, raw_line = p[4], p[5], p[7]
                 recipe = recipe_entry(curve, c, recipes)
