@@ -78,8 +78,8 @@ IX_PR_HARNESS = (
     "--random-range-ratio 0.8 (RANDOM_RANGE_RATIO default of .github/workflows/benchmark-tmpl.yml "
     "since Jan 2026; this client draws lengths from [int(0.8 L), L]), --request-rate inf "
     "--max-concurrency C --ignore-eos --num-warmups 2xC; the recipes pass --num-prompts 10xC "
-    "(not restated in the table; num_prompts is that count, from the recipe line the row cites). Server flags: the family's recipe "
-    "script under benchmarks/single_node/ at the baseline date (not restated in the table; engine_flags "
+    "(not restated in the table; num_prompts is that count, from the recipe line the row cites). "
+    "Server flags: the family's recipe script under benchmarks/single_node/ at the baseline date (not restated in the table; engine_flags "
     "carries them where side_tables/recipe_flags.csv records that recipe, else it is empty). Latencies are "
     "means (the table is labelled 'Mean latency')."
 )

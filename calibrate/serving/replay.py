@@ -172,7 +172,8 @@ def _additive_front_end(point: LoadPoint, params: dict, cache: Cache | None,
                         efficiency_overrides: dict | None = None) -> dict:
     """`replay` with the front-end latency added after the run ("additive", see FRONT_END_PLACEMENTS)."""
     d = float(params.get("request_overhead_ms") or 0.0)
-    out = dict(replay(point, {**params, "request_overhead_ms": 0.0}, cache, efficiency_overrides=efficiency_overrides))
+    out = dict(replay(point, {**params, "request_overhead_ms": 0.0}, cache,
+                      efficiency_overrides=efficiency_overrides))
     if "error" in out or d <= 0:
         return out
     for k in list(out):

@@ -259,7 +259,8 @@ def simulate_workload(workload: Workload, deployment: Deployment, *, max_concurr
     if deployment.efficiency_overrides:
         from sim.catalog.hardware import with_efficiency_fields
 
-        hw = with_efficiency_fields(hw, engine.name, engine.efficiency_family(hw), dict(deployment.efficiency_overrides))
+        hw = with_efficiency_fields(hw, engine.name, engine.efficiency_family(hw),
+                                    dict(deployment.efficiency_overrides))
     model = cache.model(spec.model)
     parts = replica_parts(hw, model, spec.quant, engine, deployment.cost_params)
     pid = "random-prefix" if workload.prefix_tokens else None
