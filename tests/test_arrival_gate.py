@@ -2,7 +2,7 @@
 SGLang's receive interval (`recv_interval_steps`, sim.engine.recv: the scheduler reads its socket every N-th
 decode step, at once after a prefill or when idle) and TensorRT-LLM's batch waiting (`batch_wait_iters` /
 `batch_wait_tokens_ratio`: prompts held while generation runs, until enough tokens or iterations); the flags
-that set them, and the InferenceX recipe flags the replay applies to rows that print none."""
+that set them, and the InferenceX recipe flags the importer writes into the PR-table rows (which print none)."""
 
 import numpy as np
 import pytest
@@ -171,12 +171,29 @@ def test_the_recipe_flags_set_the_gates():
     assert "prefix_caching" not in engine_overrides("kv_cache_config.enable_block_reuse=maybe")
 
 
-# ---- the InferenceX recipe flags in the replay ----------------------------------------------------
-def test_the_replay_gives_a_published_inferencex_point_its_recipes_flags_per_load():
+# ---- the InferenceX recipe flags in the corpus rows ----------------------------------------------
+SERVING = __import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks" / "serving"
+
+
+def _prs():
+    import sys
+
+    sys.path.insert(0, str(SERVING))
+    import import_inferencex_prs
+
+    return import_inferencex_prs
+
+
+def test_the_published_inferencex_rows_carry_their_recipes_flags_per_load():
+    """The importer fills engine_flags from side_tables/recipe_flags.csv (the PR table prints none), so the
+    replay reads them as it reads any row's flags."""
     from calibrate.serving.rows import curves, load_corpus, load_points
 
     c = curves(load_corpus())["ix-api-b300-sglang-dsr1-fp4-b300-sglang-tp4ep4-isl1024-osl1024"]
-    assert all(not (r["engine_flags"] or "").strip() for r in c)  # the PR table prints none
+    flags = {int(r["max_concurrency"]): r["engine_flags"] for r in c}
+    assert flags[8].endswith("--stream-interval 10") and "--scheduler-recv-interval 10 " in flags[8]
+    assert "--scheduler-recv-interval 30 " in flags[16]
+    assert all("side_tables/recipe_flags.csv" in r["notes"] and "dsr1_fp4_b300.sh" in r["notes"] for r in c)
     ov = {p.load: p.overrides for p in load_points(c)}
     assert ov[8.0]["recv_interval_steps"] == 10 and ov[16.0]["recv_interval_steps"] == 30
     assert ov[1.0]["kv_dtype"] == "fp8_e4m3" and ov[1.0]["expert_parallel"] is True
@@ -184,9 +201,28 @@ def test_the_replay_gives_a_published_inferencex_point_its_recipes_flags_per_loa
     t = curves(load_corpus())["ix-api-b200-trtllm-dsr1-fp8-b200-trt-tp8ep1-isl1024-osl1024"]
     ov = {p.load: p.overrides for p in load_points(t)}
     assert "batch_wait_iters" not in ov[8.0] and ov[64.0]["batch_wait_iters"] == 40
+    # a family the table has no recipe for keeps empty flags (and its notes say so)
+    q = curves(load_corpus())["ix-api-mi325x-sglang-dsr1-fp8-mi325x-sglang-tp8ep1-isl8192-osl1024"]
+    assert all(not r["engine_flags"] and "side_tables/recipe_flags.csv" not in r["notes"].split("Table row:")[1]
+               for r in q)
 
 
-def test_a_row_that_prints_its_flags_keeps_them():
+def test_the_importer_puts_each_loads_recipe_flags_in_the_rows():
+    prs = _prs()
+    cid = "ix-api-b300-sglang-dsr1-fp8-b300-sglang-tp8ep1-isl1024-osl1024"
+    table = {cid: [dict(load_min="1", load_max="15", engine_flags="--tp 8 --scheduler-recv-interval 2",
+                        source="https://x/s.sh#L1", source_ref="s.sh (L1)", notes=""),
+                   dict(load_min="16", load_max="", engine_flags="--tp 8 --scheduler-recv-interval 7",
+                        source="https://x/s.sh#L1", source_ref="s.sh (L1)", notes="")]}
+    rows = [r for r in prs.ix_pr_rows(table) if r["curve_id"] == cid]
+    by_c = {int(r["max_concurrency"]): r["engine_flags"] for r in rows}
+    assert by_c[4].endswith("interval 2") and by_c[16].endswith("interval 7") and by_c[64].endswith("interval 7")
+    # an entry that matches no point is an error, not silently dropped
+    with pytest.raises(SystemExit, match="no-such-curve at loads 1-no limit matches no point"):
+        prs.ix_pr_rows({**table, "no-such-curve": [dict(table[cid][1], load_min="1")]})
+
+
+def test_a_row_that_prints_its_flags_is_replayed_with_them():
     from calibrate.serving.rows import curves, load_corpus, load_points
 
     c = curves(load_corpus())["ix-api-b300-sglang-dsr1-fp4-b300-sglang-tp4ep4-isl1024-osl1024"]
@@ -195,19 +231,23 @@ def test_a_row_that_prints_its_flags_keeps_them():
 
 
 def test_a_bad_recipe_table_is_a_one_line_error_naming_file_line_and_field(tmp_path):
-    from calibrate.serving.recipes import load_recipe_flags, recipe_flags
-
+    prs = _prs()
     head = "curve_id,load_min,load_max,engine_flags,source,source_ref,notes\n"
     ok = tmp_path / "ok.csv"
     ok.write_text(head + "c,1,15,--scheduler-recv-interval 10,s,r,n\nc,16,,--scheduler-recv-interval 30,s,r,n\n")
-    table = load_recipe_flags(ok)
-    assert recipe_flags("c", 8, table).endswith("10") and recipe_flags("c", 512, table).endswith("30")
-    assert recipe_flags("other", 8, table) == ""
+    table = prs.load_recipe_flags(ok)
+    assert prs.recipe_entry("c", 8, table)["engine_flags"].endswith("10")
+    assert prs.recipe_entry("c", 512, table)["engine_flags"].endswith("30")
+    assert prs.recipe_entry("other", 8, table) is None
     bad = tmp_path / "bad.csv"
     bad.write_text(head + "c,x,15,--tp 2,s,r,n\n")
     with pytest.raises(ValueError, match=r"bad.csv:2: load_min"):
-        load_recipe_flags(bad)
+        prs.load_recipe_flags(bad)
+    empty = tmp_path / "empty.csv"
+    empty.write_text(head + "c,1,15,,s,r,n\n")
+    with pytest.raises(ValueError, match=r"empty.csv:2: engine_flags: empty"):
+        prs.load_recipe_flags(empty)
     short = tmp_path / "short.csv"
     short.write_text("curve_id,load_min\nc,1\n")
     with pytest.raises(ValueError, match="missing column load_max"):
-        load_recipe_flags(short)
+        prs.load_recipe_flags(short)

@@ -70,7 +70,7 @@ def device_of(hw: str) -> tuple[str, str]:
     """infersim profile id for the page's 'Hardware:' line, and what the page says."""
     h = hw.upper()
     if "B200" in h:
-        return "b200", f"{hw} (no infersim profile yet: new id b200)"
+        return "b200", hw
     if "H100" in h:
         return "h100-sxm", f"{hw} (80GB HBM3 = the SXM part)"
     if "H200" in h:

@@ -30,7 +30,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from import_inferencex_common import (  # noqa: E402 (this folder is on sys.path when run as a script)
-    HERE, IX_REPO, NEW_DEVICE_NOTE, SRC, base_row, dec_str, gh, load_json_raw)
+    HERE, IX_REPO, SRC, base_row, dec_str, gh, load_json_raw)
 from import_inferencex_gpustack import gpustack_rows  # noqa: E402
 from import_inferencex_prs import ix_pr_rows  # noqa: E402
 from corpus_b_common import csv_text  # noqa: E402
@@ -387,7 +387,7 @@ def together_rows() -> list[dict]:
             notes = " ".join(x for x in (
                 f"Image {image}; host {d.get('host', '')}; recorded {d.get('ts', '')}; "
                 f"tuning={d.get('tuning', '')} (autotune flag of the harness).",
-                spec["client_note"], spec["extra"], NEW_DEVICE_NOTE.get(spec["device"], ""),
+                spec["client_note"], spec["extra"],
                 f"Scripts: {spec['scripts']} at the same commit.") if x)
             common = dict(
                 curve_id=spec["curve"], source=gh(TR_REPO, commit, rel),

@@ -35,9 +35,3 @@ def base_row(**kw) -> dict:
     row = {c: "" for c in COLUMNS}
     row.update({k: ("" if v is None else str(v)) for k, v in kw.items()})
     return row
-
-
-NEW_DEVICE_NOTE = {
-    "b200": "Device id b200: no shipped infersim profile yet (another helper adds it).",
-    "mi350x": "Device id mi350x: no shipped infersim profile yet.",
-}

@@ -132,14 +132,16 @@ def preset_fitted(point: LoadPoint) -> dict:
     return _PRESET_FITTED[k]
 
 
-def cache_key(point: LoadPoint, params: dict | None) -> str:
-    """The tree, the point, and the engine parameters in effect: `params` over the preset's fitted fields."""
+def cache_key(point: LoadPoint, params: dict | None, efficiency_overrides: dict | None = None) -> str:
+    """The tree, the point, and the engine parameters in effect: `params` over the preset's fitted fields;
+    `efficiency_overrides` (see `replay`), when given, appended (without them a key is what it always was)."""
     eff = {**preset_fitted(point), **(params or {})}
     if "efficiency_scale" in eff:  # spelled out in full where not neutral, else left out (see effective_scale)
         sc = effective_scale(eff.pop("efficiency_scale"))
         if sc is not None:
             eff["efficiency_scale"] = sc
-    return f"{tree_fingerprint()}:{point.key()}:{_param_key(eff)}"
+    extra = f":efficiency={_param_key(efficiency_overrides)}" if efficiency_overrides else ""
+    return f"{tree_fingerprint()}:{point.key()}:{_param_key(eff)}{extra}"
 
 
 #: where a replay charges the front-end latency `request_overhead_ms` (`replay(..., front_end=)`): "in_loop"
@@ -166,10 +168,12 @@ def _placement(front_end: str) -> str:
     return front_end
 
 
-def _additive_front_end(point: LoadPoint, params: dict, cache: Cache | None) -> dict:
+def _additive_front_end(point: LoadPoint, params: dict, cache: Cache | None,
+                        efficiency_overrides: dict | None = None) -> dict:
     """`replay` with the front-end latency added after the run ("additive", see FRONT_END_PLACEMENTS)."""
     d = float(params.get("request_overhead_ms") or 0.0)
-    out = dict(replay(point, {**params, "request_overhead_ms": 0.0}, cache))
+    out = dict(replay(point, {**params, "request_overhead_ms": 0.0}, cache,
+                      efficiency_overrides=efficiency_overrides))
     if "error" in out or d <= 0:
         return out
     for k in list(out):
@@ -185,12 +189,17 @@ def _additive_front_end(point: LoadPoint, params: dict, cache: Cache | None) -> 
 
 
 def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = None, *,
-           front_end: str = "in_loop") -> dict:
+           front_end: str = "in_loop", efficiency_overrides: dict | None = None) -> dict:
     """{"quantity|statistic": predicted} for one load point with engine overrides `params` added;
-    `front_end`: where the front-end latency is charged (FRONT_END_PLACEMENTS; "additive" is a diagnostic)."""
+    `front_end`: where the front-end latency is charged (FRONT_END_PLACEMENTS; "additive" is a diagnostic);
+    `efficiency_overrides`: fields of the device profile's efficiency entry that the point's engine is priced
+    with, replaced for this replay (`sim.catalog.hardware.with_efficiency_fields`, e.g. {"per_sequence_ms":
+    0.0}: the profile's fitted per-sequence cost removed, the engine preset's own kept). A diagnostic's
+    what-if (benchmarks/amd_step_variants.py); the serving fit never passes it. None (the default): the
+    profile as shipped, and the replay and its cache key are what they were before the argument existed."""
     if _placement(front_end) == "additive" and (params or {}).get("request_overhead_ms"):
-        return _additive_front_end(point, params, cache)
-    k = cache_key(point, params)
+        return _additive_front_end(point, params, cache, efficiency_overrides)
+    k = cache_key(point, params, efficiency_overrides)
     if cache is not None and cache.get(k) is not None:
         return cache.get(k)
     from sim.bench.serve import Deployment, ServeClient, Workload, run_client
@@ -201,7 +210,8 @@ def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = N
                          percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(50.0, 90.0, 95.0, 99.0))
     wl = Workload(np.array(point.prompt_lens), np.array(point.output_lens), np.array(point.release_s))
     overrides = {**point.overrides, **(params or {})}
-    dep = Deployment(hw=point.device, model=point.model, quant=point.quant, engine=point.engine, overrides=overrides)
+    dep = Deployment(hw=point.device, model=point.model, quant=point.quant, engine=point.engine, overrides=overrides,
+                     efficiency_overrides=efficiency_overrides or None)
     try:
         res = run_client(client, dep, workload=wl, date="serving-fit")
     except Exception as e:  # noqa: BLE001 - a deployment the simulator refuses (does not fit, bad TP): recorded

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrate.serving.recipes import recipe_flags
 from sim.bench.corpus import range_mode, row_lengths, stated_means  # noqa: F401 (stated_means: re-exported)
 from sim.bench.datasets import release_times
 from sim.bench.serve import ServeClient
@@ -544,8 +543,6 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
                                                 range_mode=range_mode(r.get("client"))), n)
         else:
             release = np.zeros(n)
-        if _blank(r.get("engine_flags")):  # flags the row does not restate: its publisher's recipe's, if recorded
-            r = {**r, "engine_flags": recipe_flags(r["curve_id"], float(load))}
         p = LoadPoint(
             curve_id=r["curve_id"], source=r.get("publisher") or r["source"], device=r["device"], engine=engine,
             family=family, model=model, quant=quant, tp=tp, kv_dtype=kv,

@@ -158,7 +158,9 @@ class ServeClient:
 class Deployment:
     """What serves the requests: infersim's names (as `infersim run` takes them) and engine
     overrides (EngineConfig fields). `cost_params` replaces the profile-derived cost parameters
-    (calibration fits use it)."""
+    (calibration fits use it). `efficiency_overrides` replaces fields of the profile's efficiency entry the
+    engine is priced with (`sim.catalog.hardware.with_efficiency_fields`; a diagnostic's what-if, e.g.
+    {"per_sequence_ms": 0.0}); None: the profile as shipped."""
 
     hw: str = "h100-sxm"
     model: str = "llama-3.1-8b"
@@ -168,6 +170,7 @@ class Deployment:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     efficiency_from: str | None = None
     cost_params: Any = None  # sim.cost.params.CostParams | None
+    efficiency_overrides: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -253,6 +256,11 @@ def simulate_workload(workload: Workload, deployment: Deployment, *, max_concurr
                      engine=deployment.engine, engine_file=deployment.engine_file,
                      overrides=dict(deployment.overrides), efficiency_from=deployment.efficiency_from, seed=seed)
     hw, engine = resolve(spec)
+    if deployment.efficiency_overrides:
+        from sim.catalog.hardware import with_efficiency_fields
+
+        hw = with_efficiency_fields(hw, engine.name, engine.efficiency_family(hw),
+                                    dict(deployment.efficiency_overrides))
     model = cache.model(spec.model)
     parts = replica_parts(hw, model, spec.quant, engine, deployment.cost_params)
     pid = "random-prefix" if workload.prefix_tokens else None
@@ -402,6 +410,8 @@ def _deployment_note(t: Timings, deployment: Deployment, workload: Workload) -> 
             "kv_dtype": cfg.get("kv_dtype"), "max_num_seqs": cfg.get("max_num_seqs"),
             "max_num_batched_tokens": cfg.get("max_num_batched_tokens"),
             "overrides": dict(deployment.overrides), "efficiency_from": deployment.efficiency_from,
+            **({"efficiency_overrides": dict(deployment.efficiency_overrides)} if deployment.efficiency_overrides
+               else {}),
             "tokens_estimated": workload.tokens_estimated,
             "notes": "no text is generated (generated_texts are empty); times are seconds from the benchmark's "
                      "start, not perf_counter readings"}

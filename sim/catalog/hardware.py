@@ -503,6 +503,26 @@ def load_profile(name_or_path: str | Path) -> HardwareProfile:
     raise ConfigError(f"unknown hardware profile '{s}'{hint}", field="--hw")
 
 
+def with_efficiency_fields(hw: HardwareProfile, engine: str | None, family: str | None,
+                           fields: dict[str, Any]) -> HardwareProfile:
+    """`hw` with `fields` of one efficiency entry replaced: the entry `hw.efficiency_for(engine, family)`
+    returns, i.e. the one `CostParams.from_profile` prices that engine with (sim.cost.params). A
+    diagnostic's what-if, never a shipped prediction: benchmarks/amd_step_variants.py removes the profile's
+    fitted per-sequence cost with {"per_sequence_ms": 0.0}, through `calibrate.serving.replay.replay`'s
+    `efficiency_overrides` and `sim.bench.serve.Deployment.efficiency_overrides`. Every other entry, and
+    everything physical (peaks, memory, interconnect), is kept. A field `Efficiency` does not have is a
+    ConfigError."""
+    unknown = sorted(set(fields) - set(Efficiency.model_fields))
+    if unknown:
+        raise ConfigError(f"unknown efficiency field(s): {', '.join(unknown)}", field="efficiency_overrides")
+    eff = hw.efficiency_for(engine, family)
+    new = eff.model_copy(update=dict(fields))
+    key = next((k for k, v in hw.engine_efficiency.items() if v is eff), None)
+    if key is None:  # the profile's default entry
+        return hw.model_copy(update={"efficiency": new})
+    return hw.model_copy(update={"engine_efficiency": {**hw.engine_efficiency, key: new}})
+
+
 def apply_efficiencies(
     target: HardwareProfile,
     source: HardwareProfile,
