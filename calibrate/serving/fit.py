@@ -216,13 +216,15 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
             chosen[fam] = {}
             continue
         per_option = [{p.key(): residuals(p, predict(p, params)) for p in ps} for params in options]
+        keyed = [(p, p.key()) for p in ps]  # LoadPoint.key() serializes the point: once, not per option and call
 
         def stage1(keep, among=None) -> int:
             best_i, best_loss = None, math.inf
+            kept = [k for p, k in keyed if keep(p)]
             for i, by_key in enumerate(per_option):
                 if among is not None and i not in among:
                     continue
-                loss = _loss([r for p in ps if keep(p) for r in by_key[p.key()]], STEP_METRICS)
+                loss = _loss([r for k in kept for r in by_key[k]], STEP_METRICS)
                 if best_i is None or loss < best_loss - 1e-12:
                     best_i, best_loss = i, loss
             return best_i
