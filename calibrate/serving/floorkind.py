@@ -31,6 +31,16 @@ and both kinds have a floor of their own in the all-rows fit. Else the family ke
 ships: layer_floor_dense_us = the dense kind's all-rows value, layer_floor_us = the MoE kind's; a kind's own
 device-group values (where its nested grouping picks vendor or generation) are reported, and ship as hardware
 rules only under the group rule of floor_report.floor_ship_rule, judged by whoever ships them.
+
+Finding (written after the figures were seen; vLLM subset, `python benchmarks/floor_kind_subset.py --curves vllm`,
+169 points from 10 sources, 2026-12-07): the dense floor fits 150 us and the MoE floor 200 us in 9 of 10 source
+folds and on all rows (each kind's nested grouping: one floor), where one floor per family fits 200 us with a
+per-generation split (Hopper 150, CDNA4 75, Blackwell 200). Held out by source, one floor -> per kind: TPOT/ITL
+16.6% -> 19.4%, output throughput 31.1% -> 28.9%, TTFT p50 40.7% -> 42.5%: the rule keeps one floor for vLLM.
+The dense points gain a little (TPOT/ITL 15.3 -> 14.6%, throughput 14.5 -> 13.6%, TTFT p50 34.8 -> 36.5%); the
+MoE points lose the device split (TPOT/ITL 21.0 -> 38.4%: Together AI's MI350X gpt-oss-120b 79.0 -> 104.8% at
+200 us instead of CDNA4's 75, pallavim1's Gemma-4 11.3 -> 29.4%), though their throughput gains (103.5 -> 72.5%,
+SemiAnalysis' H200 rows). On these rows the device generation explains more of the floor than the FFN kind.
 """
 
 from __future__ import annotations
