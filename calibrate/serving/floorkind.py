@@ -41,6 +41,11 @@ The dense points gain a little (TPOT/ITL 15.3 -> 14.6%, throughput 14.5 -> 13.6%
 MoE points lose the device split (TPOT/ITL 21.0 -> 38.4%: Together AI's MI350X gpt-oss-120b 79.0 -> 104.8% at
 200 us instead of CDNA4's 75, pallavim1's Gemma-4 11.3 -> 29.4%), though their throughput gains (103.5 -> 72.5%,
 SemiAnalysis' H200 rows). On these rows the device generation explains more of the floor than the FFN kind.
+SGLang subset (`--curves 'redhat.*sglang|sglang-datacrunch|sglang-cookbook-(llama-3.1-70b|deepseek-r1|qwen3-235b|
+minimax-m2.5-h100|glm-4.7)|ix-api-h200-sglang'`, 83 points, 4 sources, MoE from 2): both kinds fit 150 us on all
+rows, the one floor's value, but a fold left with one source of a kind fits it alone (Red Hat held out: dense 0
+us; the cookbook held out: MoE 0 us), so held out TPOT/ITL 10.4% -> 24.5%, throughput 7.9% -> 19.0%, TTFT p50
+14.4% -> 15.5%: one floor stays for SGLang too.
 """
 
 from __future__ import annotations
