@@ -16,6 +16,7 @@ from calibrate.serving.floor import (  # noqa: F401  (the per-group floor: impor
     floor_ships_alone, floor_stage1, shipped_device_floors, shipped_family_floors,
 )
 from calibrate.serving.anomaly import build_anomalies
+from calibrate.serving.floorkind import kind_floor_params, kind_stage1  # the floor per FFN kind (its docstring)
 from calibrate.serving.front_end import (  # noqa: F401  (stage 2, the front-end latency: importable from here)
     API_MAX_MS, API_STEP_MS, FRONT_END_RULES, MIN_RELEASE_SOURCES, TTFT_METRICS, _scored, choose_front_end_rule,
     front_end_values, unloaded_records,
@@ -150,7 +151,7 @@ FRONT_END_RULE = "nested"
 FIT_EXPERIMENTAL = False
 #: keys of a family's chosen parameters that are not engine fields (`point_params` resolves them)
 _META = ("request_overhead_ms_by_release", "front_end_rule", "layer_floor_us_by_group", "floor_grouping",
-         "floor_grouping_losses")
+         "floor_grouping_losses", "floor_by_kind")
 
 
 def point_params(chosen: dict | None, point: LoadPoint) -> dict:
@@ -163,6 +164,8 @@ def point_params(chosen: dict | None, point: LoadPoint) -> dict:
     floor = by_group.get(floor_group(point, chosen.get("floor_grouping") or "family")) if by_group else None
     if floor is not None:  # the point's group's own floor (0 = none, said explicitly)
         out["layer_floor_us"] = floor
+    if chosen.get("floor_by_kind"):  # each layer at its FFN kind's floor (calibrate/serving/floorkind.py)
+        out.update(kind_floor_params(chosen["floor_by_kind"], point, float(out.get("layer_floor_us", 0.0))))
     rel = (chosen.get("request_overhead_ms_by_release") or {}).get(point.engine)
     if rel is not None:
         out.pop("request_overhead_ms", None)
@@ -173,7 +176,8 @@ def point_params(chosen: dict | None, point: LoadPoint) -> dict:
 
 def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], predict, *,
                       min_release_sources: int | None = None, rule: str | None = None,
-                      floor_grouping: str | None = None, min_group_sources: int | None = None) -> dict[str, dict]:
+                      floor_grouping: str | None = None, min_group_sources: int | None = None,
+                      by_kind: bool = False) -> dict[str, dict]:
     """Per engine family, from `points` (training points only), in two stages:
     1. the simulator's step costs (grid entries: iteration / per-sequence overheads) with the smallest
        median |log(predicted / measured)| over TPOT/ITL and output-throughput rows (what the steps decide);
@@ -197,7 +201,8 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
     `min_group_sources` (MIN_FLOOR_GROUP_SOURCES) sources picks, on its own points, among the entries that
     differ from the family's only in layer_floor_us (`layer_floor_us_by_group`); stage 2 then sees each
     point replayed with its group's floor. Held-out folds pass MIN_FLOOR_GROUP_SOURCES - 1, as for the
-    releases. The nested choice replays nothing new. The AMD block-FP8 group is left out (blockfp8.shared)."""
+    releases. The nested choice replays nothing new. The AMD block-FP8 group is left out (blockfp8.shared).
+    `by_kind`: then each FFN kind refits the floor on its own points (`floor_by_kind`; floorkind.kind_stage1)."""
     rule = rule or FRONT_END_RULE
     min_group_sources = MIN_FLOOR_GROUP_SOURCES if min_group_sources is None else min_group_sources
     min_release_sources = MIN_RELEASE_SOURCES if min_release_sources is None else min_release_sources
@@ -211,13 +216,15 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
             chosen[fam] = {}
             continue
         per_option = [{p.key(): residuals(p, predict(p, params)) for p in ps} for params in options]
+        keyed = [(p, p.key()) for p in ps]  # LoadPoint.key() serializes the point: once, not per option and call
 
         def stage1(keep, among=None) -> int:
             best_i, best_loss = None, math.inf
+            kept = [k for p, k in keyed if keep(p)]
             for i, by_key in enumerate(per_option):
                 if among is not None and i not in among:
                     continue
-                loss = _loss([r for p in ps if keep(p) for r in by_key[p.key()]], STEP_METRICS)
+                loss = _loss([r for k in kept for r in by_key[k]], STEP_METRICS)
                 if best_i is None or loss < best_loss - 1e-12:
                     best_i, best_loss = i, loss
             return best_i
@@ -228,13 +235,19 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
         grouping, g_losses = choose_floor_grouping(ps, per_option, stage1_by_point, floor_grouping, min_group_sources,
                                                    lambda recs: _loss(recs, STEP_METRICS))
         best_i, choice, by_group = stage1_by_point(lambda p: True, min_group_sources, grouping)
+        kfit = kind_stage1(ps, options, stage1, per_option, floor_grouping, min_group_sources,
+                           lambda recs: _loss(recs, STEP_METRICS), grouping) if by_kind else None
+        kinds = {}
+        if kfit:  # the pooled entry's host costs kept; each kind's points take their kind's floor
+            _, choice, kinds = kfit(lambda p: True, min_group_sources)
         fit_recs = [r for p in ps if FIT_EXPERIMENTAL or not p.experimental for r in per_option[choice[p.key()]][p.key()]]
         if rule == "nested":
             inner_i: dict[str, dict[str, int]] = {}
 
             def inner(s):  # the step costs refitted without source s, then the others' records
                 if s not in inner_i:
-                    inner_i[s] = stage1_by_point(lambda p: p.source != s, max(1, min_group_sources - 1), grouping)[1]
+                    inner_i[s] = (kfit or (lambda keep, m: stage1_by_point(keep, m, grouping)))(
+                        lambda p: p.source != s, max(1, min_group_sources - 1))[1]
                 return [r for p in ps if p.source != s and (FIT_EXPERIMENTAL or not p.experimental)
                         for r in per_option[inner_i[s][p.key()]][p.key()]]
             use_rule, losses = choose_front_end_rule(fit_recs, fit_recs, inner)
@@ -244,7 +257,8 @@ def fit_engine_params(points: list[LoadPoint], grid: dict[str, list[dict]], pred
         chosen[fam] = {**options[best_i], **({"request_overhead_ms": fam_v} if fam_v else {}),
                        **({"request_overhead_ms_by_release": rel} if rel else {}), "front_end_rule": use_rule,
                        **({"floor_grouping": grouping, "layer_floor_us_by_group": by_group} if by_group else {}),
-                       **({"floor_grouping_losses": g_losses} if g_losses else {})}
+                       **({"floor_grouping_losses": g_losses} if g_losses else {}),
+                       **({"floor_by_kind": kinds} if kinds else {})}
     return chosen
 
 
@@ -323,7 +337,7 @@ def fit_params(params: dict | None) -> dict:
     efficiency_scale: neutral unless fitted, calibrate/serving/effscale.py) always
     set, to the fitted value, else 0 (the presets before this fit), so the fit and its baseline do not
     depend on the values the presets ship."""
-    return {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, "host_token_us": 0.0,
+    return {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, "host_token_us": 0.0, "layer_floor_dense_us": None,
             "efficiency_scale": {"compute": 1.0, "bandwidth": 1.0, "attention": 1.0}, **(params or {})}
 
 
@@ -333,7 +347,7 @@ def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:
 
 
 def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], cache: Cache | None,
-             floor_grouping: str | None = None):
+             floor_grouping: str | None = None, by_kind: bool = False):
     """Held-out predictions: {point key: predicted}, {group: {family: chosen params}}. With a
     `floor_grouping` a held-out point's floor is its device group's fitted on the other sources of that
     group where there is one (MIN_FLOOR_GROUP_SOURCES - 1 in the fold), else its family's; "nested" picks the
@@ -345,7 +359,7 @@ def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], c
         fams = {points[i].family for i in test}
         ch = fit_engine_params(tr, {f: options[f] for f in fams}, lambda p, q: predict(p, q, cache),
                                min_release_sources=MIN_RELEASE_SOURCES - 1, floor_grouping=floor_grouping,
-                               min_group_sources=MIN_FLOOR_GROUP_SOURCES - 1)
+                               min_group_sources=MIN_FLOOR_GROUP_SOURCES - 1, by_kind=by_kind)
         chosen[g] = ch
         for i in test:
             p = points[i]
@@ -452,6 +466,8 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     rd_preds, rd_chosen = _heldout(points, "device", only, cache, floor_grouping=FLOOR_GROUP)  # held out by device
     rn_preds, rn_chosen = _heldout(points, "source", only, cache)  # one floor per family
     rn_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
+    rk_preds, rk_chosen = _heldout(points, "source", only, cache, floor_grouping=FLOOR_GROUP, by_kind=True)  # per FFN kind
+    rk_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache), floor_grouping=FLOOR_GROUP, by_kind=True)
     shipped = {p.key(): replay(p, {}, cache) for p in points}  # the presets as they are in the tree
     base_records = _records(points, base, knees_meas)
     out = {"points": points, "excluded": excluded, "replayed_rows": replayed_rows, "errors": errors,
@@ -460,7 +476,9 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
                             "knees": curve_knees(points, r_preds), "final_params": r_final,
                             "by_device": {"records": _records(points, rd_preds, knees_meas), "chosen": rd_chosen},
                             "one_floor": {"records": _records(points, rn_preds, knees_meas), "chosen": rn_chosen,
-                                          "final_params": rn_final}},
+                                          "final_params": rn_final},
+                            "by_kind": {"records": _records(points, rk_preds, knees_meas), "chosen": rk_chosen,
+                                        "final_params": rk_final}},
            "shipped_values": _shipped_request_overheads(points),
            "shipped_layer_floors": shipped_family_floors(points),
            "shipped_layer_floors_by_device": shipped_device_floors(points),

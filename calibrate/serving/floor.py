@@ -50,13 +50,14 @@ def _floor_variants(options: list[dict], i: int) -> list[int]:
     return [j for j, o in enumerate(options) if rest(o) == rest(options[i])]
 
 
-def floor_stage1(ps: list[LoadPoint], options: list[dict], stage1, keep, min_sources: int, grouping: str
-                 ) -> tuple[int, dict[str, int], dict[str, float]]:
+def floor_stage1(ps: list[LoadPoint], options: list[dict], stage1, keep, min_sources: int, grouping: str,
+                 among0: set[int] | None = None) -> tuple[int, dict[str, int], dict[str, float]]:
     """(family entry, {point key: entry}, {group: floor}) fitted on the points `keep` selects: stage 1's entry
-    for the family (`stage1(keep, among=None) -> index`), then each group under `grouping` whose selected
-    points come from at least `min_sources` sources picks among the entries that differ from the family's
-    only in layer_floor_us; every point of such a group (selected or not) takes the group's entry."""
-    fam_i = stage1(keep)
+    for the family (`stage1(keep, among=among0) -> index`; among0 None = any entry), then each group under
+    `grouping` whose selected points come from at least `min_sources` sources picks among the entries that
+    differ from the family's only in layer_floor_us; every point of such a group (selected or not) takes the
+    group's entry."""
+    fam_i = stage1(keep, among=among0)
     per_point = {p.key(): fam_i for p in ps}
     own: dict[str, float] = {}
     variants = _floor_variants(options, fam_i) if grouping != "family" else []

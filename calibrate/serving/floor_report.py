@@ -12,6 +12,7 @@ from calibrate.serving.fit import (
 from calibrate.serving.blockfp8 import shared
 from calibrate.serving.floor import split_ships
 from calibrate.serving.floor import pct as _pct
+from calibrate.serving.floorkind_report import kind_json, kind_markdown, kind_summary_lines
 
 
 def _fmt(s: dict | None, key="median_abs_pct") -> str:
@@ -80,7 +81,8 @@ def floor_json(res: dict) -> dict:
                         "one_floor_by_source": {"by_metric": summarize(res["request_only"]["one_floor"]["records"]),
                                                 "by_family": _by(res["request_only"]["one_floor"]["records"], "family"),
                                                 "chosen": res["request_only"]["one_floor"]["chosen"],
-                                                "final_params": res["request_only"]["one_floor"]["final_params"]}}
+                                                "final_params": res["request_only"]["one_floor"]["final_params"]},
+            "by_kind": kind_json(res)}
 
 
 def floor_summary_lines(res: dict) -> list[str]:
@@ -98,7 +100,7 @@ def floor_summary_lines(res: dict) -> list[str]:
                          f"{_pct(v['heldout_one_floor']['output_tps'])} -> {_pct(v['heldout_split']['output_tps'])}; "
                          f"{'ship' if v['ship'] else 'no'}; preset runs {v['shipped']}"
                          + (f"; grouping chosen {final_grouping(res, fam)}" if g == next(iter(gs)) else ""))
-    return lines
+    return lines + kind_summary_lines(res)
 
 
 def floor_markdown(fj: dict) -> list[str]:
@@ -145,4 +147,4 @@ def floor_markdown(fj: dict) -> list[str]:
     for g, ch in sorted(one["chosen"].items()):
         L.append(f"| {g} | {json.dumps(ch, sort_keys=True)} |")
     L.append(f"| (all rows) | {json.dumps(one['final_params'], sort_keys=True)} |")
-    return L
+    return L + kind_markdown(lf.get("by_kind") or {})

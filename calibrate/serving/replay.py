@@ -53,7 +53,7 @@ _TREE: list[str] = []
 #: engine fields the serving fit itself fits and ships (and a replay's parameters always set, or its
 #: cache key spells out with the preset's value): kept out of the tree's fingerprint, so shipping a
 #: fitted value re-replays only the points that use the presets as they are, not the whole corpus
-FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us", "efficiency_scale", "host_token_us")
+FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us", "efficiency_scale", "host_token_us", "layer_floor_dense_us")
 _NEUTRAL_SCALE = {"compute": 1.0, "bandwidth": 1.0, "attention": 1.0}
 
 
@@ -126,7 +126,7 @@ def preset_fitted(point: LoadPoint) -> dict:
             _, eng = resolve(make_spec(trace="<serving fit>", hw=point.device, model=point.model, quant=point.quant,
                                        engine=point.engine))
             _PRESET_FITTED[k] = {f: (getattr(eng, f) if f == "efficiency_scale" else float(getattr(eng, f)))
-                                 for f in FITTED_FIELDS if hasattr(eng, f)}
+                                 for f in FITTED_FIELDS if getattr(eng, f, None) is not None}  # None: no dense floor
         except Exception:  # noqa: BLE001 - a deployment the simulator refuses: replay records the error
             _PRESET_FITTED[k] = {}
     return _PRESET_FITTED[k]
@@ -136,6 +136,8 @@ def cache_key(point: LoadPoint, params: dict | None, efficiency_overrides: dict 
     """The tree, the point, and the engine parameters in effect: `params` over the preset's fitted fields;
     `efficiency_overrides` (see `replay`), when given, appended (without them a key is what it always was)."""
     eff = {**preset_fitted(point), **(params or {})}
+    if eff.get("layer_floor_dense_us", 0.0) is None:  # no dense-layer floor of its own: the key as before the field
+        eff.pop("layer_floor_dense_us")
     if "efficiency_scale" in eff:  # spelled out in full where not neutral, else left out (see effective_scale)
         sc = effective_scale(eff.pop("efficiency_scale"))
         if sc is not None:

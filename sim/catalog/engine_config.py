@@ -32,6 +32,7 @@ from sim.catalog.engine_settings import (  # noqa: F401  (RuleCondition: importa
 )
 from sim.catalog.arrival_gate import ArrivalGateSettings
 from sim.catalog.host_stage import HostStageSettings
+from sim.catalog.layer_floor import LayerFloorSettings
 from sim.catalog.policies import SCHEDULERS, known_allocator, known_scheduler
 from sim.catalog.quant import get_quant, kv_dtype_bytes
 from sim.catalog.releases import EngineRelease, apply_release, covers_version, split_release
@@ -61,7 +62,8 @@ _ALIASES = {
 }
 
 
-class EngineConfig(HostStageSettings, ArrivalGateSettings):  # host_*: sim.catalog.host_stage; recv/batch wait: .arrival_gate
+class EngineConfig(HostStageSettings, ArrivalGateSettings, LayerFloorSettings):  # host_*: sim.catalog.host_stage;
+    # recv/batch wait: .arrival_gate; layer_floor_us, layer_floor_dense_us: .layer_floor
     """One serving engine's policy and limits, as the simulator uses them."""
 
     model_config = _FROZEN
@@ -190,9 +192,6 @@ class EngineConfig(HostStageSettings, ArrivalGateSettings):  # host_*: sim.catal
         "CudaGraphConfig.enable_padding, default False)"))
     eager_overhead_ms: float = Field(0.0, ge=0, description="host cost of launching one step's kernels one by one "
                                      "(a decode step above the largest graph)")
-    layer_floor_us: float = Field(0.0, ge=0, description=(
-        "device time one decoder layer (any kind) takes at least in a step: its chain of "
-        "10-30 small kernels; docs/cost-model.md 'Per-layer kernel floor'. 0 = no floor"))
     tp_step_overhead_ms: float = Field(0.0, ge=0, description=(  # sim.cost.parallel ParallelConfig.executor_step_s
         "host time per step of a multi-process executor when tp x pp > 1 (vLLM V1 MultiprocExecutor's IPC round "
         "trip); 0 = off (docs/cost-model.md 'Multi-process executor step')"))

@@ -69,10 +69,11 @@ class PlacedSteps:
             # llama.cpp's MMQ tile floor (`_mmq_tile_s`) is priced on one device only, not per part
             gemm_s = np.maximum(matmul_flops / p.matmul_flops_per_s, stream_s)
             if self.gemm_floor_s > 0:
-                # the part's layers (a fraction f of them: a pipeline stage's) take at least f x n_layers x
-                # the per-layer kernel floor (`layer_floor_s`) for their weight GEMMs and their all-reduces
-                # together: the floor bounds the layer's fixed kernel chain, all-reduces included, so the
-                # GEMM phase is raised to f x (n_layers x floor - the pass's all-reduce seconds) at least.
+                # the part's layers (a fraction f of them: a pipeline stage's) take at least f x the layers'
+                # kernel floors summed by kind (`gemm_floor_s`: n_layers x layer_floor_s with one floor) for
+                # their weight GEMMs and their all-reduces together: the floor bounds the layer's fixed kernel
+                # chain, all-reduces included, so the GEMM phase is raised to f x (gemm_floor_s - the pass's
+                # all-reduce seconds) at least (f x the summed floors: a stage's mix of kinds taken as the model's).
                 # The attention's work over the cached keys stays on top (it grows with the context).
                 # A batch's routed experts beyond one token's (`extra_expert_bytes`, 0 for a dense model)
                 # stream on top of that floor: the grouped GEMM's extra bytes follow the chain's small kernels.

@@ -181,6 +181,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from sim.catalog.models import ModelSpec
+from sim.catalog.layer_floor import layer_floor_total_s
 from sim.catalog.quant import QuantFormat
 from sim.cost.decode_runs import DecodeRuns
 from sim.cost.features import CalibrationFeatures, StepFeatures  # noqa: F401 (re-exported, as are the kernels names)
@@ -230,12 +231,14 @@ class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFe
         graph_padding: bool = True,
         layer_floor_s: float = 0.0,
         split_kv: SplitKV | None = None,
+        layer_floor_dense_s: float | None = None,
     ):
         self.model = model
-        # The per-layer kernel floor (EngineConfig.layer_floor_us; every layer kind, docs/cost-model.md
-        # 'Per-layer kernel floor'): GEMMs + all-reduces last at least n_layers x it. 0 = no floor.
+        # The per-layer kernel floor (EngineConfig.layer_floor_us, docs/cost-model.md 'Per-layer kernel floor'):
+        # GEMMs + all-reduces last at least the sum of the layers' floors, n_routed_layers x layer_floor_s +
+        # the other layers x layer_floor_dense_s (None: n_layers x layer_floor_s; sim.catalog.layer_floor). 0 = none.
         self.layer_floor_s = float(layer_floor_s)
-        self.gemm_floor_s = self.layer_floor_s * model.n_layers
+        self.gemm_floor_s = layer_floor_total_s(model, self.layer_floor_s, layer_floor_dense_s)
         self.split_kv = split_kv  # a capped split-KV decode attention's serial chain (sim.cost.split_kv); None = none
         # CUDA-graph decode batches (EngineConfig.cuda_graph_sizes, increasing; None = not modelled) and
         # the host cost of a step launched eagerly above the largest (`graph_extra_s`)
@@ -378,6 +381,7 @@ class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFe
                    flash_attention=eng.flash_attention_for(spec),
                    graph_sizes=eng.cuda_graph_sizes, eager_overhead_s=eng.eager_overhead_ms / 1e3,
                    graph_padding=eng.cuda_graph_padding, layer_floor_s=eng.layer_floor_us / 1e6,
+                   layer_floor_dense_s=None if eng.layer_floor_dense_us is None else eng.layer_floor_dense_us / 1e6,
                    split_kv=SplitKV.for_engine(eng, spec),
                    **llamacpp_kernel_args(prof, eng.kernel_family, q))
 
@@ -463,7 +467,7 @@ class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFe
             matmul_s = max(matmul_s, tile_s) if isinstance(tile_s, float) else np.maximum(matmul_s, tile_s)
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         if self.gemm_floor_s > 0:
-            # n_layers x the per-layer kernel floor (`layer_floor_s`; TP: sim.cost.placed), a MoE batch's `extra_expert_bytes` on top
+            # the layers' kernel floors summed by kind (`gemm_floor_s`; TP: sim.cost.placed), a MoE batch's `extra_expert_bytes` on top
             floor_s = self.gemm_floor_s + extra_expert_bytes(self, tokens) / bw
             weights_s = max(weights_s, floor_s) if not (np.ndim(weights_s) or np.ndim(floor_s)) else np.maximum(weights_s, floor_s)
         attention_s = self.attention_flops_per_layer_key * effective_keys / att + split_kv_s(self.split_kv, decode_keys, seqs)
