@@ -67,3 +67,55 @@ def test_an_open_loop_far_below_the_servers_rate_moves_by_about_its_cost():
     base = _ttft_ms(reqs, eng, sort=False)
     late = _ttft_ms(reqs, eng.with_overrides(front_request_ms=2.0), sort=False)  # request by request
     assert np.median(late - base) == pytest.approx(2.0, abs=1.0)
+
+
+def _synthetic(s_true: float, delay_ms: float):
+    """Closed-loop points of two releases from three sources whose measured TTFT is delay + prefill + the burst's
+    median wait through a serial server of s_true ms (C x s / 2), and a stand-in replay giving prefill + C x s / 2."""
+    from types import SimpleNamespace
+
+    pts = []
+    for src in ("a", "b", "c"):
+        for eng in ("vllm@0.10", "vllm@0.11"):
+            for c in (1, 4, 16, 64, 128):
+                pts.append(SimpleNamespace(source=src, engine=eng, load_kind="concurrency", load=float(c),
+                                           curve_id=f"{src}-{eng}", experimental=False, build_anomaly=""))
+    pts.append(SimpleNamespace(source="a", engine="vllm@0.11", load_kind="rate", load=2.0, curve_id="a-open",
+                               experimental=False, build_anomaly=""))  # not a burst: never trains it
+
+    def prefill(p):
+        return 8.0 + 0.05 * p.load
+
+    def recs_of(p, s):
+        assert p.load_kind == "concurrency"
+        rows = []
+        for stat, q in (("median", 0.5), ("p99", 0.99)):
+            rows.append({"metric": "ttft_p50" if stat == "median" else "ttft_p99", "quantity": "ttft_ms",
+                         "statistic": stat, "engine": p.engine, "source": p.source, "curve_id": p.curve_id,
+                         "load": p.load, "predicted": prefill(p) + q * p.load * s,
+                         "measured": delay_ms + prefill(p) + q * p.load * s_true})
+        return rows
+    return pts, recs_of
+
+
+@pytest.mark.parametrize("s_true", [0.0, 1.0, 2.0, 4.0])
+def test_the_fit_recovers_a_known_serialized_cost(s_true):
+    from calibrate.serving.front_end import front_end_values
+    from calibrate.serving.front_queue import GRID_FRONT_REQUEST_MS, fit_queue
+
+    assert s_true in GRID_FRONT_REQUEST_MS
+    pts, recs_of = _synthetic(s_true, delay_ms=15.0)
+    fam, rel, losses = fit_queue(pts, recs_of, front_end_values, "all_loads", 2)
+    assert fam == s_true and rel == {"vllm@0.10": s_true, "vllm@0.11": s_true}
+    assert losses[s_true] == min(losses.values())
+    # the delay fitted with it is the one the rows were made with (stage 2's 5 ms grid)
+    recs = [r for p in pts if p.load_kind == "concurrency" for r in recs_of(p, fam)]
+    assert front_end_values(recs, "all_loads", 2)[0] == 15.0
+
+
+def test_a_pure_delay_is_not_read_as_a_serialized_cost():
+    from calibrate.serving.front_end import front_end_values
+    from calibrate.serving.front_queue import fit_queue
+
+    pts, recs_of = _synthetic(0.0, delay_ms=40.0)  # a constant front end only: every load moves alike
+    assert fit_queue(pts, recs_of, front_end_values, "all_loads", 2)[0] == 0.0
