@@ -33,6 +33,13 @@ Everything below was written down and committed before any replay with a seriali
   TTFT p50 median |error| improves by >= SHIP_TTFT_P50_GAIN points, TTFT p99 no worse by more than
   SHIP_TTFT_P99_SLACK points, TPOT/ITL and output throughput no worse by more than SHIP_STEP_SLACK point each,
   and the all-rows value > 0; else the presets keep 0.
+
+Finding (written after the figures were seen; SUBSET run only, `--curves 'wayne|faradawn|redhat' --jobs 1`, 158
+points, 1,964 rows, 27 curves; the full regeneration decides): vLLM (3 sources) fits 2 ms (vllm@0.11 2 ms; folds
+2, 2, 0.5; family losses 0: 0.140, 0.5: 0.153, 1: 0.153, 2: 0.119, 4: 0.140, not monotone), held out TTFT p50
+57.6 -> 51.2%, p99 21.5 -> 20.7%, TPOT/ITL 22.2 -> 22.1%, output tok/s 21.1 -> 20.8%: passes the rule.
+TensorRT-LLM (2 sources) fits 4 ms, the grid's top (folds 4 and 0), TTFT p50 52.5 -> 65.4%, p99 66.7 -> 69.4%:
+fails. SGLang has one source here (nothing held out): 0 in its fold, no ship.
 """
 
 from __future__ import annotations
