@@ -167,17 +167,54 @@ class FrontEnd:
     nothing in the engine waits on it). A closed-loop client waits for it like for the engine.
 
     Same interface as `ArrivalSource` (what `sim.engine.replica.Replica` reads); `source` may be an
-    `ArrivalSource` or a cluster inbox. Requests keep their send order (one constant delay)."""
+    `ArrivalSource` or a cluster inbox. Requests keep their send order (one constant delay).
 
-    def __init__(self, source, delay_s: float) -> None:
+    `serial_s` (EngineConfig.front_request_ms / 1e3; 0 = none) is the part of that work done one request at a
+    time before the scheduler sees the request: one process parses the HTTP request, validates it, applies the
+    chat template, tokenizes the prompt and builds the engine request, then hands it on. vLLM V1: the API
+    server process (vllm/entrypoints/openai/serving_chat.py / serving_completion.py -> AsyncLLM.add_request,
+    whose input processor, vllm/v1/engine/processor.py (input_processor.py in later releases), tokenizes and
+    builds the EngineCoreRequest before EngineCoreClient sends it to the engine-core process over ZMQ;
+    `--api-server-count` runs several such processes because one saturates). SGLang: TokenizerManager
+    (python/sglang/srt/managers/tokenizer_manager.py: `_tokenize_one_request`, then `send_to_scheduler` over
+    ZMQ), one process. trtllm-serve (tensorrt_llm/serve/openai_server.py): one FastAPI process that tokenizes
+    the prompt (LLM.generate_async's input processor) before submitting it to the executor. It is a FIFO
+    server of capacity 1: a request sent at t starts when the server is free, max(t, busy), and leaves it
+    serial_s later; then it takes the constant `delay_s` to the queue. A burst of C simultaneous sends
+    therefore reaches the scheduler staggered, the k-th (from 1) k x serial_s + delay_s after its send, which
+    a constant delay cannot produce (a closed loop's TTFT grows ~ C x serial_s / 2 at its median). Placed
+    here, not on the host stage's first token (sim.engine.host `host_request_us`, charged on the output
+    path after the prefill): the request's own work happens before the engine can schedule it, so it also
+    spreads the burst's prefills over steps. The first-token/streaming part of the work stays in `delay_s`.
+    FIFO: the requests keep their send order."""
+
+    def __init__(self, source, delay_s: float, serial_s: float = 0.0) -> None:
         self.source = source
         self.delay_s = float(delay_s)
+        # the serialized per-request work (capacity-1 server, docstring above); `_busy`: when it is next free
+        self.serial_s = float(serial_s)
+        self._busy = float("-inf")
         self._held: deque[tuple[float, float, Request]] = deque()  # (reaches the queue, sent, request)
+
+    def _reach(self, sent_s: float) -> float:
+        """When a request sent at `sent_s` (after every earlier one) reaches the queue: through the serial
+        server (it starts when that is free) and then the constant delay."""
+        if self.serial_s > 0:
+            self._busy = max(sent_s, self._busy) + self.serial_s
+            return self._busy + self.delay_s
+        return sent_s + self.delay_s
+
+    def _next_unsent_reach(self) -> float:
+        """The earliest time the source's next send could reach the queue (without serving it)."""
+        t = self.source.next_s
+        if t == float("inf"):
+            return t
+        return (max(t, self._busy) + self.serial_s if self.serial_s > 0 else t) + self.delay_s
 
     @property
     def next_s(self) -> float:
         own = self._held[0][0] if self._held else float("inf")
-        return min(own, self.source.next_s + self.delay_s)
+        return min(own, self._next_unsent_reach())
 
     def next_time(self) -> float | None:
         t = self.next_s
@@ -185,9 +222,8 @@ class FrontEnd:
 
     def due(self, now_s: float) -> list[tuple[float, Request]]:
         """Requests that reach the queue by `now_s`, with their send times."""
-        d = self.delay_s
-        for t, r in self.source.due(now_s):  # sent by now: held until t + d
-            self._held.append((t + d, t, r))
+        for t, r in self.source.due(now_s):  # sent by now: held until it has passed the front end
+            self._held.append((self._reach(t), t, r))
         out = []
         held = self._held
         while held and held[0][0] <= now_s:
@@ -213,4 +249,4 @@ class FrontEnd:
             return env.timeout(max(self._held[0][0] - now_s, 0.0))
         if self.source.next_s == float("inf"):
             return self.source.idle_wait(env, now_s)
-        return env.timeout(max(self.source.next_s + self.delay_s - now_s, 0.0))
+        return env.timeout(max(self._next_unsent_reach() - now_s, 0.0))

@@ -21,6 +21,9 @@ from calibrate.serving.front_end import (  # noqa: F401  (stage 2, the front-end
     API_MAX_MS, API_STEP_MS, FRONT_END_RULES, MIN_RELEASE_SOURCES, TTFT_METRICS, _scored, choose_front_end_rule,
     front_end_values, unloaded_records,
 )
+from calibrate.serving.front_queue import (  # noqa: F401 (the report's section: importable from here)
+    front_queue_lines, front_queue_markdown, run_stage as queue_stage,
+)
 from calibrate.serving.replay import Cache, prefetch, preset_fitted, replay
 from calibrate.serving.rows import (
     KNEE_FACTOR, METRICS, LoadPoint, _catalog_models, _hw_names, curves, exclusion, load_points, public_sources,
@@ -334,10 +337,11 @@ def shippable_grid() -> list[dict]:
 
 def fit_params(params: dict | None) -> dict:
     """The engine overrides a fit replays: the fitted fields (request_overhead_ms, layer_floor_us, host_token_us,
-    efficiency_scale: neutral unless fitted, calibrate/serving/effscale.py) always
+    front_request_ms, efficiency_scale: neutral unless fitted, calibrate/serving/effscale.py) always
     set, to the fitted value, else 0 (the presets before this fit), so the fit and its baseline do not
     depend on the values the presets ship."""
     return {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, "host_token_us": 0.0, "layer_floor_dense_us": None,
+            "front_request_ms": 0.0,
             "efficiency_scale": {"compute": 1.0, "bandwidth": 1.0, "attention": 1.0}, **(params or {})}
 
 
@@ -512,6 +516,10 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     out["host_stage"] = hs.run_stage(points, r_chosen, r_final, out["request_only"]["records"],
                                      (point_params, pred, residuals, step_loss, front_end_values), MIN_RELEASE_SOURCES,
                                      FIT_EXPERIMENTAL, lambda preds: _records(points, preds, knees_meas), summarize, warm)
+    # the serialized per-request front end, jointly with the delay, given each fold's floor (front_queue.py)
+    out["front_queue"] = queue_stage(points, r_chosen, r_final, out["request_only"]["records"], (point_params, pred,
+                                     residuals, front_end_values), MIN_RELEASE_SOURCES, FIT_EXPERIMENTAL,
+                                     lambda preds: _records(points, preds, knees_meas), summarize)
     out["block_fp8"] = block_stage(points, r_chosen, r_final, r_preds, (point_params, pred, residuals, step_loss),
                                    lambda preds: _records(points, preds, knees_meas), warm)
     for by, d in cv.items():

@@ -53,7 +53,8 @@ _TREE: list[str] = []
 #: engine fields the serving fit itself fits and ships (and a replay's parameters always set, or its
 #: cache key spells out with the preset's value): kept out of the tree's fingerprint, so shipping a
 #: fitted value re-replays only the points that use the presets as they are, not the whole corpus
-FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us", "efficiency_scale", "host_token_us", "layer_floor_dense_us")
+FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us", "efficiency_scale", "host_token_us", "layer_floor_dense_us",
+                 "front_request_ms")
 _NEUTRAL_SCALE = {"compute": 1.0, "bandwidth": 1.0, "attention": 1.0}
 
 

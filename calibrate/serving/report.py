@@ -16,7 +16,7 @@ from calibrate.serving.blockfp8 import block_json, block_markdown, shared
 from calibrate.serving.fit import (
     API_MAX_MS, API_STEP_MS, FIT_EXPERIMENTAL, FRONT_END_RULE, FRONT_END_RULES, GRID_ITERATION_MS, GRID_LAYER_FLOOR_US,
     GRID_PER_SEQUENCE_MS, MIN_BAND_N, MIN_RELEASE_SOURCES, OFF_SUPPORT_FACTOR, _by, _knee_summary, point_params,
-    summarize,
+    summarize, front_queue_lines, front_queue_markdown,
 )
 from calibrate.serving.floor_report import (  # noqa: F401 (_fmt, _pct: the report's number formats)
     _fmt, _pct, floor_json, floor_markdown, floor_summary_lines,
@@ -330,7 +330,7 @@ def summary_lines(res: dict, targets: dict) -> list[str]:
     lines += joint_summary_lines(res["efficiency_scale"]["joint"])
     if "host_stage" in res:
         from calibrate.serving.hoststage import host_summary_lines
-        lines += host_summary_lines(res["host_stage"])
+        lines += host_summary_lines(res["host_stage"]) + front_queue_lines(res)
     if "block_fp8" in res:
         from calibrate.serving.blockfp8 import block_summary_lines
         lines += block_summary_lines(res["block_fp8"])
@@ -520,7 +520,7 @@ def report_markdown(res: dict, targets: dict) -> str:
                         res["shipped_layer_floors"])
     if "host_stage" in res:
         from calibrate.serving.hoststage import host_markdown
-        L += host_markdown(res["host_stage"])
+        L += host_markdown(res["host_stage"]) + front_queue_markdown(res)
     L += (block_markdown(res["block_fp8"]) if "block_fp8" in res else []) + [""] + split_kv_markdown()
     L += eagerlaunch_markdown()
     L += ["", f"The presets as replayed here ship request_overhead_ms "

@@ -21,6 +21,12 @@ class HostStageSettings(BaseModel):
         0.0, ge=0, description=("host-stage CPU time per request, in microseconds, on the same single process as "
                                 "host_token_us and charged with the request's first token: tokenizing its prompt, "
                                 "its request and response objects, opening its stream (sim.engine.host). 0 = none"))
+    front_request_ms: float = Field(
+        0.0, ge=0, description=("serialized per-request front-end time, in milliseconds, BEFORE the scheduler sees "
+                                "the request: one process (vLLM's API server, SGLang's TokenizerManager, "
+                                "trtllm-serve's server) parses, validates and tokenizes each request one at a time, "
+                                "so a burst of C sends reaches the engine staggered by this much each "
+                                "(workloads.arrivals.FrontEnd; fitted by calibrate/serving/front_queue.py). 0 = none"))
     host_stage_mode: Literal["queue", "overlap", "serial"] = Field(
         "queue", description=("how the host stage meets the GPU steps: queue = a separate process the engine runs "
                               "ahead of, its tokens waiting in the stage's FIFO (vLLM V1's API server, SGLang's "

@@ -292,12 +292,13 @@ def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, sourc
     engine runs it (`sim.cost.passes.make_step_model`: llama.cpp's passes where the engine splits batches).
     With the engine's `request_overhead_ms` > 0 (and `front_end`: not a disaggregated decode pool, whose
     requests come from the prefill pool), requests reach it through the API server's delay
-    (`workloads.arrivals.FrontEnd`)."""
+    (`workloads.arrivals.FrontEnd`), and with `front_request_ms` > 0 through its serialized per-request work."""
     engine = parts.engine
-    if front_end and engine.request_overhead_ms > 0:
+    serial_ms = float(getattr(engine, "front_request_ms", 0.0) or 0.0)  # the serialized part (FrontEnd's docstring)
+    if front_end and (engine.request_overhead_ms > 0 or serial_ms > 0):
         from workloads.arrivals import FrontEnd
 
-        source = FrontEnd(source, engine.request_overhead_ms / 1e3)
+        source = FrontEnd(source, engine.request_overhead_ms / 1e3, serial_ms / 1e3)
     kv = make_allocator(engine.kv_allocator, parts.kvp.capacity_tokens, engine.block_size)
     scheduler = parts.make_scheduler()
     if step_model is None:
