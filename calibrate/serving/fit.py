@@ -22,7 +22,7 @@ from calibrate.serving.front_end import (  # noqa: F401  (stage 2, the front-end
     front_end_values, unloaded_records,
 )
 from calibrate.serving.front_queue import (  # noqa: F401 (the report's section: importable from here)
-    front_queue_lines, front_queue_markdown, run_stage as queue_stage,
+    front_queue_lines, front_queue_markdown, run_stage as queue_stage, stage_json,
 )
 from calibrate.serving.replay import Cache, prefetch, preset_fitted, replay
 from calibrate.serving.rows import (

@@ -211,6 +211,13 @@ def run_stage(points: list[LoadPoint], r_chosen: dict, r_final: dict, before: li
                                 shipped_queue(points))}
 
 
+def stage_json(res: dict, name: str) -> dict | None:
+    """The JSON report's entry of a fit stage with a ship table (`res[name]`: "host_stage", "front_queue"): its
+    held-out figures by source, all-rows values, fold values and table; None when the run has no such stage."""
+    st = res.get(name)
+    return {k: st[k] for k in ("by_source", "final", "folds", "table") if k in st} if st else None
+
+
 def front_queue_markdown(res: dict) -> list[str]:
     """The report section (nothing when the run has no such stage)."""
     fq = res.get("front_queue")

@@ -16,7 +16,7 @@ from calibrate.serving.blockfp8 import block_json, block_markdown, shared
 from calibrate.serving.fit import (
     API_MAX_MS, API_STEP_MS, FIT_EXPERIMENTAL, FRONT_END_RULE, FRONT_END_RULES, GRID_ITERATION_MS, GRID_LAYER_FLOOR_US,
     GRID_PER_SEQUENCE_MS, MIN_BAND_N, MIN_RELEASE_SOURCES, OFF_SUPPORT_FACTOR, _by, _knee_summary, point_params,
-    summarize, front_queue_lines, front_queue_markdown,
+    summarize, front_queue_lines, front_queue_markdown, stage_json,
 )
 from calibrate.serving.floor_report import (  # noqa: F401 (_fmt, _pct: the report's number formats)
     _fmt, _pct, floor_json, floor_markdown, floor_summary_lines,
@@ -188,8 +188,7 @@ def fidelity_json(res: dict, targets: dict) -> dict:
                              "floor_ships_alone": res["efficiency_scale"]["floor_ships_alone"],
                              "floor_alone_figures": res["efficiency_scale"]["floor_alone_figures"],
                              "joint": {"rule": JOINT_RULE, "families": res["efficiency_scale"]["joint"]["table"]}},
-        "host_stage": ({k: res["host_stage"][k] for k in ("by_source", "final", "folds", "table")}
-                       if "host_stage" in res else None),
+        "host_stage": stage_json(res, "host_stage"), "front_queue": stage_json(res, "front_queue"),
         "block_fp8": block_json(res["block_fp8"]) if "block_fp8" in res else None,
         "shipped_request_overhead_ms": res["shipped_values"],
         "front_end": {"rule": FRONT_END_RULE, "rules": list(FRONT_END_RULES),
