@@ -49,8 +49,7 @@ def test_sglang_dated_builds_of_2024_are_0_4():
         == "sglang@0.4"
     assert release_of("sglang", "dev-cu13") == "sglang@0.5"
     assert release_of("sglang", "nightly-20250601") == "sglang@0.5"
-    assert release_of("sglang", "0.5.13.post1") == "sglang@0.5.10"  # piecewise prompt-step graphs by default
-    assert release_of("sglang", "0.5.12") == "sglang@0.5.10" and release_of("sglang", "0.5.9") == "sglang@0.5"
+    assert release_of("sglang", "0.5.13.post1") == "sglang@0.5"
 
 
 def test_the_kernel_level_replay_maps_engine_versions_as_the_serving_corpus_does():
