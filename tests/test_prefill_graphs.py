@@ -111,3 +111,12 @@ def test_ship_rule():
     assert not ships(before, {**good, "ttft_p99": before["ttft_p99"] + 2.5})
     assert not ships(before, {**good, "tpot_itl": before["tpot_itl"] + 1.5})
     assert not ships(before, {**good, "output_tps": before["output_tps"] + 1.5})
+    # the measured subset runs of 2026-12-07 (calibrate/serving/sgrelease.py's finding): the rule fails
+    run_before = {"ttft_p50": 38.5, "ttft_p99": 70.0, "tpot_itl": 24.7, "output_tps": 26.1}
+    run_after = {"ttft_p50": 69.8, "ttft_p99": 60.8, "tpot_itl": 24.5, "output_tps": 24.7}
+    assert not ships(run_before, run_after)
+
+
+def test_the_shipped_preset_keeps_prompt_steps_eager():
+    for name in ("sglang", "sglang@0.5", "sglang@0.5.12", "sglang@0.4"):
+        assert load_engine(name).prefill_graphs is False, name

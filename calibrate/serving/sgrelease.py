@@ -23,7 +23,8 @@ Which corpus curves it touches (read before any replay, from the rows and their 
 0.5.10+ are SemiAnalysis InferenceX's (image lmsysorg/sglang:v0.5.12-cu130 for B300 / H200 DeepSeek-R1,
 .github/configs/nvidia-master.yaml at SemiAnalysisAI/InferenceX@2fc18b7; v0.5.18 / v0.5.19 ROCm images on
 MI325X / MI355X) and one AMD PR's Gemma-4 on MI300X (0.5.13.post1). The B300 recipes
-(benchmarks/single_node/dsr1_fp{8,4}_b300.sh @ 2fc18b7) pass `--moe-runner-backend flashinfer_trtllm` (and FP4
+(benchmarks/single_node/dsr1_fp{8,4}_b300.sh @ 2fc18b7 and @ d4948f9, the commit before the
+2026-05-22 sweep; image v0.5.12-cu130 in nvidia-master.yaml at both) pass `--moe-runner-backend flashinfer_trtllm` (and FP4
 `--enable-symm-mem`): piecewise graphs off, the eager floor stays. The AMD rows: off (is_hip). Only the two
 H200 DeepSeek-R1 FP8 curves (dsr1_fp8_h200.sh: flashinfer attention, no DP attention, no MTP) run them, and
 only for prompt steps of at most 2,048 tokens (MLA): the 1k/1k curve's single-prompt steps, not the 8k/1k
@@ -48,6 +49,18 @@ Rule. The 0.5.10 release ships in the preset iff, held out by source,
 Otherwise the preset keeps one 0.5 release (the eager floor on every 0.5.x prompt step) and the code stays
 available (`prefill_graphs` engine field, sim.cost.prefill_graphs). No other release boundary, token cap or
 condition is tried after the replay.
+
+Finding (written after the figures were seen; 2026-12-07, both runs cold on this tree, 1,522 rows in 133 load
+points, two sources, 64 and 60 min on the shared machine, /tmp/sgrelease_before.txt and _after.txt): held out by
+source, before -> after, TTFT p50 38.5 -> 69.8% ((a) fails: 31 points worse), TTFT p99 70.0 -> 60.8%, TPOT/ITL
+24.7 -> 24.5%, output throughput 26.1 -> 24.7% ((b), (c) pass). The rule fails: the preset keeps one 0.5 release;
+`prefill_graphs` and sim.cost.prefill_graphs stay available, off in every preset. What moved it: the physical
+change alone (the H200 DeepSeek-R1 1k/1k prompt steps lose their floor) moves the baseline line (no front end, no
+floor) only 53.7 -> 55.4%; the rest is the front-end fit's regrouping. Before, 0.5 had both sources and its own
+value (65 ms, rule all_loads, held out 53.7 -> 38.5%: shipped); after, each release has one source, both take the
+family's 75 ms in the all-rows fit, the rule switches to unloaded, and held out by source neither release's front
+end passes the front-end ship rule (0.5: 54.2 -> 83.7%, 0.5.10: 60.2 -> 57.2%), so the held-out TTFT p50 loses
+the front end. B300 DeepSeek-R1 (the curves the hypothesis was about) run eager in both trees, as the recipes say.
 """
 
 from __future__ import annotations
