@@ -33,14 +33,14 @@ from sim.catalog.engine_settings import (  # noqa: F401  (RuleCondition: importa
 from sim.catalog.arrival_gate import ArrivalGateSettings
 from sim.catalog.host_stage import HostStageSettings
 from sim.catalog.layer_floor import LayerFloorSettings
+from sim.catalog.prefill_graph_settings import PrefillGraphSettings
 from sim.catalog.policies import SCHEDULERS, known_allocator, known_scheduler
 from sim.catalog.quant import get_quant, kv_dtype_bytes
 from sim.catalog.releases import EngineRelease, apply_release, covers_version, split_release
 from sim.errors import ConfigError, pydantic_error_to_config_error
 from sim.files import line_of
 
-# A scheduling policy / KV allocator by name: one of those declared in sim.catalog.policies (the
-# engine's classes declare theirs there).
+# A scheduling policy / KV allocator by name: one declared in sim.catalog.policies (by the engine's classes).
 Scheduler = Annotated[str, BeforeValidator(known_scheduler)]
 KVAllocatorKind = Annotated[str, BeforeValidator(known_allocator)]
 # How `context_size` relates to slots (llama.cpp / Ollama style servers):
@@ -62,8 +62,8 @@ _ALIASES = {
 }
 
 
-class EngineConfig(HostStageSettings, ArrivalGateSettings, LayerFloorSettings):  # host_*: sim.catalog.host_stage;
-    # recv/batch wait: .arrival_gate; layer_floor_us, layer_floor_dense_us: .layer_floor
+class EngineConfig(HostStageSettings, ArrivalGateSettings, LayerFloorSettings, PrefillGraphSettings):  # host_*:
+    # .host_stage; recv/batch wait: .arrival_gate; layer_floor_us, layer_floor_dense_us: .layer_floor; prefill_graphs
     """One serving engine's policy and limits, as the simulator uses them."""
 
     model_config = _FROZEN

@@ -9,7 +9,8 @@ model's forward eagerly, op by op from Python, unless the opt-in piecewise CUDA 
 prefilling can incur kernel launch overhead ... especially for the short length input"; the default-on
 switch, PR #16331 of 2026-01, still lists DeepSeek and MiniMax EP as unsupported in issue #18130 of
 2026-02-02). The host then issues every kernel of every layer one by one, and the GPU cannot run ahead of
-it: a step with prompt tokens lasts at least the host's launch time for its layers,
+it: a step with prompt tokens lasts at least the host's launch time for its layers (SGLang 0.5.10+ replays
+piecewise graphs by default where its server_args allow: such steps skip the floor, sim.cost.prefill_graphs),
 
     prefill step >= n_moe_layers x eager_prefill_moe_layer_us          (0 for a dense model)
 
@@ -31,6 +32,7 @@ ships in the SGLang preset is decided by the held-out rule in calibrate/serving/
 from __future__ import annotations
 
 from sim.cost.eager_launches import forward_launches
+from sim.cost.prefill_graphs import graph_max_tokens
 
 #: PR #12160's eager DeepSeek-V3 forward of one new token [ms] over its 58 MoE layers [us per MoE layer]
 CITED_FORWARD_MS = 82.6406478881836
@@ -54,17 +56,25 @@ def eager_prefill_floor_s(model, engine, quant=None) -> float:
 
 class EagerPrefill:
     """A `StepModel` whose batches with prompt chunks last at least `floor_s` (module docstring):
-    batch_time = max(inner, floor_s) when the batch has a prompt chunk; decode-only runs as `inner`."""
+    batch_time = max(inner, floor_s) when the batch has a prompt chunk; decode-only runs as `inner`. With
+    `graph_max_tokens` > 0 (SGLang 0.5.10+'s piecewise CUDA graphs, sim.cost.prefill_graphs) a prompt step of at
+    most that many input tokens (its prompt tokens + decode lanes: len(input_ids)) replays a graph: no floor."""
 
-    def __init__(self, inner, floor_s: float) -> None:
+    def __init__(self, inner, floor_s: float, graph_max_tokens: int = 0) -> None:
         if not floor_s > 0:
             raise ValueError(f"an eager-prefill floor needs floor_s > 0, got {floor_s!r}")
         self.inner = inner
         self.floor_s = float(floor_s)
+        self.graph_max_tokens = max(int(graph_max_tokens), 0)
 
     def batch_time(self, b) -> float:
         t = self.inner.batch_time(b)
-        return max(t, self.floor_s) if b.prefill_tokens else t
+        if not b.prefill_tokens:
+            return t
+        n_tokens = sum(b.prefill_tokens) + int(getattr(b, "n_decode", 0) or 0)
+        if self.graph_max_tokens and n_tokens <= self.graph_max_tokens:
+            return t  # a piecewise graph replays the step: no eager launches
+        return max(t, self.floor_s)
 
     def run_time(self, b, k: int) -> float:
         return self.inner.run_time(b, k)
@@ -81,7 +91,8 @@ class EagerPrefill:
         return getattr(self.inner, name)
 
 
-def with_eager_prefill(step_model, model, engine, quant=None):
-    """`step_model` itself when the engine's eager-prefill floor is 0 for `model`, else wrapped."""
+def with_eager_prefill(step_model, model, engine, quant=None, hw=None):
+    """`step_model` itself when the engine's eager-prefill floor is 0 for `model`, else wrapped; `hw` (the
+    HardwareProfile, None = not known) decides with the engine whether prompt steps replay piecewise graphs."""
     floor = eager_prefill_floor_s(model, engine, quant)
-    return EagerPrefill(step_model, floor) if floor > 0 else step_model
+    return EagerPrefill(step_model, floor, graph_max_tokens(model, engine, hw)) if floor > 0 else step_model

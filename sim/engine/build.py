@@ -305,7 +305,7 @@ def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, sourc
         step_model = make_step_model(parts.cost, engine, scheduler.max_seqs)
         # an eager prefill's host launch time (engine.eager_prefill_moe_layer_us / eager_prefill_launch_us; 0 = none):
         # sim.cost.eager_prefill
-        step_model = with_eager_prefill(step_model, parts.model, engine, parts.quant)
+        step_model = with_eager_prefill(step_model, parts.model, engine, parts.quant, parts.hw)
     # the host stage every streamed token passes through (engine.host_token_us / host_request_us; 0 = none)
     step_model, host = with_host_stage(step_model, engine, getattr(parts.cost, "tokens_per_step", 1.0))
     return Replica(env, step_model=step_model, scheduler=scheduler, kv=kv, source=source, log=RequestLog(),
