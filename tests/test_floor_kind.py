@@ -163,3 +163,21 @@ def test_the_ship_rule_needs_a_point_on_tpot_and_throughput_and_at_most_a_point_
     assert not kind_ship_rule(_res(pts, 0.20, 0.10, 0.15, 0.145, 0.30, 0.30))["vllm"]["ship"]  # throughput -0.5
     assert not kind_ship_rule(_res(pts, 0.20, 0.10, 0.15, 0.10, 0.30, 0.315))["vllm"]["ship"]  # TTFT +1.5
     assert not kind_ship_rule(_res(pts, 0.20, 0.10, 0.15, 0.10, 0.30, 0.30, kinds=("dense",)))["vllm"]["ship"]
+
+
+def test_no_preset_splits_the_floor_by_kind_unless_the_serving_fit_ships_it():
+    """A family's preset sets layer_floor_dense_us only where the report's floor-per-kind ship rule
+    (calibrate/serving/floorkind.py, held out by source) says ship, and then to the all-rows dense value."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "serving_fidelity.json"
+    by_kind = (json.loads(path.read_text()).get("layer_floor") or {}).get("by_kind")
+    if not by_kind:  # a report written before the split existed: nothing to check against
+        pytest.skip("serving_fidelity.json has no layer_floor.by_kind section")
+    for fam, v in by_kind["ship_rule"].items():
+        dense = load_engine(fam).layer_floor_dense_us
+        if not v["ship"]:
+            assert dense is None, fam
+        else:
+            assert dense == v["values"]["dense"]["layer_floor_us"], fam

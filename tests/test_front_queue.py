@@ -119,3 +119,33 @@ def test_a_pure_delay_is_not_read_as_a_serialized_cost():
 
     pts, recs_of = _synthetic(0.0, delay_ms=40.0)  # a constant front end only: every load moves alike
     assert fit_queue(pts, recs_of, front_end_values, "all_loads", 2)[0] == 0.0
+
+
+def test_presets_ship_the_serialized_front_end_the_serving_fit_passed():
+    """Each family's preset (and each release the report fits a value of its own) runs the all-rows
+    front_request_ms where the serving fit's pre-registered ship rule (calibrate/serving/front_queue.py) says
+    so, else 0; a shipped value's held-out figures met the rule's margins."""
+    import json
+    from pathlib import Path
+
+    from calibrate.serving.front_queue import SHIP_STEP_SLACK, SHIP_TTFT_P50_GAIN, SHIP_TTFT_P99_SLACK
+    from sim.catalog.engine_config import load_engine
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "serving_fidelity.json"
+    fq = json.loads(path.read_text()).get("front_queue")
+    if fq is None:  # a report written before the stage existed: nothing to check against
+        pytest.skip("serving_fidelity.json has no front_queue section")
+    assert fq["table"]
+    for r in fq["table"]:
+        fam = r["family"]
+        assert r["shipped"] == load_engine(fam).front_request_ms
+        by_release = r["value_by_release"] or {}
+        default = by_release.get(f"{fam}@{load_engine(fam).release}", r["value"])  # the newest release's
+        assert load_engine(fam).front_request_ms == (default if r["ship"] else 0.0)
+        for rel, v in by_release.items():
+            assert load_engine(rel).front_request_ms == (v if r["ship"] else 0.0), rel
+        if r["ship"]:
+            assert r["ttft_p50_after"] <= r["ttft_p50_before"] - SHIP_TTFT_P50_GAIN
+            assert r["ttft_p99_after"] <= r["ttft_p99_before"] + SHIP_TTFT_P99_SLACK
+            assert r["tpot_itl_after"] <= r["tpot_itl_before"] + SHIP_STEP_SLACK
+            assert r["output_tps_after"] <= r["output_tps_before"] + SHIP_STEP_SLACK
