@@ -260,8 +260,10 @@ def test_the_committed_report_check_fails_when_the_preset_does_not_run_the_term_
     rule = next(r for r in load_engine("sglang").hardware_rules if r.when.weight_format)
     runs = {"layer_floor_us": float(rule.set["layer_floor_us"]),
             "bandwidth_scale": float(rule.set["efficiency_scale"]["bandwidth"])}
+    compute = float(rule.set["efficiency_scale"]["compute"])  # 1.0 = the prefill side does not ship
     v = {"devices": ["mi300x", "mi325x"], "models": ["deepseek-r1"], "ship": True, "final_term": dict(runs)}
-    fj = {"block_fp8": {"table": {"sglang": v}, "prefill": {"sglang": {"ship": False, "final_compute": 0.3}}}}
+    pf = {"ship": compute != 1.0, "final_compute": compute if compute != 1.0 else 0.3}
+    fj = {"block_fp8": {"table": {"sglang": v}, "prefill": {"sglang": pf}}}
     _presets_ship_the_block_fp8_term(fj)  # the report as the preset runs it passes
     for bad in ({"final_term": {**runs, "bandwidth_scale": runs["bandwidth_scale"] - 0.1}},  # another scale
                 {"final_term": {**runs, "layer_floor_us": runs["layer_floor_us"] + 100.0}},  # another floor
@@ -269,8 +271,11 @@ def test_the_committed_report_check_fails_when_the_preset_does_not_run_the_term_
                 {"devices": ["mi355x"]}):  # a device the rule's scope leaves out
         with pytest.raises(AssertionError):
             _presets_ship_the_block_fp8_term({"block_fp8": {**fj["block_fp8"], "table": {"sglang": {**v, **bad}}}})
-    with pytest.raises(AssertionError):  # the prefill side's compute scale ships, the preset runs 1.0
+    with pytest.raises(AssertionError):  # the prefill side's verdict flipped: the preset runs the other compute
         _presets_ship_the_block_fp8_term({"block_fp8": {**fj["block_fp8"],
-                                                        "prefill": {"sglang": {"ship": True, "final_compute": 0.3}}}})
+                                                        "prefill": {"sglang": {**pf, "ship": not pf["ship"]}}}})
+    with pytest.raises(AssertionError):  # the prefill side ships another compute scale than the preset runs
+        _presets_ship_the_block_fp8_term({"block_fp8": {**fj["block_fp8"], "prefill": {"sglang": {
+            "ship": True, "final_compute": round(pf["final_compute"] + 0.1, 1)}}}})
     with pytest.raises(AssertionError):  # a family the report ships nothing for has the rule
         _presets_ship_the_block_fp8_term({"block_fp8": {"table": {}, "prefill": {}}})

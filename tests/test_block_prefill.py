@@ -98,6 +98,8 @@ def test_a_compute_scale_slows_the_groups_long_prefill_not_its_decode():
     _, base = resolve(make_spec(model="deepseek-v3", quant="fp8", hw="mi300x", engine="sglang",
                                 trace="workloads/examples/bursty.jsonl", overrides={"tp": 8}))
     hw = "mi300x"
+    # from compute 1.0 (whatever the preset's rule ships) to 0.5
+    base = base.model_copy(update={"efficiency_scale": base.efficiency_scale.model_copy(update={"compute": 1.0})})
     slow = base.model_copy(update={"efficiency_scale": base.efficiency_scale.model_copy(update={"compute": 0.5})})
     a, b = CostModel.from_names("deepseek-v3", "fp8", hw, base), CostModel.from_names("deepseek-v3", "fp8", hw, slow)
     assert b.step_time([4800], [0], ()) > 1.2 * a.step_time([4800], [0], ())
