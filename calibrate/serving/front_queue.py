@@ -52,6 +52,7 @@ import numpy as np
 from calibrate.serving.blockfp8 import shared, trains
 from calibrate.serving.floor import first_best, pct
 from calibrate.serving.front_end import TTFT_METRICS, _scored
+from calibrate.serving.hoststage import stage_table_rows
 from calibrate.serving.rows import LoadPoint
 
 GRID_FRONT_REQUEST_MS = (0.0, 0.5, 1.0, 2.0, 4.0)
@@ -233,14 +234,7 @@ def front_queue_markdown(res: dict) -> list[str]:
          f"and output throughput worse by <= {SHIP_STEP_SLACK:g} each, value > 0.", "",
          "| family | sources | points | value (all rows, ms) | by release | per-fold values | ttft_p50 before -> after "
          "| ttft_p99 | tpot_itl | output_tps | ship | preset runs |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in fq["table"]:
-        folds = ", ".join("-" if v is None else f"{v:g}" for v in r["fold_values"].values())
-        rel = ", ".join(f"{k} {v:g}" for k, v in sorted(r["value_by_release"].items())) or "-"
-        L.append(f"| {r['family']} | {r['sources']} | {r['points']} | {r['value']:g} | {rel} | {folds} | "
-                 + " | ".join(f"{pct(r[m + '_before'])} -> {pct(r[m + '_after'])}"
-                              for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps"))
-                 + f" | {'yes' if r['ship'] else 'no'} | {r['shipped']:g} |")
-    return L + [""]
+    return L + stage_table_rows(fq["table"], pct) + [""]
 
 
 def front_queue_lines(res: dict) -> list[str]:

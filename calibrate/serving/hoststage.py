@@ -269,13 +269,7 @@ def host_markdown(hs: dict) -> list[str]:
          "output-throughput median smaller and TPOT/ITL no larger.", "",
          "| family | sources | points | value (all rows, us) | by release | per-fold values | ttft_p50 before -> after "
          "| ttft_p99 | tpot_itl | output_tps | ship | preset runs |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in hs["table"]:
-        folds = ", ".join("-" if v is None else f"{v:g}" for v in r["fold_values"].values())
-        rel = ", ".join(f"{k} {v:g}" for k, v in sorted(r["value_by_release"].items())) or "-"
-        L.append(f"| {r['family']} | {r['sources']} | {r['points']} | {r['value']:g} | {rel} | {folds} | "
-                 + " | ".join(f"{f(r[m + '_before'])} -> {f(r[m + '_after'])}"
-                              for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps"))
-                 + f" | {'yes' if r['ship'] else 'no'} | {r['shipped']:g} |")
+    L += stage_table_rows(hs["table"], f)
     withheld = [r["family"] for r in hs["table"] if r["ship"] and r["family"] in WITHHELD_AGAINST_THE_RULE]
     for fam in withheld:
         L += ["", f"Not shipped against the rule: {fam}. {WITHHELD_AGAINST_THE_RULE[fam]}."]
@@ -284,6 +278,21 @@ def host_markdown(hs: dict) -> list[str]:
           + ", ".join(f"{m} {f((s.get(m) or {}).get('median_abs_pct'))}"
                       for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "headline")), ""]
     return L
+
+
+def stage_table_rows(table: list[dict], fmt) -> list[str]:
+    """The markdown rows of a fit stage's ship table (this module's, calibrate/serving/front_queue.py's): family,
+    sources, points, all-rows value, per release, per fold, the four held-out medians before -> after (`fmt`),
+    the verdict and what the preset runs."""
+    rows = []
+    for r in table:
+        folds = ", ".join("-" if v is None else f"{v:g}" for v in r["fold_values"].values())
+        rel = ", ".join(f"{k} {v:g}" for k, v in sorted(r["value_by_release"].items())) or "-"
+        rows.append(f"| {r['family']} | {r['sources']} | {r['points']} | {r['value']:g} | {rel} | {folds} | "
+                    + " | ".join(f"{fmt(r[m + '_before'])} -> {fmt(r[m + '_after'])}"
+                                 for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps"))
+                    + f" | {'yes' if r['ship'] else 'no'} | {r['shipped']:g} |")
+    return rows
 
 
 def host_summary_lines(hs: dict) -> list[str]:
