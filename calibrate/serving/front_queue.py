@@ -52,7 +52,7 @@ import numpy as np
 from calibrate.serving.blockfp8 import shared, trains
 from calibrate.serving.floor import first_best, pct
 from calibrate.serving.front_end import TTFT_METRICS, _scored
-from calibrate.serving.hoststage import stage_table_rows
+from calibrate.serving.hoststage import stage_table, stage_table_rows
 from calibrate.serving.rows import LoadPoint
 
 GRID_FRONT_REQUEST_MS = (0.0, 0.5, 1.0, 2.0, 4.0)
@@ -142,34 +142,22 @@ def point_queue_params(ch: dict | None, p: LoadPoint, point_params) -> dict:
     return out
 
 
-def ship_table(points: list[LoadPoint], before: list[dict], after: list[dict], final: dict[str, dict],
-               folds: dict[str, dict], summarize, shipped: dict[str, float]) -> list[dict]:
-    """Per family: the all-rows value (and per release), the fold values, the held-out medians before (the
-    shippable fit) and after, and the ship rule of the module docstring."""
-    out = []
-    for fam in sorted({p.family for p in points}):
-        b = summarize([r for r in before if r["family"] == fam])
-        a = summarize([r for r in after if r["family"] == fam])
-        row = {"family": fam, "sources": len({p.source for p in points if p.family == fam}),
-               "points": sum(p.family == fam for p in points),
-               "value": float((final.get(fam) or {}).get("front_request_ms", 0.0)),
-               "value_by_release": (final.get(fam) or {}).get("front_request_ms_by_release", {}),
-               "fold_values": {g: (ch.get(fam) or {}).get("front_request_ms") for g, ch in sorted(folds.items())
-                               if fam in ch},
-               "final_losses": (final.get(fam) or {}).get("front_request_losses", {})}
-        for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "headline"):
-            row[f"{m}_before"] = (b.get(m) or {}).get("median_abs_pct")
-            row[f"{m}_after"] = (a.get(m) or {}).get("median_abs_pct")
-        need = [row[f"{m}_{w}"] for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps") for w in ("before", "after")]
-        row["ship"] = bool(
-            row["value"] > 0 and None not in need
+def _queue_ships(row: dict) -> bool:
+    """The ship rule of the module docstring over one family's `stage_table` row."""
+    need = [row[f"{m}_{w}"] for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps") for w in ("before", "after")]
+    return (row["value"] > 0 and None not in need
             and row["ttft_p50_after"] <= row["ttft_p50_before"] - SHIP_TTFT_P50_GAIN
             and row["ttft_p99_after"] <= row["ttft_p99_before"] + SHIP_TTFT_P99_SLACK
             and row["tpot_itl_after"] <= row["tpot_itl_before"] + SHIP_STEP_SLACK
             and row["output_tps_after"] <= row["output_tps_before"] + SHIP_STEP_SLACK)
-        row["shipped"] = float(shipped.get(fam, 0.0))
-        out.append(row)
-    return out
+
+
+def ship_table(points: list[LoadPoint], before: list[dict], after: list[dict], final: dict[str, dict],
+               folds: dict[str, dict], summarize, shipped: dict[str, float]) -> list[dict]:
+    """Per family: the all-rows value (and per release), the fold values, the held-out medians before (the
+    shippable fit) and after, and the ship rule of the module docstring (hoststage.stage_table)."""
+    return stage_table(points, before, after, final, folds, summarize, shipped, "front_request_ms",
+                       "front_request_losses", _queue_ships)
 
 
 def shipped_queue(points: list[LoadPoint]) -> dict[str, float]:

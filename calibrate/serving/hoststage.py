@@ -192,31 +192,44 @@ def final_host(points: list[LoadPoint], r_final: dict[str, dict], point_params, 
             for fam in sorted({p.family for p in points})}
 
 
-def ship_table(points: list[LoadPoint], before: list[dict], after: list[dict], final: dict[str, dict],
-               folds: dict[str, dict], summarize, shipped: dict[str, float]) -> list[dict]:
-    """Per family: the all-rows value (and per release), the per-fold values, the held-out medians of the
-    shippable fit (`before`) and with the host stage (`after`), and the pre-registered ship rule."""
+def stage_table(points: list[LoadPoint], before: list[dict], after: list[dict], final: dict[str, dict],
+                folds: dict[str, dict], summarize, shipped: dict[str, float], field: str, losses_key: str,
+                ships) -> list[dict]:
+    """Per family, the ship table of a fit stage whose value is the engine field `field` (this module's
+    host_token_us, calibrate/serving/front_queue.py's front_request_ms): the all-rows value (and per release,
+    `field`_by_release), the per-fold values, the all-rows losses (`losses_key`), the held-out medians of the
+    shippable fit (`before`) and with the stage (`after`), `ships(row)` the stage's pre-registered rule, and what
+    the preset runs (`shipped`)."""
     out = []
     for fam in sorted({p.family for p in points}):
         b = summarize([r for r in before if r["family"] == fam])
         a = summarize([r for r in after if r["family"] == fam])
-
-        def med(s, m):
-            return (s.get(m) or {}).get("median_abs_pct")
+        fp = final.get(fam) or {}
         row = {"family": fam, "sources": len({p.source for p in points if p.family == fam}),
                "points": sum(p.family == fam for p in points),
-               "value": float((final.get(fam) or {}).get("host_token_us", 0.0)),
-               "value_by_release": (final.get(fam) or {}).get("host_token_us_by_release", {}),
-               "fold_values": {g: (ch.get(fam) or {}).get("host_token_us") for g, ch in sorted(folds.items())
-                               if fam in ch},
-               "final_losses": (final.get(fam) or {}).get("host_token_losses", {})}
+               "value": float(fp.get(field, 0.0)), "value_by_release": fp.get(f"{field}_by_release", {}),
+               "fold_values": {g: (ch.get(fam) or {}).get(field) for g, ch in sorted(folds.items()) if fam in ch},
+               "final_losses": fp.get(losses_key, {})}
         for m in ("ttft_p50", "ttft_p99", "tpot_itl", "output_tps", "headline"):
-            row[f"{m}_before"], row[f"{m}_after"] = med(b, m), med(a, m)
-        tb, ta, ob, oa = row["tpot_itl_before"], row["tpot_itl_after"], row["output_tps_before"], row["output_tps_after"]
-        row["ship"] = bool(row["value"] > 0 and None not in (tb, ta, ob, oa) and oa < ob and ta <= tb)
+            row[f"{m}_before"] = (b.get(m) or {}).get("median_abs_pct")
+            row[f"{m}_after"] = (a.get(m) or {}).get("median_abs_pct")
+        row["ship"] = bool(ships(row))
         row["shipped"] = float(shipped.get(fam, 0.0))
         out.append(row)
     return out
+
+
+def _host_ships(row: dict) -> bool:
+    """The rule of the module docstring: a value > 0, held-out output throughput smaller, TPOT/ITL no larger."""
+    tb, ta, ob, oa = row["tpot_itl_before"], row["tpot_itl_after"], row["output_tps_before"], row["output_tps_after"]
+    return row["value"] > 0 and None not in (tb, ta, ob, oa) and oa < ob and ta <= tb
+
+
+def ship_table(points: list[LoadPoint], before: list[dict], after: list[dict], final: dict[str, dict],
+               folds: dict[str, dict], summarize, shipped: dict[str, float]) -> list[dict]:
+    """The host stage's ship table (`stage_table` over host_token_us, the rule `_host_ships`)."""
+    return stage_table(points, before, after, final, folds, summarize, shipped, "host_token_us",
+                       "host_token_losses", _host_ships)
 
 
 def run_stage(points: list[LoadPoint], r_chosen: dict, r_final: dict, before: list[dict], fns: tuple,
