@@ -196,20 +196,21 @@ class FrontEnd:
         self._busy = float("-inf")
         self._held: deque[tuple[float, float, Request]] = deque()  # (reaches the queue, sent, request)
 
+    def _leaves(self, sent_s: float) -> float:
+        """When a request sent at `sent_s` (after every earlier one) leaves the serial server: it starts when
+        the server is free and takes serial_s; at once when there is no server (serial_s 0)."""
+        return max(sent_s, self._busy) + self.serial_s if self.serial_s > 0 else sent_s
+
     def _reach(self, sent_s: float) -> float:
-        """When a request sent at `sent_s` (after every earlier one) reaches the queue: through the serial
-        server (it starts when that is free) and then the constant delay."""
-        if self.serial_s > 0:
-            self._busy = max(sent_s, self._busy) + self.serial_s
-            return self._busy + self.delay_s
-        return sent_s + self.delay_s
+        """When a request sent at `sent_s` reaches the queue (the serial server, then the constant delay),
+        the server busy with it until it leaves."""
+        self._busy = self._leaves(sent_s)
+        return self._busy + self.delay_s
 
     def _next_unsent_reach(self) -> float:
         """The earliest time the source's next send could reach the queue (without serving it)."""
         t = self.source.next_s
-        if t == float("inf"):
-            return t
-        return (max(t, self._busy) + self.serial_s if self.serial_s > 0 else t) + self.delay_s
+        return t if t == float("inf") else self._leaves(t) + self.delay_s
 
     @property
     def next_s(self) -> float:
