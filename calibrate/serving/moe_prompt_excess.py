@@ -64,8 +64,8 @@ expert -0.36 (0.14), expert GB per GPU -0.19 (0.45), launches -0.19 (0.45); NVID
     every MoE deployment, so with no L2 reuse at all (a's upper bound) the NVIDIA cookbook rows move 0 ms but
     Step-3.5-Flash (+21.5), and on AMD Qwen3-Coder-480B +22.7, MiniMax-M2 +9.1 and ERNIE +30.7 (the wrong way:
     ERNIE is -12%); tile padding (b) moves every row by 0.0 ms. Closing the NVIDIA cookbook residuals through
-    GPU work would take 1.8-6.9x the priced GPU time; SemiAnalysis' B300 rows would need less GPU time than
-    nothing (they sit below the launch floor itself: 71-77 ms measured, 82.6 ms floor).
+    GPU work would take 1.8-6.9x the priced GPU time; no GPU factor reaches SemiAnalysis' B300 rows, which sit
+    below the launch floor itself (71-77 ms measured TTFT, 82.6 ms floor).
   - (c): the MoE path's launches do not grow with the experts (module docstring), and the residual does not
     rank with the launch count on NVIDIA (rho -0.56, the wrong sign).
   - On AMD the ranking by experts and top-k is the checkpoint and kernel path: the misses are the block-FP8
