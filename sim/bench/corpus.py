@@ -94,6 +94,9 @@ _FLAGS = {
     "--expert-parallel-size": ("expert_parallel", _ep_size_on),
     # SGLang's --scheduler-recv-interval (EngineConfig.recv_interval_steps; sim.engine.recv)
     "--scheduler-recv-interval": ("recv_interval_steps", int),
+    # SGLang's MoE runner (EngineConfig.moe_runner_backend: flashinfer_trtllm's fused MoE launches fewer kernels in an
+    # eager prompt step, sim.cost.eager_backends; server_args.py `moe_runner_backend`, default auto)
+    "--moe-runner-backend": ("moe_runner_backend", str),
     # TensorRT-LLM LLM-API options (trtllm-serve --extra_llm_api_options YAML), written key=value with the YAML's
     # nesting dotted: batch waiting (EngineConfig.batch_wait_iters / batch_wait_tokens_ratio) and the KV cache
     "batch_wait_timeout_iters": ("batch_wait_iters", int),
@@ -108,7 +111,11 @@ UNSHIPPED_FLAGS = {"--attention-backend": ("decode_kv_splits", _triton_kv_splits
 _SWITCHES = {"--enable-prefix-caching": ("prefix_caching", True), "--no-enable-prefix-caching": ("prefix_caching", False),
              "--disable-radix-cache": ("prefix_caching", False),
              # vLLM's switch (vllm/engine/arg_utils.py `enable_expert_parallel`): experts whole on the tp ranks
-             "--enable-expert-parallel": ("expert_parallel", True)}
+             "--enable-expert-parallel": ("expert_parallel", True),
+             # SGLang's flashinfer all-reduce + RMSNorm fusion (EngineConfig.flashinfer_allreduce_fusion;
+             # sim.cost.eager_backends): on by the flag, off by 0.5.12's enforce-disable flag
+             "--enable-flashinfer-allreduce-fusion": ("flashinfer_allreduce_fusion", True),
+             "--enforce-disable-flashinfer-allreduce-fusion": ("flashinfer_allreduce_fusion", False)}
 
 
 def blank(v) -> bool:

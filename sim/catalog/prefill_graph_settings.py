@@ -1,5 +1,6 @@
-"""The engine-preset field for CUDA graphs of prompt (extend) steps (`EngineConfig` inherits it;
-sim.cost.prefill_graphs implements it). Kept apart so engine_config.py stays within the module size limit."""
+"""The engine-preset fields for the host side of prompt (extend) steps (`EngineConfig` inherits them): CUDA graphs
+(sim.cost.prefill_graphs) and the fused backends an eager forward runs (sim.cost.eager_backends). Kept apart so
+engine_config.py stays within the module size limit."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pydantic import BaseModel, Field
 
 
 class PrefillGraphSettings(BaseModel):
-    """Whether prompt steps replay captured graphs (EngineConfig's model config applies)."""
+    """Whether prompt steps replay captured graphs, and which fused backends their eager forward runs
+    (EngineConfig's model config applies)."""
 
     prefill_graphs: bool = Field(
         False, description=("prompt (extend) steps replay piecewise CUDA graphs where the engine enables them (SGLang "
@@ -15,3 +17,15 @@ class PrefillGraphSettings(BaseModel):
                             "on compute capability 10, and for steps above the captured token count; "
                             "sim.cost.prefill_graphs), so such a step pays no eager launch floor "
                             "(eager_prefill_launch_us). False = every prompt step runs eagerly"))
+    eager_launch_backends: bool = Field(
+        True, description=("an eager prompt forward's launch count follows the fused backends the deployment runs "
+                           "(moe_runner_backend, flashinfer_allreduce_fusion, and those SGLang selects by itself: "
+                           "sim.cost.eager_backends); False = SGLang's generic CUDA path's count everywhere"))
+    moe_runner_backend: str | None = Field(
+        None, description=("SGLang's --moe-runner-backend as the server was started (flashinfer_trtllm: the "
+                           "trtllm-gen fused MoE, fewer launches per MoE layer; sim.cost.eager_backends); None = auto"))
+    flashinfer_allreduce_fusion: bool | None = Field(
+        None, description=("SGLang's --enable-flashinfer-allreduce-fusion (True) / "
+                           "--enforce-disable-flashinfer-allreduce-fusion (False): the TP all-reduce fused with the "
+                           "next residual add + RMSNorm on steps of at most 2,048 tokens (sim.cost.eager_backends); "
+                           "None = what SGLang picks by itself"))

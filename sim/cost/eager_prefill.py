@@ -31,7 +31,7 @@ ships in the SGLang preset is decided by the held-out rule in calibrate/serving/
 
 from __future__ import annotations
 
-from sim.cost.eager_launches import forward_launches
+from sim.cost import eager_backends  # module attribute: benchmarks/eager_backends_subset.py --off replaces it
 from sim.cost.prefill_graphs import graph_max_tokens
 
 #: PR #12160's eager DeepSeek-V3 forward of one new token [ms] over its 58 MoE layers [us per MoE layer]
@@ -40,17 +40,21 @@ CITED_MOE_LAYERS = 58
 CITED_US_PER_MOE_LAYER = CITED_FORWARD_MS * 1e3 / CITED_MOE_LAYERS
 
 
-def eager_prefill_floor_s(model, engine, quant=None) -> float:
+def eager_prefill_floor_s(model, engine, quant=None, hw=None, n_tokens: int | None = None) -> float:
     """Seconds a step with prompt tokens lasts at least: n_moe_layers x eager_prefill_moe_layer_us (session
     44's per-MoE-layer form; 0 for a dense model) + the forward's kernel launches x eager_prefill_launch_us
     (session 45's per-model form, `sim.cost.eager_launches`: counted from the architecture, `quant` the
-    deployment's QuantFormat, None = bf16). 0 with both fields 0."""
+    deployment's QuantFormat, None = bf16; session 47: under the fused backends the deployment runs,
+    `sim.cost.eager_backends`, `hw` the HardwareProfile (None = not known), `n_tokens` the step's input tokens
+    (None = a step too large for the all-reduce fusion)). 0 with both fields 0."""
     us = float(getattr(engine, "eager_prefill_moe_layer_us", 0.0) or 0.0)
     layers = int(getattr(model, "n_routed_layers", 0) or 0)
     floor = us * layers / 1e6 if us > 0 and layers > 0 else 0.0
     launch_us = float(getattr(engine, "eager_prefill_launch_us", 0.0) or 0.0)
     if launch_us > 0:
-        floor += forward_launches(model, quant, int(getattr(engine, "tp", 1) or 1)) * launch_us / 1e6
+        tp = int(getattr(engine, "tp", 1) or 1)
+        backends = eager_backends.deployment_backends(model, engine, hw, quant)
+        floor += eager_backends.backend_launches(model, quant, tp, backends, n_tokens) * launch_us / 1e6
     return floor
 
 
@@ -58,14 +62,19 @@ class EagerPrefill:
     """A `StepModel` whose batches with prompt chunks last at least `floor_s` (module docstring):
     batch_time = max(inner, floor_s) when the batch has a prompt chunk; decode-only runs as `inner`. With
     `graph_max_tokens` > 0 (SGLang 0.5.10+'s piecewise CUDA graphs, sim.cost.prefill_graphs) a prompt step of at
-    most that many input tokens (its prompt tokens + decode lanes: len(input_ids)) replays a graph: no floor."""
+    most that many input tokens (its prompt tokens + decode lanes: len(input_ids)) replays a graph: no floor. With
+    `small_max_tokens` > 0 a step of at most that many input tokens has the floor `small_floor_s` instead (SGLang's
+    all-reduce fusion, on steps of at most 2,048 tokens: sim.cost.eager_backends)."""
 
-    def __init__(self, inner, floor_s: float, graph_max_tokens: int = 0) -> None:
+    def __init__(self, inner, floor_s: float, graph_max_tokens: int = 0, small_floor_s: float | None = None,
+                 small_max_tokens: int = 0) -> None:
         if not floor_s > 0:
             raise ValueError(f"an eager-prefill floor needs floor_s > 0, got {floor_s!r}")
         self.inner = inner
         self.floor_s = float(floor_s)
         self.graph_max_tokens = max(int(graph_max_tokens), 0)
+        self.small_floor_s = self.floor_s if small_floor_s is None else float(small_floor_s)
+        self.small_max_tokens = max(int(small_max_tokens), 0)
 
     def batch_time(self, b) -> float:
         t = self.inner.batch_time(b)
@@ -74,6 +83,8 @@ class EagerPrefill:
         n_tokens = sum(b.prefill_tokens) + int(getattr(b, "n_decode", 0) or 0)
         if self.graph_max_tokens and n_tokens <= self.graph_max_tokens:
             return t  # a piecewise graph replays the step: no eager launches
+        if self.small_max_tokens and n_tokens <= self.small_max_tokens:
+            return max(t, self.small_floor_s)
         return max(t, self.floor_s)
 
     def run_time(self, b, k: int) -> float:
@@ -94,5 +105,9 @@ class EagerPrefill:
 def with_eager_prefill(step_model, model, engine, quant=None, hw=None):
     """`step_model` itself when the engine's eager-prefill floor is 0 for `model`, else wrapped; `hw` (the
     HardwareProfile, None = not known) decides with the engine whether prompt steps replay piecewise graphs."""
-    floor = eager_prefill_floor_s(model, engine, quant)
-    return EagerPrefill(step_model, floor, graph_max_tokens(model, engine, hw)) if floor > 0 else step_model
+    floor = eager_prefill_floor_s(model, engine, quant, hw)
+    if not floor > 0:
+        return step_model
+    small = eager_prefill_floor_s(model, engine, quant, hw, n_tokens=eager_backends.FUSE_ALLREDUCE_MAX_TOKENS)
+    return EagerPrefill(step_model, floor, graph_max_tokens(model, engine, hw), small_floor_s=small,
+                        small_max_tokens=eager_backends.FUSE_ALLREDUCE_MAX_TOKENS if small != floor else 0)
