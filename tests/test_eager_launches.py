@@ -71,9 +71,10 @@ def test_floor_is_launches_times_the_field_and_adds_to_the_moe_layer_form():
     assert eager_prefill_floor_s(ll, off, lq) == 0.0
 
 
-def _ttft_ms(us: float) -> float:
+def _ttft_ms(us: float, backends: bool = False) -> float:
     dep = Deployment(hw="b200", model="deepseek-r1", quant="fp8", engine="sglang",
-                     overrides={"tp": 8, "eager_prefill_launch_us": us, "request_overhead_ms": 0.0})
+                     overrides={"tp": 8, "eager_prefill_launch_us": us, "request_overhead_ms": 0.0,
+                                "eager_launch_backends": backends})
     c = ServeClient(num_prompts=4, random_input_len=1000, random_output_len=8, max_concurrency=1)
     return float(run_client(c, dep, date="t", per_request=False)["median_ttft_ms"])
 
@@ -82,6 +83,10 @@ def test_unloaded_ttft_reaches_the_launch_floor():
     off, on = _ttft_ms(0.0), _ttft_ms(CITED_US_PER_LAUNCH)
     assert off < 82.64  # the GPU's prefill of 1k tokens on 8 B200s is shorter than the launches
     assert on == pytest.approx(82.64, rel=0.05)
+    # with the fused backends SGLang 0.5 picks by itself for DeepSeek-V3 FP8 on B200 (sim.cost.eager_backends): the
+    # fused MoE (58 x 2 launches fewer) and, on this 1k-token step, the all-reduce fusion (2 x 61 - 1 fewer)
+    fused = _ttft_ms(CITED_US_PER_LAUNCH, backends=True)
+    assert fused == pytest.approx((2174 - 116 - 121) * CITED_US_PER_LAUNCH / 1e3, rel=0.05) and fused < on
 
 
 def test_ship_rule():
