@@ -40,3 +40,39 @@ def eagerlaunch_markdown(rec: dict | None = None) -> list[str]:
     runs = getattr(load_engine(preset), field)
     return lines + ["", f"The rule gives {field} {value:g} ({'on' if value else 'off'}); the {preset} preset runs "
                         f"{runs:g}{'' if runs == value else ' (NOT what the rule gives)'}.", ""]
+
+
+def eager_backends_markdown(rec: dict | None = None) -> list[str]:
+    """The per-backend eager launch counts' section (calibrate/serving/eager_backends_rule.py): the rule, the
+    recorded subset run off and on (`rec`, default the committed record) and its verdict beside what the
+    EngineConfig default runs."""
+    from calibrate.serving import eager_backends_rule as eb
+    from sim.catalog.engine_config import EngineConfig
+
+    rec = eb.load_record() if rec is None else rec
+    gain, loss = eb.MIN_TTFT_GAIN_PT, eb.MAX_OTHER_LOSS_PT
+    cmd = rec["command"].replace("|", "\\|")
+    lines = ["## SGLang's eager launch count per fused backend (calibrate/serving/eager_backends_rule.py)", "",
+             "sim.cost.eager_backends: the eager prompt forward's launch count under flashinfer's fused trtllm-gen "
+             "MoE and all-reduce + RMSNorm fusion (from the server's flags, or chosen by SGLang itself for "
+             "DeepSeek-V3 on compute capability 10), counted from SGLang's source; not fitted. Ship rule (committed "
+             f"before the run): on iff, held out by source, TTFT p50 falls by at least {gain:g} points, TTFT p99 rises "
+             f"by at most {2 * loss:g}, TPOT/ITL and output throughput each by at most {loss:g}, and the SGLang "
+             "cookbook's own held-out TTFT p50 does not rise.", "",
+             f"Recorded figures (benchmarks/serving/eager_backends_rule.json, {rec['date']}; rule committed in "
+             f"{rec['rule_committed_in']}; figures in {', '.join(rec['recorded_in'])}): `{cmd}` "
+             f"({rec.get('rows', '-')} rows, {rec.get('load_points', '-')} load points).", "",
+             "| metric | off | on |", "|---|---|---|"]
+    for m in eb.METRICS:
+        lines.append(f"| {m} | {pct(rec['off'][m])} | {pct(rec['on'][m])} |")
+    lines.append(f"| cookbook ttft_p50 | {pct(rec['cookbook_ttft_p50']['off'])} | "
+                 f"{pct(rec['cookbook_ttft_p50']['on'])} |")
+    verdict = eb.recorded_ships(rec)
+    runs = EngineConfig.model_fields[rec["decides"]["field"]].default
+    return lines + ["", f"The rule gives {'on' if verdict else 'off'}; EngineConfig.{rec['decides']['field']} "
+                        f"defaults to {runs}{'' if runs == verdict else ' (NOT what the rule gives)'}.", ""]
+
+
+def recorded_rules_markdown() -> list[str]:
+    """Every section of this module, in the report's order."""
+    return eagerlaunch_markdown() + eager_backends_markdown()

@@ -45,7 +45,11 @@ layers, MLA, one shared expert), at TP 8 as the model is served on one 8-GPU nod
 so one launch costs the host 82.64 ms / 2174 = 38 us (CITED_US_PER_LAUNCH): above plain PyTorch's 5-25 us
 per op, as SGLang's layers add Python (quant-method dispatch, attention-backend wrappers, custom ops) around
 each kernel. The log's GPU, CPU and TP are not stated; TP 8 is the assumption (at TP 1 there would be
-116 + 6 fewer all-reduce launches: 40 us)."""
+116 + 6 fewer all-reduce launches: 40 us).
+
+These are the generic path's counts. Under flashinfer's fused trtllm-gen MoE and its all-reduce + RMSNorm fusion
+(from the server's flags, or chosen by SGLang itself for DeepSeek-V3 on compute capability 10) a forward launches
+fewer: `sim.cost.eager_backends` counts them (EngineConfig.eager_launch_backends)."""
 
 from __future__ import annotations
 
