@@ -23,7 +23,7 @@ B300_FLAGS = ("--tensor-parallel-size=8 --enable-flashinfer-allreduce-fusion --e
 
 
 def _sg(**kw):
-    return load_engine("sglang").with_overrides(**kw)
+    return load_engine("sglang").with_overrides(**{"eager_launch_backends": True, **kw})
 
 
 def test_generic_count_unchanged_without_fused_backends():
@@ -40,7 +40,7 @@ def test_generic_count_unchanged_without_fused_backends():
     mm = get_model("minimax-m2")
     assert deployment_backends(mm, _sg(tp=8), load_profile("b200"), mm.quant("fp8")) is None
     # another engine never gets SGLang's own choices
-    vl = load_engine("vllm").with_overrides(tp=8)
+    vl = load_engine("vllm").with_overrides(tp=8, eager_launch_backends=True)
     assert deployment_backends(ds, vl, load_profile("b200"), q) is None
     # bf16 DeepSeek on B300: the all-reduce fusion but not the fused MoE (runner path not read for bf16)
     assert deployment_backends(ds, _sg(tp=8), load_profile("b300"), ds.quant("bf16")) == Backends(None, True)
@@ -140,3 +140,24 @@ def test_rule_decides_as_written():
     assert not ships(off, {**good, "ttft_p99": 52.1}, 30.0, 30.0)
     assert not ships(off, {**good, "tpot_itl": 21.1}, 30.0, 30.0)
     assert not ships(off, {**good, "output_tps": 21.1}, 30.0, 30.0)
+
+
+def test_engine_default_is_what_the_recorded_rule_gives_and_the_report_prints_it():
+    from calibrate.serving.eager_backends_rule import load_record, recorded_ships
+    from calibrate.serving.rule_records import eager_backends_markdown
+    from sim.catalog.engine_config import EngineConfig
+
+    rec = load_record()
+    assert EngineConfig.model_fields["eager_launch_backends"].default is recorded_ships(rec)
+    assert load_engine("sglang").eager_launch_backends is recorded_ships(rec)  # the preset does not override it
+    text = "\n".join(eager_backends_markdown(rec))
+    assert "NOT what the rule gives" not in text and f"{rec['on']['ttft_p50']:.1f}%" in text
+    flipped = {**rec, "cookbook_ttft_p50": {"off": 41.1, "on": 41.1}}
+    assert recorded_ships(flipped) is not recorded_ships(rec)  # the recorded verdict turns on (d) alone
+    bad = {k: v for k, v in rec.items() if k != "cookbook_ttft_p50"}
+    import json
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(bad, f)
+    with pytest.raises(ValueError, match="cookbook_ttft_p50"):
+        load_record(f.name)

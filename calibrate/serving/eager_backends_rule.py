@@ -22,7 +22,20 @@ Rule. The counts ship (on) iff, off -> on,
   (d) the SGLang cookbook's own held-out TTFT p50 does not rise (the cookbook's B200 rows are under-predicted:
       a count that helps SemiAnalysis' B300 rows by dragging the cookbook further down does not ship).
 Otherwise the counts stay available behind `EngineConfig.eager_launch_backends` off. No other count is tried after
-the replay: a count chosen by looking at these figures would be tuned to the number reported."""
+the replay: a count chosen by looking at these figures would be tuned to the number reported.
+
+Finding (written after the figures were seen; 2026-12-07, both runs cold, 418 rows in 55 load points of 13 curves,
+two sources; off on 250db78, on on e31f29c): held out by source, off -> on, TTFT p50 44.5 -> 42.5% ((a) passes,
+exactly the 2.0 points), TTFT p99 57.6 -> 59.1% ((b) passes), TPOT/ITL 33.0 -> 33.6% and output throughput
+24.8 -> 24.8% ((c) passes), the cookbook's own held-out TTFT p50 41.1 -> 41.2% ((d) FAILS, by 0.1 point). The gain
+is SemiAnalysis' (48.6 -> 43.2%, signed -8.8 -> -10.4%): its B300 DeepSeek-R1 floor falls from 82.6 ms to 73.6 ms
+(FP8) and 67.0 ms (NVFP4) on prompt steps of at most 2,048 tokens. The cookbook's B200 DeepSeek-R1 rows (0.5.6.post1,
+no flags) get the same fused paths by SGLang's own choice, so their floor falls too (82.6 -> 73.6 ms) although they
+are already under-predicted (signed -41.1 -> -41.2%); the all-rows front end falls 75 -> 50 ms. The rule fails: the
+counts stay behind EngineConfig.eager_launch_backends, off by default (every preset runs the generic count); the
+module, the flags' reading and the tests stay. What this says: the fused paths' counts are what SGLang's source
+launches, but counting them does not close the two sources' opposite-signed DeepSeek-R1 misses (the cookbook's B200
+rows need more prompt-step time, SemiAnalysis' B300 rows less), so launches are not what separates them."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from calibrate.serving.anomaly import anomaly_markdown, anomaly_split, anomaly_s
 from calibrate.serving.front_end import RULE_TEXT
 from calibrate.serving.rows import LoadPoint
 from calibrate.serving.split_kv_rule import split_kv_markdown
-from calibrate.serving.rule_records import eagerlaunch_markdown
+from calibrate.serving.rule_records import eagerlaunch_markdown, recorded_rules_markdown  # noqa: F401 (tests import the first)
 from calibrate.serving.ttft_tail import ttft_tail_markdown
 from calibrate.serving.decode_split import decode_split_markdown
 
@@ -521,7 +521,7 @@ def report_markdown(res: dict, targets: dict) -> str:
         from calibrate.serving.hoststage import host_markdown
         L += host_markdown(res["host_stage"]) + front_queue_markdown(res)
     L += (block_markdown(res["block_fp8"]) if "block_fp8" in res else []) + [""] + split_kv_markdown()
-    L += eagerlaunch_markdown()
+    L += recorded_rules_markdown()
     L += ["", f"The presets as replayed here ship request_overhead_ms "
           f"{json.dumps(fj['shipped_request_overhead_ms'], sort_keys=True)} "
           f"and layer_floor_us {json.dumps(fj['shipped_layer_floor_us'], sort_keys=True)}; "

@@ -18,9 +18,10 @@ class PrefillGraphSettings(BaseModel):
                             "sim.cost.prefill_graphs), so such a step pays no eager launch floor "
                             "(eager_prefill_launch_us). False = every prompt step runs eagerly"))
     eager_launch_backends: bool = Field(
-        True, description=("an eager prompt forward's launch count follows the fused backends the deployment runs "
-                           "(moe_runner_backend, flashinfer_allreduce_fusion, and those SGLang selects by itself: "
-                           "sim.cost.eager_backends); False = SGLang's generic CUDA path's count everywhere"))
+        False, description=("an eager prompt forward's launch count follows the fused backends the deployment runs "
+                            "(moe_runner_backend, flashinfer_allreduce_fusion, and those SGLang selects by itself: "
+                            "sim.cost.eager_backends); False = SGLang's generic CUDA path's count everywhere. Off: "
+                            "its ship rule failed (calibrate/serving/eager_backends_rule.py)"))
     moe_runner_backend: str | None = Field(
         None, description=("SGLang's --moe-runner-backend as the server was started (flashinfer_trtllm: the "
                            "trtllm-gen fused MoE, fewer launches per MoE layer; sim.cost.eager_backends); None = auto"))

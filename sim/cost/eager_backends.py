@@ -1,8 +1,9 @@
 """Kernel launches of an eager SGLang prompt (extend) forward under the fused backends a deployment runs (issue 38,
 session 47): `sim.cost.eager_launches` counts SGLang's generic CUDA path; a deployment that runs flashinfer's
 trtllm-gen fused MoE or its all-reduce + residual + RMSNorm fusion launches fewer. Read by `sim.cost.eager_prefill`
-(floor = launches x EngineConfig.eager_prefill_launch_us). Whether these counts replace the generic ones in the
-shipped model is decided by calibrate/serving/eager_backends_rule.py (EngineConfig.eager_launch_backends).
+(floor = launches x EngineConfig.eager_prefill_launch_us), only where EngineConfig.eager_launch_backends is on: off
+by default, as its ship rule failed (calibrate/serving/eager_backends_rule.py: held out by source TTFT p50
+44.5 -> 42.5%, but the SGLang cookbook's own 41.1 -> 41.2%).
 
 Source read: the released wheels sglang==0.5.12 (SemiAnalysis InferenceX's B300/H200 rows) and sglang==0.5.6.post1
 (the SGLang cookbook's B200 rows) from PyPI (tags v0.5.12 / v0.5.6.post1 of github.com/sgl-project/sglang), paths
