@@ -122,7 +122,7 @@ def kind_markdown(kj: dict) -> list[str]:
     if kj.get("recorded_from"):
         r = kj["recorded_from"]
         L += [f"**Not run by this fit: {r['label']}.** The figures below are the stage's last full-fit run "
-              f"(`{r['command']}`, {'; '.join(r['recorded_in'])}), copied into {r['record']}; the ship column is "
+              f"(`{r['command']}`; recorded in {'; '.join(r['recorded_in'])}), copied into {r['record']}; the ship column is "
               f"the rule applied to them by this report. Rerun: `{r['rerun']}`.", ""]
     L += ["| family | all-rows floors | one floor | tpot_itl one -> per kind | output_tps | ttft_p50 | ship |",
           "|---|---|---|---|---|---|---|"]
