@@ -45,7 +45,8 @@ def main(argv=None) -> int:
     ap.add_argument("--curves", metavar="REGEX", help="only the curves whose curve_id matches (a development "
                     "aid: its figures are a subset's, so nothing is written)")
     ap.add_argument("--floor-kind", action="store_true", help="also fit the per-layer floor per FFN kind held "
-                    "out by source (calibrate/serving/floorkind.py; roughly doubles the shippable fit's work); "
+                    "out by source and on all rows (calibrate/serving/floorkind.py; a second pass of the shippable fit, per "
+                    "kind); "
                     "without it the report prints the recorded figures of benchmarks/serving/floorkind_rule.json")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()

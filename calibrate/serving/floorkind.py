@@ -49,7 +49,7 @@ us; the cookbook held out: MoE 0 us), so held out TPOT/ITL 10.4% -> 24.5%, throu
 
 Since the full fit of 2026-12-07 (1f8b07f: the rule fails for every family, so no preset sets
 layer_floor_dense_us), the stage runs only with `python benchmarks/serving_fit.py --floor-kind` (it repeats the
-shippable fit held out by source and on all rows per kind, roughly doubling that work). Without the flag the
+shippable fit held out by source and on all rows, per kind). Without the flag the
 report prints that run's figures from RECORD (benchmarks/serving/floorkind_rule.json, copied from the committed
 report's `layer_floor.by_kind`), labelled as recorded, and `kind_ships` recomputes each family's verdict from
 them (floorkind_report.recorded_ship_rule); tests/test_floor_kind.py holds the presets to the fresh section
