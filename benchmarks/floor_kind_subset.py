@@ -3,7 +3,7 @@
 grouping: the `request_only` figures of benchmarks/serving_fit.py) and with a floor per FFN kind
 (calibrate/serving/floorkind.py), the same functions calibrate/serving/fit.py `run` calls, without the
 host-cost grid's cross-validation and the later stages (a quarter of the replays). Prints; writes nothing but
-the replay cache.
+the replay cache. The full fit runs this stage only with `benchmarks/serving_fit.py --floor-kind`.
 
     python benchmarks/floor_kind_subset.py --curves vllm
 """

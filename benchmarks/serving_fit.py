@@ -5,6 +5,8 @@ source and by device, and publish the held-out error and the bands `run`, `plan`
                                                 # sim/catalog/data/serving_bands.json
     python benchmarks/serving_fit.py --no-cache # replay everything again
     python benchmarks/serving_fit.py --curves 'cookbook.*b200'  # a subset, printed only (development)
+    python benchmarks/serving_fit.py --floor-kind  # also the floor per FFN kind (off by default: the
+                                                   # report then prints its recorded full-fit figures)
 
 Library code: calibrate/serving_fit.py, a facade over calibrate/serving/ (what is replayed and how,
 the folds, the fit). Deterministic: the same corpus and tree give the same files. A JSON cache of replayed points
@@ -42,6 +44,10 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="replay processes (same results; default 1)")
     ap.add_argument("--curves", metavar="REGEX", help="only the curves whose curve_id matches (a development "
                     "aid: its figures are a subset's, so nothing is written)")
+    ap.add_argument("--floor-kind", action="store_true", help="also fit the per-layer floor per FFN kind held "
+                    "out by source and on all rows (calibrate/serving/floorkind.py; a second pass of the shippable fit, per "
+                    "kind); "
+                    "without it the report prints the recorded figures of benchmarks/serving/floorkind_rule.json")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     cache = sf.Cache(None if a.no_cache else CACHE)
@@ -53,7 +59,7 @@ def main(argv=None) -> int:
             print(f"serving_fit.py: error: --curves {a.curves!r} matches no curve_id", file=sys.stderr)
             return 2
         a.no_write = True
-    res = sf.run(rows, cache=cache, jobs=max(1, a.jobs))
+    res = sf.run(rows, cache=cache, jobs=max(1, a.jobs), floor_kind=a.floor_kind)
     cache.save()
     res["runtime_s"] = round(time.perf_counter() - t0, 1)
     md = sf.report_markdown(res, TARGETS)

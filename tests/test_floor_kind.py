@@ -4,15 +4,20 @@ and the serving fit refits the floor per kind (calibrate/serving/floorkind.py)."
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 
 from calibrate import serving_fit as sf
 from calibrate.serving import fit as sf_fit
 from calibrate.serving import replay as rp
-from calibrate.serving.floorkind import kind_floor_params, point_kind
-from calibrate.serving.floorkind_report import kind_ship_rule
+from calibrate.serving.floorkind import kind_floor_params, kind_ships, load_record, point_kind
+from calibrate.serving.floorkind_report import (
+    kind_json, kind_markdown, kind_ship_rule, kind_summary_lines, preset_mismatches, recorded_ship_rule,
+)
 from sim.catalog.engine_config import load_engine
 from sim.catalog.layer_floor import layer_floor_total_s
 from sim.catalog.lookup import get_model
@@ -165,19 +170,102 @@ def test_the_ship_rule_needs_a_point_on_tpot_and_throughput_and_at_most_a_point_
     assert not kind_ship_rule(_res(pts, 0.20, 0.10, 0.15, 0.10, 0.30, 0.30, kinds=("dense",)))["vllm"]["ship"]
 
 
-def test_no_preset_splits_the_floor_by_kind_unless_the_serving_fit_ships_it():
-    """A family's preset sets layer_floor_dense_us only where the report's floor-per-kind ship rule
-    (calibrate/serving/floorkind.py, held out by source) says ship, and then to the all-rows dense value."""
-    import json
-    from pathlib import Path
-
+def _report_by_kind() -> dict | None:
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "serving_fidelity.json"
-    by_kind = (json.loads(path.read_text()).get("layer_floor") or {}).get("by_kind")
-    if not by_kind:  # a report written before the split existed: nothing to check against
-        pytest.skip("serving_fidelity.json has no layer_floor.by_kind section")
-    for fam, v in by_kind["ship_rule"].items():
-        dense = load_engine(fam).layer_floor_dense_us
-        if not v["ship"]:
-            assert dense is None, fam
-        else:
-            assert dense == v["values"]["dense"]["layer_floor_us"], fam
+    return (json.loads(path.read_text()).get("layer_floor") or {}).get("by_kind")
+
+
+def test_no_preset_splits_the_floor_by_kind_unless_the_serving_fit_ships_it():
+    """A family's preset sets layer_floor_dense_us only where the floor-per-kind ship rule (calibrate/serving/
+    floorkind.py, held out by source) says ship, and then to the all-rows dense value: the rule as the committed
+    report ran it (benchmarks/serving_fit.py --floor-kind) where its section is fresh, else as applied to the
+    recorded full fit (benchmarks/serving/floorkind_rule.json)."""
+    by_kind = _report_by_kind()
+    fresh = bool(by_kind and by_kind.get("ship_rule") and not by_kind.get("recorded_from"))
+    table = by_kind["ship_rule"] if fresh else recorded_ship_rule()
+    assert table
+    assert preset_mismatches(table, lambda fam: load_engine(fam).layer_floor_dense_us) == []
+
+
+def test_a_preset_splitting_the_floor_against_a_no_ship_record_fails():
+    rec = load_record()
+    table = recorded_ship_rule(rec)
+    assert set(table) == set(rec["decides"]["presets"]) and not any(v["ship"] for v in table.values())
+    got = preset_mismatches(table, lambda fam: 150.0 if fam == "vllm" else None)
+    assert got == ["vllm: preset layer_floor_dense_us 150.0, the rule gives None"]
+    # the verdict is the rule applied to the figures: with 2 points gained on TPOT/ITL and throughput vLLM ships,
+    # and then a preset without the dense floor is the mismatch
+    better = copy.deepcopy(rec)
+    v = better["families"]["vllm"]
+    v["by_kind"] = {**v["one_floor"], "tpot_itl": v["one_floor"]["tpot_itl"] - 2.0,
+                    "output_tps": v["one_floor"]["output_tps"] - 2.0}
+    t2 = recorded_ship_rule(better)
+    assert t2["vllm"]["ship"] and not t2["sglang"]["ship"]
+    dense = v["values"]["dense"]["layer_floor_us"]
+    assert preset_mismatches(t2, lambda fam: None) == [f"vllm: preset layer_floor_dense_us None, the rule gives {dense}"]
+    assert preset_mismatches(t2, lambda fam: dense if fam == "vllm" else None) == []
+
+
+def test_the_recorded_verdicts_are_what_the_rule_gives_on_the_recorded_figures():
+    rec = load_record()
+    for fam, v in recorded_ship_rule(rec).items():
+        assert ("ship" if v["ship"] else "no") == rec["families"][fam]["verdict_recorded"], fam
+        assert kind_ships(v["one_floor"], v["by_kind"], v["values"]) == v["ship"]
+
+
+def test_a_floor_kind_record_missing_a_figure_is_refused_by_name(tmp_path):
+    rec = load_record()
+    del rec["families"]["sglang"]["by_kind"]["tpot_itl"]
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(rec))
+    with pytest.raises(ValueError, match="families.sglang.by_kind.tpot_itl"):
+        load_record(p)
+
+
+def test_a_fit_without_the_stage_reports_the_record_labelled_and_a_fit_with_it_the_fresh_figures():
+    res = {"points": [], "request_only": {"records": [], "final_params": {}}}  # no "by_kind": the stage not run
+    rec = load_record()
+    kj = kind_json(res)
+    label = f"recorded from {rec['date']} full fit; rerun with --floor-kind"
+    assert kj["recorded_from"]["label"] == label and kj["ship_rule"] == recorded_ship_rule(rec)
+    assert kj["folds"] == rec["folds"]
+    md = "\n".join(kind_markdown(kj))
+    assert label in md and rec["command"] in md and rec["rerun"] in md
+    assert "| vllm | dense 150 us (family), moe 200 us (family) | 200 | " in md
+    lines = kind_summary_lines(res)
+    assert len(lines) == len(rec["families"]) and all(label in line for line in lines)
+    fresh = _res(_kind_points(SPEC), 0.20, 0.19, 0.15, 0.14, 0.30, 0.31)
+    kf = kind_json(fresh)
+    assert "recorded_from" not in kf and set(kf) == {"min_gain_pts", "max_ttft_loss_pts", "ship_rule", "chosen"}
+    assert kf["ship_rule"]["vllm"]["ship"] and "recorded" not in "\n".join(kind_markdown(kf) + kind_summary_lines(fresh))
+
+
+def test_the_committed_reports_recorded_section_is_the_record():
+    by_kind = _report_by_kind()
+    if not (by_kind and by_kind.get("recorded_from")):
+        pytest.skip("the committed report ran the stage (or predates it): its section is fresh")
+    assert by_kind["ship_rule"] == recorded_ship_rule()
+
+
+def test_serving_fit_runs_the_stage_only_with_floor_kind(monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("serving_fit_cli", Path(__file__).resolve().parent.parent
+                                                  / "benchmarks" / "serving_fit.py")
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_run(rows, **kw):
+        seen.append(kw["floor_kind"])
+        raise Stop
+    monkeypatch.setattr(cli.sf, "run", fake_run)
+    monkeypatch.setattr(cli.sf, "Cache", lambda path: None)
+    monkeypatch.setattr(cli.sf, "load_corpus", lambda: [{"curve_id": "x"}])
+    for argv in (["--curves", "x"], ["--curves", "x", "--floor-kind"]):
+        with pytest.raises(Stop):
+            cli.main(argv)
+    assert seen == [False, True]

@@ -423,9 +423,12 @@ def _load_support(points: list[LoadPoint]) -> dict:
     return {f: {**v, "devices": sorted(v["devices"])} for f, v in sorted(sup.items())}
 
 
-def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
+def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1, floor_kind: bool = False) -> dict:
     """Everything the report and the bands need (see the module docstring). `jobs` > 1 replays the
-    step-cost grid in that many processes first (the same numbers, sooner)."""
+    step-cost grid in that many processes first (the same numbers, sooner). `floor_kind`: also the floor per
+    FFN kind held out by source and on all rows (calibrate/serving/floorkind.py; `request_only["by_kind"]`),
+    off by default: it repeats stage 1's shippable fit per kind, and the report prints its recorded figures
+    instead (floorkind.RECORD)."""
     hw, catalog, public = _hw_names(), _catalog_models(), public_sources()
     excluded = []
     points: list[LoadPoint] = []
@@ -470,8 +473,6 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
     rd_preds, rd_chosen = _heldout(points, "device", only, cache, floor_grouping=FLOOR_GROUP)  # held out by device
     rn_preds, rn_chosen = _heldout(points, "source", only, cache)  # one floor per family
     rn_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
-    rk_preds, rk_chosen = _heldout(points, "source", only, cache, floor_grouping=FLOOR_GROUP, by_kind=True)  # per FFN kind
-    rk_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache), floor_grouping=FLOOR_GROUP, by_kind=True)
     shipped = {p.key(): replay(p, {}, cache) for p in points}  # the presets as they are in the tree
     base_records = _records(points, base, knees_meas)
     out = {"points": points, "excluded": excluded, "replayed_rows": replayed_rows, "errors": errors,
@@ -480,13 +481,17 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1) -> dict:
                             "knees": curve_knees(points, r_preds), "final_params": r_final,
                             "by_device": {"records": _records(points, rd_preds, knees_meas), "chosen": rd_chosen},
                             "one_floor": {"records": _records(points, rn_preds, knees_meas), "chosen": rn_chosen,
-                                          "final_params": rn_final},
-                            "by_kind": {"records": _records(points, rk_preds, knees_meas), "chosen": rk_chosen,
-                                        "final_params": rk_final}},
+                                          "final_params": rn_final}},
            "shipped_values": _shipped_request_overheads(points),
            "shipped_layer_floors": shipped_family_floors(points),
            "shipped_layer_floors_by_device": shipped_device_floors(points),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
+    if floor_kind:  # the floor per FFN kind (--floor-kind): held out by source and on all rows
+        rk_preds, rk_chosen = _heldout(points, "source", only, cache, floor_grouping=FLOOR_GROUP, by_kind=True)
+        rk_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache), floor_grouping=FLOOR_GROUP,
+                                     by_kind=True)
+        out["request_only"]["by_kind"] = {"records": _records(points, rk_preds, knees_meas), "chosen": rk_chosen,
+                                          "final_params": rk_final}
     # the bandwidth efficiency scale per (family, device group) on top of the floor (calibrate/serving/effscale.py)
     from calibrate.serving import effscale as es
     pred = partial(predict, cache=cache)

@@ -1,7 +1,9 @@
 """Report sections for ship rules decided on subset runs whose figures are recorded in a file, not recomputed
 by the full serving fit (issue 38): SGLang's eager-prefill launch floor (calibrate/serving/eagerlaunch.py,
 figures in benchmarks/serving/eagerlaunch_rule.json). Called from calibrate/serving/report.py; the split-KV
-rule, recorded in Python, prints its own section (calibrate/serving/split_kv_rule.py)."""
+rule, recorded in Python, prints its own section (calibrate/serving/split_kv_rule.py); the floor per FFN kind's
+record (benchmarks/serving/floorkind_rule.json, printed when the fit runs without --floor-kind) is printed in the
+layer floor's section (calibrate/serving/floorkind_report.py)."""
 
 from __future__ import annotations
 
