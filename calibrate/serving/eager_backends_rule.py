@@ -59,8 +59,9 @@ def ships(off: dict[str, float], on: dict[str, float], cookbook_off: float, cook
 # applies the rule to that file, tests/test_eager_backends.py checks EngineConfig.eager_launch_backends' default is
 # what it gives, and the serving report prints the file (calibrate/serving/rule_records.py).
 
-import json  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+from calibrate.serving.record_file import read_record  # noqa: E402
 
 RECORD = Path(__file__).resolve().parents[2] / "benchmarks" / "serving" / "eager_backends_rule.json"
 
@@ -68,17 +69,10 @@ RECORD = Path(__file__).resolve().parents[2] / "benchmarks" / "serving" / "eager
 def load_record(path: Path | str = RECORD) -> dict:
     """The recorded subset figures: the command, the four metrics off and on, the cookbook's own held-out TTFT p50
     off and on, the date and the commits; a ValueError naming the first missing field otherwise."""
-    rec = json.loads(Path(path).read_text(encoding="utf-8"))
     need = [("schema",), ("date",), ("rule_committed_in",), ("recorded_in",), ("decides", "field"), ("command",),
             ("cookbook_ttft_p50", "off"), ("cookbook_ttft_p50", "on")]
     need += [(side, m) for side in ("off", "on") for m in METRICS]
-    for keys in need:
-        v = rec
-        for k in keys:
-            if not isinstance(v, dict) or v.get(k) in (None, "", []):
-                raise ValueError(f"{path}: no {'.'.join(keys)}")
-            v = v[k]
-    return rec
+    return read_record(path, need)
 
 
 def recorded_ships(rec: dict | None = None) -> bool:

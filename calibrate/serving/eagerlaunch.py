@@ -42,9 +42,9 @@ prints the file (calibrate/serving/rule_records.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from calibrate.serving.record_file import read_record
 from sim.cost.eager_launches import CITED_US_PER_LAUNCH
 
 RECORD = Path(__file__).resolve().parents[2] / "benchmarks" / "serving" / "eagerlaunch_rule.json"
@@ -74,18 +74,11 @@ def load_record(path: Path | str = RECORD) -> dict:
     """The rule's recorded subset figures (RECORD's layout), checked for what `recorded_value` and the report
     read: run 1's four metrics before and after, run 2's TTFT p50 before and after, each run's command, the date
     and the commits; a ValueError naming the first missing field otherwise."""
-    rec = json.loads(Path(path).read_text(encoding="utf-8"))
     need = [("schema",), ("date",), ("rule_committed_in",), ("recorded_in",), ("decides", "preset"),
             ("decides", "field"), ("runs", "run1", "command"), ("runs", "run2_dense_guard", "command"),
             ("runs", "run2_dense_guard", "before", "ttft_p50"), ("runs", "run2_dense_guard", "after", "ttft_p50")]
     need += [("runs", "run1", side, m) for side in ("before", "after") for m in METRICS]
-    for keys in need:
-        v = rec
-        for k in keys:
-            if not isinstance(v, dict) or v.get(k) in (None, "", []):
-                raise ValueError(f"{path}: no {'.'.join(keys)}")
-            v = v[k]
-    return rec
+    return read_record(path, need)
 
 
 def recorded_value(rec: dict | None = None) -> float:

@@ -58,11 +58,11 @@ where the report has one, else to the record.
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 
 from calibrate.serving.floor import _floor_variants, choose_floor_grouping, floor_group, floor_stage1
+from calibrate.serving.record_file import read_json, read_record
 from calibrate.serving.rows import LoadPoint
 
 #: the ship rule's margins, in percentage points of median |error| (module docstring)
@@ -92,19 +92,13 @@ def load_record(path: Path | str = RECORD) -> dict:
     """RECORD's figures, checked for what the rule and the report read (each family's one-floor and per-kind
     medians, its all-rows per-kind values, the pooled floor; the date, commits and command): a ValueError naming
     the first missing field otherwise."""
-    rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    rec = read_json(path)
     need = [("schema",), ("date",), ("rule_committed_in",), ("recorded_in",), ("command",), ("rerun",),
             ("decides", "field"), ("families",)]
     for fam in rec.get("families") or {}:
         need += [("families", fam, side, m) for side in ("one_floor", "by_kind") for m in RULE_METRICS]
         need += [("families", fam, "values"), ("families", fam, "pooled_floor_us")]
-    for keys in need:
-        v = rec
-        for k in keys:
-            if not isinstance(v, dict) or k not in v or (v[k] in ("", [], {}) and k != "values"):
-                raise ValueError(f"{path}: no {'.'.join(keys)}")
-            v = v[k]
-    return rec
+    return read_record(path, need, may_be_empty=("values",), rec=rec)
 
 
 @lru_cache(maxsize=None)
