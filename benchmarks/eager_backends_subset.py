@@ -1,8 +1,9 @@
 """The subset run of the per-backend eager launch counts' ship rule (calibrate/serving/eager_backends_rule.py):
 replays CURVES with the serving fit (calibrate/serving/fit.py, held out by source) and prints its summary lines plus
-the held-out-by-source median |error| per source. `--off` replays with the generic count everywhere (today's
-model) by replacing `sim.cost.eager_backends.deployment_backends` in this process: the switch lives here, not in
-sim/. Replays in one process (jobs 1), with no replay cache (the two modes share a tree fingerprint).
+the held-out-by-source median |error| per source. Without `--off` it replays with the per-backend counts on for
+every engine (EngineConfig.eager_launch_backends, off by default since the rule failed) and `--off` with the generic
+count everywhere, each by wrapping `sim.cost.eager_backends.deployment_backends` in this process: the switch lives
+here, not in sim/. Replays in one process (jobs 1), with no replay cache (the two modes share a tree fingerprint).
 
     nice python benchmarks/eager_backends_subset.py [--off]
 """
@@ -28,13 +29,16 @@ def main(argv=None) -> int:
     from calibrate import serving_fit as sf
     from calibrate.serving.fit import summarize
 
-    if a.off:
-        try:
-            import sim.cost.eager_backends as eb
-
-            eb.deployment_backends = lambda *args, **kw: None  # None: the generic path (no fused backend)
-        except ImportError:  # a tree before the per-backend counts: already off
-            pass
+    try:
+        import sim.cost.eager_backends as eb
+    except ImportError:  # a tree before the per-backend counts: always off
+        eb = None
+    if eb is not None and a.off:
+        eb.deployment_backends = lambda *args, **kw: None  # None: the generic path (no fused backend)
+    elif eb is not None:  # on: the deployment's fused backends whatever the engine's (default-off) switch says
+        counted = eb.deployment_backends
+        eb.deployment_backends = lambda model, engine, hw=None, quant=None: counted(
+            model, engine.model_copy(update={"eager_launch_backends": True}), hw, quant)
     t0 = time.perf_counter()
     pat = re.compile(a.curves)
     rows = [r for r in sf.load_corpus() if pat.search(r["curve_id"])]
