@@ -279,3 +279,21 @@ def test_the_committed_report_check_fails_when_the_preset_does_not_run_the_term_
             "ship": True, "final_compute": round(pf["final_compute"] + 0.1, 1)}}}})
     with pytest.raises(AssertionError):  # a family the report ships nothing for has the rule
         _presets_ship_the_block_fp8_term({"block_fp8": {"table": {}, "prefill": {}}})
+
+
+def test_every_term_candidate_replays_a_full_scale_so_none_inherits_the_presets_rule():
+    """A candidate naming only the bandwidth must not pick up the preset rule's prefill compute (0.3 on AMD
+    block-FP8): the engine merges a partial efficiency_scale into the one its rule set, so `fit_params` spells
+    every factor out (the neutral candidate and the others then differ in the bandwidth alone)."""
+    from sim.api import make_spec, resolve
+
+    def replayed_scale(term):
+        params = sf_fit.fit_params(bf.with_term({"layer_floor_us": 150.0}, term))
+        eng = resolve(make_spec(model="deepseek-r1", quant="fp8", hw="mi300x", engine="sglang",
+                                trace="workloads/examples/bursty.jsonl", overrides=params))[1]
+        return eng.efficiency_scale.model_dump()
+    preset = resolve(make_spec(model="deepseek-r1", quant="fp8", hw="mi300x", engine="sglang",
+                               trace="workloads/examples/bursty.jsonl"))[1].efficiency_scale
+    assert preset.compute != 1.0  # the rule this guards against (if it ships 1.0 the check below is vacuous)
+    for term in bf._TERMS:
+        assert replayed_scale(term) == {"compute": 1.0, "bandwidth": term[1], "attention": 1.0}, term

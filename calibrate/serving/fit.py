@@ -24,7 +24,7 @@ from calibrate.serving.front_end import (  # noqa: F401  (stage 2, the front-end
 from calibrate.serving.front_queue import (  # noqa: F401 (the report's section: importable from here)
     front_queue_lines, front_queue_markdown, run_stage as queue_stage, stage_json,
 )
-from calibrate.serving.replay import Cache, prefetch, preset_fitted, replay
+from calibrate.serving.replay import NEUTRAL_SCALE, Cache, prefetch, preset_fitted, replay
 from calibrate.serving.rows import (
     KNEE_FACTOR, METRICS, LoadPoint, _catalog_models, _hw_names, curves, exclusion, load_points, public_sources,
 )
@@ -339,10 +339,19 @@ def fit_params(params: dict | None) -> dict:
     """The engine overrides a fit replays: the fitted fields (request_overhead_ms, layer_floor_us, host_token_us,
     front_request_ms, efficiency_scale: neutral unless fitted, calibrate/serving/effscale.py) always
     set, to the fitted value, else 0 (the presets before this fit), so the fit and its baseline do not
-    depend on the values the presets ship."""
-    return {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, "host_token_us": 0.0, "layer_floor_dense_us": None,
-            "front_request_ms": 0.0,
-            "efficiency_scale": {"compute": 1.0, "bandwidth": 1.0, "attention": 1.0}, **(params or {})}
+    depend on the values the presets ship.
+
+    `efficiency_scale` is always spelled out in full, the factors a candidate does not name at 1.0: the
+    engine merges a partial scale into the one its preset resolves to (EngineConfig.with_overrides), so a
+    candidate naming only `bandwidth` used to inherit the preset's other factors (the SGLang AMD block-FP8
+    rule's prefill compute 0.3) while the neutral candidate, spelled out, did not; and the replay cache keyed
+    the partial scale as if its missing factors were 1.0 (replay.effective_scale). Found in session 48; the
+    block-FP8 term's verdict had moved with the preset it ran against (bandwidth 0.8 -> 0.9 -> 1.0 over
+    sessions 45-47); CACHE_VERSION moved with the fix, since entries made before it are keyed wrongly."""
+    out = {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, "host_token_us": 0.0, "layer_floor_dense_us": None,
+           "front_request_ms": 0.0, **(params or {})}
+    out["efficiency_scale"] = {**NEUTRAL_SCALE, **(out.get("efficiency_scale") or {})}
+    return out
 
 
 def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:

@@ -55,7 +55,7 @@ _TREE: list[str] = []
 #: fitted value re-replays only the points that use the presets as they are, not the whole corpus
 FITTED_FIELDS = ("request_overhead_ms", "layer_floor_us", "efficiency_scale", "host_token_us", "layer_floor_dense_us",
                  "front_request_ms")
-_NEUTRAL_SCALE = {"compute": 1.0, "bandwidth": 1.0, "attention": 1.0}
+NEUTRAL_SCALE = {"compute": 1.0, "bandwidth": 1.0, "attention": 1.0}
 
 
 def effective_scale(value) -> dict | None:
@@ -66,8 +66,8 @@ def effective_scale(value) -> dict | None:
     if value is None:
         return None
     d = value.model_dump() if hasattr(value, "model_dump") else dict(value)
-    full = {k: float(d.get(k, 1.0)) for k in _NEUTRAL_SCALE}
-    return None if full == _NEUTRAL_SCALE else full
+    full = {k: float(d.get(k, 1.0)) for k in NEUTRAL_SCALE}
+    return None if full == NEUTRAL_SCALE else full
 
 
 def engine_preset_digest(text: bytes) -> bytes:
