@@ -12,6 +12,8 @@ Pieces, in the order benchmarks/serving_fit.py uses them:
   as it ran (its own length distribution for `--random-range-ratio`, its load, its prompt count, capped
   at `prompt_cap()`), the engine release its version maps to (`release_of`), the device, model,
   quantization, KV dtype and TP it names.
+- `run(rows, engine_set={field: value})` sets those EngineConfig fields in every replay the fit makes (a what-if:
+  calibrate/serving/engine_set.py; `engine_set_of` checks them, `parse_engine_set` reads `--engine-set F=V`).
 - `replay(point, params)` runs one point through sim.bench.serve.run_client with `params` (engine
   overrides such as iteration_overhead_ms) and returns the corpus quantities; a JSON cache keyed by
   the point, the parameters and this module's `CACHE_VERSION` keeps reruns cheap.
@@ -35,9 +37,10 @@ from __future__ import annotations
 from calibrate.serving.fit import (  # noqa: F401 (private names: the tests use them)
     API_MAX_MS, API_STEP_MS, GRID_ITERATION_MS, GRID_PER_SEQUENCE_MS, MIN_BAND_N, OFF_SUPPORT_FACTOR, STEP_METRICS,
     TTFT_METRICS, _by, _heldout, _knee_summary, _load_support, _loss, _records, _shipped_request_overheads,
-    _ttft_p50, band_pct, curve_knees, fit_engine_params, folds, grid, group_of, headline_loss, knee, metric_of,
-    predict, region_of, residuals, run, summarize,
+    _ttft_p50, band_pct, curve_knees, engine_set_of, fit_engine_params, fit_params, folds, grid, group_of,
+    headline_loss, knee, metric_of, predict, region_of, residuals, run, summarize,
 )
+from calibrate.serving.engine_set import parse_engine_set  # noqa: F401 (`run(engine_set=)`, --engine-set)
 from calibrate.serving.bands import _bands, nested_coverage  # noqa: F401 (the uncalibrated bands' coverage)
 from calibrate.serving.fit import (  # noqa: F401 (the per-release front-end latency, stage 2)
     FRONT_END_RULE, FRONT_END_RULES, MIN_RELEASE_SOURCES, choose_front_end_rule, front_end_values, point_params,
@@ -61,7 +64,8 @@ __all__ = [
     "API_MAX_MS", "API_STEP_MS", "CACHE_VERSION", "CORPUS_DIR", "GRID_ITERATION_MS", "GRID_PER_SEQUENCE_MS",
     "KNEE_FACTOR", "METRICS", "MIN_BAND_N", "MODEL_ALIASES", "OFF_SUPPORT_FACTOR", "PUBLIC_DIR", "ROOT",
     "STATIC_BATCH", "STEP_METRICS", "TTFT_METRICS", "VLLM_LIKE", "Cache", "LoadPoint", "band_pct", "band_records",
-    "bands_json", "curve_knees", "curves", "dumps_compact", "exclusion", "fidelity_json", "fit_engine_params",
+    "bands_json", "curve_knees", "curves", "dumps_compact", "engine_set_of", "exclusion", "fidelity_json",
+    "fit_engine_params", "fit_params", "parse_engine_set",
     "folds", "grid", "group_of", "headline_loss", "knee", "load_corpus", "load_points", "metric_of", "model_id",
     "nested_coverage", "predict", "prompt_cap", "public_sources", "region_of", "release_of", "replay",
     "report_markdown", "residuals", "run", "stated_means", "summarize", "summary_lines", "tree_fingerprint",

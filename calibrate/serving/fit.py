@@ -24,7 +24,8 @@ from calibrate.serving.front_end import (  # noqa: F401  (stage 2, the front-end
 from calibrate.serving.front_queue import (  # noqa: F401 (the report's section: importable from here)
     front_queue_lines, front_queue_markdown, run_stage as queue_stage, stage_json,
 )
-from calibrate.serving.replay import NEUTRAL_SCALE, Cache, prefetch, preset_fitted, replay
+from calibrate.serving.engine_set import check_engine_set, with_engine_set
+from calibrate.serving.replay import FITTED_FIELDS, NEUTRAL_SCALE, Cache, prefetch, preset_fitted, replay
 from calibrate.serving.rows import (
     KNEE_FACTOR, METRICS, LoadPoint, _catalog_models, _hw_names, curves, exclusion, load_points, public_sources,
 )
@@ -335,7 +336,13 @@ def shippable_grid() -> list[dict]:
     return [{}] + [{"layer_floor_us": v} for v in GRID_LAYER_FLOOR_US]
 
 
-def fit_params(params: dict | None) -> dict:
+def engine_set_of(engine_set: dict | None) -> dict:
+    """`engine_set` checked (engine_set.check_engine_set): the fields the fit sets itself (FITTED_FIELDS and the
+    grid's) refused."""
+    return check_engine_set(engine_set, {*FITTED_FIELDS, *(k for q in grid() for k in q)})
+
+
+def fit_params(params: dict | None, engine_set: dict | None = None) -> dict:
     """The engine overrides a fit replays: the fitted fields (request_overhead_ms, layer_floor_us, host_token_us,
     front_request_ms, efficiency_scale: neutral unless fitted, calibrate/serving/effscale.py) always
     set, to the fitted value, else 0 (the presets before this fit), so the fit and its baseline do not
@@ -347,36 +354,46 @@ def fit_params(params: dict | None) -> dict:
     rule's prefill compute 0.3) while the neutral candidate, spelled out, did not; and the replay cache keyed
     the partial scale as if its missing factors were 1.0 (replay.effective_scale). Found in session 48; the
     block-FP8 term's verdict had moved with the preset it ran against (bandwidth 0.8 -> 0.9 -> 1.0 over
-    sessions 45-47); CACHE_VERSION moved with the fix, since entries made before it are keyed wrongly."""
+    sessions 45-47); CACHE_VERSION moved with the fix, since entries made before it are keyed wrongly.
+    `engine_set` (checked, `engine_set_of`): engine fields set over them all (none: the overrides as before)."""
     out = {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, "host_token_us": 0.0, "layer_floor_dense_us": None,
            "front_request_ms": 0.0, **(params or {})}
     out["efficiency_scale"] = {**NEUTRAL_SCALE, **(out.get("efficiency_scale") or {})}
-    return out
+    return with_engine_set(out, engine_set)
 
 
-def predict(point: LoadPoint, params: dict | None, cache: Cache | None) -> dict:
-    """`replay` with the simulator's parameters as the fit sets them (`fit_params`)."""
-    return replay(point, fit_params(params), cache)
+def predict(point: LoadPoint, params: dict | None, cache: Cache | None, engine_set: dict | None = None) -> dict:
+    """`replay` with the simulator's parameters as the fit sets them (`fit_params`, `engine_set` over them)."""
+    return replay(point, fit_params(params, engine_set), cache)
+
+
+def _predictor(cache: Cache | None, engine_set: dict | None):
+    """`predict(point, params)` on `cache`, with `engine_set` where there is one (without it, `predict` is called as
+    it was before the argument existed: a stand-in for it, as the tests use, keeps working)."""
+    if engine_set:
+        return partial(predict, cache=cache, engine_set=engine_set)
+    return lambda p, q: predict(p, q, cache)
 
 
 def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], cache: Cache | None,
-             floor_grouping: str | None = None, by_kind: bool = False):
+             floor_grouping: str | None = None, by_kind: bool = False, engine_set: dict | None = None):
     """Held-out predictions: {point key: predicted}, {group: {family: chosen params}}. With a
     `floor_grouping` a held-out point's floor is its device group's fitted on the other sources of that
     group where there is one (MIN_FLOOR_GROUP_SOURCES - 1 in the fold), else its family's; "nested" picks the
-    grouping inside each fold from its training sources alone."""
+    grouping inside each fold from its training sources alone. `engine_set`: as `predict`'s."""
     preds: dict[str, dict] = {}
     chosen: dict[str, dict] = {}
+    pred = _predictor(cache, engine_set)
     for g, train, test in folds(points, by):
         tr = [points[i] for i in train]
         fams = {points[i].family for i in test}
-        ch = fit_engine_params(tr, {f: options[f] for f in fams}, lambda p, q: predict(p, q, cache),
+        ch = fit_engine_params(tr, {f: options[f] for f in fams}, pred,
                                min_release_sources=MIN_RELEASE_SOURCES - 1, floor_grouping=floor_grouping,
                                min_group_sources=MIN_FLOOR_GROUP_SOURCES - 1, by_kind=by_kind)
         chosen[g] = ch
         for i in test:
             p = points[i]
-            preds[p.key()] = predict(p, point_params(ch.get(p.family), p), cache)
+            preds[p.key()] = pred(p, point_params(ch.get(p.family), p))
     return preds, chosen
 
 
@@ -432,12 +449,16 @@ def _load_support(points: list[LoadPoint]) -> dict:
     return {f: {**v, "devices": sorted(v["devices"])} for f, v in sorted(sup.items())}
 
 
-def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1, floor_kind: bool = False) -> dict:
+def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1, floor_kind: bool = False,
+        engine_set: dict | None = None) -> dict:
     """Everything the report and the bands need (see the module docstring). `jobs` > 1 replays the
     step-cost grid in that many processes first (the same numbers, sooner). `floor_kind`: also the floor per
     FFN kind held out by source and on all rows (calibrate/serving/floorkind.py; `request_only["by_kind"]`),
     off by default: it repeats stage 1's shippable fit per kind, and the report prints its recorded figures
-    instead (floorkind.RECORD)."""
+    instead (floorkind.RECORD). `engine_set`: {EngineConfig field: value} set in every replay the run makes, every
+    stage's (calibrate/serving/engine_set.py; a ValueError before any replay for a field it refuses); None or {}:
+    the run, its replays and their cache keys as without it."""
+    eset = engine_set_of(engine_set)
     hw, catalog, public = _hw_names(), _catalog_models(), public_sources()
     excluded = []
     points: list[LoadPoint] = []
@@ -461,28 +482,30 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1, floor_ki
         cache = cache if cache is not None else Cache(None)
         fams = {p.family for p in points}
         opts = {f: [{}] + grid() + shippable_grid() for f in fams}
-        prefetch([(p, fit_params(q)) for p in points for q in opts[p.family]] + [(p, {}) for p in points],
-                 cache, jobs)
+        prefetch([(p, fit_params(q, eset)) for p in points for q in opts[p.family]]
+                 + [(p, with_engine_set({}, eset)) for p in points], cache, jobs)
+    pred = _predictor(cache, eset)  # every replay of the fit: through it, or `replay` below
     # baseline: the presets as they are (nothing fitted to serving rows, so every residual is out of sample)
-    base = {p.key(): predict(p, {}, cache) for p in points}
+    base = {p.key(): pred(p, {}) for p in points}
     errors = {p.curve_id: base[p.key()]["error"] for p in points if "error" in base[p.key()]}
     knees_meas = curve_knees(points, base)  # measured knees do not depend on the predictions' source
     options = {f: grid() for f in sorted({p.family for p in points})}
     cv = {}
     for by in ("source", "device"):
-        preds, chosen = _heldout(points, by, options, cache)
+        preds, chosen = _heldout(points, by, options, cache, engine_set=eset)
         cv[by] = {"preds": preds, "chosen": chosen, "knees": curve_knees(points, preds)}
-    final = fit_engine_params(points, options, lambda p, q: predict(p, q, cache))
+    final = fit_engine_params(points, options, pred)
     # what can ship: the presets' host step costs kept (the kernel-level fit replays them), the per-layer kernel
     # floor (per (family, device group) as FLOOR_GROUP says; one floor per family for comparison) and the
     # per-request front-end latency (request_overhead_ms) fitted, held out by source
     only = {f: shippable_grid() for f in options}
-    r_preds, r_chosen = _heldout(points, "source", only, cache, floor_grouping=FLOOR_GROUP)
-    r_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache), floor_grouping=FLOOR_GROUP)
-    rd_preds, rd_chosen = _heldout(points, "device", only, cache, floor_grouping=FLOOR_GROUP)  # held out by device
-    rn_preds, rn_chosen = _heldout(points, "source", only, cache)  # one floor per family
-    rn_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache))
-    shipped = {p.key(): replay(p, {}, cache) for p in points}  # the presets as they are in the tree
+    r_preds, r_chosen = _heldout(points, "source", only, cache, floor_grouping=FLOOR_GROUP, engine_set=eset)
+    r_final = fit_engine_params(points, only, pred, floor_grouping=FLOOR_GROUP)
+    rd_preds, rd_chosen = _heldout(points, "device", only, cache, floor_grouping=FLOOR_GROUP,  # held out by device
+                                   engine_set=eset)
+    rn_preds, rn_chosen = _heldout(points, "source", only, cache, engine_set=eset)  # one floor per family
+    rn_final = fit_engine_params(points, only, pred)
+    shipped = {p.key(): replay(p, with_engine_set({}, eset), cache) for p in points}  # the presets as they are
     base_records = _records(points, base, knees_meas)
     out = {"points": points, "excluded": excluded, "replayed_rows": replayed_rows, "errors": errors,
            "baseline": {"records": base_records, "knees": knees_meas}, "cv": {}, "final_params": final,
@@ -496,19 +519,19 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1, floor_ki
            "shipped_layer_floors_by_device": shipped_device_floors(points),
            "shipped": {"records": _records(points, shipped, knees_meas)}}
     if floor_kind:  # the floor per FFN kind (--floor-kind): held out by source and on all rows
-        rk_preds, rk_chosen = _heldout(points, "source", only, cache, floor_grouping=FLOOR_GROUP, by_kind=True)
-        rk_final = fit_engine_params(points, only, lambda p, q: predict(p, q, cache), floor_grouping=FLOOR_GROUP,
+        rk_preds, rk_chosen = _heldout(points, "source", only, cache, floor_grouping=FLOOR_GROUP, by_kind=True,
+                                       engine_set=eset)
+        rk_final = fit_engine_params(points, only, pred, floor_grouping=FLOOR_GROUP,
                                      by_kind=True)
         out["request_only"]["by_kind"] = {"records": _records(points, rk_preds, knees_meas), "chosen": rk_chosen,
                                           "final_params": rk_final}
     # the bandwidth efficiency scale per (family, device group) on top of the floor (calibrate/serving/effscale.py)
     from calibrate.serving import effscale as es
-    pred = partial(predict, cache=cache)
     step_loss = partial(_loss, metrics=STEP_METRICS)
 
     def warm(pairs):  # the scaled replays in `jobs` processes (the same numbers, sooner)
         if jobs > 1 and cache is not None:
-            prefetch([(p, fit_params(q)) for p, q in pairs], cache, jobs)
+            prefetch([(p, fit_params(q, eset)) for p, q in pairs], cache, jobs)
     s_preds, s_folds = es.heldout_scales(points, r_chosen, point_params, pred, residuals, step_loss, warm)
     ro = out["request_only"]  # the all-sources scale over the floors the presets run (es.floors_as_shipped):
     s_final = es.final_scales(points, es.floors_as_shipped(points, r_final, ro["records"], ro["one_floor"]["records"]),
