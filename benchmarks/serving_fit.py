@@ -7,6 +7,8 @@ source and by device, and publish the held-out error and the bands `run`, `plan`
     python benchmarks/serving_fit.py --curves 'cookbook.*b200'  # a subset, printed only (development)
     python benchmarks/serving_fit.py --floor-kind  # also the floor per FFN kind (off by default: the
                                                    # report then prints its recorded full-fit figures)
+    python benchmarks/serving_fit.py --engine-set eager_launch_backends=true  # an EngineConfig field set in
+                                                   # every replay (a what-if: printed only; VALUE is JSON or a string)
 
 Library code: calibrate/serving_fit.py, a facade over calibrate/serving/ (what is replayed and how,
 the folds, the fit). Deterministic: the same corpus and tree give the same files. A JSON cache of replayed points
@@ -48,7 +50,18 @@ def main(argv=None) -> int:
                     "out by source and on all rows (calibrate/serving/floorkind.py; a second pass of the shippable fit, per "
                     "kind); "
                     "without it the report prints the recorded figures of benchmarks/serving/floorkind_rule.json")
+    ap.add_argument("--engine-set", action="append", metavar="FIELD=VALUE", help="set this EngineConfig field in "
+                    "every replay of the fit (repeatable; VALUE parsed as JSON where it is, e.g. true, 0.5, else a "
+                    "string; calibrate/serving/engine_set.py): a what-if, so nothing is written; its replays have "
+                    "cache keys of their own")
     a = ap.parse_args(argv)
+    try:
+        engine_set = sf.engine_set_of(sf.parse_engine_set(a.engine_set))
+    except ValueError as e:
+        print(f"serving_fit.py: error: {e}", file=sys.stderr)
+        return 2
+    if engine_set:
+        a.no_write = True  # the shipped report and bands are never written from a what-if
     t0 = time.perf_counter()
     cache = sf.Cache(None if a.no_cache else CACHE)
     rows = sf.load_corpus()
@@ -59,7 +72,7 @@ def main(argv=None) -> int:
             print(f"serving_fit.py: error: --curves {a.curves!r} matches no curve_id", file=sys.stderr)
             return 2
         a.no_write = True
-    res = sf.run(rows, cache=cache, jobs=max(1, a.jobs), floor_kind=a.floor_kind)
+    res = sf.run(rows, cache=cache, jobs=max(1, a.jobs), floor_kind=a.floor_kind, engine_set=engine_set)
     cache.save()
     res["runtime_s"] = round(time.perf_counter() - t0, 1)
     md = sf.report_markdown(res, TARGETS)

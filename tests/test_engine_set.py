@@ -4,6 +4,8 @@ enters the replay cache key, a run without it replays and keys exactly as before
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from calibrate.serving import fit as sf_fit
 from calibrate.serving import replay as rp
 from tests.test_serving_fit import SETS, _curve
 
+ROOT = Path(__file__).resolve().parents[1]
 ON = {"eager_launch_backends": True}
 
 
@@ -113,3 +116,53 @@ def test_the_override_reaches_the_replayed_engine_config(monkeypatch):
                                  overrides=dict(d.overrides)))[1] for d in seen]
     assert [e.eager_launch_backends for e in engines] == [True, False]
 
+
+def _cli():
+    spec = importlib.util.spec_from_file_location("serving_fit_cli_es", ROOT / "benchmarks" / "serving_fit.py")
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    return cli
+
+
+def test_the_cli_parses_engine_set_and_refuses_bad_ones_with_exit_2(monkeypatch, capsys):
+    cli = _cli()
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_run(rows, **kw):
+        seen.append(kw["engine_set"])
+        raise Stop
+    monkeypatch.setattr(cli.sf, "run", fake_run)
+    monkeypatch.setattr(cli.sf, "Cache", lambda path: None)
+    monkeypatch.setattr(cli.sf, "load_corpus", lambda: [{"curve_id": "x"}])
+    for argv in (["--curves", "x"], ["--curves", "x", "--engine-set", "eager_launch_backends=true",
+                                     "--engine-set", "moe_runner_backend=flashinfer_trtllm"]):
+        with pytest.raises(Stop):
+            cli.main(argv)
+    assert seen == [{}, {"eager_launch_backends": True, "moe_runner_backend": "flashinfer_trtllm"}]
+    assert sf.parse_engine_set(["a=0.5", "b=null", "c=text", "d={\"x\": 1}"]) == {
+        "a": 0.5, "b": None, "c": "text", "d": {"x": 1}}
+    capsys.readouterr()
+    for bad in (["--engine-set", "no_such_field=1"], ["--engine-set", "eager_launch_backends"],
+                ["--engine-set", "layer_floor_us=5"],
+                ["--engine-set", "eager_launch_backends=true", "--engine-set", "eager_launch_backends=false"]):
+        assert cli.main(bad) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("serving_fit.py: error: ") and err.count("\n") == 1, err
+    assert len(seen) == 2  # nothing ran
+
+
+def test_a_what_if_writes_nothing(monkeypatch):
+    cli = _cli()
+    wrote = []
+    monkeypatch.setattr(cli.sf, "run", lambda rows, **kw: {})
+    monkeypatch.setattr(cli.sf, "Cache", lambda path: type("C", (), {"save": lambda self: None})())
+    monkeypatch.setattr(cli.sf, "load_corpus", lambda: [{"curve_id": "x"}])
+    monkeypatch.setattr(cli.sf, "report_markdown", lambda res, t: "")
+    monkeypatch.setattr(cli.sf, "summary_lines", lambda res, t: [])
+    for name in ("OUT_JSON", "OUT_MD", "BANDS_JSON"):
+        monkeypatch.setattr(cli, name, type("P", (), {"write_text": lambda self, s, n=name: wrote.append(n)})())
+    assert cli.main(["--engine-set", "eager_launch_backends=true"]) == 0
+    assert wrote == []
