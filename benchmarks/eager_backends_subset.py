@@ -1,11 +1,17 @@
 """The subset run of the per-backend eager launch counts' ship rule (calibrate/serving/eager_backends_rule.py):
 replays CURVES with the serving fit (calibrate/serving/fit.py, held out by source) and prints its summary lines plus
-the held-out-by-source median |error| per source. Without `--off` it replays with the per-backend counts on for
-every engine (EngineConfig.eager_launch_backends, off by default since the rule failed) and `--off` with the generic
-count everywhere, each by wrapping `sim.cost.eager_backends.deployment_backends` in this process: the switch lives
-here, not in sim/. Replays in one process (jobs 1), with no replay cache (the two modes share a tree fingerprint).
+the held-out-by-source median |error| per source. Without `--off` every replay of the fit runs with the per-backend
+counts on (the fit's `engine_set` {"eager_launch_backends": true}, calibrate/serving/engine_set.py: the
+EngineConfig field, off by default since the rule failed, set in every replay of every stage); `--off` with it
+false, the generic count everywhere (sim.cost.eager_backends.deployment_backends returns None for an engine with the
+field off, so sim.cost.eager_prefill prices SGLang's generic launch count, as the presets ship). The override enters
+each replay's cache key, so both modes use the serving fit's on-disk replay cache (benchmarks/.serving_fit_cache.json)
+without sharing entries with each other or with the plain fit (a run beside benchmarks/serving_fit.py in the same
+tree loses one of the two runs' new entries: each saves the file it read plus its own replays; `--no-cache` then).
+`--jobs N` replays in N processes (same numbers). The figures recorded in benchmarks/serving/eager_backends_rule.json
+were made before the override existed, by wrapping deployment_backends in-process with no cache: the same switch.
 
-    nice python benchmarks/eager_backends_subset.py [--off]
+    nice python benchmarks/eager_backends_subset.py [--off] [--curves REGEX] [--jobs N] [--no-cache]
 """
 
 import argparse
@@ -19,31 +25,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 #: SGLang's DeepSeek-V3-architecture curves of the cookbook and SemiAnalysis InferenceX (13 curves)
 CURVES = r"sglang-cookbook-deepseek|ix-api-.*-sglang-dsr1"
 TARGETS = {"tpot_itl": 10.0, "output_tps": 10.0, "ttft_p50": 20.0, "knee": 15.0}
+#: the serving fit's replay cache (benchmarks/serving_fit.py CACHE): keys carry the override
+CACHE = Path(__file__).resolve().parent / ".serving_fit_cache.json"
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--off", action="store_true", help="the generic launch count everywhere")
     ap.add_argument("--curves", default=CURVES)
+    ap.add_argument("--jobs", type=int, default=1, help="replay processes (same results; default 1)")
+    ap.add_argument("--no-cache", action="store_true", help="replay everything, reading and writing no cache")
     a = ap.parse_args(argv)
     from calibrate import serving_fit as sf
     from calibrate.serving.fit import summarize
 
-    try:
-        import sim.cost.eager_backends as eb
-    except ImportError:  # a tree before the per-backend counts: always off
-        eb = None
-    if eb is not None and a.off:
-        eb.deployment_backends = lambda *args, **kw: None  # None: the generic path (no fused backend)
-    elif eb is not None:  # on: the deployment's fused backends whatever the engine's (default-off) switch says
-        counted = eb.deployment_backends
-        eb.deployment_backends = lambda model, engine, hw=None, quant=None: counted(
-            model, engine.model_copy(update={"eager_launch_backends": True}), hw, quant)
+    engine_set = {"eager_launch_backends": not a.off}
     t0 = time.perf_counter()
     pat = re.compile(a.curves)
     rows = [r for r in sf.load_corpus() if pat.search(r["curve_id"])]
-    print(f"mode {'off' if a.off else 'on'}; {len({r['curve_id'] for r in rows})} curves, {len(rows)} rows", flush=True)
-    res = sf.run(rows, cache=sf.Cache(None), jobs=1)
+    if not rows:
+        print(f"eager_backends_subset.py: error: --curves {a.curves!r} matches no curve_id", file=sys.stderr)
+        return 2
+    print(f"mode {'off' if a.off else 'on'} (engine_set {engine_set}); {len({r['curve_id'] for r in rows})} curves, "
+          f"{len(rows)} rows", flush=True)
+    cache = sf.Cache(None if a.no_cache else CACHE)
+    res = sf.run(rows, cache=cache, jobs=max(1, a.jobs), engine_set=engine_set)
+    cache.save()
     for line in sf.summary_lines(res, TARGETS):
         print(line)
     recs = res["cv"]["source"]["records"]
