@@ -45,7 +45,8 @@ whose prepare is forward_normal_prepare (attention_forward_methods/forward_mha.p
 count reads, and whose core runs one MHA kernel (:298-332; the chunked-prefix loop only with a cached prefix).
 
 What SGLang selects by itself (ServerArgs._handle_model_specific_adjustments, DeepseekV3ForCausalLM branch; the
-catalog's `deepseek2`: DeepSeek-V3/R1, Kimi K2): on compute capability 10 (B200, B300, GB200, GB300),
+catalog's `deepseek2`: DeepSeek-V3/R1, Kimi K2): on compute capability 10 (B200, B300, GB200, GB300: the profile's
+`compute_capability`, prefill_graphs.sm_major),
   - 0.5.6.post1 server_args.py :1050-1082 and 0.5.12 :1903-1961: the flashinfer_trtllm MoE runner when no MoE
     all-to-all backend and no runner is set and the quantization is fp8 / modelopt_fp8 / modelopt_fp4 (0.5.12 also
     unquantised and Kimi's int4; not applied here: 0.5.6 does not);
@@ -58,7 +59,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.cost.eager_launches import MOE_OTHER, MOE_QUANT, forward_launches
-from sim.cost.prefill_graphs import DEEPSEEK_V3_ARCHITECTURE, SM100_DEVICES
+from sim.cost.prefill_graphs import DEEPSEEK_V3_ARCHITECTURE, SM100_MAJOR, sm_major
 
 #: launches of one MoE layer's routed experts under flashinfer_trtllm, per weight format (module docstring)
 TRTLLM_MOE = {"fp8": 7, "fp4": 4}
@@ -79,9 +80,10 @@ class Backends:
 
 def _sglang_auto(model, hw) -> bool:
     """Whether SGLang 0.5 picks its DeepSeek-V3 Blackwell defaults (module docstring): a DeepseekV3ForCausalLM
-    model on a compute-capability-10 device (the fused MoE runner also needs FP8 or FP4 weights)."""
+    model on a compute-capability-10 device (the profile's `compute_capability`, `sm_major`; the fused MoE runner
+    also needs FP8 or FP4 weights)."""
     return (str(getattr(model, "architecture", "") or "") == DEEPSEEK_V3_ARCHITECTURE
-            and str(getattr(hw, "name", "") or "") in SM100_DEVICES)
+            and sm_major(hw) == SM100_MAJOR)
 
 
 def deployment_backends(model, engine, hw=None, quant=None) -> Backends | None:
