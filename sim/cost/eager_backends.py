@@ -59,7 +59,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.cost.eager_launches import MOE_OTHER, MOE_QUANT, forward_launches
-from sim.cost.prefill_graphs import DEEPSEEK_V3_ARCHITECTURE, SM100_MAJOR, sm_major
+from sim.cost.prefill_graphs import DEEPSEEK_V3_ARCHITECTURE, SM90_MAJOR, SM100_MAJOR, sm_major
 
 #: launches of one MoE layer's routed experts under flashinfer_trtllm, per weight format (module docstring)
 TRTLLM_MOE = {"fp8": 7, "fp4": 4}
@@ -89,7 +89,8 @@ def _sglang_auto(model, hw) -> bool:
 def deployment_backends(model, engine, hw=None, quant=None) -> Backends | None:
     """The fused backends of this deployment's eager prompt forward: the engine's `moe_runner_backend` /
     `flashinfer_allreduce_fusion` (from the server's flags) where set, else what SGLang picks by itself (SGLang
-    engines only; `hw` None = not known: nothing picked); None when the engine's `eager_launch_backends` is off or
+    engines only; `hw` None = not known: nothing picked; an explicit fusion only on SM90 / SM100, or `hw` None);
+    None when the engine's `eager_launch_backends` is off or
     nothing is fused (the generic count)."""
     if not bool(getattr(engine, "eager_launch_backends", False)):
         return None
@@ -100,6 +101,10 @@ def deployment_backends(model, engine, hw=None, quant=None) -> Backends | None:
     fusion = getattr(engine, "flashinfer_allreduce_fusion", None)
     if fusion is None:
         fusion = auto
+    elif fusion and hw is not None and sm_major(hw) not in (SM90_MAJOR, SM100_MAJOR):
+        # the flag is honoured on SM90 / SM100 only (apply_flashinfer_allreduce_fusion, communicator.py 0.5.12
+        # :153-168, module docstring): elsewhere the server runs the unfused all-reduces whatever it was told
+        fusion = False
     b = Backends(moe_runner=moe if moe == FLASHINFER_TRTLLM else None, allreduce_fusion=bool(fusion))
     return b if (b.moe_runner or b.allreduce_fusion) else None
 
