@@ -133,7 +133,7 @@ def test_floor_reaches_the_step_model_by_step_size():
     assert sm0.small_max_tokens == 0 and sm0.batch_time(B(1024)) == sm0.batch_time(B(4096)) == sm0.floor_s
 
 
-def test_benchmark_off_switch_replaces_the_module_attribute(monkeypatch):
+def test_no_fused_backends_gives_the_cited_generic_floor(monkeypatch):
     ds = get_model("deepseek-r1")
     q = ds.quant("fp8")
     e = _sg(tp=8)
