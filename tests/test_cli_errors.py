@@ -92,6 +92,7 @@ def test_hw_show_prints_figures_and_sources(runner):
     assert result.exit_code == 0, result.output
     out = " ".join(result.stdout.split())  # rich wraps long cells
     assert "3,350 GB/s" in out and "989.4" in out and "80 GiB" in out
+    assert "compute capability 9.0" in out
     assert "https://glennklockwood.com/garden/processors/h100" in out
     assert "gpu_memory_utilization" in out  # provenance of the usable fraction
 

@@ -90,6 +90,19 @@ def test_flags_reach_the_engine_and_override_sglangs_choice():
     assert deployment_backends(ds, _sg(eager_launch_backends=False, **ov), load_profile("b300"), q) is None
 
 
+def test_explicit_allreduce_fusion_only_where_sglang_honours_it():
+    """apply_flashinfer_allreduce_fusion runs on SM90 / SM100 only: the flag on an A100 (8.0), an RTX PRO 6000
+    (12.0) or a DGX Spark (12.1) fuses nothing; on H200 (9.0) and B200 (10.0) it does; a device not known keeps it."""
+    ds = get_model("deepseek-r1")
+    q = ds.quant("fp8")
+    e = _sg(flashinfer_allreduce_fusion=True, moe_runner_backend="triton", tp=8)
+    for hw, fused in (("a100-80g", False), ("rtx-pro-6000", False), ("dgx-spark", False), ("h200", True),
+                      ("b200", True)):
+        got = deployment_backends(ds, e, load_profile(hw), q)
+        assert (got == Backends(None, True)) == fused and (got is None) == (not fused), hw
+    assert deployment_backends(ds, e, None, q) == Backends(None, True)
+
+
 def test_floor_reaches_the_step_model_by_step_size():
     ds = get_model("deepseek-r1")
     q = ds.quant("fp8")
@@ -120,7 +133,7 @@ def test_floor_reaches_the_step_model_by_step_size():
     assert sm0.small_max_tokens == 0 and sm0.batch_time(B(1024)) == sm0.batch_time(B(4096)) == sm0.floor_s
 
 
-def test_benchmark_off_switch_replaces_the_module_attribute(monkeypatch):
+def test_no_fused_backends_gives_the_cited_generic_floor(monkeypatch):
     ds = get_model("deepseek-r1")
     q = ds.quant("fp8")
     e = _sg(tp=8)

@@ -160,6 +160,10 @@ class HardwareProfile(BaseModel):
     vendor: str = ""
     generation: str = Field("", description="architecture generation (hopper, ada, apple-m4, ...): what efficiencies transfer across")
     memory_type: str = Field("", description="memory technology (hbm3, gddr6x, lpddr5x, ...)")
+    compute_capability: str | None = Field(
+        None, pattern=r"^[1-9][0-9]?\.[0-9]$",
+        description="CUDA compute capability 'major.minor' ('9.0' Hopper, '10.0' B200); None = not an NVIDIA GPU",
+    )
     package: Literal["", "pro", "max", "ultra"] = Field(
         "",
         description=(
@@ -246,6 +250,12 @@ class HardwareProfile(BaseModel):
             if not tf > 0:
                 raise ValueError(f"peak_tflops.{fmt} must be > 0, got {tf}")
         return v
+
+    @field_validator("compute_capability", mode="before")
+    @classmethod
+    def _capability_as_written(cls, v: Any) -> Any:
+        """YAML reads an unquoted `9.0` as a number: take it as the 'major.minor' text it was written as."""
+        return repr(v) if isinstance(v, float) else v
 
     @field_validator("provenance")
     @classmethod

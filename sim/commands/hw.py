@@ -88,6 +88,7 @@ def show(name: str = typer.Argument(..., help="profile name or path to a YAML fi
     spec.add_column("value")
     usable_gb = p.usable_memory_bytes / 1e9
     spec.add_row("kind / vendor", f"{p.kind} / {p.vendor or '-'}")
+    spec.add_row("compute capability", p.compute_capability or "-")
     spec.add_row("memory", f"{_memory(p)} = {p.memory_capacity_gb:,.1f} GB; usable "
                            f"{p.usable_memory_fraction:g} -> {usable_gb:,.1f} GB")
     spec.add_row("bandwidth", f"{p.memory_bandwidth_gb_per_s:,g} GB/s")

@@ -45,7 +45,8 @@ whose prepare is forward_normal_prepare (attention_forward_methods/forward_mha.p
 count reads, and whose core runs one MHA kernel (:298-332; the chunked-prefix loop only with a cached prefix).
 
 What SGLang selects by itself (ServerArgs._handle_model_specific_adjustments, DeepseekV3ForCausalLM branch; the
-catalog's `deepseek2`: DeepSeek-V3/R1, Kimi K2): on compute capability 10 (B200, B300, GB200, GB300),
+catalog's `deepseek2`: DeepSeek-V3/R1, Kimi K2): on compute capability 10 (B200, B300, GB200, GB300: the profile's
+`compute_capability`, prefill_graphs.sm_major),
   - 0.5.6.post1 server_args.py :1050-1082 and 0.5.12 :1903-1961: the flashinfer_trtllm MoE runner when no MoE
     all-to-all backend and no runner is set and the quantization is fp8 / modelopt_fp8 / modelopt_fp4 (0.5.12 also
     unquantised and Kimi's int4; not applied here: 0.5.6 does not);
@@ -58,7 +59,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.cost.eager_launches import MOE_OTHER, MOE_QUANT, forward_launches
-from sim.cost.prefill_graphs import DEEPSEEK_V3_ARCHITECTURE, SM100_DEVICES
+from sim.cost.prefill_graphs import DEEPSEEK_V3_ARCHITECTURE, SM90_MAJOR, SM100_MAJOR, sm_major
 
 #: launches of one MoE layer's routed experts under flashinfer_trtllm, per weight format (module docstring)
 TRTLLM_MOE = {"fp8": 7, "fp4": 4}
@@ -79,15 +80,17 @@ class Backends:
 
 def _sglang_auto(model, hw) -> bool:
     """Whether SGLang 0.5 picks its DeepSeek-V3 Blackwell defaults (module docstring): a DeepseekV3ForCausalLM
-    model on a compute-capability-10 device (the fused MoE runner also needs FP8 or FP4 weights)."""
+    model on a compute-capability-10 device (the profile's `compute_capability`, `sm_major`; the fused MoE runner
+    also needs FP8 or FP4 weights)."""
     return (str(getattr(model, "architecture", "") or "") == DEEPSEEK_V3_ARCHITECTURE
-            and str(getattr(hw, "name", "") or "") in SM100_DEVICES)
+            and sm_major(hw) == SM100_MAJOR)
 
 
 def deployment_backends(model, engine, hw=None, quant=None) -> Backends | None:
     """The fused backends of this deployment's eager prompt forward: the engine's `moe_runner_backend` /
     `flashinfer_allreduce_fusion` (from the server's flags) where set, else what SGLang picks by itself (SGLang
-    engines only; `hw` None = not known: nothing picked); None when the engine's `eager_launch_backends` is off or
+    engines only; `hw` None = not known: nothing picked; an explicit fusion only on SM90 / SM100, or `hw` None);
+    None when the engine's `eager_launch_backends` is off or
     nothing is fused (the generic count)."""
     if not bool(getattr(engine, "eager_launch_backends", False)):
         return None
@@ -98,6 +101,10 @@ def deployment_backends(model, engine, hw=None, quant=None) -> Backends | None:
     fusion = getattr(engine, "flashinfer_allreduce_fusion", None)
     if fusion is None:
         fusion = auto
+    elif fusion and hw is not None and sm_major(hw) not in (SM90_MAJOR, SM100_MAJOR):
+        # the flag is honoured on SM90 / SM100 only (apply_flashinfer_allreduce_fusion, communicator.py 0.5.12
+        # :153-168, module docstring): elsewhere the server runs the unfused all-reduces whatever it was told
+        fusion = False
     b = Backends(moe_runner=moe if moe == FLASHINFER_TRTLLM else None, allreduce_fusion=bool(fusion))
     return b if (b.moe_runner or b.allreduce_fusion) else None
 

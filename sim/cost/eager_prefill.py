@@ -31,7 +31,7 @@ ships in the SGLang preset is decided by the held-out rule in calibrate/serving/
 
 from __future__ import annotations
 
-from sim.cost import eager_backends  # module attribute: benchmarks/eager_backends_subset.py --off replaces it
+from sim.cost import eager_backends  # read through the module, so a test can swap deployment_backends
 from sim.cost.prefill_graphs import graph_max_tokens
 
 #: PR #12160's eager DeepSeek-V3 forward of one new token [ms] over its 58 MoE layers [us per MoE layer]

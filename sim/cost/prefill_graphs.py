@@ -22,8 +22,9 @@ deployment here can show are modelled, `prefill_graphs_active`):
     runner backend ... (bypassed topk is incompatible with torch.compile)", every model but gpt-oss), which
     `_handle_model_specific_adjustments` picks by itself for DeepseekV3ForCausalLM (the catalog's `deepseek2`:
     DeepSeek-V3/R1, Kimi K2) on compute capability 10 (`is_sm100_supported`: device_capability_majors [10]:
-    B200, B300, GB200, GB300; SM100_DEVICES) when no MoE all-to-all backend is set, for FP8, ModelOpt FP8/FP4
-    and unquantised checkpoints; SemiAnalysis' B300 recipes pass `--moe-runner-backend flashinfer_trtllm` too;
+    B200, B300, GB200, GB300: the profile's `compute_capability` read by `sm_major`) when no MoE all-to-all
+    backend is set, for FP8, ModelOpt FP8/FP4 and unquantised checkpoints; SemiAnalysis' B300 recipes pass
+    `--moe-runner-backend flashinfer_trtllm` too;
   - and, not visible here (a run that sets them keeps its eager prompt steps): DP attention, torch.compile,
     pipeline parallelism, a MoE all-to-all backend (DeepEP), LoRA, symmetric memory (--enable-symm-mem), EPLB,
     context parallelism, CPU offload / hierarchical cache, deterministic inference, PD disaggregation, and in
@@ -47,11 +48,22 @@ MLA_MAX_TOKENS = 2048
 DISABLED_ARCHITECTURES = frozenset({"qwen3next", "llama4", "gemma3", "gemma4", "qwen3_5_moe"})
 #: catalog models of a disabled architecture whose checkpoint is text-only (Gemma3ForCausalLM): graphs stay on
 TEXT_ONLY_MODELS = frozenset({"gemma-3-270m"})
-#: compute capability 10 devices (is_sm100_supported), where DeepSeek-V3-architecture models get the
-#: flashinfer_trtllm MoE runner, which turns piecewise graphs off
-SM100_DEVICES = frozenset({"b200", "b300", "gb200", "gb300"})
+#: the compute-capability major of SGLang's `is_sm100_supported` (device_capability_majors [10]: B200/GB200 10.0,
+#: B300/GB300 10.3; not RTX 50 / RTX PRO Blackwell 12.0, GB10 12.1, Jetson Thor 11.0), where DeepSeek-V3-architecture
+#: models get the flashinfer_trtllm MoE runner, which turns piecewise graphs off
+SM100_MAJOR = 10
+#: the major of `is_sm90_supported` (device_capability_majors [9]: H100, H200, H20)
+SM90_MAJOR = 9
 #: the catalog architecture of DeepseekV3ForCausalLM (DeepSeek-V3/R1, Kimi K2)
 DEEPSEEK_V3_ARCHITECTURE = "deepseek2"
+
+
+def sm_major(hw) -> int | None:
+    """The CUDA compute-capability major of `hw` (HardwareProfile.compute_capability '10.3' -> 10), as SGLang's
+    is_sm100_supported / is_sm90_supported read torch.cuda.get_device_capability()[0]; None for a device whose
+    profile gives none (non-NVIDIA, or `hw` None / not known). The one place the cost model reads the field."""
+    cc = getattr(hw, "compute_capability", None)
+    return int(str(cc).split(".")[0]) if cc else None
 
 
 def prefill_graphs_active(model, engine, hw=None) -> bool:
@@ -66,7 +78,7 @@ def prefill_graphs_active(model, engine, hw=None) -> bool:
     arch = str(getattr(model, "architecture", "") or "")
     if arch in DISABLED_ARCHITECTURES and getattr(model, "name", "") not in TEXT_ONLY_MODELS:
         return False
-    if arch == DEEPSEEK_V3_ARCHITECTURE and str(getattr(hw, "name", "")) in SM100_DEVICES:
+    if arch == DEEPSEEK_V3_ARCHITECTURE and sm_major(hw) == SM100_MAJOR:
         return False  # flashinfer_trtllm MoE runner
     return True
 
