@@ -4,17 +4,14 @@ enters the replay cache key, a run without it replays and keys exactly as before
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from calibrate import serving_fit as sf
 from calibrate.serving import fit as sf_fit
 from calibrate.serving import replay as rp
+from tests.serving_cli import Stop, load_cli, stubbed_cli
 from tests.test_serving_fit import SETS, _curve
 
-ROOT = Path(__file__).resolve().parents[1]
 ON = {"eager_launch_backends": True}
 
 
@@ -118,30 +115,17 @@ def test_the_override_reaches_the_replayed_engine_config(monkeypatch):
 
 
 def _cli():
-    spec = importlib.util.spec_from_file_location("serving_fit_cli_es", ROOT / "benchmarks" / "serving_fit.py")
-    cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cli)
-    return cli
+    return load_cli("serving_fit_cli_es")
 
 
 def test_the_cli_parses_engine_set_and_refuses_bad_ones_with_exit_2(monkeypatch, capsys):
-    cli = _cli()
-    seen = []
-
-    class Stop(Exception):
-        pass
-
-    def fake_run(rows, **kw):
-        seen.append(kw["engine_set"])
-        raise Stop
-    monkeypatch.setattr(cli.sf, "run", fake_run)
-    monkeypatch.setattr(cli.sf, "Cache", lambda path: None)
-    monkeypatch.setattr(cli.sf, "load_corpus", lambda: [{"curve_id": "x"}])
+    cli, seen = stubbed_cli(monkeypatch, "serving_fit_cli_es")
     for argv in (["--curves", "x"], ["--curves", "x", "--engine-set", "eager_launch_backends=true",
                                      "--engine-set", "moe_runner_backend=flashinfer_trtllm"]):
         with pytest.raises(Stop):
             cli.main(argv)
-    assert seen == [{}, {"eager_launch_backends": True, "moe_runner_backend": "flashinfer_trtllm"}]
+    assert [kw["engine_set"] for kw in seen] == [{}, {"eager_launch_backends": True,
+                                                     "moe_runner_backend": "flashinfer_trtllm"}]
     assert sf.parse_engine_set(["a=0.5", "b=null", "c=text", "d={\"x\": 1}"]) == {
         "a": 0.5, "b": None, "c": "text", "d": {"x": 1}}
     capsys.readouterr()

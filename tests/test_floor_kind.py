@@ -239,24 +239,10 @@ def test_the_committed_reports_recorded_section_is_the_record():
 
 
 def test_serving_fit_runs_the_stage_only_with_floor_kind(monkeypatch):
-    import importlib.util
+    from tests.serving_cli import Stop, stubbed_cli
 
-    spec = importlib.util.spec_from_file_location("serving_fit_cli", Path(__file__).resolve().parent.parent
-                                                  / "benchmarks" / "serving_fit.py")
-    cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cli)
-    seen = []
-
-    class Stop(Exception):
-        pass
-
-    def fake_run(rows, **kw):
-        seen.append(kw["floor_kind"])
-        raise Stop
-    monkeypatch.setattr(cli.sf, "run", fake_run)
-    monkeypatch.setattr(cli.sf, "Cache", lambda path: None)
-    monkeypatch.setattr(cli.sf, "load_corpus", lambda: [{"curve_id": "x"}])
+    cli, seen = stubbed_cli(monkeypatch)
     for argv in (["--curves", "x"], ["--curves", "x", "--floor-kind"]):
         with pytest.raises(Stop):
             cli.main(argv)
-    assert seen == [False, True]
+    assert [kw["floor_kind"] for kw in seen] == [False, True]
