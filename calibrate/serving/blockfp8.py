@@ -64,10 +64,10 @@ Full serving fit (regeneration of 2026-12-06, session 45, 4,550 replayed rows; b
 `block_fp8`): all sources 400 us / 0.9, folds 200 us / 0.7 (fitted on SemiAnalysis) and 400 us / 0.9 (fitted on
 the cookbook); held out by source TPOT/ITL 42.2% -> 24.3%, output throughput 68.5% -> 31.3%, TTFT p50 62.1% ->
 60.5%: ships, and the preset's rule moved 0.8 -> 0.9 (tests/test_block_fp8.py checks the preset against the report).
-Sessions 46 and 47 printed 0.9 and 1.0 over presets of 0.9 and 1.0: every candidate but the neutral one named its
-bandwidth alone, and the engine merges a partial efficiency_scale into the one the preset's rule resolves to, so
-those candidates replayed with the preset's prefill compute 0.3 while the neutral one (and every cache key) said
-1.0. Since session 48 calibrate/serving/fit.py `fit_params` replays every candidate's whole scale (compute and
+Session 47 printed 1.0: every candidate but the neutral one named its bandwidth alone, and the engine merges a
+partial efficiency_scale into the one the preset's rule resolves to, so once the rule carried the prefill compute
+0.3 (shipped in session 46, after that session's fit) those candidates replayed with it while the neutral one (and
+every cache key) said 1.0; session 46's fit, run before the compute scale was in the preset, was not affected. Since session 48 calibrate/serving/fit.py `fit_params` replays every candidate's whole scale (compute and
 attention 1.0 in this term); that regeneration (4,550 rows, cold) printed all sources 400 us / 0.9, folds the fold's
 floor / 0.6 (fitted on SemiAnalysis) and 400 us / 0.9 (fitted on the cookbook), held out by source TPOT/ITL 42.2% ->
 27.3%, output throughput 68.5% -> 37.0%, TTFT p50 62.1% -> 60.5%: ships, and the preset's rule moved 1.0 -> 0.9.

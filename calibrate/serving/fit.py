@@ -352,9 +352,9 @@ def fit_params(params: dict | None, engine_set: dict | None = None) -> dict:
     engine merges a partial scale into the one its preset resolves to (EngineConfig.with_overrides), so a
     candidate naming only `bandwidth` used to inherit the preset's other factors (the SGLang AMD block-FP8
     rule's prefill compute 0.3) while the neutral candidate, spelled out, did not; and the replay cache keyed
-    the partial scale as if its missing factors were 1.0 (replay.effective_scale). Found in session 48; the
-    block-FP8 term's verdict had moved with the preset it ran against (bandwidth 0.8 -> 0.9 -> 1.0 over
-    sessions 45-47); CACHE_VERSION moved with the fix, since entries made before it are keyed wrongly.
+    the partial scale as if its missing factors were 1.0 (replay.effective_scale). Found in session 48: session 47's
+    fit, the first over a preset carrying that compute (shipped in session 46), printed the block-FP8 term's
+    bandwidth 1.0 where session 46's and the fixed fit print 0.9; CACHE_VERSION moved with the fix, since entries made before it are keyed wrongly.
     `engine_set` (checked, `engine_set_of`): engine fields set over them all (none: the overrides as before)."""
     out = {"request_overhead_ms": 0.0, "layer_floor_us": 0.0, "host_token_us": 0.0, "layer_floor_dense_us": None,
            "front_request_ms": 0.0, **(params or {})}
