@@ -297,3 +297,21 @@ def test_every_term_candidate_replays_a_full_scale_so_none_inherits_the_presets_
     assert preset.compute != 1.0  # the rule this guards against (if it ships 1.0 the check below is vacuous)
     for term in bf._TERMS:
         assert replayed_scale(term) == {"compute": 1.0, "bandwidth": term[1], "attention": 1.0}, term
+
+
+def test_a_partial_scale_is_keyed_as_the_engine_merges_it():
+    """The replay cache keys a partial efficiency_scale as the engine runs it (merged into the preset rule's, compute
+    0.3 on an AMD block-FP8 point), not with its missing factors at 1.0; a full one keys as written."""
+    from calibrate.serving import replay as rp
+
+    from dataclasses import replace
+
+    p = next(q for q in _mixed_points() if q.model == "deepseek-r1" and q.device == "mi300x")
+    p = replace(p, engine="sglang@0.5", family="sglang")  # SGLang's preset carries the block-FP8 rule
+    assert bf.in_group(p)
+    pre = rp.effective_scale(rp.preset_fitted(p)["efficiency_scale"])
+    assert pre["compute"] != 1.0
+    merged = {**pre, "bandwidth": 0.7}
+    assert rp.cache_key(p, {"efficiency_scale": {"bandwidth": 0.7}}) == rp.cache_key(p, {"efficiency_scale": merged})
+    full = {"compute": 1.0, "bandwidth": 0.7, "attention": 1.0}
+    assert rp.cache_key(p, {"efficiency_scale": full}) != rp.cache_key(p, {"efficiency_scale": merged})

@@ -140,7 +140,10 @@ def cache_key(point: LoadPoint, params: dict | None, efficiency_overrides: dict 
     if eff.get("layer_floor_dense_us", 0.0) is None:  # no dense-layer floor of its own: the key as before the field
         eff.pop("layer_floor_dense_us")
     if "efficiency_scale" in eff:  # spelled out in full where not neutral, else left out (see effective_scale)
-        sc = effective_scale(eff.pop("efficiency_scale"))
+        sc = eff.pop("efficiency_scale")
+        if isinstance(sc, dict):  # the engine merges a partial scale into its preset's (EngineConfig.with_overrides)
+            sc = {**(effective_scale(preset_fitted(point).get("efficiency_scale")) or NEUTRAL_SCALE), **sc}
+        sc = effective_scale(sc)
         if sc is not None:
             eff["efficiency_scale"] = sc
     extra = f":efficiency={_param_key(efficiency_overrides)}" if efficiency_overrides else ""
