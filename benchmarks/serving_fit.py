@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
-from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
