@@ -25,10 +25,15 @@ the replayed figures match the measured ones, and a fifth, the engine's per-requ
   user's own runs can fit it. It starts at the engine preset's value (the serving corpus's
   per-release fit: vLLM 0.11 15 ms, SGLang 0.5 75 ms) and is bounded to 0-500 ms (MAX_REQUEST_MS:
   the presets' largest is 75 ms and the serving fit's grid stops at 300 ms; a second or more is a
-  queue, not a front end). A C=1 point with a short prompt identifies it: its TTFT is the front
-  end plus one prefill step, and the TPOTs fix that step. With `fit_front_end=False` (or when the
-  deployment's overrides or engine file name the field: the user's value wins at run time, so the fit
-  keeps it) it stays at the engine's value, the fit of four.
+  queue, not a front end). It is fitted only when the fitted points' prompts span a factor of two or
+  more in mean length (PROMPT_SPREAD): a low-load TTFT is front end + prefill(prompt), the prefill
+  growing with the prompt at the compute rate, so one prompt length fixes only their sum and the fit
+  trades one for the other (benchmarks/from_bench_public.py: on eight public curves of one prompt
+  length each, fitted on their two lowest loads, the front end fitted alongside made the held-out TTFT
+  p50 error worse on five (see its docstring); a short and a long prompt at C=1 separate them,
+  tests/test_calibrate_from_bench.py). Otherwise, with `fit_front_end=False`, or when the deployment's
+  overrides or engine file name the field (the user's value wins at run time, so the fit keeps it), it
+  stays at the engine's value, the fit of four, and `notes` says why.
 
 Residuals are log(predicted / measured) of TTFT (mean, median), TPOT (mean, median; AIPerf's and
 GuideLLM's inter-token latency per request is vLLM's TPOT), vLLM's ITL mean and the output
@@ -87,6 +92,7 @@ ROBUST_SCALE = 0.05
 MAX_FLOOR_MS = 50.0
 MAX_PER_SEQUENCE_MS = 5.0
 MAX_REQUEST_MS = 500.0
+PROMPT_SPREAD = 2.0  # the front end is fitted when the fitted points' mean prompt lengths span this factor
 FRONT_END = "request_overhead_ms"
 MIN_SCALE = 0.05
 FD_STEP = 0.05
@@ -192,8 +198,8 @@ def fit_from_bench(points: list[MeasuredPoint], deployment: Deployment, *, seed:
     from scipy.optimize import least_squares
 
     hw, engine, model, q, base = _base(deployment)
-    fit_front_end = fit_front_end and not _front_end_set(deployment)
     front0 = engine.request_overhead_ms
+    notes = []
     used = [[m for m in metrics if m in p.measured and p.measured[m] > 0] for p in points]
     if not any(used):
         raise ConfigError(f"no usable figure ({', '.join(metrics)}) in the result files", field="--from-bench")
@@ -201,6 +207,15 @@ def fit_from_bench(points: list[MeasuredPoint], deployment: Deployment, *, seed:
     train = [i for i in range(len(points)) if not held[i] and used[i]]
     if not train:
         raise ConfigError("every point was held out: give more result files or points", field="--from-bench")
+    if fit_front_end and _front_end_set(deployment):
+        fit_front_end = False
+        notes.append(f"front end kept at {front0:g} ms: the engine file or overrides set {FRONT_END}")
+    means = [float(np.mean(points[i].workload.prompt_lens)) for i in train if len(points[i].workload.prompt_lens)]
+    if fit_front_end and (not means or max(means) < PROMPT_SPREAD * min(means)):
+        fit_front_end = False
+        notes.append(f"front end kept at {front0:g} ms (the engine's): the fitted points' prompts are of one length "
+                     f"(mean {min(means or [0]):.0f}-{max(means or [0]):.0f} tokens), which cannot tell it from the "
+                     f"prefill; add a run at C=1 with prompts {PROMPT_SPREAD:g}x longer or shorter to fit it")
     peak_bw = hw.bandwidth_bytes_per_s
     peak_c = hw.peak_flops(q.compute_format)
     hi_b = math.log(peak_bw / base.bandwidth_bytes_per_s)
@@ -267,7 +282,6 @@ def fit_from_bench(points: list[MeasuredPoint], deployment: Deployment, *, seed:
                              "predicted": v, "error_pct": err, "heldout": held[i], "fitted": m in used[i]})
                 if err is not None and m in used[i]:
                     (held_err if held[i] else train_err).append(abs(err))
-    notes = []
     if not any(held):
         notes.append(f"{len(points)} point(s): too few to hold any out (3 or more needed); the error shown is in-sample")
     else:

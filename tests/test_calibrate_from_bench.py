@@ -189,7 +189,8 @@ def test_a_profile_front_end_is_its_own_engines_only():
     assert {e: engine_for(e, hw, model).request_overhead_ms for e in preset} == preset
     vllm = hw.efficiency_for("vllm", "torch")
     data = hw.model_dump()
-    data["engine_efficiency"] = {**data["engine_efficiency"], "vllm": {**vllm.model_dump(), "request_overhead_ms": 40.0},
+    data["engine_efficiency"] = {**data["engine_efficiency"],
+                                 "vllm": {**vllm.model_dump(), "request_overhead_ms": 40.0},
                                  "torch": {**hw.efficiency_for(None, "torch").model_dump(), "request_overhead_ms": 1.0}}
     mine = HardwareProfile(**data)
     assert engine_for("vllm", mine, model).request_overhead_ms == 40.0
@@ -213,3 +214,13 @@ def test_a_front_end_the_user_set_is_kept_and_the_rest_absorbs_the_offset(synthe
     assert fit.front_end_fitted
     assert fit.request_overhead_ms == pytest.approx(40.0, rel=0.01)
     assert fit.scale_compute == pytest.approx(TRUE["scale_compute"], rel=0.01)
+
+
+def test_one_prompt_length_keeps_the_front_end(synthetic_files):
+    """C=1 and C=16 runs of 128-token prompts only: TTFT is front end + prefill of one length, which cannot be
+    split, so the fit keeps the preset's front end (15 ms) and says so."""
+    points = _points([f for f in synthetic_files["closed"] if f.endswith("-128.json")][:2])
+    assert {int(p.workload.prompt_lens.mean()) for p in points} == {128} and len(points) == 2
+    fit = fit_from_bench(points, DEP, seed=0)
+    assert not fit.front_end_fitted and fit.request_overhead_ms == 15.0
+    assert any("prompts are of one length" in n for n in fit.notes)
