@@ -15,18 +15,18 @@ were made before the override existed, by wrapping deployment_backends in-proces
 """
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from calibrate import serving_fit as sf  # noqa: E402
+from calibrate.serving.cli import CACHE, TARGETS, curve_rows  # noqa: E402  (the serving fit's; keys carry the override)
+from calibrate.serving.fit import summarize  # noqa: E402
+
 #: SGLang's DeepSeek-V3-architecture curves of the cookbook and SemiAnalysis InferenceX (13 curves)
 CURVES = r"sglang-cookbook-deepseek|ix-api-.*-sglang-dsr1"
-TARGETS = {"tpot_itl": 10.0, "output_tps": 10.0, "ttft_p50": 20.0, "knee": 15.0}
-#: the serving fit's replay cache (benchmarks/serving_fit.py CACHE): keys carry the override
-CACHE = Path(__file__).resolve().parent / ".serving_fit_cache.json"
 
 
 def main(argv=None) -> int:
@@ -36,15 +36,10 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="replay processes (same results; default 1)")
     ap.add_argument("--no-cache", action="store_true", help="replay everything, reading and writing no cache")
     a = ap.parse_args(argv)
-    from calibrate import serving_fit as sf
-    from calibrate.serving.fit import summarize
-
     engine_set = {"eager_launch_backends": not a.off}
     t0 = time.perf_counter()
-    pat = re.compile(a.curves)
-    rows = [r for r in sf.load_corpus() if pat.search(r["curve_id"])]
-    if not rows:
-        print(f"eager_backends_subset.py: error: --curves {a.curves!r} matches no curve_id", file=sys.stderr)
+    rows = curve_rows(sf.load_corpus(), a.curves, "eager_backends_subset.py")
+    if rows is None:
         return 2
     print(f"mode {'off' if a.off else 'on'} (engine_set {engine_set}); {len({r['curve_id'] for r in rows})} curves, "
           f"{len(rows)} rows", flush=True)

@@ -21,10 +21,9 @@ sys.path.insert(0, str(ROOT))
 
 from calibrate import serving_fit as sf  # noqa: E402
 from calibrate.serving import fit as F  # noqa: E402
+from calibrate.serving.cli import CACHE  # noqa: E402
 from calibrate.serving.floorkind_report import kind_summary_lines  # noqa: E402
 from calibrate.serving.rows import _catalog_models, _hw_names, curves, exclusion, load_points, public_sources  # noqa: E402
-
-CACHE = ROOT / "benchmarks" / ".serving_fit_cache.json"
 
 
 def main(argv=None) -> int:

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from calibrate.serving import replay as rp  # noqa: E402
+from calibrate.serving.cli import CACHE  # noqa: E402
 from calibrate.serving.fit import fit_params, point_params, residuals  # noqa: E402
 from calibrate.serving.rows import curves, load_corpus, load_points  # noqa: E402
 
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     d = json.loads((ROOT / "benchmarks" / "serving_fidelity.json").read_text())
     js = {r["row_id"]: r for r in d["rows"]}
     chosen = d["heldout_by_source"]["chosen"]
-    cache = rp.Cache(ROOT / "benchmarks" / ".serving_fit_cache.json")
+    cache = rp.Cache(CACHE)
     cs = curves(load_corpus())
     out = []
     try:

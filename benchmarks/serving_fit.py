@@ -19,24 +19,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import sys
 import time
-from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibrate import serving_fit as sf  # noqa: E402
+from calibrate.serving.cli import CACHE, TARGETS, curve_rows  # noqa: E402
 
 OUT_MD = ROOT / "benchmarks" / "serving_fidelity.md"
 OUT_JSON = ROOT / "benchmarks" / "serving_fidelity.json"
 BANDS_JSON = ROOT / "sim" / "catalog" / "data" / "serving_bands.json"
-CACHE = ROOT / "benchmarks" / ".serving_fit_cache.json"
-
-TARGETS = {"tpot_itl": 10.0, "output_tps": 10.0, "ttft_p50": 20.0, "knee": 15.0}
 
 
 def main(argv=None) -> int:
@@ -66,10 +61,8 @@ def main(argv=None) -> int:
     cache = sf.Cache(None if a.no_cache else CACHE)
     rows = sf.load_corpus()
     if a.curves:
-        pat = re.compile(a.curves)
-        rows = [r for r in rows if pat.search(r["curve_id"])]
-        if not rows:
-            print(f"serving_fit.py: error: --curves {a.curves!r} matches no curve_id", file=sys.stderr)
+        rows = curve_rows(rows, a.curves, "serving_fit.py")
+        if rows is None:
             return 2
         a.no_write = True
     res = sf.run(rows, cache=cache, jobs=max(1, a.jobs), floor_kind=a.floor_kind, engine_set=engine_set)

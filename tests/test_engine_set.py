@@ -9,7 +9,7 @@ import pytest
 from calibrate import serving_fit as sf
 from calibrate.serving import fit as sf_fit
 from calibrate.serving import replay as rp
-from tests.serving_cli import Stop, load_cli, stubbed_cli
+from tests.serving_cli import CLI, SUBSET_CLI, Stop, load_cli, stubbed_cli
 from tests.test_serving_fit import SETS, _curve
 
 ON = {"eager_launch_backends": True}
@@ -150,3 +150,20 @@ def test_a_what_if_writes_nothing(monkeypatch):
         monkeypatch.setattr(cli, name, type("P", (), {"write_text": lambda self, s, n=name: wrote.append(n)})())
     assert cli.main(["--engine-set", "eager_launch_backends=true"]) == 0
     assert wrote == []
+
+
+def test_the_eager_backends_subset_runs_the_fit_with_the_field_on_or_off(monkeypatch):
+    cli, seen = stubbed_cli(monkeypatch, "eager_subset_cli_es", SUBSET_CLI)
+    for argv in (["--curves", "x"], ["--curves", "x", "--off"]):
+        with pytest.raises(Stop):
+            cli.main(argv)
+    assert [kw["engine_set"] for kw in seen] == [ON, {"eager_launch_backends": False}]
+
+
+@pytest.mark.parametrize("script", [CLI, SUBSET_CLI], ids=lambda p: p.name)
+def test_both_clis_refuse_curves_matching_nothing_with_their_own_one_line_error(monkeypatch, capsys, script):
+    cli, seen = stubbed_cli(monkeypatch, f"{script.stem}_cli_curves", script)
+    capsys.readouterr()
+    assert cli.main(["--curves", "^nothing$"]) == 2
+    assert capsys.readouterr().err == f"{script.name}: error: --curves '^nothing$' matches no curve_id\n"
+    assert seen == []  # nothing ran

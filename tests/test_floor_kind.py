@@ -97,7 +97,7 @@ def _kind_points(spec: list[tuple[str, str, str]]) -> list:
     return pts
 
 
-def _fake(point, params, cache=None):
+def _fake(point, params, cache=None, engine_set=None):
     """TPOT = 10 ms + 0.01 x the floor the point's layers run (a dense model's: the dense floor where set)."""
     q = params or {}
     floor = float(q.get("layer_floor_us", 0.0))

@@ -140,7 +140,7 @@ def test_a_fold_never_sees_its_held_out_rows(by):
     seen: dict[str, set] = {}
     held = {}
 
-    def fake_predict(point, params, cache):
+    def fake_predict(point, params, cache=None, engine_set=None):
         return {"ttft_ms|median": 20.0}
 
     orig_fit, orig_predict = sf_fit.fit_engine_params, sf_fit.predict
@@ -602,7 +602,7 @@ def _fe_points(spec: list[tuple[str, str, float]]) -> list:
     return pts
 
 
-def _fake_predict(point, params, cache=None):
+def _fake_predict(point, params, cache=None, engine_set=None):
     """TTFT = 100 ms x load + the front-end latency (what stage 2 adds), TPOT a constant."""
     return {"ttft_ms|median": 100.0 * point.load + float((params or {}).get("request_overhead_ms", 0.0)),
             "tpot_ms|median": 5.0}

@@ -74,7 +74,7 @@ def _floor_points(spec: list[tuple[str, str]]) -> list:
     return pts
 
 
-def _fake(point, params, cache=None):
+def _fake(point, params, cache=None, engine_set=None):
     q = params or {}
     return {"ttft_ms|median": 50.0 + float(q.get("request_overhead_ms", 0.0)),
             "tpot_ms|median": 10.0 + 0.01 * float(q.get("layer_floor_us", 0.0))}

@@ -368,11 +368,9 @@ def predict(point: LoadPoint, params: dict | None, cache: Cache | None, engine_s
 
 
 def _predictor(cache: Cache | None, engine_set: dict | None):
-    """`predict(point, params)` on `cache`, with `engine_set` where there is one (without it, `predict` is called as
-    it was before the argument existed: a stand-in for it, as the tests use, keeps working)."""
-    if engine_set:
-        return partial(predict, cache=cache, engine_set=engine_set)
-    return lambda p, q: predict(p, q, cache)
+    """`predict(point, params)` on `cache` with `engine_set` (None or {}: the parameters, hence every key, as
+    without it; `fit_params`)."""
+    return partial(predict, cache=cache, engine_set=engine_set)
 
 
 def _heldout(points: list[LoadPoint], by: str, options: dict[str, list[dict]], cache: Cache | None,

@@ -214,7 +214,8 @@ def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = N
     client = ServeClient(num_prompts=n, request_rate=math.inf if point.load_kind == "concurrency" else point.load,
                          max_concurrency=point.max_concurrency, random_input_len=1, random_output_len=1,
                          percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(50.0, 90.0, 95.0, 99.0))
-    wl = Workload(np.array(point.prompt_lens), np.array(point.output_lens), np.array(point.release_s))
+    wl = Workload(np.array(point.prompt_lens), np.array(point.output_lens), np.array(point.release_s),
+                  prefix_tokens=point.shared_prefix_tokens)
     overrides = {**point.overrides, **(params or {})}
     dep = Deployment(hw=point.device, model=point.model, quant=point.quant, engine=point.engine, overrides=overrides,
                      efficiency_overrides=efficiency_overrides or None)

@@ -341,11 +341,19 @@ class LoadPoint:
     #: why the curve is scored but trains nothing (`build_anomalies`: a TP>1 run no faster than a one-device
     #: run of the same engine), "" when it trains; not part of `key()`
     build_anomaly: str = ""
+    #: leading prompt tokens every request of the point shares with every other, which an engine whose prefix
+    #: cache is on reuses (`shared_prefix`): a fixed-prompt dataset sends one prompt text N times, so after the
+    #: first request has been prefilled the engine recomputes only what its cache cannot hold (vLLM V1: the
+    #: tokens past the last full KV block, sim.engine.prefix_cache). 0: nothing shared (the key as before)
+    shared_prefix_tokens: int = 0
 
     def key(self) -> str:
-        blob = json.dumps([self.curve_id, self.engine, self.model, self.quant, self.tp, self.kv_dtype,
-                           sorted(self.overrides.items()), self.load_kind, self.load, self.prompt_lens,
-                           self.output_lens, self.release_s, self.max_concurrency], default=str)
+        parts = [self.curve_id, self.engine, self.model, self.quant, self.tp, self.kv_dtype,
+                 sorted(self.overrides.items()), self.load_kind, self.load, self.prompt_lens,
+                 self.output_lens, self.release_s, self.max_concurrency]
+        if self.shared_prefix_tokens:  # appended only when set: every other point keeps its key
+            parts.append({"shared_prefix_tokens": self.shared_prefix_tokens})
+        blob = json.dumps(parts, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -504,6 +512,17 @@ def experimental_by_source(curve: list[dict]) -> bool:
     return any(EXPERIMENTAL_NOTE.search(r.get("notes") or "") for r in curve)
 
 
+def shared_prefix(row: dict, prompt_lens) -> int:
+    """Prompt tokens every request of a row's run shares: the whole prompt for a fixed-prompt dataset (every
+    request is the same text, FIXED_LENGTH_DATASETS: e.g. waynehacking8's and Azir111's clients send one
+    prompt N times), else 0 (random datasets draw fresh token ids per request; vLLM's random dataset shares
+    only a stated --random-prefix-len, which no replayed row sets). Whether the engine reuses it is the
+    engine's own setting (EngineConfig.prefix_caching: on by default in vLLM V1 and TensorRT-LLM's PyTorch
+    backend), applied by the simulator's prefix cache at the engine's block size."""
+    ds = (row.get("dataset") or "").strip().lower()
+    return int(min(prompt_lens)) if ds in FIXED_LENGTH_DATASETS and len(prompt_lens) else 0
+
+
 def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int = 0,
                 build_anomaly: str = "") -> list[LoadPoint]:
     catalog = _catalog_models() if catalog is None else catalog
@@ -551,7 +570,8 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
             load_kind=load_kind, load=float(load), num_prompts=n_src, replayed_prompts=n,
             prompt_lens=[int(x) for x in ins], output_lens=[int(x) for x in outs],
             release_s=[round(float(x), 6) for x in release], max_concurrency=int(conc) if conc else None,
-            experimental=experimental_by_source(curve), build_anomaly=build_anomaly)
+            experimental=experimental_by_source(curve), build_anomaly=build_anomaly,
+            shared_prefix_tokens=shared_prefix(r, ins))
         for x in rs:
             v = _num(x.get("value"))
             if v is not None and v > 0:

@@ -170,7 +170,9 @@ def main(argv=None) -> int:
         print(f"tpstep: error: no {FAMILY} point in the selected curves", file=sys.stderr)
         return 2
     rep = json.loads(Path(a.report).read_text())["request_only_by_source"]
-    cache = sf.Cache(ROOT / "benchmarks" / ".serving_fit_cache.json")
+    from calibrate.serving.cli import CACHE
+
+    cache = sf.Cache(CACHE)
     try:
         res = evaluate(points, rep["chosen"], rep["final_params"], cache)
     finally:
