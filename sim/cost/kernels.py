@@ -76,7 +76,6 @@ def extra_expert_bytes(cost, new_tokens):
     return np.maximum(extra, 0.0) if np.ndim(extra) else max(float(extra), 0.0)
 
 
-
 def layer_floor_stream_s(cost, new_tokens, bandwidth: float, part_bytes=None, share: float = 1.0):
     """Seconds a step's weight GEMMs and TP all-reduces take under the per-layer kernel floor on top of the
     layers' chain latencies (`CostModel.gemm_floor_s`, their sum by kind: sim.catalog.layer_floor), for a
