@@ -344,7 +344,8 @@ def from_bench_command(files: list[str], *, hw: str | None, model: str | None, q
     console.print(table)
     pct = lambda x: "-" if x is None else f"{x:.1f}%"  # noqa: E731
     console.print(f"bandwidth x{fit.scale_bandwidth:.3f}, compute x{fit.scale_compute:.3f} of {hw}'s {engine} figures; "
-                  f"iteration {fit.floor_ms:.3f} ms, per sequence {fit.per_sequence_ms:.4f} ms; median |error| "
+                  f"iteration {fit.floor_ms:.3f} ms, per sequence {fit.per_sequence_ms:.4f} ms, front end "
+                  f"{fit.request_overhead_ms:.1f} ms{'' if fit.front_end_fitted else ' (kept)'}; median |error| "
                   f"fit {pct(fit.train_median_abs_error_pct)}, held out {pct(fit.heldout_median_abs_error_pct)}",
                   highlight=False)
     for note in fit.notes:

@@ -5,7 +5,9 @@ Every command that prices a model on a machine under an engine (`run`, `sweep`, 
 `EngineConfig` from `engine_for`, so a rule added to one step applies to all of them. The steps, in order:
 
 1. the preset (a release: `vllm@0.7`), or an `EngineConfig` a caller already holds;
-2. `EngineConfig.for_hardware`: the preset's device rules (batch limits, memory reserve, per-vendor scales);
+2. `EngineConfig.for_hardware`: the preset's device rules (batch limits, memory reserve, per-vendor scales),
+   then the front-end latency the profile measured for this very engine (`Efficiency.request_overhead_ms`
+   of its own `engine_efficiency` entry: `calibrate --from-bench`), which replaces the preset's;
 3. the checkpoint's release format: an engine that loads a Hugging Face checkpoint as released
    (RELEASE_LOADERS) serves an FP8 / MXFP4 release in that format unless a quantization is given;
 4. `EngineConfig.for_checkpoint`: the KV dtype the engine's `auto` picks for the quantization, vLLM V0's
@@ -40,6 +42,9 @@ def engine_for(engine: "str | EngineConfig", hw: "HardwareProfile", model: "Mode
     a Hugging Face repo id), which the weight-format rules also read."""
     eng = engine if isinstance(engine, EngineConfig) else cache.engine(engine)
     eng = eng.for_hardware(hw)
+    own = hw.engine_efficiency.get(eng.name)  # this engine's own entry only: a kernel family's never has one
+    if own is not None and own.request_overhead_ms is not None:
+        eng = eng.with_overrides(request_overhead_ms=own.request_overhead_ms)
     if (quant is None and eng.name in RELEASE_LOADERS and eng.default_quant in ("bf16", "fp16")
             and model.default_quant in ("fp8", "mxfp4")):
         # `vllm serve deepseek-ai/DeepSeek-R1` (or openai/gpt-oss-120b) loads the checkpoint in the format it

@@ -83,6 +83,9 @@ class Efficiency(BaseModel):
       (calibrate/public_fit.py `fit_matvec_alu`);
     - `corpus_rows`, `transferred_from`, `error`: the corpus rows (benchmarks/public) it was fitted to, the devices it was
       borrowed from when this one has none, and the held-out error per kind of figure;
+    - `request_overhead_ms` (an engine's own entry only, keyed by its name: `calibrate --from-bench`): that
+      engine's per-request front-end latency measured on this deployment, which replaces the preset's
+      `EngineConfig.request_overhead_ms` (sim.catalog.deployment.engine_for); None = the preset's;
     - `current_build_share` (llama.cpp family, fitted entries): the share of those rows run on 2025-or-later
       llama.cpp builds (calibrate/public_fit.py `row_is_current`); below a half the entry describes
       2023-24 builds, which decode slower than today's, and the printed error basis says so;
@@ -104,6 +107,7 @@ class Efficiency(BaseModel):
     matmul_half_rows: float | None = Field(None, ge=0, le=1024)
     interconnect_latency_us: float | None = Field(None, ge=0)
     kquant_matvec_flops_per_weight: float | None = Field(None, ge=0, le=1000)
+    request_overhead_ms: float | None = Field(None, ge=0)
     corpus_rows: list[str] = Field(default_factory=list)
     transferred_from: list[str] = Field(default_factory=list)
     error: dict[str, ErrorBand] = Field(default_factory=dict)

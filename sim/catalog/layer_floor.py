@@ -22,6 +22,11 @@ class LayerFloorSettings(BaseModel):
         "layer_floor_dense_us set: the layers with routed experts only); 0 = no floor"))
     layer_floor_dense_us: float | None = Field(None, ge=0, description=(
         "the floor of a layer without routed experts (a dense MLP, or mixer-only); None = layer_floor_us"))
+    layer_floor_plus_stream: bool = Field(False, description=(
+        "the floor's form: False = the layers' chain latency alone (n_layers x layer_floor_us bounds the step's "
+        "weight GEMMs and TP all-reduces); True = that chain latency plus the step's weight bytes at the "
+        "device's datasheet bandwidth (sim.cost.kernels.layer_floor_stream_s), so a TP group or a smaller "
+        "format still streams faster; layer_floor_us is then the chain's latency alone"))
 
 
 def layer_floor_total_s(model, floor_s: float, dense_floor_s: float | None = None) -> float:

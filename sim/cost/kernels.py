@@ -74,3 +74,29 @@ def extra_expert_bytes(cost, new_tokens):
         return 0.0
     extra = cost.weight_bytes_read(new_tokens) - cost.one_token_weight_bytes
     return np.maximum(extra, 0.0) if np.ndim(extra) else max(float(extra), 0.0)
+
+
+def layer_floor_stream_s(cost, new_tokens, bandwidth: float, part_bytes=None, share: float = 1.0):
+    """Seconds a step's weight GEMMs and TP all-reduces take under the per-layer kernel floor on top of the
+    layers' chain latencies (`CostModel.gemm_floor_s`, their sum by kind: sim.catalog.layer_floor), for a
+    `sim.cost.roofline.CostModel` `cost`, on a device (or TP group) of effective weight bandwidth `bandwidth`
+    [B/s] (scalar or numpy-broadcast). `share`: the fraction of the layers priced (a pipeline part's);
+    `part_bytes`: the weight bytes that part streams (None = the whole step's, `weight_bytes_read`). Two forms
+    (EngineConfig.layer_floor_plus_stream):
+
+      constant (`floor_stream_ratio` 0): share x extra_expert_bytes(T) / bandwidth
+          the chain as measured at one sequence, only a MoE batch's extra experts streamed after it; the
+          floor is then a constant, so it hides a TP group's or a smaller format's faster stream (32 layers x
+          200 us = 6.4 ms for Llama-3.1-8B at TP1 BF16 and at TP2 FP8 alike, where waynehacking8's H100 vLLM
+          runs measure a TPOT of 6.19 and 2.98 ms at one client: benchmarks/serving/corpus_e_wayne.py).
+      chain + stream (`floor_stream_ratio` r > 0): part_bytes / (bandwidth x r)
+          the Hockney form: each layer's kernel chain has a fixed latency (launch-to-completion of its small
+          kernels in a CUDA graph) that does not overlap the weight stream, and the stream runs at no more
+          than the datasheet bandwidth: r = the device's datasheet bandwidth / its effective one
+          (`CostModel.from_names`; hardware_profiles/*.yaml), so bandwidth x r is the datasheet rate. The
+          bytes read include the routed experts the step touches, so no extra-expert term is added."""
+    r = cost.floor_stream_ratio
+    if r > 0:
+        b = cost.weight_bytes_read(new_tokens) if part_bytes is None else part_bytes
+        return b / (bandwidth * r)
+    return share * extra_expert_bytes(cost, new_tokens) / bandwidth

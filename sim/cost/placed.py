@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from sim.cost.decode_runs import _sum_pipeline_steps
-from sim.cost.kernels import extra_expert_bytes, weight_stream_s
+from sim.cost.kernels import layer_floor_stream_s, weight_stream_s
 from sim.cost.llamacpp import gemm_rows
 from sim.cost.split_kv import split_kv_s
 
@@ -75,10 +75,12 @@ class PlacedSteps:
                 # chain, all-reduces included, so the GEMM phase is raised to f x (gemm_floor_s - the pass's
                 # all-reduce seconds) at least (f x the summed floors: a stage's mix of kinds taken as the model's).
                 # The attention's work over the cached keys stays on top (it grows with the context).
-                # A batch's routed experts beyond one token's (`extra_expert_bytes`, 0 for a dense model)
-                # stream on top of that floor: the grouped GEMM's extra bytes follow the chain's small kernels.
-                extra_s = f * extra_expert_bytes(self, tokens) / p.bandwidth_bytes_per_s
-                gemm_s = np.maximum(gemm_s, f * (self.gemm_floor_s - layer_comm) + extra_s)
+                # On top of it (`layer_floor_stream_s`, the engine's form): a batch's routed experts beyond one
+                # token's (0 for a dense model: the grouped GEMM's extra bytes follow the chain's small kernels),
+                # or with the chain + stream form the part's weight bytes at its datasheet bandwidth (a TP group's
+                # is N devices' bandwidth, each streaming 1/N of the weights).
+                on_top = layer_floor_stream_s(self, tokens, p.bandwidth_bytes_per_s, weight_bytes, f)
+                gemm_s = np.maximum(gemm_s, f * (self.gemm_floor_s - layer_comm) + on_top)
             c, m = gemm_s + attention_s, gemm_s + kv_s
             if math.isfinite(p.upload_min_tokens):
                 # op offload (sim.cost.parallel): weights copied over the link, matmuls on the GPU, then the

@@ -185,7 +185,8 @@ from sim.catalog.layer_floor import layer_floor_total_s
 from sim.catalog.quant import QuantFormat
 from sim.cost.decode_runs import DecodeRuns
 from sim.cost.features import CalibrationFeatures, StepFeatures  # noqa: F401 (re-exported, as are the kernels names)
-from sim.cost.kernels import MATVEC_MAX_ROWS, expected_distinct_experts, extra_expert_bytes, pool_experts, weight_stream_s  # noqa: F401,E501
+from sim.cost.kernels import (MATVEC_MAX_ROWS, expected_distinct_experts, extra_expert_bytes,  # noqa: F401
+                              layer_floor_stream_s, pool_experts, weight_stream_s)
 from sim.cost.graphs import CudaGraphs
 from sim.cost.layer_tokens import LayerTokens
 from sim.cost.padded import PaddedViews
@@ -232,6 +233,7 @@ class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFe
         layer_floor_s: float = 0.0,
         split_kv: SplitKV | None = None,
         layer_floor_dense_s: float | None = None,
+        layer_floor_stream_ratio: float = 0.0,
     ):
         self.model = model
         # The per-layer kernel floor (EngineConfig.layer_floor_us, docs/cost-model.md 'Per-layer kernel floor'):
@@ -239,6 +241,9 @@ class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFe
         # the other layers x layer_floor_dense_s (None: n_layers x layer_floor_s; sim.catalog.layer_floor). 0 = none.
         self.layer_floor_s = float(layer_floor_s)
         self.gemm_floor_s = layer_floor_total_s(model, self.layer_floor_s, layer_floor_dense_s)
+        # its form (EngineConfig.layer_floor_plus_stream): 0 = the chain alone; r > 0 = the chain + the weight bytes at
+        # bandwidth x r, r = datasheet / effective bandwidth (sim.cost.kernels.layer_floor_stream_s)
+        self.floor_stream_ratio = float(layer_floor_stream_ratio)
         self.split_kv = split_kv  # a capped split-KV decode attention's serial chain (sim.cost.split_kv); None = none
         # CUDA-graph decode batches (EngineConfig.cuda_graph_sizes, increasing; None = not modelled) and
         # the host cost of a step launched eagerly above the largest (`graph_extra_s`)
@@ -383,6 +388,8 @@ class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFe
                    graph_padding=eng.cuda_graph_padding, layer_floor_s=eng.layer_floor_us / 1e6,
                    layer_floor_dense_s=None if eng.layer_floor_dense_us is None else eng.layer_floor_dense_us / 1e6,
                    split_kv=SplitKV.for_engine(eng, spec),
+                   layer_floor_stream_ratio=prof.bandwidth_bytes_per_s / params.bandwidth_bytes_per_s
+                   if eng.layer_floor_plus_stream else 0.0,
                    **llamacpp_kernel_args(prof, eng.kernel_family, q))
 
     # ---- the physics, on aggregates (scalars or arrays) ------------------------------------------
@@ -467,8 +474,8 @@ class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFe
             matmul_s = max(matmul_s, tile_s) if isinstance(tile_s, float) else np.maximum(matmul_s, tile_s)
         weights_s = weight_stream_s(tokens, self.weight_bytes_read(tokens), bw, self.matvec_weights_per_byte, mv)
         if self.gemm_floor_s > 0:
-            # the layers' kernel floors summed by kind (`gemm_floor_s`; TP: sim.cost.placed), a MoE batch's `extra_expert_bytes` on top
-            floor_s = self.gemm_floor_s + extra_expert_bytes(self, tokens) / bw
+            # the layers' kernel floors summed by kind (`gemm_floor_s`; TP: sim.cost.placed) in the engine's form
+            floor_s = self.gemm_floor_s + layer_floor_stream_s(self, tokens, bw)  # (+ extra experts, or the stream)
             weights_s = max(weights_s, floor_s) if not (np.ndim(weights_s) or np.ndim(floor_s)) else np.maximum(weights_s, floor_s)
         attention_s = self.attention_flops_per_layer_key * effective_keys / att + split_kv_s(self.split_kv, decode_keys, seqs)
         kv_s = (self.kv_read_bytes_per_layer_token * kv_read_layer_tokens
