@@ -5,7 +5,6 @@ outputs, the concurrency of the file name), and the serving fit replays exactly 
 replays."""
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -14,6 +13,8 @@ import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from serving_csv import by_curve, schema_rows
 
 import pytest
 
@@ -26,17 +27,11 @@ FIXED = ["engine", "engine_version", "engine_flags", "device", "n_devices", "tp"
 
 
 def _rows() -> list[dict]:
-    with CSV.open(encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        assert reader.fieldnames == COLUMNS
-        return list(reader)
+    return schema_rows(CSV, COLUMNS)
 
 
 def _curves() -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = defaultdict(list)
-    for r in _rows():
-        out[r["curve_id"]].append(r)
-    return dict(out)
+    return by_curve(_rows())
 
 
 def test_build_script_reproduces_the_csv():

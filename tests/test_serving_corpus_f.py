@@ -4,7 +4,6 @@ the vendored files say what the rows claim (10 x C requests, one text chunk per 
 outlier), the stated input length is the collector's token count, and the serving fit replays the five curves."""
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -13,6 +12,8 @@ import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from serving_csv import by_curve, schema_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = ROOT / "benchmarks" / "serving"
@@ -25,17 +26,11 @@ FOLDER = "Azir111__trtllm-vs-vllm"
 
 
 def _rows() -> list[dict]:
-    with CSV.open(encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        assert reader.fieldnames == COLUMNS
-        return list(reader)
+    return schema_rows(CSV, COLUMNS)
 
 
 def _curves() -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = defaultdict(list)
-    for r in _rows():
-        out[r["curve_id"]].append(r)
-    return dict(out)
+    return by_curve(_rows())
 
 
 def test_build_script_reproduces_the_csv():
