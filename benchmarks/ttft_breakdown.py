@@ -52,7 +52,9 @@ def run(point, overrides: dict) -> dict:
                      engine=point.engine, overrides=ov, seed=0)
     hw, engine = resolve(spec)
     parts = replica_parts(hw, cache.model(spec.model), spec.quant, engine, None)
-    reqs = [Request(id=str(i), arrival_s=float(t), prompt_tokens=int(p), output_tokens=int(o), max_tokens=int(o))
+    pid = "random-prefix" if point.shared_prefix_tokens else None  # a fixed prompt's prefix, as replay() gives it
+    reqs = [Request(id=str(i), arrival_s=float(t), prompt_tokens=int(p), output_tokens=int(o), max_tokens=int(o),
+                    prefix_id=pid, prefix_tokens=point.shared_prefix_tokens)
             for i, (t, p, o) in enumerate(zip(point.release_s, point.prompt_lens, point.output_lens))]
     env = LoneClock()
     rep = build_replica(env, parts, _paced_source(reqs, point.max_concurrency), record_iterations=True)
