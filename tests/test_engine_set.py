@@ -83,6 +83,15 @@ def test_values_are_checked_against_the_field_type_and_normalised():
         "moe_runner_backend": "flashinfer_trtllm", "flashinfer_allreduce_fusion": None}
 
 
+def test_the_fields_own_validators_run_too():
+    # EngineConfig.gpu_layers's "integer >= 0 or 'auto'" rule is a @field_validator, not part of its type
+    with pytest.raises(ValueError, match=r"gpu_layers=-1: .*integer >= 0 or 'auto'") as e:
+        sf.engine_set_of({"gpu_layers": -1})
+    assert "\n" not in str(e.value)
+    assert sf.engine_set_of({"gpu_layers": "7"}) == {"gpu_layers": 7}  # the validator's own conversion
+    assert sf.engine_set_of({"gpu_layers": "auto"}) == {"gpu_layers": "auto"}
+
+
 def test_the_override_enters_the_cache_key_and_without_it_every_key_is_as_before():
     (p,) = sf.load_points(_curve("key", {1: {"ttft_ms|median": 20.0}}), catalog=SETS["catalog"])
     for q in [{}] + sf.grid():

@@ -25,10 +25,20 @@ def _adapter(field):
     return TypeAdapter(Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation)
 
 
+def _field_validators(model, name: str, mode: str) -> list:
+    """The model's own @field_validator functions for field `name` in `mode` ("before" / "after"), in declaration
+    order: a TypeAdapter of the field's annotation alone does not run them (EngineConfig.gpu_layers's "integer
+    >= 0 or 'auto'" rule lives in one)."""
+    return [d.func for d in model.__pydantic_decorators__.field_validators.values()
+            if name in d.info.fields and d.info.mode == mode]
+
+
 def check_engine_set(engine_set: dict | None, refused: Iterable[str] = ()) -> dict:
     """`engine_set` ({EngineConfig field: value}) checked: {} for None or {}; a ValueError with a one-line message
     for a name EngineConfig.model_fields lacks, a field in `refused` (those the fit sets itself) or a value the
-    field's type rejects. Values come back normalised to their JSON form (a cache key holds them)."""
+    field's type or its own field validators reject (EngineConfig's model-level checks, which relate fields of
+    one engine, are left to the replay: the override applies to every engine's preset). Values come back
+    normalised to their JSON form (a cache key holds them)."""
     from pydantic import ValidationError
 
     from sim.catalog.engine_config import EngineConfig
@@ -43,10 +53,18 @@ def check_engine_set(engine_set: dict | None, refused: Iterable[str] = ()) -> di
             raise ValueError(f"engine_set: {name} is a field the serving fit sets itself; it cannot be overridden")
         ta = _adapter(fields[name])
         try:
-            out[name] = ta.dump_python(ta.validate_python(value), mode="json")
+            v = value
+            for f in _field_validators(EngineConfig, name, "before"):
+                v = f(v)
+            v = ta.validate_python(v)
+            for f in _field_validators(EngineConfig, name, "after"):
+                v = f(v)
+            out[name] = ta.dump_python(v, mode="json")
         except ValidationError as e:
             msg = e.errors()[0].get("msg", str(e)) if e.errors() else str(e)
             raise ValueError(f"engine_set: {name}={value!r}: {msg}".splitlines()[0]) from None
+        except (ValueError, TypeError) as e:  # a field validator's own message
+            raise ValueError(f"engine_set: {name}={value!r}: {e}".splitlines()[0]) from None
     return out
 
 
