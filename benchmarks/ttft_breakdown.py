@@ -40,25 +40,14 @@ def _fields(pairs: list[str]) -> dict:
 
 
 def run(point, overrides: dict) -> dict:
-    """Replay `point` as sim.bench.serve.simulate_workload does, keeping the replica's per-request log."""
-    from sim.api import make_spec, resolve
-    from sim.bench.serve import _paced_source
-    from sim.catalog import cache
-    from sim.engine.build import LoneClock, build_replica, replica_parts
-    from workloads.request import Request
+    """Replay `point` on the replay's own workload and deployment (calibrate/serving/replay.py), keeping the
+    replica's per-request log (sim.bench.serve.serve_replica, which simulate_workload also runs)."""
+    from calibrate.serving.replay import point_deployment, point_workload
+    from sim.bench.serve import serve_replica
 
-    ov = {**point.overrides, **overrides}
-    spec = make_spec(trace="<ttft breakdown>", hw=point.device, model=point.model, quant=point.quant,
-                     engine=point.engine, overrides=ov, seed=0)
-    hw, engine = resolve(spec)
-    parts = replica_parts(hw, cache.model(spec.model), spec.quant, engine, None)
-    pid = "random-prefix" if point.shared_prefix_tokens else None  # a fixed prompt's prefix, as replay() gives it
-    reqs = [Request(id=str(i), arrival_s=float(t), prompt_tokens=int(p), output_tokens=int(o), max_tokens=int(o),
-                    prefix_id=pid, prefix_tokens=point.shared_prefix_tokens)
-            for i, (t, p, o) in enumerate(zip(point.release_s, point.prompt_lens, point.output_lens))]
-    env = LoneClock()
-    rep = build_replica(env, parts, _paced_source(reqs, point.max_concurrency), record_iterations=True)
-    env.run(rep.run())
+    served = serve_replica(point_workload(point), point_deployment(point, overrides),
+                           max_concurrency=point.max_concurrency)
+    rep, engine = served.replica, served.engine
     log, n = rep.log, rep.log.n
     order = np.array([int(i) for i in log.ids[:n]])
     sent, sched, first = (np.asarray(a[:n], dtype=float) for a in (log.arrival_s, log.scheduled_s, log.first_token_s))

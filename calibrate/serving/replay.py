@@ -194,6 +194,24 @@ def _additive_front_end(point: LoadPoint, params: dict, cache: Cache | None,
     return out
 
 
+def point_workload(point: LoadPoint):
+    """The requests a load point's client sends (sim.bench.serve.Workload): its prompt and output lengths, send
+    times and the prompt prefix every request shares (a fixed prompt's, rows.shared_prefix)."""
+    from sim.bench.serve import Workload
+
+    return Workload(np.array(point.prompt_lens), np.array(point.output_lens), np.array(point.release_s),
+                    prefix_tokens=point.shared_prefix_tokens)
+
+
+def point_deployment(point: LoadPoint, params: dict | None = None, efficiency_overrides: dict | None = None):
+    """The deployment a load point is replayed on (sim.bench.serve.Deployment): its device, model, quantization
+    and engine release, with the point's engine overrides and then `params` (the fit's candidate) laid over them."""
+    from sim.bench.serve import Deployment
+
+    return Deployment(hw=point.device, model=point.model, quant=point.quant, engine=point.engine,
+                      overrides={**point.overrides, **(params or {})}, efficiency_overrides=efficiency_overrides or None)
+
+
 def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = None, *,
            front_end: str = "in_loop", efficiency_overrides: dict | None = None) -> dict:
     """{"quantity|statistic": predicted} for one load point with engine overrides `params` added;
@@ -208,17 +226,13 @@ def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = N
     k = cache_key(point, params, efficiency_overrides)
     if cache is not None and cache.get(k) is not None:
         return cache.get(k)
-    from sim.bench.serve import Deployment, ServeClient, Workload, run_client
+    from sim.bench.serve import ServeClient, run_client
 
     n = len(point.prompt_lens)
     client = ServeClient(num_prompts=n, request_rate=math.inf if point.load_kind == "concurrency" else point.load,
                          max_concurrency=point.max_concurrency, random_input_len=1, random_output_len=1,
                          percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(50.0, 90.0, 95.0, 99.0))
-    wl = Workload(np.array(point.prompt_lens), np.array(point.output_lens), np.array(point.release_s),
-                  prefix_tokens=point.shared_prefix_tokens)
-    overrides = {**point.overrides, **(params or {})}
-    dep = Deployment(hw=point.device, model=point.model, quant=point.quant, engine=point.engine, overrides=overrides,
-                     efficiency_overrides=efficiency_overrides or None)
+    wl, dep = point_workload(point), point_deployment(point, params, efficiency_overrides)
     try:
         res = run_client(client, dep, workload=wl, date="serving-fit")
     except Exception as e:  # noqa: BLE001 - a deployment the simulator refuses (does not fit, bad TP): recorded

@@ -242,14 +242,26 @@ def _itls(ends: np.ndarray, first: float, last: float, out: int) -> np.ndarray:
     return np.full(out - 1, (last - first) / (out - 1))
 
 
-def simulate_workload(workload: Workload, deployment: Deployment, *, max_concurrency: int | None = None,
-                      seed: int = 0) -> Timings:
-    """Serve `workload` on the simulated `deployment` (one replica) with the client's concurrency
-    limit; the client-side record of every request."""
+@dataclass(frozen=True)
+class Served:
+    """One replica that has served a client's workload: the replica (its per-request log and iteration
+    record), the engine it ran as resolved for the device, and the parts it was built from."""
+
+    replica: Any
+    engine: Any
+    parts: Any
+
+
+def serve_replica(workload: Workload, deployment: Deployment, *, max_concurrency: int | None = None,
+                  seed: int = 0) -> Served:
+    """Build one simulated replica of `deployment`, send it `workload`'s requests at their release times
+    with at most `max_concurrency` in flight, and run the clock until every request is done. A fixed
+    prefix (`workload.prefix_tokens`) is one shared prefix id, so the engine's prefix cache reuses it.
+    `simulate_workload` turns the result into the client's record; diagnostics
+    (benchmarks/ttft_breakdown.py) read the replica's log directly."""
     from sim.api import make_spec, resolve
     from sim.catalog import cache
-    from sim.engine.build import LoneClock, build_replica, replica_parts, replica_summary
-    from sim.engine.metrics import STATUS_COMPLETED
+    from sim.engine.build import LoneClock, build_replica, replica_parts
     from workloads.request import Request
 
     spec = make_spec(trace="<bench client>", hw=deployment.hw, model=deployment.model, quant=deployment.quant,
@@ -270,6 +282,18 @@ def simulate_workload(workload: Workload, deployment: Deployment, *, max_concurr
     env = LoneClock()
     replica = build_replica(env, parts, _paced_source(reqs, max_concurrency), record_iterations=True)
     env.run(replica.run())
+    return Served(replica, engine, parts)
+
+
+def simulate_workload(workload: Workload, deployment: Deployment, *, max_concurrency: int | None = None,
+                      seed: int = 0) -> Timings:
+    """Serve `workload` on the simulated `deployment` (one replica, `serve_replica`) with the client's
+    concurrency limit; the client-side record of every request."""
+    from sim.engine.build import replica_summary
+    from sim.engine.metrics import STATUS_COMPLETED
+
+    served = serve_replica(workload, deployment, max_concurrency=max_concurrency, seed=seed)
+    replica, parts = served.replica, served.parts
     config = parts.config(concurrency=max_concurrency, seed=seed, config_extra={"client": "bench"})
     summary = replica_summary(config, replica)
 
