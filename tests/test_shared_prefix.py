@@ -1,6 +1,6 @@
-"""A fixed-prompt dataset's requests share their whole prompt (calibrate/serving/rows.py `shared_prefix`): the
-load point says so, the replay hands it to the simulator's prefix cache, and every other point keeps the replay
-cache key it had before the field existed."""
+"""A fixed-prompt dataset's requests share their whole prompt (sim.bench.corpus `shared_prefix`, which
+calibrate/serving/rows.py reads): the load point says so, the replay hands it to the simulator's prefix cache, and
+every other point keeps the replay cache key it had before the field existed."""
 from __future__ import annotations
 
 import hashlib

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from sim.bench.corpus import range_mode, row_lengths, stated_means  # noqa: F401 (stated_means: re-exported)
+# the fixed-prompt rule lives beside row_lengths, shared with predict_row (re-exported: tests import it from here)
+from sim.bench.corpus import FIXED_LENGTH_DATASETS, shared_prefix  # noqa: F401
 from sim.bench.datasets import release_times
 from sim.bench.serve import ServeClient
 from sim.bench.corpus import blank as _blank
@@ -240,12 +242,6 @@ def _client_kind(client: str) -> str | None:
 #: why a curve whose dataset is a multi-turn conversation file is not replayed (README "Multi-turn datasets")
 MULTI_TURN_REASON = ("multi-turn dataset file not available offline (per-turn token lengths, and so the "
                      "prefixes its requests share in the prefix cache, not stated)")
-
-
-#: datasets whose every request carries the same stated lengths (one fixed prompt of a stated token count, outputs
-#: forced to a stated length with ignore_eos/min_tokens; benchmarks/serving/COLLECTIONS-e.md): their lengths do
-#: not spread, so a closed loop of them ran in lock-step like its fixed-length replay, and it is replayed
-FIXED_LENGTH_DATASETS = ("fixed-prompt",)
 
 
 def _data_parallel(r: dict) -> int:
@@ -510,17 +506,6 @@ EXPERIMENTAL_NOTE = re.compile(r"experimental WIP", re.IGNORECASE)
 def experimental_by_source(curve: list[dict]) -> bool:
     """True when a row's note quotes the source calling the run experimental work in progress."""
     return any(EXPERIMENTAL_NOTE.search(r.get("notes") or "") for r in curve)
-
-
-def shared_prefix(row: dict, prompt_lens) -> int:
-    """Prompt tokens every request of a row's run shares: the whole prompt for a fixed-prompt dataset (every
-    request is the same text, FIXED_LENGTH_DATASETS: e.g. waynehacking8's and Azir111's clients send one
-    prompt N times), else 0 (random datasets draw fresh token ids per request; vLLM's random dataset shares
-    only a stated --random-prefix-len, which no replayed row sets). Whether the engine reuses it is the
-    engine's own setting (EngineConfig.prefix_caching: on by default in vLLM V1 and TensorRT-LLM's PyTorch
-    backend), applied by the simulator's prefix cache at the engine's block size."""
-    ds = (row.get("dataset") or "").strip().lower()
-    return int(min(prompt_lens)) if ds in FIXED_LENGTH_DATASETS and len(prompt_lens) else 0
 
 
 def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int = 0,

@@ -9,5 +9,6 @@ GuideLLM would measure against a server, computed from a simulated one.
   bench_serving lines, AIPerf / genai-perf exports, GuideLLM benchmarks.json), for `infersim
   validate --measured` and `infersim calibrate --from-bench`.
 - `sim.bench.corpus`: one row of the serving corpus (benchmarks/serving) replayed, `predict_row(row)`;
-  its `row_lengths` is the one length rule the serving fit uses too.
+  its `row_lengths` and `shared_prefix` are the one length rule and the one prompt-sharing rule
+  the serving fit uses too.
 """

@@ -29,7 +29,10 @@ Mapping (each column as the schema defines it):
   requested length, no --ignore-eos, a realised mean below it: `stopped_at_eos`), drawn from a
   constant per-token EOS probability capped at the requested length (`eos_lengths`). Any other dataset replays as fixed lengths at
   the stated means (`mean_lengths`: ShareGPT's mean lengths are what the sources state; the corpus
-  has no conversation text to resample).
+  has no conversation text to resample). A fixed-prompt dataset (`FIXED_LENGTH_DATASETS`) sends one
+  prompt text every time, so its whole prompt is a prefix every request shares (`shared_prefix`),
+  which the engine's prefix cache reuses where the engine has it on (EngineConfig.prefix_caching):
+  the serving fit's replays (calibrate/serving/replay.py) price it the same way.
 - deployment: `device` -> --hw, `model`, `quant`, `engine` (passed as written to the engine
   lookup; a release such as `vllm@0.11` where the caller builds one), `tp`, `kv_cache_dtype`
   (fp8 -> kv_dtype fp8) and the engine flags vLLM / SGLang / TensorRT-LLM print for batch limits,
@@ -256,6 +259,26 @@ def row_lengths(row: Mapping, n: int, seed: int = 0) -> tuple[np.ndarray, np.nda
     return ins.astype(np.int64), outs.astype(np.int64)
 
 
+#: datasets whose every request carries the same stated lengths (one fixed prompt of a stated token count, outputs
+#: forced to a stated length with ignore_eos/min_tokens; benchmarks/serving/COLLECTIONS-e.md): their lengths do
+#: not spread, so a closed loop of them ran in lock-step like its fixed-length replay, and it is replayed
+#: (calibrate/serving/rows.py `exclusion`); every request is the same text, so it shares its whole prompt
+#: (`shared_prefix`)
+FIXED_LENGTH_DATASETS = ("fixed-prompt",)
+
+
+def shared_prefix(row: Mapping, prompt_lens) -> int:
+    """Prompt tokens every request of a row's run shares: the whole prompt for a fixed-prompt dataset (every
+    request is the same text, FIXED_LENGTH_DATASETS: e.g. waynehacking8's and Azir111's clients send one
+    prompt N times), else 0 (random datasets draw fresh token ids per request; vLLM's random dataset shares
+    only a stated --random-prefix-len, which no replayed row sets). Whether the engine reuses it is the
+    engine's own setting (EngineConfig.prefix_caching: on by default in vLLM V1 and TensorRT-LLM's PyTorch
+    backend), applied by the simulator's prefix cache at the engine's block size. The one sharing rule of a
+    corpus row: `predict_row` and the serving fit's load points (calibrate/serving/rows.py) both use it."""
+    ds = (row.get("dataset") or "").strip().lower()
+    return int(min(prompt_lens)) if ds in FIXED_LENGTH_DATASETS and len(prompt_lens) else 0
+
+
 def stopped_at_eos(row: Mapping, max_tokens: int, range_ratio: float, mean_out: float) -> bool:
     """True when a random-dataset row's requests stopped at EOS: every request asked for the same
     `max_tokens` (range ratio 0), the client did not say --ignore-eos (the column is not true), and
@@ -324,16 +347,23 @@ def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
 
 
 def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, load_kind: str = "concurrency",
-                  lengths: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+                  lengths: tuple[np.ndarray, np.ndarray] | None = None, prefix_tokens: int = 0) -> dict:
     """{(quantity, statistic): value} for one load point, in the corpus's quantities. `lengths`: the
     requests' (input, output) lengths (`row_lengths`; default: what `client` samples), released as
-    the tool releases them."""
+    the tool releases them. `prefix_tokens`: leading tokens of those prompts that every request shares
+    (`shared_prefix`), handed to the simulator's prefix cache as sim.bench.datasets.Workload.prefix_tokens;
+    it needs `lengths` and is at most the shortest of them (0: nothing shared, the workload as before)."""
     from dataclasses import replace
 
     from sim.bench.tools import guidellm_benchmark, run_aiperf
 
+    if prefix_tokens and (lengths is None or prefix_tokens > int(np.min(lengths[0]))):
+        raise ConfigError(f"a shared prefix of {prefix_tokens} tokens needs given prompt lengths at least as long",
+                          field="prefix_tokens")
+
     def workload(releaser: ServeClient) -> Workload:
-        wl = make_workload(client) if lengths is None else Workload(lengths[0], lengths[1], np.zeros(len(lengths[0])))
+        wl = make_workload(client) if lengths is None else Workload(lengths[0], lengths[1], np.zeros(len(lengths[0])),
+                                                                    prefix_tokens=int(prefix_tokens))
         return replace(wl, release_s=release_times(releaser, len(wl)))
 
     out: dict[tuple[str, str], float] = {}
@@ -389,7 +419,9 @@ def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, loa
 
 
 def predict_row(row: Mapping) -> dict:
-    """The simulator's figures for one corpus row's load point (see the module docstring)."""
+    """The simulator's figures for one corpus row's load point (see the module docstring): its lengths
+    (`row_lengths`) and the prompt prefix its requests share (`shared_prefix`), as the serving fit replays it."""
     tool, client, dep = point_from_row(row)
+    ins, outs = row_lengths(row, client.num_prompts, client.seed)
     return predict_point(tool, client, dep, load_kind=str(row.get("load_kind") or "concurrency"),
-                         lengths=row_lengths(row, client.num_prompts, client.seed))
+                         lengths=(ins, outs), prefix_tokens=shared_prefix(row, ins))
