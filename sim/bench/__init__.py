@@ -11,4 +11,7 @@ GuideLLM would measure against a server, computed from a simulated one.
 - `sim.bench.corpus`: one row of the serving corpus (benchmarks/serving) replayed, `predict_row(row)`;
   its `row_lengths` and `shared_prefix` are the one length rule and the one prompt-sharing rule
   the serving fit uses too.
+- `sim.bench.corpus_deployment`: the deployment a corpus row names, resolved in this tree (its model's
+  catalog entry, `model_id`; its engine version's preset release, `release_of`): the one rule
+  `predict_row` and the serving fit's load points both use.
 """

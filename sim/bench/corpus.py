@@ -33,9 +33,11 @@ Mapping (each column as the schema defines it):
   prompt text every time, so its whole prompt is a prefix every request shares (`shared_prefix`),
   which the engine's prefix cache reuses where the engine has it on (EngineConfig.prefix_caching):
   the serving fit's replays (calibrate/serving/replay.py) price it the same way.
-- deployment: `device` -> --hw, `model`, `quant`, `engine` (passed as written to the engine
-  lookup; a release such as `vllm@0.11` where the caller builds one), `tp`, `kv_cache_dtype`
-  (fp8 -> kv_dtype fp8) and the engine flags vLLM / SGLang / TensorRT-LLM print for batch limits,
+- deployment (sim.bench.corpus_deployment, the serving fit's rule too): `device` -> --hw; `model` -> its catalog
+  entry (a catalog name, a Hugging Face id an entry's `hf_repos` lists, or a NAMED_MODELS name; any other is a
+  one-line error naming it); `engine` + `engine_version` -> the preset release that stands for the version
+  (`release_of`: vLLM 0.9.2 -> vllm@0.10; no version -> the newest); `quant`, `tp`, `kv_cache_dtype`
+  (fp8 -> kv_dtype fp8; blank tp: 1) and the engine flags vLLM / SGLang / TensorRT-LLM print for batch limits,
   KV dtype, prefix caching and memory share (`engine_overrides`).
 - quantities: ttft_ms, tpot_ms, itl_ms, e2el_ms with mean / median / p90 / p95 / p99;
   output_tps, total_tps, request_tps; tps_per_user = 1000 / mean TPOT (tokens per second one
@@ -51,6 +53,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from sim.bench.corpus_deployment import row_engine, row_model
 from sim.bench.datasets import release_times, sample_random
 from sim.bench.serve import Deployment, ServeClient, Workload, make_workload, run_client
 from sim.errors import ConfigError
@@ -173,6 +176,16 @@ def engine_overrides(flags: str | None, kv_cache_dtype: str | None = None, tp=No
     if not blank(tp):
         out["tp"] = int(float(tp))
     return out
+
+
+def row_overrides(row: Mapping) -> dict:
+    """EngineConfig overrides a corpus row states (`engine_overrides`): its `engine_flags` when they are a command
+    line (they start with a flag or hold one after a space; a collector's prose about the server, e.g. vLLM's
+    logged "non-default args {...}" dict, is not parsed), its `kv_cache_dtype` (fp8 -> kv_dtype fp8) and its `tp`
+    (1 when blank). The one rule: `point_from_row` and the serving fit's load points (calibrate/serving/rows.py)."""
+    flags = row.get("engine_flags") or ""
+    cli = flags if flags.strip().startswith("-") or " --" in flags else ""
+    return engine_overrides(cli, row.get("kv_cache_dtype"), int(cell_number(row.get("tp"), 1) or 1))
 
 
 def range_mode(client: str) -> str:
@@ -340,9 +353,9 @@ def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
         percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(90.0, 95.0, 99.0),
         num_warmups=int(number(row, "warmup", 0) or 0), range_mode=mode,
     )
-    dep = Deployment(hw=str(row["device"]), model=str(row["model"]), quant=None if blank(row.get("quant")) else
-                     str(row["quant"]), engine=str(row.get("engine") or "vllm"),
-                     overrides=engine_overrides(row.get("engine_flags"), row.get("kv_cache_dtype"), row.get("tp")))
+    dep = Deployment(hw=str(row["device"]), model=row_model(row), quant=None if blank(row.get("quant")) else
+                     str(row["quant"]).strip(), engine=row_engine(row),
+                     overrides=row_overrides(row))
     return tool, client_s.check(), dep
 
 

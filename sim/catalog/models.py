@@ -121,7 +121,7 @@ class ModelSpec(BaseModel):
         description="Hugging Face repository ids served as this entry: the release itself and checkpoints of the "
         "same architecture (an instruct or coder sibling with the same config.json shapes, a quantized copy whose "
         "format the row or the run states). Read by the serving corpus's model lookup "
-        "(calibrate/serving/rows.py model_id) so each id is written once, here")
+        "(sim.bench.corpus_deployment model_id: predict_row and the serving fit) so each id is written once, here")
     weight_format: WeightFormat | None = Field(
         None, description="the weight format of the publisher's quantized release when an engine rule names it "
         "(block-fp8: FP8 with 128x128 weight blocks, read from each checkpoint's config.json); None = not such a format")
