@@ -37,15 +37,12 @@ from ttft_breakdown import _fields, alone  # noqa: E402
 
 
 def deployment(point, overrides: dict):
-    """(hw, engine, parts) of `point` as the replay resolves it (ttft_breakdown.run)."""
-    from sim.api import make_spec, resolve
-    from sim.catalog import cache
-    from sim.engine.build import replica_parts
+    """(hw, engine, parts) of `point` as the replay resolves it (calibrate/serving/replay.py point_deployment,
+    sim.bench.serve.deployment_parts: the builder serve_replica uses)."""
+    from calibrate.serving.replay import point_deployment
+    from sim.bench.serve import deployment_parts
 
-    spec = make_spec(trace="<prefill split>", hw=point.device, model=point.model, quant=point.quant,
-                     engine=point.engine, overrides={**point.overrides, **overrides}, seed=0)
-    hw, engine = resolve(spec)
-    return hw, engine, replica_parts(hw, cache.model(spec.model), spec.quant, engine, None)
+    return deployment_parts(point_deployment(point, overrides))
 
 
 def chunk_terms(cost, p: int, c: int) -> dict:

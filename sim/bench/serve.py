@@ -252,17 +252,15 @@ class Served:
     parts: Any
 
 
-def serve_replica(workload: Workload, deployment: Deployment, *, max_concurrency: int | None = None,
-                  seed: int = 0) -> Served:
-    """Build one simulated replica of `deployment`, send it `workload`'s requests at their release times
-    with at most `max_concurrency` in flight, and run the clock until every request is done. A fixed
-    prefix (`workload.prefix_tokens`) is one shared prefix id, so the engine's prefix cache reuses it.
-    `simulate_workload` turns the result into the client's record; diagnostics
-    (benchmarks/ttft_breakdown.py) read the replica's log directly."""
+def deployment_parts(deployment: Deployment, seed: int = 0):
+    """(hardware profile, engine, replica parts) of `deployment` as one replica of it is built: the engine
+    resolved for the device (presets, overrides, hardware rules), the profile's efficiency entry with the
+    deployment's `efficiency_overrides` laid over it, and the cost model and configuration of
+    sim.engine.build.replica_parts. `serve_replica` builds on it; diagnostics that price single steps
+    (benchmarks/prefill_split.py) read its cost model."""
     from sim.api import make_spec, resolve
     from sim.catalog import cache
-    from sim.engine.build import LoneClock, build_replica, replica_parts
-    from workloads.request import Request
+    from sim.engine.build import replica_parts
 
     spec = make_spec(trace="<bench client>", hw=deployment.hw, model=deployment.model, quant=deployment.quant,
                      engine=deployment.engine, engine_file=deployment.engine_file,
@@ -273,8 +271,20 @@ def serve_replica(workload: Workload, deployment: Deployment, *, max_concurrency
 
         hw = with_efficiency_fields(hw, engine.name, engine.efficiency_family(hw),
                                     dict(deployment.efficiency_overrides))
-    model = cache.model(spec.model)
-    parts = replica_parts(hw, model, spec.quant, engine, deployment.cost_params)
+    return hw, engine, replica_parts(hw, cache.model(spec.model), spec.quant, engine, deployment.cost_params)
+
+
+def serve_replica(workload: Workload, deployment: Deployment, *, max_concurrency: int | None = None,
+                  seed: int = 0) -> Served:
+    """Build one simulated replica of `deployment`, send it `workload`'s requests at their release times
+    with at most `max_concurrency` in flight, and run the clock until every request is done. A fixed
+    prefix (`workload.prefix_tokens`) is one shared prefix id, so the engine's prefix cache reuses it.
+    `simulate_workload` turns the result into the client's record; diagnostics
+    (benchmarks/ttft_breakdown.py) read the replica's log directly."""
+    from sim.engine.build import LoneClock, build_replica
+    from workloads.request import Request
+
+    _, engine, parts = deployment_parts(deployment, seed)
     pid = "random-prefix" if workload.prefix_tokens else None
     reqs = [Request(id=str(i), arrival_s=float(t), prompt_tokens=int(p), output_tokens=int(o), max_tokens=int(o),
                     prefix_id=pid, prefix_tokens=workload.prefix_tokens)
