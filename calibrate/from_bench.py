@@ -129,13 +129,11 @@ class BenchFit:
 
 def _base(deployment: Deployment):
     """The --hw profile, engine, model, quantization and the cost parameters they give (the fit's start)."""
-    from sim.api import make_spec, resolve
+    from sim.api import resolve
     from sim.catalog import cache
     from sim.cost.params import CostParams
 
-    spec = make_spec(trace="<from-bench>", hw=deployment.hw, model=deployment.model, quant=deployment.quant,
-                     engine=deployment.engine, engine_file=deployment.engine_file,
-                     overrides=dict(deployment.overrides))
+    spec = deployment.spec("<from-bench>")
     hw, engine = resolve(spec)
     model = cache.model(spec.model).as_loaded_by(engine.kernel_family)
     q = model.quant(spec.quant or engine.default_quant)
@@ -352,12 +350,9 @@ def _check(prof, params, q, engine, model) -> None:
 def _check_front_end(prof, fitted_ms: float, deployment: Deployment) -> None:
     """The engine every command resolves on the written profile (sim.api.resolve_engine, the deployment's
     names, engine file and overrides) runs the fitted front end."""
-    from sim.api import make_spec, resolve_engine
+    from sim.api import resolve_engine
 
-    spec = make_spec(trace="<from-bench>", hw=deployment.hw, model=deployment.model, quant=deployment.quant,
-                     engine=deployment.engine, engine_file=deployment.engine_file,
-                     overrides=dict(deployment.overrides))
-    back = resolve_engine(spec, prof).request_overhead_ms
+    back = resolve_engine(deployment.spec("<from-bench>"), prof).request_overhead_ms
     if not math.isclose(back, fitted_ms, rel_tol=1e-9, abs_tol=1e-9):
         raise AssertionError(f"calibrated profile does not reproduce {FRONT_END}: {back} != {fitted_ms}")
 

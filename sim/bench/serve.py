@@ -172,6 +172,16 @@ class Deployment:
     cost_params: Any = None  # sim.cost.params.CostParams | None
     efficiency_overrides: Mapping[str, Any] | None = None
 
+    def spec(self, trace: str = "<bench client>", seed: int = 0):
+        """The run spec (sim.api.make_spec) these names, engine file, overrides and efficiency donor give, as
+        `infersim run` would build it; `trace` only labels it. `cost_params` and `efficiency_overrides` are
+        not part of a spec: `deployment_parts` applies them."""
+        from sim.api import make_spec
+
+        return make_spec(trace=trace, hw=self.hw, model=self.model, quant=self.quant, engine=self.engine,
+                         engine_file=self.engine_file, overrides=dict(self.overrides),
+                         efficiency_from=self.efficiency_from, seed=seed)
+
 
 @dataclass
 class Timings:
@@ -258,13 +268,11 @@ def deployment_parts(deployment: Deployment, seed: int = 0):
     deployment's `efficiency_overrides` laid over it, and the cost model and configuration of
     sim.engine.build.replica_parts. `serve_replica` builds on it; diagnostics that price single steps
     (benchmarks/prefill_split.py) read its cost model."""
-    from sim.api import make_spec, resolve
+    from sim.api import resolve
     from sim.catalog import cache
     from sim.engine.build import replica_parts
 
-    spec = make_spec(trace="<bench client>", hw=deployment.hw, model=deployment.model, quant=deployment.quant,
-                     engine=deployment.engine, engine_file=deployment.engine_file,
-                     overrides=dict(deployment.overrides), efficiency_from=deployment.efficiency_from, seed=seed)
+    spec = deployment.spec(seed=seed)
     hw, engine = resolve(spec)
     if deployment.efficiency_overrides:
         from sim.catalog.hardware import with_efficiency_fields
