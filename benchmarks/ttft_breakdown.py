@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 
 import numpy as np
@@ -44,6 +43,7 @@ def run(point, overrides: dict) -> dict:
     replica's per-request log (sim.bench.serve.serve_replica, which simulate_workload also runs)."""
     from calibrate.serving.replay import point_deployment, point_workload
     from sim.bench.serve import serve_replica
+    from workloads.arrivals import FrontEnd
 
     served = serve_replica(point_workload(point), point_deployment(point, overrides),
                            max_concurrency=point.max_concurrency)
@@ -51,13 +51,10 @@ def run(point, overrides: dict) -> dict:
     log, n = rep.log, rep.log.n
     order = np.array([int(i) for i in log.ids[:n]])
     sent, sched, first = (np.asarray(a[:n], dtype=float) for a in (log.arrival_s, log.scheduled_s, log.first_token_s))
-    # the front end's serial server and constant delay, as workloads.arrivals.FrontEnd applies them (send order)
-    delay, serial = engine.request_overhead_ms / 1e3, float(getattr(engine, "front_request_ms", 0.0) or 0.0) / 1e3
+    # when each request reached the queue: the front end's own rule (workloads.arrivals.FrontEnd), in send order
     reach = np.empty(n)
-    busy = -math.inf
-    for j in np.argsort(sent, kind="stable"):
-        busy = max(sent[j], busy) + serial if serial > 0 else sent[j]
-        reach[j] = busy + delay
+    by_send = np.argsort(sent, kind="stable")
+    reach[by_send] = FrontEnd.of_engine(None, engine).reach_times((sent[j], log.ids[j]) for j in by_send)
     return {"engine": engine, "order": order, "sent": sent, "sched": sched, "first": first, "reach": reach,
             "prompts": np.array(point.prompt_lens)[order]}
 

@@ -8,6 +8,7 @@ is a property of the traffic, not of any engine.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -186,31 +187,64 @@ class FrontEnd:
     here, not on the host stage's first token (sim.engine.host `host_request_us`, charged on the output
     path after the prefill): the request's own work happens before the engine can schedule it, so it also
     spreads the burst's prefills over steps. The first-token/streaming part of the work stays in `delay_s`.
-    FIFO: the requests keep their send order."""
+    FIFO through the serial server: the requests leave it in their send order.
 
-    def __init__(self, source, delay_s: float, serial_s: float = 0.0) -> None:
+    `jitter` (EngineConfig.front_jitter, 0..1; 0 = none, the constant delay above) spreads `delay_s` per request:
+    request r's delay is delay_s x (1 + jitter x (2 u_r - 1)), u_r uniform on [0, 1) drawn from a hash of the
+    request's id (`_unit`: the same request gets the same delay in every run, whatever the order), so the mean
+    delay stays delay_s and jitter 1 spreads it over [0, 2 delay_s]. It models the variation of the per-request
+    work outside the GPU steps (tokenization time varies with the text, HTTP and Python scheduling add noise) that
+    desynchronises a closed loop of identical requests on a real server: with one constant delay, C requests
+    finishing in the same step are sent, queued and prefilled together again (a cohort), and a change of the
+    delay moves a whole cohort across a step boundary (docs/ttft-misses.md section 4). A delay may overtake
+    another, so requests can reach the queue out of send order."""
+
+    def __init__(self, source, delay_s: float, serial_s: float = 0.0, jitter: float = 0.0) -> None:
+        if not 0.0 <= float(jitter) <= 1.0:
+            raise ConfigError(f"front-end jitter must be within 0..1, got {jitter!r}")
         self.source = source
         self.delay_s = float(delay_s)
         # the serialized per-request work (capacity-1 server, docstring above); `_busy`: when it is next free
         self.serial_s = float(serial_s)
+        self.jitter = float(jitter)
         self._busy = float("-inf")
-        self._held: deque[tuple[float, float, Request]] = deque()  # (reaches the queue, sent, request)
+        # a heap of (reaches the queue, send order, sent, request): the send order breaks ties, so with one constant
+        # delay the requests leave in send order as a FIFO would
+        self._held: list[tuple[float, int, float, Request]] = []
+        self._seq = 0
+
+    @classmethod
+    def of_engine(cls, source, engine) -> FrontEnd:
+        """The front end an engine preset (sim.catalog.engine_config.EngineConfig) puts before its queue: its
+        request_overhead_ms delay, front_request_ms serial server and front_jitter."""
+        return cls(source, engine.request_overhead_ms / 1e3, float(getattr(engine, "front_request_ms", 0.0) or 0.0) / 1e3,
+                   float(getattr(engine, "front_jitter", 0.0) or 0.0))
 
     def _leaves(self, sent_s: float) -> float:
         """When a request sent at `sent_s` (after every earlier one) leaves the serial server: it starts when
         the server is free and takes serial_s; at once when there is no server (serial_s 0)."""
         return max(sent_s, self._busy) + self.serial_s if self.serial_s > 0 else sent_s
 
-    def _reach(self, sent_s: float) -> float:
-        """When a request sent at `sent_s` reaches the queue (the serial server, then the constant delay),
-        the server busy with it until it leaves."""
+    def _reach(self, sent_s: float, request_id: str = "") -> float:
+        """When a request sent at `sent_s` reaches the queue (the serial server, then its delay: the constant one,
+        or with `jitter` its own), the server busy with it until it leaves."""
         self._busy = self._leaves(sent_s)
+        if self.jitter > 0:
+            return self._busy + self.delay_s * (1.0 + self.jitter * (2.0 * _unit(request_id) - 1.0))
         return self._busy + self.delay_s
+
+    def reach_times(self, sends: Iterable[tuple[float, str]]) -> list[float]:
+        """When each (send time, request id), taken in the order given (the send order), reaches the queue, on a
+        front end that served nothing before: what `due` applies, for a diagnostic that reads a replica's log
+        (benchmarks/ttft_breakdown.py). Leaves this front end as it was."""
+        fresh = FrontEnd(None, self.delay_s, self.serial_s, self.jitter)
+        return [fresh._reach(t, rid) for t, rid in sends]
 
     def _next_unsent_reach(self) -> float:
         """The earliest time the source's next send could reach the queue (without serving it)."""
         t = self.source.next_s
-        return t if t == float("inf") else self._leaves(t) + self.delay_s
+        # the earliest a delay can be: (1 - jitter) x delay_s (a lower bound; the send's own delay may be longer)
+        return t if t == float("inf") else self._leaves(t) + self.delay_s * (1.0 - self.jitter)
 
     @property
     def next_s(self) -> float:
@@ -223,12 +257,13 @@ class FrontEnd:
 
     def due(self, now_s: float) -> list[tuple[float, Request]]:
         """Requests that reach the queue by `now_s`, with their send times."""
-        for t, r in self.source.due(now_s):  # sent by now: held until it has passed the front end
-            self._held.append((self._reach(t), t, r))
-        out = []
         held = self._held
+        for t, r in self.source.due(now_s):  # sent by now: held until it has passed the front end
+            heapq.heappush(held, (self._reach(t, r.id), self._seq, t, r))
+            self._seq += 1
+        out = []
         while held and held[0][0] <= now_s:
-            _, t, r = held.popleft()
+            _, _, t, r = heapq.heappop(held)
             out.append((t, r))
         return out
 
@@ -251,3 +286,10 @@ class FrontEnd:
         if self.source.next_s == float("inf"):
             return self.source.idle_wait(env, now_s)
         return env.timeout(max(self._next_unsent_reach() - now_s, 0.0))
+
+
+def _unit(request_id: str) -> float:
+    """A number in [0, 1) fixed by the request id (the first 8 bytes of its BLAKE2b digest over 2**64): the same id
+    gives the same number in every run and process (Python's hash() is salted per process), and distinct ids
+    spread uniformly."""
+    return int.from_bytes(hashlib.blake2b(request_id.encode(), digest_size=8).digest(), "big") / 2.0**64

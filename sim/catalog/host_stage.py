@@ -27,6 +27,14 @@ class HostStageSettings(BaseModel):
                                 "trtllm-serve's server) parses, validates and tokenizes each request one at a time, "
                                 "so a burst of C sends reaches the engine staggered by this much each "
                                 "(workloads.arrivals.FrontEnd; fitted by calibrate/serving/front_queue.py). 0 = none"))
+    front_jitter: float = Field(
+        0.0, ge=0, le=1, description=("spread of the front-end delay (request_overhead_ms) from request to request, "
+                                      "0..1: request r waits request_overhead_ms x (1 + front_jitter x (2 u_r - 1)), "
+                                      "u_r uniform on [0, 1) fixed by its id, so the mean is unchanged and 1 spreads "
+                                      "it over [0, 2 x request_overhead_ms]. The variation of tokenization, HTTP and "
+                                      "Python scheduling time that desynchronises a closed loop of identical requests "
+                                      "(workloads.arrivals.FrontEnd; docs/ttft-misses.md section 4). 0 = one constant "
+                                      "delay"))
     host_stage_mode: Literal["queue", "overlap", "serial"] = Field(
         "queue", description=("how the host stage meets the GPU steps: queue = a separate process the engine runs "
                               "ahead of, its tokens waiting in the stage's FIFO (vLLM V1's API server, SGLang's "

@@ -298,7 +298,7 @@ def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, sourc
     if front_end and (engine.request_overhead_ms > 0 or serial_ms > 0):
         from workloads.arrivals import FrontEnd
 
-        source = FrontEnd(source, engine.request_overhead_ms / 1e3, serial_ms / 1e3)
+        source = FrontEnd.of_engine(source, engine)
     kv = make_allocator(engine.kv_allocator, parts.kvp.capacity_tokens, engine.block_size)
     scheduler = parts.make_scheduler()
     if step_model is None:
