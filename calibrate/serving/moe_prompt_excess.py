@@ -192,9 +192,10 @@ def unloaded_rows(pattern: str = DEFAULT_PATTERN, fidelity_path: Path | str = FI
     priced (GPU roofline, eager launch floor, (a) and (b) applied)."""
     import copy
 
-    from calibrate.serving.prefill_slope import _cost_of, padded_step_ms
+    from calibrate.serving.prefill_slope import padded_step_ms
+    from calibrate.serving.replay import point_deployment
     from calibrate.serving.rows import load_corpus, load_points
-    from sim.api import make_spec, resolve
+    from sim.bench.serve import deployment_parts
     from sim.catalog import cache
     from sim.cost.eager_launches import forward_launches
     from sim.cost.eager_prefill import eager_prefill_floor_s
@@ -212,11 +213,12 @@ def unloaded_rows(pattern: str = DEFAULT_PATTERN, fidelity_path: Path | str = FI
         if not pts:
             continue
         p = pts[0]
-        spec = make_spec(trace="<moe prompt excess>", hw=p.device, model=p.model, quant=p.quant, engine=p.engine,
-                         overrides=dict(p.overrides))
-        _, eng = resolve(spec)
-        cost = _cost_of(p)
-        m = cache.model(spec.model)
+        # the deployment as the replay builds it (no fit parameters): the engine resolved for the device and the
+        # cost model; `m` the catalog's model, as before (parts.model is the copy the engine loads: its file sizes
+        # dropped outside llama.cpp, sim.catalog.models.ModelSpec.as_loaded_by)
+        _, eng, parts = deployment_parts(point_deployment(p))
+        cost = parts.cost
+        m = cache.model(p.model)
         tokens = int(round(float(np.median(p.prompt_lens))))
         gpu_ms = 1e3 * cost.step_time([tokens], [0], [])
         floor_ms = 1e3 * eager_prefill_floor_s(m, eng, cost.quant)

@@ -144,15 +144,13 @@ def prompt_step_markdown(rows: list[dict]) -> list[str]:
 
 
 def _cost_of(point):
-    """The point's cost model as the serving replay builds it (sim.engine.build.replica_parts)."""
-    from sim.api import make_spec, resolve
-    from sim.catalog import cache
-    from sim.engine.build import replica_parts
+    """The point's cost model as the serving replay builds it: the replay's deployment of the point
+    (calibrate.serving.replay.point_deployment, no fit parameters) through the builder serve_replica uses
+    (sim.bench.serve.deployment_parts)."""
+    from calibrate.serving.replay import point_deployment
+    from sim.bench.serve import deployment_parts
 
-    spec = make_spec(trace="<prefill slope>", hw=point.device, model=point.model, quant=point.quant,
-                     engine=point.engine, overrides=dict(point.overrides))
-    hw, engine = resolve(spec)
-    return replica_parts(hw, cache.model(spec.model), spec.quant, engine).cost
+    return deployment_parts(point_deployment(point))[2].cost
 
 
 def _price_with_preset(point, prompt_tokens: float) -> float:

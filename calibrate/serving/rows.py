@@ -18,6 +18,7 @@ import numpy as np
 from sim.bench.corpus import range_mode, row_lengths, stated_means  # noqa: F401 (stated_means: re-exported)
 # the fixed-prompt rule lives beside row_lengths, shared with predict_row (re-exported: tests import it from here)
 from sim.bench.corpus import FIXED_LENGTH_DATASETS, shared_prefix  # noqa: F401
+from sim.bench.corpus import VLLM_LIKE as _CORPUS_VLLM_LIKE
 from sim.bench.datasets import release_times
 from sim.bench.serve import ServeClient
 from sim.bench.corpus import blank as _blank
@@ -50,8 +51,11 @@ METRICS = {
 KNEE_FACTOR = 3.0  # issue 38: the knee is the highest load whose TTFT p50 stays under 3x its low-load value
 
 #: clients replayed as `vllm bench serve` (same arrivals and metric definitions), and static-batch
-#: tools (B requests at once, fixed lengths, every request measured)
-VLLM_LIKE = ("vllm-bench-serve", "sglang-bench-serving", "custom")
+#: tools (B requests at once, fixed lengths, every request measured). VLLM_LIKE is predict_row's set
+#: (sim.bench.corpus.VLLM_LIKE, the one definition) less "trtllm-bench": the fit lists a trtllm-bench curve
+#: as "not replayable" (`exclusion`), where predict_row replays one as `vllm bench serve` (no better definition
+#: known); no corpus curve names that client today, so the difference excludes no row
+VLLM_LIKE = tuple(c for c in _CORPUS_VLLM_LIKE if c != "trtllm-bench")
 STATIC_BATCH = ("vllm-benchmark-latency", "trtllm-static-batch", "llama-batched-bench", "benchmark_latency",
                 "gptManagerBenchmark")
 

@@ -58,6 +58,8 @@ from sim.bench.datasets import release_times, sample_random
 from sim.bench.serve import Deployment, ServeClient, Workload, make_workload, run_client
 from sim.errors import ConfigError
 
+#: clients predict_row replays as `vllm bench serve` (module docstring, "client"); the serving fit's set
+#: (calibrate/serving/rows.py VLLM_LIKE) is derived from this one, less "trtllm-bench"
 VLLM_LIKE = ("vllm-bench-serve", "sglang-bench-serving", "trtllm-bench", "custom")
 STATISTICS = ("mean", "median", "p90", "p95", "p99")
 
