@@ -31,6 +31,13 @@ from sim.bench.corpus import row_overrides as _overrides
 from sim.bench.corpus_deployment import (  # noqa: F401
     NAMED_MODELS, VLLM_RELEASE_DATES, build_date, dated_release, model_aliases, model_id, release_of)
 from sim.bench.corpus_deployment import catalog_models as _catalog_models
+# static-batch tools (which clients, their one batch of fixed lengths): one rule in sim, shared with predict_row
+from sim.bench.corpus import STATIC_BATCH, is_static_batch, static_batch  # noqa: F401 (STATIC_BATCH: re-exported)
+# speculative decoding's stated acceptance -> the engine's `speculative` block: one rule in sim, shared with
+# predict_row, re-exported here for this package's modules and tests
+from sim.bench import corpus_spec as _spec
+from sim.bench.corpus_spec import SPEC_METHODS as _SPEC_METHODS  # noqa: F401
+from sim.bench.corpus_spec import iid_acceptance, spec_override  # noqa: F401
 
 #: HF repository ids the serving corpus names -> catalog ids (read from the catalog's `hf_repos`). An alias
 #: applies only when the catalog passed to `model_id` has the target.
@@ -50,14 +57,12 @@ METRICS = {
 }
 KNEE_FACTOR = 3.0  # issue 38: the knee is the highest load whose TTFT p50 stays under 3x its low-load value
 
-#: clients replayed as `vllm bench serve` (same arrivals and metric definitions), and static-batch
-#: tools (B requests at once, fixed lengths, every request measured). VLLM_LIKE is predict_row's set
-#: (sim.bench.corpus.VLLM_LIKE, the one definition) less "trtllm-bench": the fit lists a trtllm-bench curve
-#: as "not replayable" (`exclusion`), where predict_row replays one as `vllm bench serve` (no better definition
-#: known); no corpus curve names that client today, so the difference excludes no row
+#: clients replayed as `vllm bench serve` (same arrivals and metric definitions); static-batch tools (B requests
+#: at once, fixed lengths, every request measured) are sim.bench.corpus.STATIC_BATCH (imported above).
+#: VLLM_LIKE is predict_row's set (sim.bench.corpus.VLLM_LIKE, the one definition) less "trtllm-bench": the fit
+#: lists a trtllm-bench curve as "not replayable" (`exclusion`), where predict_row replays one as `vllm bench
+#: serve` (no better definition known); no corpus curve names that client today, so the difference excludes no row
 VLLM_LIKE = tuple(c for c in _CORPUS_VLLM_LIKE if c != "trtllm-bench")
-STATIC_BATCH = ("vllm-benchmark-latency", "trtllm-static-batch", "llama-batched-bench", "benchmark_latency",
-                "gptManagerBenchmark")
 
 
 # ---- the corpus -----------------------------------------------------------------------------------
@@ -98,7 +103,7 @@ def _client_kind(client: str) -> str | None:
     c = client.strip()
     if c in VLLM_LIKE:
         return "serve"
-    if any(s in c for s in STATIC_BATCH):
+    if is_static_batch(c):
         return "static"
     return None
 
@@ -236,83 +241,30 @@ def prompt_cap(load_kind: str, load: float, num_prompts: int, overloaded: bool =
 
 def _lengths(r: dict, kind: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Input/output lengths as the row's client draws them: sim.bench.corpus.row_lengths (the one rule,
-    README 'What range_ratio means'); a static-batch tool's fixed lengths."""
+    README 'What range_ratio means'); a static-batch tool's fixed lengths (sim.bench.corpus.static_batch)."""
     if kind == "static":
-        li = int(round(_num(r.get("input_tokens"), 0) or 0))
-        lo_ = int(round(_num(r.get("output_tokens"), 0) or 0))
-        return np.full(n, max(li, 1)), np.full(n, max(lo_, 1))
+        _, ins, outs = static_batch({**r, "max_concurrency": n})
+        return ins, outs
     ins, outs = row_lengths(r, n, seed)
     return ins.astype(int), outs.astype(int)
 
 
 # ---- speculative decoding -------------------------------------------------------------------------
+# the rule (reading the side table, matching a row's load point, the `speculative` block) is
+# sim.bench.corpus_spec's; SPEC_TABLE is kept here so a test can point the fit at another table
 SPEC_TABLE = CORPUS_DIR / "side_tables" / "spec_acceptance.csv"
-_SPEC_METHODS = {"eagle3": "eagle", "eagle": "eagle", "mtp": "mtp", "nextn": "mtp"}
-
-
-_SPEC_CACHE: dict[str, dict] = {}
 
 
 def load_spec_acceptance(path: Path | None = None) -> dict[str, list[dict]]:
-    """benchmarks/serving/side_tables/spec_acceptance.csv by curve_id: the acceptance a speculative
-    curve's source states (rows with stated = yes, per load point or, with load empty, per run), or
-    where it was looked for and not found (stated = no)."""
-    path = Path(SPEC_TABLE if path is None else path)
-    st = path.stat() if path.exists() else None
-    key = f"{path}:{st.st_mtime_ns if st else 0}:{st.st_size if st else 0}"  # a rewritten file is re-read
-    if key in _SPEC_CACHE:
-        return _SPEC_CACHE[key]
-    out: dict[str, list[dict]] = defaultdict(list)
-    if Path(path).exists():
-        with Path(path).open(newline="", encoding="utf-8") as fh:
-            for r in csv.DictReader(fh):
-                out[r["curve_id"]].append(r)
-    _SPEC_CACHE[key] = dict(out)
-    return _SPEC_CACHE[key]
-
-
-def iid_acceptance(mean_acceptance_length: float, k: int) -> float:
-    """The per-token acceptance a, i.i.d. per drafted token, whose expected tokens per verify step
-    (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023, arXiv 2211.17192, eq. 1; what
-    `sim.cost.speculative.expected_tokens_per_step` prices) equals a stated mean acceptance length L.
-
-    vLLM's `spec_decode_acceptance_length` is 1 + accepted / drafts (the target's own token plus the
-    accepted drafts per verify step; = 1 + the sum of its per-position rates) and SGLang's "accept
-    len" the same count, so matching L reproduces the tokens each step yields exactly, whatever the
-    per-position shape (only their sum moves the simulated step). Bisection on a in [0, 1]; L <= 1
-    is a = 0, L >= k + 1 is a = 1."""
-    from sim.cost.speculative import expected_tokens_per_step
-
-    target = float(mean_acceptance_length)
-    if target <= 1.0:
-        return 0.0
-    if target >= k + 1.0:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if expected_tokens_per_step(mid, k) < target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    """benchmarks/serving/side_tables/spec_acceptance.csv (this module's SPEC_TABLE) by curve_id
+    (sim.bench.corpus_spec.load_spec_acceptance)."""
+    return _spec.load_spec_acceptance(SPEC_TABLE if path is None else path)
 
 
 def spec_stated(curve: list[dict], table: dict[str, list[dict]] | None = None) -> dict[tuple, dict]:
     """{(load_kind, load): the stated acceptance row} for every load point of a speculative curve
-    whose acceptance its source states; a per-run row (load empty) stands for every point."""
-    table = load_spec_acceptance() if table is None else table
-    entries = [e for e in table.get(curve[0]["curve_id"], []) if (e.get("stated") or "").strip() == "yes"]
-    out = {}
-    for r in curve:
-        kind = (r.get("load_kind") or "concurrency").strip()
-        load = _num(r.get("max_concurrency")) if kind == "concurrency" else _num(r.get("request_rate"), math.inf)
-        for e in entries:
-            el = _num(e.get("load"))
-            if el is None or ((e.get("load_kind") or "").strip() == kind and load is not None and math.isclose(el, load)):
-                out[(kind, load)] = e
-                break
-    return out
+    whose acceptance its source states (sim.bench.corpus_spec.spec_stated; a per-run row stands for every point)."""
+    return _spec.spec_stated(curve, load_spec_acceptance() if table is None else table)
 
 
 def spec_unreplayable(curve: list[dict], table: dict[str, list[dict]] | None = None) -> str | None:
@@ -321,9 +273,7 @@ def spec_unreplayable(curve: list[dict], table: dict[str, list[dict]] | None = N
     method the speculative cost model prices (EAGLE/EAGLE-3 heads, MTP modules)."""
     table = load_spec_acceptance() if table is None else table
     stated = spec_stated(curve, table)
-    points = {((r.get("load_kind") or "concurrency").strip(),
-               _num(r.get("max_concurrency")) if (r.get("load_kind") or "concurrency").strip() == "concurrency"
-               else _num(r.get("request_rate"), math.inf)) for r in curve if "outlier" not in (r.get("notes") or "").lower()}
+    points = {_spec.row_load(r) for r in curve if "outlier" not in (r.get("notes") or "").lower()}
     if not stated:
         return "speculative decoding (not replayed: acceptance not stated in the source)"
     if points - set(stated):
@@ -332,23 +282,6 @@ def spec_unreplayable(curve: list[dict], table: dict[str, list[dict]] | None = N
     if not methods <= set(_SPEC_METHODS):
         return f"speculative decoding (not replayed: method {sorted(methods - set(_SPEC_METHODS))[0]} not modelled)"
     return None
-
-
-def spec_override(entry: dict) -> dict:
-    """The engine's `speculative` block (sim.catalog.engine_settings.SpeculativeSettings) for a stated
-    acceptance row: method (EAGLE-3 heads, Li et al. 2025, arXiv 2503.01840, priced as `eagle`: a
-    head of `draft_cost_fraction` x a target decode step per drafted token; MTP modules, DeepSeek-V3, arXiv 2412.19437, priced from the
-    model's own `mtp_layers` unless the row gives a fraction), k = num_speculative_tokens (vLLM
-    `--speculative-config`), and the i.i.d. acceptance matching the stated mean acceptance length."""
-    k = int(_num(entry.get("num_speculative_tokens")))
-    method = _SPEC_METHODS[(entry.get("method") or "").strip().lower()]
-    out = {"method": method, "k": k,
-           "acceptance_rate": round(iid_acceptance(_num(entry.get("mean_acceptance_length")), k), 9)}
-    if _num(entry.get("draft_cost_fraction")) is not None:
-        out["draft_cost_fraction"] = _num(entry.get("draft_cost_fraction"))
-    # not priced: an EAGLE head's own weights (`draft_weight_gib`) beside the KV cache (the speculative
-    # settings have no field for them; `SpeculativeCostModel.extra_weight_bytes` counts draft models' and MTP's)
-    return out
 
 
 #: what a collector's note quotes when the source itself says a run is experimental work in progress, not

@@ -10,7 +10,12 @@ GuideLLM would measure against a server, computed from a simulated one.
   validate --measured` and `infersim calibrate --from-bench`.
 - `sim.bench.corpus`: one row of the serving corpus (benchmarks/serving) replayed, `predict_row(row)`;
   its `row_lengths` and `shared_prefix` are the one length rule and the one prompt-sharing rule
-  the serving fit uses too.
+  the serving fit uses too, and `STATIC_BATCH` / `static_batch` the one rule for static-batch tools
+  (llama-batched-bench, vLLM's benchmark_latency, TensorRT-LLM's emulated static batching).
+- `sim.bench.corpus_spec`: the speculative-decoding acceptance a corpus row's source states (the side
+  table benchmarks/serving/side_tables/spec_acceptance.csv) -> the engine's `speculative` block, for
+  `predict_row` and the serving fit's load points alike.
+- `sim.bench.corpus_cells`: reading one corpus cell (`blank`, `cell_number`).
 - `sim.bench.corpus_deployment`: the deployment a corpus row names, resolved in this tree (its model's
   catalog entry, `model_id`; its engine version's preset release, `release_of`): the one rule
   `predict_row` and the serving fit's load points both use.

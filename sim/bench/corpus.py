@@ -14,7 +14,9 @@ Mapping (each column as the schema defines it):
   (InferenceX's vLLM-derived benchmark_serving.py; no better definition known) replay as
   `vllm bench serve`; `aiperf`, `genai-perf` as AIPerf / genai-perf (closed loop, warm-up dropped);
   `guidellm` as one GuideLLM strategy (concurrent streams for load_kind concurrency, constant rate
-  for rate).
+  for rate); a static-batch tool (`STATIC_BATCH`: llama-batched-bench, vLLM's benchmark_latency, TensorRT-LLM's
+  emulated static batching) as `vllm bench serve` sending one batch of B = `max_concurrency` requests at once at
+  the row's fixed `input_tokens` / `output_tokens` (`static_batch`), as the serving fit replays it.
 - load: `max_concurrency` (empty: unbounded), `request_rate` (empty or `inf`: all at once),
   `burstiness` (default 1.0), `num_prompts` (default 1000; a closed loop without it: 10 x C,
   at least 100), `warmup`.
@@ -38,7 +40,9 @@ Mapping (each column as the schema defines it):
   one-line error naming it); `engine` + `engine_version` -> the preset release that stands for the version
   (`release_of`: vLLM 0.9.2 -> vllm@0.10; no version -> the newest); `quant`, `tp`, `kv_cache_dtype`
   (fp8 -> kv_dtype fp8; blank tp: 1) and the engine flags vLLM / SGLang / TensorRT-LLM print for batch limits,
-  KV dtype, prefix caching and memory share (`engine_overrides`).
+  KV dtype, prefix caching and memory share (`engine_overrides`); a speculative run whose acceptance the side
+  table benchmarks/serving/side_tables/spec_acceptance.csv states for the row's curve and load point: the
+  engine's `speculative` block with that acceptance (sim.bench.corpus_spec, the serving fit's rule too).
 - quantities: ttft_ms, tpot_ms, itl_ms, e2el_ms with mean / median / p90 / p95 / p99;
   output_tps, total_tps, request_tps; tps_per_user = 1000 / mean TPOT (tokens per second one
   stream sees while decoding).
@@ -53,7 +57,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
+# a cell's emptiness and number (sim.bench.corpus_cells; re-exported: callers import them from here)
+from sim.bench.corpus_cells import blank, cell_number  # noqa: F401
 from sim.bench.corpus_deployment import row_engine, row_model
+from sim.bench.corpus_spec import row_speculative
 from sim.bench.datasets import release_times, sample_random
 from sim.bench.serve import Deployment, ServeClient, Workload, make_workload, run_client
 from sim.errors import ConfigError
@@ -61,6 +68,12 @@ from sim.errors import ConfigError
 #: clients predict_row replays as `vllm bench serve` (module docstring, "client"); the serving fit's set
 #: (calibrate/serving/rows.py VLLM_LIKE) is derived from this one, less "trtllm-bench"
 VLLM_LIKE = ("vllm-bench-serve", "sglang-bench-serving", "trtllm-bench", "custom")
+#: static-batch tools: one batch of B requests (B = `max_concurrency`) started together, fixed lengths, every
+#: request measured (`static_batch`): llama.cpp's llama-batched-bench, vLLM's benchmark_latency, TensorRT-LLM's
+#: gptManagerBenchmark emulated static batching. A client cell holding any of these names is one. The one rule:
+#: `point_from_row` (so `predict_row`) and the serving fit's load points (calibrate/serving/rows.py) both use it
+STATIC_BATCH = ("vllm-benchmark-latency", "trtllm-static-batch", "llama-batched-bench", "benchmark_latency",
+                "gptManagerBenchmark")
 STATISTICS = ("mean", "median", "p90", "p95", "p99")
 
 #: server flags (vLLM, SGLang, trtllm-serve) -> EngineConfig field, value type
@@ -126,21 +139,6 @@ _SWITCHES = {"--enable-prefix-caching": ("prefix_caching", True), "--no-enable-p
              "--enforce-disable-flashinfer-allreduce-fusion": ("flashinfer_allreduce_fusion", False)}
 
 
-def blank(v) -> bool:
-    """A corpus cell that states nothing (empty, `not stated`, `unknown`, `none`, any case)."""
-    return v is None or str(v).strip().lower() in ("", "not stated", "unknown", "none")
-
-
-def cell_number(v, default=None) -> float | None:
-    """A cell's number, `default` when it is blank or not a number (a lenient read)."""
-    if blank(v):
-        return default
-    try:
-        return float(str(v).strip())
-    except ValueError:
-        return default
-
-
 def number(row: Mapping, key: str, default=None) -> float | None:
     """A numeric cell (`default` when blank); a cell that is not a number is a one-line error."""
     v = row.get(key)
@@ -153,7 +151,10 @@ def number(row: Mapping, key: str, default=None) -> float | None:
 def engine_overrides(flags: str | None, kv_cache_dtype: str | None = None, tp=None) -> dict:
     """EngineConfig overrides from a server's printed flags (those that change what is simulated)."""
     out: dict = {}
-    words = shlex.split(flags or "")
+    try:
+        words = shlex.split(flags or "")
+    except ValueError:  # an unbalanced quote (a collector's prose around the flags, "the blog's commands"): words
+        words = (flags or "").split()
     i = 0
     while i < len(words):
         w = words[i]
@@ -336,10 +337,30 @@ def eos_lengths(n: int, max_tokens: int, mean_out: float, seed: int = 0) -> np.n
     return np.random.default_rng(seed).permutation(out)
 
 
+def is_static_batch(client) -> bool:
+    """True for a static-batch tool's client cell (STATIC_BATCH)."""
+    c = str(client or "").strip()
+    return bool(c) and any(s in c for s in STATIC_BATCH)
+
+
+def static_batch(row: Mapping) -> tuple[int, np.ndarray, np.ndarray]:
+    """(B, prompt lengths, output lengths) of a static-batch tool's row: B = its `max_concurrency` (1 when blank)
+    requests, every one at the row's `input_tokens` / `output_tokens` (at least 1: the tools take fixed lengths,
+    llama-batched-bench's PP / TG, benchmark_latency's --input-len / --output-len; no dataset is drawn)."""
+    b = int(cell_number(row.get("max_concurrency")) or 1)
+    li = int(round(cell_number(row.get("input_tokens"), 0) or 0))
+    lo = int(round(cell_number(row.get("output_tokens"), 0) or 0))
+    return b, np.full(b, max(li, 1), dtype=np.int64), np.full(b, max(lo, 1), dtype=np.int64)
+
+
 def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
-    """(tool, client settings, deployment) of one corpus row."""
+    """(tool, client settings, deployment) of one corpus row. A static-batch tool (`is_static_batch`) is replayed
+    as `vllm bench serve` sending its B requests at once with at most B in flight (`static_batch`), as the serving
+    fit replays it (calibrate/serving/replay.py); vLLM's metric definitions give its TTFT, TPOT and E2E. The
+    deployment carries the speculative block the side table states for the row (`row_speculative`)."""
     client = str(row.get("client") or "vllm-bench-serve").strip()
-    tool = "vllm" if client in VLLM_LIKE else client
+    static = is_static_batch(client)
+    tool = "vllm" if client in VLLM_LIKE or static else client
     if tool not in ("vllm", "aiperf", "genai-perf", "guidellm"):
         raise ConfigError(f"unknown client {client!r}", file=row.get("row_id"), field="client")
     conc = number(row, "max_concurrency")
@@ -347,7 +368,11 @@ def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
     n = number(row, "num_prompts")
     if n is None:
         n = max(100, 10 * int(conc)) if conc else 1000
-    li, lo, rr, mode = client_lengths(row)
+    if static:  # one batch, all at once: B requests at the row's fixed lengths
+        n, ins, outs = static_batch(row)
+        li, lo, rr, mode, rate = int(ins[0]), int(outs[0]), 0.0, range_mode(client), math.inf
+    else:
+        li, lo, rr, mode = client_lengths(row)
     client_s = ServeClient(
         num_prompts=int(n), request_rate=rate if rate and rate > 0 else math.inf, burstiness=number(row, "burstiness", 1.0),
         max_concurrency=int(conc) if conc else None,
@@ -357,7 +382,7 @@ def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
     )
     dep = Deployment(hw=str(row["device"]), model=row_model(row), quant=None if blank(row.get("quant")) else
                      str(row["quant"]).strip(), engine=row_engine(row),
-                     overrides=row_overrides(row))
+                     overrides={**row_overrides(row), **row_speculative(row)})
     return tool, client_s.check(), dep
 
 
@@ -435,8 +460,12 @@ def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, loa
 
 def predict_row(row: Mapping) -> dict:
     """The simulator's figures for one corpus row's load point (see the module docstring): its lengths
-    (`row_lengths`) and the prompt prefix its requests share (`shared_prefix`), as the serving fit replays it."""
+    (`row_lengths`; a static-batch tool's fixed ones, `static_batch`) and the prompt prefix its requests share
+    (`shared_prefix`), on the deployment `point_from_row` names, as the serving fit replays it."""
     tool, client, dep = point_from_row(row)
-    ins, outs = row_lengths(row, client.num_prompts, client.seed)
+    if is_static_batch(row.get("client")):
+        _, ins, outs = static_batch(row)
+    else:
+        ins, outs = row_lengths(row, client.num_prompts, client.seed)
     return predict_point(tool, client, dep, load_kind=str(row.get("load_kind") or "concurrency"),
                          lengths=(ins, outs), prefix_tokens=shared_prefix(row, ins))
