@@ -1,7 +1,8 @@
 """The engine's per-request front-end latency (`EngineConfig.request_overhead_ms`,
 workloads.arrivals.FrontEnd): a request reaches the queue that long after its send, so an open loop's
 TTFT and E2E shift by exactly that and nothing else moves; a closed loop's clients wait for it; 0 is
-the engine without it; a cluster and a disaggregated deployment drain with it."""
+the engine without it; a cluster and a disaggregated deployment drain with it. The delay is the constant one here
+(front_jitter 0); tests/test_front_jitter.py covers its per-request spread."""
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ def _req(res):
 
 def test_an_open_loop_shifts_ttft_and_e2e_by_the_overhead_and_nothing_else():
     reqs = random_trace(40, 3, rate_per_s=5.0, prompt=(50, 1500), output=(5, 200))
-    eng = engine_with_kv_capacity("vllm", 20_000, request_overhead_ms=0.0)  # the preset without its front end
+    eng = engine_with_kv_capacity("vllm", 20_000, request_overhead_ms=0.0, front_jitter=0.0)  # the preset without its front end
     base = _req(run(reqs, eng))
     d = 0.120
     late = _req(run(reqs, eng.with_overrides(request_overhead_ms=d * 1e3)))
@@ -28,7 +29,7 @@ def test_an_open_loop_shifts_ttft_and_e2e_by_the_overhead_and_nothing_else():
 
 def test_a_closed_loop_client_waits_for_the_overhead():
     reqs = random_trace(24, 5, prompt=(100, 400), output=(20, 60))
-    eng = engine_with_kv_capacity("vllm", 20_000, request_overhead_ms=0.0)
+    eng = engine_with_kv_capacity("vllm", 20_000, request_overhead_ms=0.0, front_jitter=0.0)
     base = run(reqs, eng, concurrency=2)
     d = 0.5
     late = _req(run(reqs, eng.with_overrides(request_overhead_ms=d * 1e3), concurrency=2))
@@ -51,7 +52,7 @@ def test_zero_is_the_engine_without_a_front_end():
 @pytest.mark.parametrize("concurrency", [None, 3])
 def test_a_cluster_drains_with_a_front_end(concurrency):
     reqs = random_trace(30, 11, prompt=(50, 800), output=(5, 100))
-    eng = engine_with_kv_capacity("vllm", 20_000, request_overhead_ms=80.0)
+    eng = engine_with_kv_capacity("vllm", 20_000, request_overhead_ms=80.0, front_jitter=0.0)
     res = _req(run(reqs, eng, replicas=2, router="least-outstanding", concurrency=concurrency))
     assert len(res) == 30 and res["finish_s"].notna().all()
     assert ((res["first_token_s"] - res["arrival_s"]) >= 0.08 - 1e-9).all()

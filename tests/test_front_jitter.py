@@ -42,15 +42,16 @@ def test_each_request_waits_its_own_delay_with_the_constant_delays_mean(sparse):
     assert abs(shift.mean() - d) < 0.2 * d  # the mean stays the constant delay's
 
 
-def test_zero_is_the_constant_delay_and_a_run_repeats(sparse):
+def test_zero_is_the_constant_delay_and_a_run_repeats():
     reqs = random_trace(30, 7, prompt=(50, 800), output=(5, 100))
-    eng = engine_with_kv_capacity("vllm", 20_000, request_overhead_ms=20.0)
-    assert eng.front_jitter == 0.0  # the presets' default
+    assert engine_with_kv_capacity("tgi", 20_000).front_jitter == 0.0  # the field's default (a preset without it)
+    const = engine_with_kv_capacity("vllm", 20_000, request_overhead_ms=20.0, front_jitter=0.0)
+    # 0: one constant delay, every first token of an open loop 20 ms later than with no front end
+    base, late = _req(run(reqs, const.with_overrides(request_overhead_ms=0.0))), _req(run(reqs, const))
+    np.testing.assert_allclose(late["first_token_s"] - base["first_token_s"], 0.020, atol=1e-9)
+    j = const.with_overrides(front_jitter=1.0)
     for kw in ({}, {"concurrency": 4}):
-        a = run(reqs, eng, **kw).requests[COLS]
-        assert a.equals(run(reqs, eng.with_overrides(front_jitter=0.0), **kw).requests[COLS])
-        j = eng.with_overrides(front_jitter=1.0)
-        b = run(reqs, j, **kw).requests[COLS]
+        a, b = run(reqs, const, **kw).requests[COLS], run(reqs, j, **kw).requests[COLS]
         assert b.equals(run(reqs, j, **kw).requests[COLS])  # deterministic: u comes from the id, not a stream
         assert not a.equals(b)
 
@@ -90,3 +91,12 @@ def test_jitter_takes_away_the_cohort_jumps_of_a_lock_step_closed_loop():
     # delay spread the cohorts come apart and no 3 ms step moves the median by half that much
     assert jumps[0.0] > 10 * 3.0
     assert jumps[1.0] < 0.5 * jumps[0.0]
+
+
+@pytest.mark.parametrize("concurrency", [None, 3])
+def test_a_cluster_drains_with_a_spread_front_end(concurrency):
+    reqs = random_trace(30, 11, prompt=(50, 800), output=(5, 100))
+    eng = engine_with_kv_capacity("vllm", 20_000, request_overhead_ms=80.0, front_jitter=1.0)
+    res = _req(run(reqs, eng, replicas=2, router="least-outstanding", concurrency=concurrency))
+    assert len(res) == 30 and res["finish_s"].notna().all()  # every request completes
+    assert ((res["first_token_s"] - res["arrival_s"]) >= 0.0).all()

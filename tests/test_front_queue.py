@@ -23,7 +23,7 @@ def _ttft_ms(reqs, eng, sort=True, **kw) -> np.ndarray:
 @pytest.fixture(scope="module")
 def burst():
     reqs = [Request(str(i), 0.0, 12, 64, 64) for i in range(C)]  # C sends at t = 0, waynehacking8's 12-token prompts
-    eng = engine_with_kv_capacity("vllm", 50_000, request_overhead_ms=0.0, front_request_ms=0.0)
+    eng = engine_with_kv_capacity("vllm", 50_000, request_overhead_ms=0.0, front_request_ms=0.0, front_jitter=0.0)
     return reqs, eng, _ttft_ms(reqs, eng)
 
 
