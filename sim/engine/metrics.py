@@ -119,34 +119,48 @@ class RequestLog:
         self.finish_s[row] = now_s
         self.reason[row] = self.reason_code(reason)
 
+    def send_order(self) -> slice | np.ndarray:
+        """The rows in send order (`arrival_s`, stable): a slice of all rows when they are logged in that order (one
+        constant front-end delay), else the permutation (front_jitter lets a request overtake another). The table
+        and the summary read the rows in this order, so their figures do not depend on the order requests reached
+        the replica (a float sum does, in its last bit)."""
+        n = self.n
+        rows = np.argsort(self.arrival_s[:n], kind="stable")
+        return slice(0, n) if np.all(rows == np.arange(n)) else rows
+
     def frame(self) -> pd.DataFrame:
-        """The requests.csv table (columns `REQUEST_COLUMNS`)."""
+        """The requests.csv table (columns `REQUEST_COLUMNS`), one row per request in send order (`arrival_s`,
+        stable): the rows are logged as requests reach the replica, which with a per-request front-end delay
+        (EngineConfig.front_jitter) can differ from the order they were sent in; a cluster's merged log is in send
+        order too (sim.cluster.replicas.merge_logs), so one replica and a cluster of one give the same table."""
         import pandas as pd
 
-        n = self.n
-        arr, ft, fin = self.arrival_s[:n], self.first_token_s[:n], self.finish_s[:n]
-        out = self.output_tokens[:n]
-        done = self.status[:n] == STATUS_COMPLETED
+        n, rows = self.n, self.send_order()
+        arr, ft, fin = self.arrival_s[rows], self.first_token_s[rows], self.finish_s[rows]
+        out = self.output_tokens[rows]
+        status = self.status[rows]
+        done = status == STATUS_COMPLETED
         ttft = np.where(done, ft - arr, np.nan)
         e2e = np.where(done, fin - arr, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(done & (out > 1), (e2e - ttft) / (out - 1), np.nan)
         reasons = np.array(self.reasons, dtype=object)
+        ids = self.ids[:n] if isinstance(rows, slice) else [self.ids[i] for i in rows]
         return pd.DataFrame({
-            "id": self.ids,
+            "id": ids,
             "arrival_s": arr,
-            "scheduled_s": self.scheduled_s[:n],
+            "scheduled_s": self.scheduled_s[rows],
             "first_token_s": ft,
             "finish_s": fin,
-            "prompt_tokens": self.prompt_tokens[:n],
+            "prompt_tokens": self.prompt_tokens[rows],
             "output_tokens": out,
             "ttft_s": ttft,
             "tpot_s": tpot,
             "e2e_s": e2e,
-            "preemptions": self.preemptions[:n],
+            "preemptions": self.preemptions[rows],
             "status": np.array([STATUS_NAMES[STATUS_PENDING], STATUS_NAMES[STATUS_COMPLETED],
-                                STATUS_NAMES[STATUS_REJECTED]], dtype=object)[self.status[:n]],
-            "reason": reasons[self.reason[:n]],
+                                STATUS_NAMES[STATUS_REJECTED]], dtype=object)[status],
+            "reason": reasons[self.reason[rows]],
         }, columns=REQUEST_COLUMNS)
 
 
@@ -352,14 +366,14 @@ def summarize(config: dict, log: RequestLog, gaps: GapLog, *, kv_capacity_tokens
               peak_reserved_tokens: int, preemptions: int, batch_steps: int, batch_seq_steps: int,
               batch_max: int) -> dict:
     """The JSON contract of `infersim run --json` (key order fixed)."""
-    n = log.n
-    status = log.status[:n]
+    n, rows = log.n, log.send_order()
+    status = log.status[rows]
     done = status == STATUS_COMPLETED
-    arr = log.arrival_s[:n]
-    fin = log.finish_s[:n][done]
-    out = log.output_tokens[:n][done]
-    prompt = log.prompt_tokens[:n][done]
-    ttft = log.first_token_s[:n][done] - arr[done]
+    arr = log.arrival_s[rows]
+    fin = log.finish_s[rows][done]
+    out = log.output_tokens[rows][done]
+    prompt = log.prompt_tokens[rows][done]
+    ttft = log.first_token_s[rows][done] - arr[done]
     e2e = fin - arr[done]
     multi = out > 1
     tpot = (e2e[multi] - ttft[multi]) / (out[multi] - 1)
@@ -400,5 +414,5 @@ def summarize(config: dict, log: RequestLog, gaps: GapLog, *, kv_capacity_tokens
             "max": int(batch_max),
         },
         # stable / overloaded from t = X / too short / too few requests for p99 (sim.engine.verdict)
-        "verdict": steady_state_verdict(arr, log.finish_s[:n], done, percentile=VERDICT_PERCENTILE, e2e_s=e2e),
+        "verdict": steady_state_verdict(arr, log.finish_s[rows], done, percentile=VERDICT_PERCENTILE, e2e_s=e2e),
     }
