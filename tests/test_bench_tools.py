@@ -21,19 +21,24 @@ VALIDATE = ["--hw", "h100-sxm", "--engine", "vllm", "--model", "llama-3.1-8b"]
 
 
 def test_a_replayed_closed_loop_drops_the_warm_up():
+    # one constant front-end delay (front_jitter 0): each request's own delay (tests/test_front_jitter.py) follows its
+    # id, and the warm-up shifts the profiling requests' ids, so only then are the two runs' requests alike
+    dep = Deployment(hw="h100-sxm", model="llama-3.1-8b", engine="vllm", overrides={"front_jitter": 0.0})
     c = ServeClient(num_prompts=16, max_concurrency=4, random_input_len=512, random_output_len=32, num_warmups=8)
-    export, t = run_aiperf(c, DEP)
+    export, t = run_aiperf(c, dep)
     assert export["request_count"]["avg"] == 16 and len(t.success) == 16  # the 8 warm-up requests are not counted
     assert export["input_config"]["loadgen"]["warmup_request_count"] == 8
     # profiling starts once the warm-up's responses are in: its first send is after t = 0 ...
     assert t.start_s.min() > 0
     # ... and its window, TTFTs and throughput are those of the 16 profiling requests alone
-    cold, _ = run_aiperf(ServeClient(num_prompts=16, max_concurrency=4, random_input_len=512, random_output_len=32), DEP)
+    cold, _ = run_aiperf(ServeClient(num_prompts=16, max_concurrency=4, random_input_len=512, random_output_len=32),
+                         dep)
     assert export["benchmark_duration"]["avg"] == pytest.approx(t.finish_s.max() - t.start_s.min())
     assert export["time_to_first_token"]["avg"] == pytest.approx(cold["time_to_first_token"]["avg"], rel=1e-9)
     assert export["output_token_throughput"]["avg"] == pytest.approx(16 * 32 / export["benchmark_duration"]["avg"])
     # counting the warm-up would change the figures: 24 requests and a longer window
-    whole, _ = run_aiperf(ServeClient(num_prompts=24, max_concurrency=4, random_input_len=512, random_output_len=32), DEP)
+    whole, _ = run_aiperf(ServeClient(num_prompts=24, max_concurrency=4, random_input_len=512, random_output_len=32),
+                          dep)
     assert whole["request_count"]["avg"] == 24 != export["request_count"]["avg"]
 
 

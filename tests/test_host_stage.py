@@ -28,7 +28,8 @@ def _decode_batch(lanes, ctx) -> StepBatch:
 
 def _run(host_us: float = 0.0, mode: str = "queue", *, concurrency: int = 64, prompts: int = 256,
          out_len: int = 200, request_us: float = 0.0) -> dict:
-    ov = {"host_token_us": host_us, "host_stage_mode": mode} if host_us else {}
+    # one constant front-end delay (front_jitter 0), so the runs differ by the host stage alone
+    ov = {"front_jitter": 0.0, **({"host_token_us": host_us, "host_stage_mode": mode} if host_us else {})}
     if request_us:
         ov.update(host_request_us=request_us, host_stage_mode=mode)
     dep = Deployment(hw="h100-sxm", model="llama-3.1-8b", engine="vllm", overrides=ov)

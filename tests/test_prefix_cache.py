@@ -148,7 +148,7 @@ def _preempted_beside_a_shared_prefix():
 
 def _small_paged_cache(scheduler):
     return engine_with_kv_capacity("vllm", 3000, scheduler=scheduler, kv_allocator="paged", prefix_caching=True,
-                                   max_num_seqs=3, block_size=32, max_num_batched_tokens=4096)
+                                   front_jitter=0.0, max_num_seqs=3, block_size=32, max_num_batched_tokens=4096)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -180,7 +180,7 @@ def test_fast_forward_stops_where_a_decode_growth_evicts_the_waiting_heads_cache
     # first -- so its hit drops to 0 and a 510-token chunk (32 blocks) fits: it is admitted before
     # 0 and 1 finish. A fast-forwarded run must stop at that growth, not skip to the completions.
     eng = engine_with_kv_capacity("vllm", 3000, scheduler="chunked", kv_allocator="paged", prefix_caching=True,
-                                  max_num_seqs=3, block_size=16, max_num_batched_tokens=512)
+                                  front_jitter=0.0, max_num_seqs=3, block_size=16, max_num_batched_tokens=512)
     reqs = [_req(0, 0.0, 1183, 83), _req(1, 0.0, 961, 81, prefix_id="a", prefix_tokens=1),
             _req(2, 0.0, 673, 49, prefix_blocks=(1020, 1021))]
     reqs += [_req(i, 0.0, 2, 1, **({"prefix_id": "a", "prefix_tokens": 1} if i in (5, 6, 9, 10) else {}))

@@ -41,7 +41,7 @@ def test_a_replacement_sent_at_a_step_end_waits_for_the_step_already_planned():
 def test_an_idle_engine_takes_a_request_sent_at_its_last_step_end_at_once():
     # one client: each request finds the engine idle, so its TTFT is its own prefill step, every time
     reqs = [Request(str(i), 0.0, 800, 8, 8) for i in range(4)]
-    eng = engine_with_kv_capacity("vllm", 20_000)
+    eng = engine_with_kv_capacity("vllm", 20_000, front_jitter=0.0)  # one constant front-end delay
     df = _by_id(run(reqs, eng, concurrency=1))
     ttft = (df["first_token_s"] - df["arrival_s"]).to_numpy()
     np.testing.assert_allclose(ttft, ttft[0], rtol=1e-9)
