@@ -5,6 +5,7 @@ of the same load point (calibrate/serving/rows.load_points + replay), computed h
 still says why in one line."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -127,3 +128,24 @@ def test_no_stated_acceptance_no_speculative_block(tmp_path):
                     "c,,,yes,ngram,2,2.0\n")
     with pytest.raises(ConfigError, match="method 'ngram' not modelled"):  # per-run entry, a method not priced
         S.row_speculative(row, S.load_spec_acceptance(path))
+
+
+def test_a_batched_bench_row_runs_all_its_sequences_at_once(corpus_curves):
+    # llama-batched-bench decodes its B sequences together in one N_KV_MAX context (llama.cpp
+    # examples/batched-bench/README.md): the preset's 4 server slots become B and the header's sizes apply
+    curve = corpus_curves[STATIC_CURVES["llama-batched-bench"]]
+    row = next(r for r in curve if r["max_concurrency"] == "8")
+    ov = C.batched_bench_overrides(row)
+    assert ov["max_num_seqs"] == 8
+    for key, field in C._BATCHED_BENCH_HEADER.items():
+        assert f"{key} = {ov[field]}" in row["engine_flags"]
+    assert point_from_row(row)[2].overrides["max_num_seqs"] == 8
+    assert C.batched_bench_overrides({**row, "client": "vllm-bench-serve"}) == {}
+    # in 4 slots the 8 requests ran in two waves: the last first token came after a whole wave's decode
+    tool, client, dep = point_from_row(row)
+    lengths = C.static_batch(row)[1:]
+    together = predict_point(tool, client, dep, load_kind="concurrency", lengths=lengths)
+    four = dataclasses.replace(dep, overrides={**dep.overrides, "max_num_seqs": 4})
+    waves = predict_point(tool, client, four, load_kind="concurrency", lengths=lengths)
+    assert together[("ttft_ms", "p99")] < 0.7 * waves[("ttft_ms", "p99")]
+    assert together[("e2el_ms", "p99")] < waves[("e2el_ms", "p99")]  # and the batch ends sooner

@@ -185,10 +185,34 @@ def row_overrides(row: Mapping) -> dict:
     """EngineConfig overrides a corpus row states (`engine_overrides`): its `engine_flags` when they are a command
     line (they start with a flag or hold one after a space; a collector's prose about the server, e.g. vLLM's
     logged "non-default args {...}" dict, is not parsed), its `kv_cache_dtype` (fp8 -> kv_dtype fp8) and its `tp`
-    (1 when blank). The one rule: `point_from_row` and the serving fit's load points (calibrate/serving/rows.py)."""
+    (1 when blank); a llama-batched-bench run's own sequences, context and batch (`batched_bench_overrides`). The
+    one rule: `point_from_row` and the serving fit's load points (calibrate/serving/rows.py)."""
     flags = row.get("engine_flags") or ""
     cli = flags if flags.strip().startswith("-") or " --" in flags else ""
-    return engine_overrides(cli, row.get("kv_cache_dtype"), int(cell_number(row.get("tp"), 1) or 1))
+    return {**engine_overrides(cli, row.get("kv_cache_dtype"), int(cell_number(row.get("tp"), 1) or 1)),
+            **batched_bench_overrides(row)}
+
+
+#: the header llama-batched-bench prints ("n_kv_max = 270336, n_batch = 2048, n_ubatch = 2048, ...") -> field
+_BATCHED_BENCH_HEADER = {"n_kv_max": "context_size", "n_batch": "max_num_batched_tokens", "n_ubatch": "ubatch_tokens"}
+
+
+def batched_bench_overrides(row: Mapping) -> dict:
+    """The llama.cpp settings of a llama-batched-bench run (llama.cpp examples/batched-bench/README.md): B =
+    `max_concurrency` sequences, each its own PP-token prompt (is_pp_shared 0, N_KV = B (PP + TG)), prefilled and then
+    decoded TG tokens together, in one context of N_KV_MAX tokens (-c), prompts read n_batch tokens per llama_decode
+    in ubatches of n_ubatch. So the llama.cpp preset's server slots (-np, 4 by default) become B (the tool runs all B
+    at once; with 4 slots the replay ran B > 4 in waves), and its context and batch sizes are those the tool's header
+    prints. {} for any other client."""
+    if "llama-batched-bench" not in str(row.get("client") or ""):
+        return {}
+    out = {"max_num_seqs": max(1, int(cell_number(row.get("max_concurrency"), 1) or 1))}
+    flags = str(row.get("engine_flags") or "")
+    for key, field in _BATCHED_BENCH_HEADER.items():
+        m = re.search(rf"\b{key}\s*=\s*(\d+)", flags)
+        if m:
+            out[field] = int(m.group(1))
+    return out
 
 
 def range_mode(client: str) -> str:
