@@ -217,8 +217,7 @@ class FrontEnd:
     def of_engine(cls, source, engine) -> FrontEnd:
         """The front end an engine preset (sim.catalog.engine_config.EngineConfig) puts before its queue: its
         request_overhead_ms delay, front_request_ms serial server and front_jitter."""
-        return cls(source, engine.request_overhead_ms / 1e3, float(getattr(engine, "front_request_ms", 0.0) or 0.0) / 1e3,
-                   float(getattr(engine, "front_jitter", 0.0) or 0.0))
+        return cls(source, engine.request_overhead_ms / 1e3, engine.front_request_ms / 1e3, engine.front_jitter)
 
     def _leaves(self, sent_s: float) -> float:
         """When a request sent at `sent_s` (after every earlier one) leaves the serial server: it starts when

@@ -242,9 +242,8 @@ def prompt_cap(load_kind: str, load: float, num_prompts: int, overloaded: bool =
 def _lengths(r: dict, kind: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Input/output lengths as the row's client draws them: sim.bench.corpus.row_lengths (the one rule,
     README 'What range_ratio means'); a static-batch tool's fixed lengths (sim.bench.corpus.static_batch)."""
-    if kind == "static":
-        _, ins, outs = static_batch({**r, "max_concurrency": n})
-        return ins, outs
+    if kind == "static":  # n is the batch, B = the row's max_concurrency (load_points)
+        return static_batch(r)[1:]
     ins, outs = row_lengths(r, n, seed)
     return ins.astype(int), outs.astype(int)
 
@@ -314,7 +313,7 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
         load_kind = (r.get("load_kind") or "concurrency").strip()
         load = _num(r.get("max_concurrency")) if load_kind == "concurrency" else _num(r.get("request_rate"), math.inf)
         groups[(load_kind, load if load is not None else math.inf, r.get("max_concurrency") or "")].append(r)
-    stated = spec_stated(curve)  # speculative curves with stated acceptance: the `speculative` block per point
+    table = load_spec_acceptance()  # the side table (this module's SPEC_TABLE, which a test may point elsewhere)
     points = []
     for (load_kind, load, cap), rs in sorted(groups.items(), key=lambda kv_: (kv_[0][0], kv_[0][1])):
         r = rs[0]
@@ -337,8 +336,7 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
         p = LoadPoint(
             curve_id=r["curve_id"], source=r.get("publisher") or r["source"], device=r["device"], engine=engine,
             family=family, model=model, quant=quant, tp=tp, kv_dtype=kv,
-            overrides={**_overrides(r), **({"speculative": spec_override(stated[(load_kind, load)])}
-                                                   if (load_kind, load) in stated else {})},
+            overrides={**_overrides(r), **_spec.row_speculative(r, table)},
             load_kind=load_kind, load=float(load), num_prompts=n_src, replayed_prompts=n,
             prompt_lens=[int(x) for x in ins], output_lens=[int(x) for x in outs],
             release_s=[round(float(x), 6) for x in release], max_concurrency=int(conc) if conc else None,

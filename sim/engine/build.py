@@ -294,8 +294,7 @@ def build_replica(env: simpy.Environment | LoneClock, parts: ReplicaParts, sourc
     requests come from the prefill pool), requests reach it through the API server's delay
     (`workloads.arrivals.FrontEnd`), and with `front_request_ms` > 0 through its serialized per-request work."""
     engine = parts.engine
-    serial_ms = float(getattr(engine, "front_request_ms", 0.0) or 0.0)  # the serialized part (FrontEnd's docstring)
-    if front_end and (engine.request_overhead_ms > 0 or serial_ms > 0):
+    if front_end and (engine.request_overhead_ms > 0 or engine.front_request_ms > 0):
         from workloads.arrivals import FrontEnd
 
         source = FrontEnd.of_engine(source, engine)
