@@ -36,7 +36,7 @@ def corpus_curves():
 def test_the_static_and_speculative_rules_live_in_sim_and_the_fit_reads_them(corpus_curves):
     assert R.STATIC_BATCH is C.STATIC_BATCH
     assert R.iid_acceptance is S.iid_acceptance and R.spec_override is S.spec_override
-    assert R._SPEC_METHODS is S.SPEC_METHODS and R.SPEC_TABLE == S.SPEC_TABLE
+    assert R._SPEC_METHODS is S.SPEC_METHODS and not hasattr(R, "SPEC_TABLE")  # one table, sim's
     clients = {rs[0].get("client") or "" for rs in corpus_curves.values()}
     for c in clients:  # the fit's client kind and predict_row's agree on which clients are static batches
         assert (R._client_kind(c) == "static") == C.is_static_batch(c), c

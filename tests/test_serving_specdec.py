@@ -10,6 +10,7 @@ import math
 import pytest
 
 from calibrate.serving import rows as R
+from sim.bench import corpus_spec as S
 from sim.catalog.engine_config import load_engine
 from sim.cost.speculative import expected_tokens_per_step, make_cost_model
 from tests.test_serving_fit import _curve
@@ -31,8 +32,8 @@ def _table(tmp_path, rows, monkeypatch):
         w.writeheader()
         for r in rows:
             w.writerow({c: r.get(c, "") for c in cols})
-    monkeypatch.setattr(R, "SPEC_TABLE", path)
-    return R.load_spec_acceptance(path)
+    monkeypatch.setattr(S, "SPEC_TABLE", path)
+    return S.load_spec_acceptance(path)
 
 
 def test_iid_acceptance_inverts_the_expected_tokens_on_hand_checked_cases():
@@ -110,7 +111,7 @@ def test_committed_table_matches_the_corpus():
     printed figures (L >= 1, = 1 + accepted / drafts where counts are given); the DO EAGLE-3 run is stated
     at all eight rates (and stays out of the fit for its multi-turn dataset); every other speculative
     curve is excluded for its unstated acceptance."""
-    table = R.load_spec_acceptance(R.SPEC_TABLE)
+    table = S.load_spec_acceptance(S.SPEC_TABLE)
     curves = R.curves(R.load_corpus())
     assert table and set(table) <= set(curves)
     for cid, entries in table.items():
@@ -122,7 +123,7 @@ def test_committed_table_matches_the_corpus():
                 if e.get("drafts"):
                     assert L == pytest.approx(1 + int(e["accepted_tokens"]) / int(e["drafts"]), rel=1e-9)
     assert R.spec_unreplayable(curves[DO_CURVE]) is None
-    assert len(R.spec_stated(curves[DO_CURVE])) == 8
+    assert len(S.spec_stated(curves[DO_CURVE], S.load_spec_acceptance())) == 8
     assert R.exclusion(curves[DO_CURVE]).startswith("multi-turn")
     for cid, c in curves.items():
         text = " ".join((cid, c[0].get("engine_flags") or "", c[0].get("notes") or "")).lower()

@@ -249,29 +249,17 @@ def _lengths(r: dict, kind: str, n: int, seed: int) -> tuple[np.ndarray, np.ndar
 
 
 # ---- speculative decoding -------------------------------------------------------------------------
-# the rule (reading the side table, matching a row's load point, the `speculative` block) is
-# sim.bench.corpus_spec's; SPEC_TABLE is kept here so a test can point the fit at another table
-SPEC_TABLE = CORPUS_DIR / "side_tables" / "spec_acceptance.csv"
-
-
-def load_spec_acceptance(path: Path | None = None) -> dict[str, list[dict]]:
-    """benchmarks/serving/side_tables/spec_acceptance.csv (this module's SPEC_TABLE) by curve_id
-    (sim.bench.corpus_spec.load_spec_acceptance)."""
-    return _spec.load_spec_acceptance(SPEC_TABLE if path is None else path)
-
-
-def spec_stated(curve: list[dict], table: dict[str, list[dict]] | None = None) -> dict[tuple, dict]:
-    """{(load_kind, load): the stated acceptance row} for every load point of a speculative curve
-    whose acceptance its source states (sim.bench.corpus_spec.spec_stated; a per-run row stands for every point)."""
-    return _spec.spec_stated(curve, load_spec_acceptance() if table is None else table)
+# the rule (reading the side table, matching a row's load point, the `speculative` block) and the table's
+# path are sim.bench.corpus_spec's (SPEC_TABLE there; a test points the fit and predict_row at another table
+# by swapping that one attribute): the fit reads the same table predict_row does
 
 
 def spec_unreplayable(curve: list[dict], table: dict[str, list[dict]] | None = None) -> str | None:
     """Why a speculative curve cannot be replayed as speculative, or None: its source must state the
     acceptance of every load point (benchmarks/serving/side_tables/spec_acceptance.csv), with a
     method the speculative cost model prices (EAGLE/EAGLE-3 heads, MTP modules)."""
-    table = load_spec_acceptance() if table is None else table
-    stated = spec_stated(curve, table)
+    table = _spec.load_spec_acceptance() if table is None else table
+    stated = _spec.spec_stated(curve, table)
     points = {_spec.row_load(r) for r in curve if "outlier" not in (r.get("notes") or "").lower()}
     if not stated:
         return "speculative decoding (not replayed: acceptance not stated in the source)"
@@ -313,7 +301,7 @@ def load_points(curve: list[dict], *, catalog: set[str] | None = None, seed: int
         load_kind = (r.get("load_kind") or "concurrency").strip()
         load = _num(r.get("max_concurrency")) if load_kind == "concurrency" else _num(r.get("request_rate"), math.inf)
         groups[(load_kind, load if load is not None else math.inf, r.get("max_concurrency") or "")].append(r)
-    table = load_spec_acceptance()  # the side table (this module's SPEC_TABLE, which a test may point elsewhere)
+    table = _spec.load_spec_acceptance()  # the side table (sim.bench.corpus_spec.SPEC_TABLE)
     points = []
     for (load_kind, load, cap), rs in sorted(groups.items(), key=lambda kv_: (kv_[0][0], kv_[0][1])):
         r = rs[0]
