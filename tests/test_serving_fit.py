@@ -186,6 +186,30 @@ def test_knee_is_the_highest_load_under_three_times_the_low_load_ttft():
     assert sf.knee([1], [100]) is None
 
 
+def test_curve_knee_compares_the_statistic_the_source_printed_with_the_same_predicted_statistic():
+    """A point that prints only the mean TTFT is read mean against predicted mean, though the replay also predicts a
+    median (the fit's order is median, then mean); one that prints the median reads the medians."""
+    from calibrate.serving.rows import LoadPoint
+
+    def point(load, measured):
+        return LoadPoint(curve_id="c", source="s", device="h100-sxm", engine="vllm@0.11", family="vllm",
+                         model="llama-3.1-8b", quant=None, tp=1, kv_dtype=None, overrides={}, load_kind="concurrency",
+                         load=float(load), num_prompts=10, replayed_prompts=10, prompt_lens=[100], output_lens=[10],
+                         release_s=[0.0], max_concurrency=load, measured=measured)
+
+    loads = (1, 2, 4, 8)
+    mean_only = [point(c, {("ttft_ms", "mean"): m}) for c, m in zip(loads, (100, 150, 250, 900))]
+    # predicted means cross 3x at 4 (knee 2); predicted medians never do (knee 8): only the means may be compared
+    preds = {p.key(): {"ttft_ms|mean": m, "ttft_ms|median": 100.0 + c}
+             for p, c, m in zip(mean_only, loads, (100, 200, 320, 400))}
+    k = sf.curve_knees(mean_only, preds)["c"]
+    assert (k["measured"], k["predicted"]) == (4.0, 2.0)
+    both = [point(c, {("ttft_ms", "mean"): m, ("ttft_ms", "median"): m}) for c, m in zip(loads, (100, 150, 250, 900))]
+    preds = {p.key(): {"ttft_ms|mean": m, "ttft_ms|median": 100.0 + c}
+             for p, c, m in zip(both, loads, (100, 200, 320, 400))}
+    assert sf.curve_knees(both, preds)["c"]["predicted"] == 8.0
+
+
 def _bands_file(tmp_path: Path) -> Path:
     data = {"schema": "infersim-serving-bands-1", "q": 80, "off_support_factor": 2.0,
             "bands": {"vllm": {"ttft_p50": {"pct": 30.0, "n": 20, "pooled": False},

@@ -87,9 +87,12 @@ def curve_knees(points: list[LoadPoint], predictions: dict[str, dict]) -> dict[s
         loads = [p.load for p in ps]
         if len(ps) < 3 or not all(math.isfinite(l) for l in loads[:-1]):
             continue
-        meas = [next((p.measured.get(qs) for qs in METRICS["ttft_p50"] if p.measured.get(qs)), None) for p in ps]
-        pred = [next((predictions[p.key()].get(f"{q}|{s}") for q, s in METRICS["ttft_p50"]
-                      if predictions.get(p.key(), {}).get(f"{q}|{s}") is not None), None) for p in ps]
+        # one statistic per point, the first of METRICS' order (median, then mean) that the source printed, and the
+        # prediction of that same statistic: a point that prints only the mean TTFT is compared mean with mean (read
+        # each side's own first statistic and such a point's predicted median met its measured mean)
+        stat = [next((qs for qs in METRICS["ttft_p50"] if p.measured.get(qs)), None) for p in ps]
+        meas = [p.measured.get(qs) if qs else None for p, qs in zip(ps, stat)]
+        pred = [predictions.get(p.key(), {}).get(f"{qs[0]}|{qs[1]}") if qs else None for p, qs in zip(ps, stat)]
         both = [i for i in range(len(ps)) if meas[i] is not None and pred[i] is not None]  # the same loads
         loads, meas, pred = [loads[i] for i in both], [meas[i] for i in both], [pred[i] for i in both]
         if len(loads) < 3:
