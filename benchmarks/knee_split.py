@@ -13,6 +13,9 @@ prints two ORACLE attributions (each uses the measured curve, so neither is a pr
   growth ratio     (predicted TTFT - predicted lowest) / (measured TTFT - measured lowest) at the first load where the
                    measured curve crosses 3x: the share of the measured absolute TTFT growth the prediction has.
 
+Per curve it also prints the TTFT growth per unit of load (ms per concurrent request, or per request/s), measured and
+predicted: the least-squares slope through the lowest load of TTFT - lowest-load TTFT against load - lowest load.
+
     python benchmarks/knee_split.py [--json benchmarks/serving_fidelity.json] [--prediction by_source]
 """
 
@@ -71,11 +74,15 @@ def split(rows: list[dict], prediction: str) -> dict:
         if m_cross:
             i = next(i for i, t in enumerate(meas) if t >= KNEE_FACTOR * meas[0])
             growth = (pred[i] - pred[0]) / (meas[i] - meas[0])
+        slope = [float(np.dot(np.subtract(loads, loads[0]), np.subtract(y, y[0]))
+                       / max(float(np.dot(np.subtract(loads, loads[0]), np.subtract(loads, loads[0]))), 1e-12))
+                 for y in (meas, pred)]
         kind = ("exact" if kp == km else "never crosses (measured does)" if m_cross and not p_cross
                 else "crosses, measured does not" if not m_cross else "too early" if kp < km else "too late")
         per[cid] = {"loads": loads, "measured_knee": km, "predicted_knee": kp, "error": kp / km - 1,
                     "kind": kind, "base_error": pred[0] / meas[0] - 1, "growth_ratio": growth,
-                    "offset_removed_knee": ks, "offset_removed_error": ks / km - 1}
+                    "offset_removed_knee": ks, "offset_removed_error": ks / km - 1,
+                    "slope_ms_per_load": {"measured": slope[0], "predicted": slope[1]}}
     return per
 
 
@@ -107,11 +114,13 @@ def main(argv: list[str] | None = None) -> None:
     fixed = [abs(v["offset_removed_error"]) for v in per.values()]
     print(f"ORACLE, every curve's lowest-load TTFT made right (additive): knee median |error| {_med(fixed)}, "
           f"within 15%: {sum(e <= 0.15 for e in fixed)}")
-    print("\ncurve | loads | measured knee | predicted | offset removed | base error | growth ratio")
+    print("\ncurve | loads | measured knee | predicted | offset removed | base error | growth ratio | "
+          "TTFT growth per unit load, measured / predicted (ms)")
     for cid, v in per.items():
         g = "-" if v["growth_ratio"] is None else f"{v['growth_ratio']:.2f}"
         print(f"{cid} | {','.join(f'{l:g}' for l in v['loads'])} | {v['measured_knee']:g} | {v['predicted_knee']:g} | "
-              f"{v['offset_removed_knee']:g} | {100 * v['base_error']:+.0f}% | {g}")
+              f"{v['offset_removed_knee']:g} | {100 * v['base_error']:+.0f}% | {g} | "
+              f"{v['slope_ms_per_load']['measured']:.2f} / {v['slope_ms_per_load']['predicted']:.2f}")
 
 
 if __name__ == "__main__":
