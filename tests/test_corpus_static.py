@@ -249,3 +249,38 @@ def test_a_batched_bench_row_runs_all_its_sequences_at_once(corpus_curves):
     waves = predict_point(tool, client, four, load_kind="concurrency", lengths=lengths)
     assert together[("ttft_ms", "p99")] < 0.7 * waves[("ttft_ms", "p99")]
     assert together[("e2el_ms", "p99")] < waves[("e2el_ms", "p99")]  # and the batch ends sooner
+
+
+def test_a_batched_bench_batch_reads_every_prompt_before_it_decodes_and_is_timed_from_its_steps(corpus_curves):
+    """The tool's schedule (llama.cpp examples/batched-bench/batched-bench.cpp): all B prompts read in n_batch slices,
+    then TG decode calls of all B sequences. Its figures, computed here from the engine's own step record (not from
+    the requests' times `tool_figures` reads), equal predict_row's."""
+    from sim.bench.serve import Workload, serve_replica
+
+    row = next(r for r in corpus_curves[STATIC_CURVES["llama-batched-bench"]] if r["max_concurrency"] == "8")
+    tool, client, dep = point_from_row(row)
+    assert dep.overrides["scheduler"] == "prefill_first"
+    b, ins, outs = C.static_batch(row)
+    pp, tg = int(ins[0]), int(outs[0])
+    f = serve_replica(Workload(ins, outs, np.zeros(b)), dep, max_concurrency=b).replica.iterations.frame()
+    prompt, decode = f[f.prefill_tokens > 0], f[f.prefill_tokens == 0]
+    # 8 x 512 prompt tokens in slices of n_batch = 2048: two prompt steps, before any decode step
+    assert list(prompt.prefill_tokens) == [2048, 2048] and (prompt.decode_seqs == 0).all()
+    assert decode.start_s.min() >= (prompt.start_s + prompt.duration_s).max()
+    # then TG - 1 decode steps (the first token came from the prompt pass), every one of all B sequences
+    assert int(decode.steps.sum()) == tg - 1 and (decode.decode_seqs == b).all()
+    t_pp = float((prompt.start_s + prompt.duration_s).max())  # the batch started at 0
+    step = float(decode.duration_s.sum()) / (tg - 1)
+    total = t_pp + tg * step
+    got = predict_row(row)
+    assert got == pytest.approx({("ttft_ms", "mean"): 1000 * t_pp, ("tpot_ms", "mean"): 1000 * step,
+                                 ("e2el_ms", "mean"): 1000 * total, ("output_tps", "value"): b * tg / total,
+                                 ("total_tps", "value"): b * (pp + tg) / total}, rel=1e-9)
+    # llama-server's slots (the preset's scheduler) decode the first prompts while the last are read: the batch is not
+    # the tool's, and tool_figures gives no figure rather than a wrong one
+    from sim.bench.corpus_static import tool_figures
+    from sim.bench.serve import simulate_workload
+
+    slots = dataclasses.replace(dep, overrides={**dep.overrides, "scheduler": "slots"})
+    assert tool_figures(row["client"], simulate_workload(Workload(ins, outs, np.zeros(b)), slots,
+                                                         max_concurrency=b)) == {}

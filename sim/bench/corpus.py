@@ -205,10 +205,14 @@ def batched_bench_overrides(row: Mapping) -> dict:
     decoded TG tokens together, in one context of N_KV_MAX tokens (-c), prompts read n_batch tokens per llama_decode
     in ubatches of n_ubatch. So the llama.cpp preset's server slots (-np, 4 by default) become B (the tool runs all B
     at once; with 4 slots the replay ran B > 4 in waves), and its context and batch sizes are those the tool's header
-    prints. {} for any other client."""
+    prints. The tool reads every prompt before it decodes (batched-bench.cpp: one batch of all B x PP prompt tokens,
+    decoded in n_batch slices and synchronized, then TG decode calls of B tokens), where llama-server's slots decode
+    a sequence whose prompt is read while later prompts are still being read: the `prefill_first` scheduler (prompt
+    chunks of n_batch tokens until none is left, then every sequence decodes; never mixed) runs the tool's schedule.
+    {} for any other client."""
     if "llama-batched-bench" not in str(row.get("client") or ""):
         return {}
-    out = {"max_num_seqs": max(1, int(cell_number(row.get("max_concurrency"), 1) or 1))}
+    out = {"max_num_seqs": max(1, int(cell_number(row.get("max_concurrency"), 1) or 1)), "scheduler": "prefill_first"}
     flags = str(row.get("engine_flags") or "")
     for key, field in _BATCHED_BENCH_HEADER.items():
         m = re.search(rf"\b{key}\s*=\s*(\d+)", flags)
