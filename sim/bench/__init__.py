@@ -15,6 +15,8 @@ GuideLLM would measure against a server, computed from a simulated one.
 - `sim.bench.corpus_spec`: the speculative-decoding acceptance a corpus row's source states (the side
   table benchmarks/serving/side_tables/spec_acceptance.csv) -> the engine's `speculative` block, for
   `predict_row` and the serving fit's load points alike.
+- `sim.bench.corpus_static`: the figures a static-batch tool prints (llama-batched-bench's T_PP, batch decode
+  step and T; benchmark_latency's and gptManagerBenchmark's batch latency), from its simulated batch's requests.
 - `sim.bench.corpus_cells`: reading one corpus cell (`blank`, `cell_number`).
 - `sim.bench.corpus_deployment`: the deployment a corpus row names, resolved in this tree (its model's
   catalog entry, `model_id`; its engine version's preset release, `release_of`): the one rule

@@ -16,7 +16,9 @@ Mapping (each column as the schema defines it):
   `guidellm` as one GuideLLM strategy (concurrent streams for load_kind concurrency, constant rate
   for rate); a static-batch tool (`STATIC_BATCH`: llama-batched-bench, vLLM's benchmark_latency, TensorRT-LLM's
   emulated static batching) as `vllm bench serve` sending one batch of B = `max_concurrency` requests at once at
-  the row's fixed `input_tokens` / `output_tokens` (`static_batch`), as the serving fit replays it.
+  the row's fixed `input_tokens` / `output_tokens` (`static_batch`), as the serving fit replays it, reporting
+  the figures the tool itself prints for that batch (sim.bench.corpus_static: llama-batched-bench's T_PP, batch
+  decode step, T and rates; benchmark_latency's and gptManagerBenchmark's batch latency and B x output / latency).
 - load: `max_concurrency` (empty: unbounded), `request_rate` (empty or `inf`: all at once),
   `burstiness` (default 1.0), `num_prompts` (default 1000; a closed loop without it: 10 x C,
   at least 100), `warmup`.
@@ -45,7 +47,7 @@ Mapping (each column as the schema defines it):
   engine's `speculative` block with that acceptance (sim.bench.corpus_spec, the serving fit's rule too).
 - quantities: ttft_ms, tpot_ms, itl_ms, e2el_ms with mean / median / p90 / p95 / p99;
   output_tps, total_tps, request_tps; tps_per_user = 1000 / mean TPOT (tokens per second one
-  stream sees while decoding).
+  stream sees while decoding). A static-batch tool's row: only the quantities the tool prints (above).
 """
 
 from __future__ import annotations
@@ -203,10 +205,14 @@ def batched_bench_overrides(row: Mapping) -> dict:
     decoded TG tokens together, in one context of N_KV_MAX tokens (-c), prompts read n_batch tokens per llama_decode
     in ubatches of n_ubatch. So the llama.cpp preset's server slots (-np, 4 by default) become B (the tool runs all B
     at once; with 4 slots the replay ran B > 4 in waves), and its context and batch sizes are those the tool's header
-    prints. {} for any other client."""
+    prints. The tool reads every prompt before it decodes (batched-bench.cpp: one batch of all B x PP prompt tokens,
+    decoded in n_batch slices and synchronized, then TG decode calls of B tokens), where llama-server's slots decode
+    a sequence whose prompt is read while later prompts are still being read: the `prefill_first` scheduler (prompt
+    chunks of n_batch tokens until none is left, then every sequence decodes; never mixed) runs the tool's schedule.
+    {} for any other client."""
     if "llama-batched-bench" not in str(row.get("client") or ""):
         return {}
-    out = {"max_num_seqs": max(1, int(cell_number(row.get("max_concurrency"), 1) or 1))}
+    out = {"max_num_seqs": max(1, int(cell_number(row.get("max_concurrency"), 1) or 1)), "scheduler": "prefill_first"}
     flags = str(row.get("engine_flags") or "")
     for key, field in _BATCHED_BENCH_HEADER.items():
         m = re.search(rf"\b{key}\s*=\s*(\d+)", flags)
@@ -380,8 +386,16 @@ def static_batch(row: Mapping) -> tuple[int, np.ndarray, np.ndarray]:
 def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
     """(tool, client settings, deployment) of one corpus row. A static-batch tool (`is_static_batch`) is replayed
     as `vllm bench serve` sending its B requests at once with at most B in flight (`static_batch`), as the serving
-    fit replays it (calibrate/serving/replay.py); vLLM's metric definitions give its TTFT, TPOT and E2E. The
-    deployment carries the speculative block the side table states for the row (`row_speculative`)."""
+    fit replays it (calibrate/serving/replay.py); `predict_row` reports the tool's own figures of that batch
+    (sim.bench.corpus_static). The deployment carries the speculative block the side table states for the row
+    (`row_speculative`)."""
+    return _row_point(row)[:3]
+
+
+def _row_point(row: Mapping) -> tuple[str, ServeClient, Deployment, tuple[np.ndarray, np.ndarray] | None]:
+    """`point_from_row`'s (tool, client, deployment) and a static-batch tool's fixed (input, output) lengths
+    (`static_batch`, computed once here and handed on to `predict_row`); None for any other row, whose lengths
+    `row_lengths` draws with the client's num_prompts and seed."""
     client = str(row.get("client") or "vllm-bench-serve").strip()
     static = is_static_batch(client)
     tool = "vllm" if client in VLLM_LIKE or static else client
@@ -392,9 +406,11 @@ def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
     n = number(row, "num_prompts")
     if n is None:
         n = max(100, 10 * int(conc)) if conc else 1000
+    lengths = None
     if static:  # one batch, all at once: B requests at the row's fixed lengths
         n, ins, outs = static_batch(row)
         li, lo, rr, mode, rate = int(ins[0]), int(outs[0]), 0.0, range_mode(client), math.inf
+        lengths = (ins, outs)
     else:
         li, lo, rr, mode = client_lengths(row)
     client_s = ServeClient(
@@ -407,7 +423,7 @@ def point_from_row(row: Mapping) -> tuple[str, ServeClient, Deployment]:
     dep = Deployment(hw=str(row["device"]), model=row_model(row), quant=None if blank(row.get("quant")) else
                      str(row["quant"]).strip(), engine=row_engine(row),
                      overrides={**row_overrides(row), **row_speculative(row)})
-    return tool, client_s.check(), dep
+    return tool, client_s.check(), dep, lengths
 
 
 def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, load_kind: str = "concurrency",
@@ -485,11 +501,17 @@ def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, loa
 def predict_row(row: Mapping) -> dict:
     """The simulator's figures for one corpus row's load point (see the module docstring): its lengths
     (`row_lengths`; a static-batch tool's fixed ones, `static_batch`) and the prompt prefix its requests share
-    (`shared_prefix`), on the deployment `point_from_row` names, as the serving fit replays it."""
-    tool, client, dep = point_from_row(row)
-    if is_static_batch(row.get("client")):
-        _, ins, outs = static_batch(row)
-    else:
-        ins, outs = row_lengths(row, client.num_prompts, client.seed)
+    (`shared_prefix`), on the deployment `point_from_row` names, as the serving fit replays it. A static-batch
+    tool's row gets the figures the tool prints for that one batch (sim.bench.corpus_static `tool_figures`: e.g.
+    llama-batched-bench's T_PP as ttft_ms, its batch decode step as tpot_ms), not vLLM's per-request statistics."""
+    tool, client, dep, lengths = _row_point(row)
+    ins, outs = lengths if lengths is not None else row_lengths(row, client.num_prompts, client.seed)
+    if lengths is not None:  # a static-batch tool: its B requests sent at once, the same replay as `predict_point`'s
+        from sim.bench.corpus_static import tool_figures
+        from sim.bench.serve import simulate_workload
+
+        wl = Workload(ins, outs, release_times(client, len(ins)), prefix_tokens=shared_prefix(row, ins))
+        return tool_figures(row.get("client"), simulate_workload(wl, dep, max_concurrency=client.max_concurrency,
+                                                                  seed=client.seed))
     return predict_point(tool, client, dep, load_kind=str(row.get("load_kind") or "concurrency"),
                          lengths=(ins, outs), prefix_tokens=shared_prefix(row, ins))
