@@ -7,6 +7,7 @@ Same as `infersim calibrate --public`. Deterministic: the same corpus gives the 
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,12 @@ sys.path.insert(0, str(ROOT))
 from calibrate.public_report import run_public_fit, summary_lines  # noqa: E402
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    # no options: the parser only answers --help (and refuses anything else) instead of starting a fit that rewrites
+    # the profiles and reports
+    argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                            epilog="Writes hardware_profiles/*.yaml (the fitted block) and benchmarks/public_fidelity.md "
+                                   "/ .json; takes minutes.").parse_args(argv)
     t0 = time.perf_counter()
     s = run_public_fit(write_profiles=True, report=ROOT / "benchmarks" / "public_fidelity.md")
     print(f"{time.perf_counter() - t0:.1f} s")
