@@ -32,19 +32,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibrate.serving.fit import KNEE_FACTOR, knee  # noqa: E402
+from calibrate.serving.fit import KNEE_FACTOR, METRICS, knee  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def curve_ttft(rows: list[dict], prediction: str) -> dict[str, dict[float, tuple[float, float]]]:
-    """{curve: {load: (measured, predicted)}} of the TTFT p50 rows, the median row where a point has one (the
-    fit's order, calibrate/serving/fit.py METRICS['ttft_p50']: median, then mean)."""
+    """{curve: {load: (measured, predicted)}} of the TTFT p50 rows, one statistic per point: the first of the fit's
+    order (calibrate/serving/rows.py METRICS['ttft_p50']: median, then mean) the point printed, as `curve_knees`."""
+    order = {stat: i for i, (_, stat) in enumerate(METRICS["ttft_p50"])}  # a row_id ends in -<quantity>-<statistic>
     best: dict[tuple[str, float], tuple[int, float, float]] = {}
     for r in rows:
         if r["metric"] != "ttft_p50" or r.get(prediction) is None or not r.get("measured"):
             continue
-        rank = 0 if r["row_id"].endswith("-median") else 1
+        rank = order[r["row_id"].rsplit("-", 1)[1]]
         k = (r["curve_id"], float(r["load"]))
         if k not in best or rank < best[k][0]:
             best[k] = (rank, float(r["measured"]), float(r[prediction]))

@@ -505,13 +505,14 @@ def predict_row(row: Mapping) -> dict:
     tool's row gets the figures the tool prints for that one batch (sim.bench.corpus_static `tool_figures`: e.g.
     llama-batched-bench's T_PP as ttft_ms, its batch decode step as tpot_ms), not vLLM's per-request statistics."""
     tool, client, dep, lengths = _row_point(row)
-    ins, outs = lengths if lengths is not None else row_lengths(row, client.num_prompts, client.seed)
     if lengths is not None:  # a static-batch tool: its B requests sent at once, the same replay as `predict_point`'s
         from sim.bench.corpus_static import tool_figures
         from sim.bench.serve import simulate_workload
 
+        ins, outs = lengths
         wl = Workload(ins, outs, release_times(client, len(ins)), prefix_tokens=shared_prefix(row, ins))
         return tool_figures(row.get("client"), simulate_workload(wl, dep, max_concurrency=client.max_concurrency,
                                                                   seed=client.seed))
+    ins, outs = row_lengths(row, client.num_prompts, client.seed)
     return predict_point(tool, client, dep, load_kind=str(row.get("load_kind") or "concurrency"),
                          lengths=(ins, outs), prefix_tokens=shared_prefix(row, ins))

@@ -41,9 +41,12 @@ from __future__ import annotations
 
 import numpy as np
 
-#: the client cells whose figures `tool_figures` computes, by their corpus builders' definitions
+from sim.bench.corpus import STATIC_BATCH
+
+#: the client cells whose figures `tool_figures` computes, by their corpus builders' definitions: llama-batched-bench's
+#: phases, and the batch latency of every other static-batch tool (sim.bench.corpus STATIC_BATCH, the one list)
 BATCHED_BENCH = "llama-batched-bench"
-BATCH_LATENCY = ("vllm-benchmark-latency", "benchmark_latency", "trtllm-static-batch", "gptManagerBenchmark")
+BATCH_LATENCY = tuple(c for c in STATIC_BATCH if c != BATCHED_BENCH)
 
 
 def batch_phases(t) -> tuple[float, float | None, float] | None:
