@@ -63,6 +63,7 @@ import numpy as np
 from sim.bench.corpus_cells import blank, cell_number  # noqa: F401
 from sim.bench.corpus_deployment import row_engine, row_model
 from sim.bench.corpus_spec import row_speculative
+from sim.bench.corpus_static import STATIC_BATCH  # noqa: F401  (the static-batch tools: one list, with their figures)
 from sim.bench.datasets import release_times, sample_random
 from sim.bench.serve import Deployment, ServeClient, Workload, make_workload, run_client
 from sim.errors import ConfigError
@@ -74,8 +75,6 @@ VLLM_LIKE = ("vllm-bench-serve", "sglang-bench-serving", "trtllm-bench", "custom
 #: request measured (`static_batch`): llama.cpp's llama-batched-bench, vLLM's benchmark_latency, TensorRT-LLM's
 #: gptManagerBenchmark emulated static batching. A client cell holding any of these names is one. The one rule:
 #: `point_from_row` (so `predict_row`) and the serving fit's load points (calibrate/serving/rows.py) both use it
-STATIC_BATCH = ("vllm-benchmark-latency", "trtllm-static-batch", "llama-batched-bench", "benchmark_latency",
-                "gptManagerBenchmark")
 STATISTICS = ("mean", "median", "p90", "p95", "p99")
 
 #: server flags (vLLM, SGLang, trtllm-serve) -> EngineConfig field, value type

@@ -41,12 +41,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.bench.corpus import STATIC_BATCH
-
 #: the client cells whose figures `tool_figures` computes, by their corpus builders' definitions: llama-batched-bench's
-#: phases, and the batch latency of every other static-batch tool (sim.bench.corpus STATIC_BATCH, the one list)
+#: phases, and the batch latency of the others; together the static-batch tools (STATIC_BATCH, the one list, which
+#: sim.bench.corpus replays as one batch)
 BATCHED_BENCH = "llama-batched-bench"
-BATCH_LATENCY = tuple(c for c in STATIC_BATCH if c != BATCHED_BENCH)
+BATCH_LATENCY = ("vllm-benchmark-latency", "trtllm-static-batch", "benchmark_latency", "gptManagerBenchmark")
+STATIC_BATCH = (BATCHED_BENCH, *BATCH_LATENCY)
 
 
 def batch_phases(t) -> tuple[float, float | None, float] | None:
