@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibrate.serving.fit import KNEE_FACTOR, METRICS, knee  # noqa: E402
+from calibrate.serving.fit import KNEE_FACTOR, METRICS, knee, score_knee  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,15 +60,14 @@ def split(rows: list[dict], prediction: str) -> dict:
     per = {}
     for cid, pts in sorted(curves.items()):
         loads = sorted(l for l in pts if math.isfinite(l))
-        if len(loads) < 3:  # the fit scores knees on curves of three or more finite loads
-            continue
         meas = [pts[l][0] for l in loads]
         pred = [pts[l][1] for l in loads]
-        km, kp = knee(loads, meas), knee(loads, pred)
+        k = score_knee(loads, meas, pred)  # the fit's own scoring (curve_knees)
+        if k is None or not k["saturates"]:
+            continue
+        km, kp = k["measured"], k["predicted"]
         m_cross = any(t >= KNEE_FACTOR * meas[0] for t in meas)
         p_cross = any(t >= KNEE_FACTOR * pred[0] for t in pred)
-        if km is None or kp is None or not (m_cross or p_cross):
-            continue
         shifted = [t - pred[0] + meas[0] for t in pred]
         ks = knee(loads, shifted)
         growth = None

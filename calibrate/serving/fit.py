@@ -76,6 +76,21 @@ def knee(loads: list[float], ttft: list[float | None], factor: float = KNEE_FACT
     return k
 
 
+def score_knee(loads: list[float], meas: list[float], pred: list[float]) -> dict | None:
+    """One curve's knee on both sides, from one TTFT statistic per load (the same loads, ascending): {"measured",
+    "predicted", "loads", "error": predicted / measured - 1, "saturates": the measured or the predicted curve
+    crosses KNEE_FACTOR x its lowest load's TTFT within the sweep}; None under three loads or without a knee."""
+    if len(loads) < 3:
+        return None
+    km, kp = knee(loads, meas), knee(loads, pred)
+    if km is None or kp is None:
+        return None
+    err = (kp / km - 1.0) if math.isfinite(km) and math.isfinite(kp) else (0.0 if km == kp else None)
+    crossed = (any(t is not None and t >= KNEE_FACTOR * meas[0] for t in meas)
+               or any(t is not None and pred[0] and t >= KNEE_FACTOR * pred[0] for t in pred))
+    return {"measured": km, "predicted": kp, "loads": loads, "error": err, "saturates": crossed}
+
+
 def curve_knees(points: list[LoadPoint], predictions: dict[str, dict]) -> dict[str, dict]:
     """{curve_id: {"measured": load, "predicted": load, "loads": [...], "error": pred/meas - 1}}."""
     by_curve: dict[str, list[LoadPoint]] = defaultdict(list)
@@ -95,16 +110,9 @@ def curve_knees(points: list[LoadPoint], predictions: dict[str, dict]) -> dict[s
         pred = [predictions.get(p.key(), {}).get(f"{qs[0]}|{qs[1]}") if qs else None for p, qs in zip(ps, stat)]
         both = [i for i in range(len(ps)) if meas[i] is not None and pred[i] is not None]  # the same loads
         loads, meas, pred = [loads[i] for i in both], [meas[i] for i in both], [pred[i] for i in both]
-        if len(loads) < 3:
-            continue
-        km, kp = knee(loads, meas), knee(loads, pred)
-        if km is None or kp is None:
-            continue
-        err = (kp / km - 1.0) if math.isfinite(km) and math.isfinite(kp) else (0.0 if km == kp else None)
-        crossed = (any(t is not None and t >= KNEE_FACTOR * meas[0] for t in meas)
-                   or any(t is not None and pred[0] and t >= KNEE_FACTOR * pred[0] for t in pred))
-        out[cid] = {"measured": km, "predicted": kp, "loads": loads, "error": err,
-                    "saturates": crossed}  # the measured or the predicted curve crosses 3x within the sweep
+        k = score_knee(loads, meas, pred)
+        if k is not None:
+            out[cid] = k
     return out
 
 
