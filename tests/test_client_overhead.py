@@ -50,3 +50,13 @@ def test_every_request_is_matched_and_causal_across_client_and_server(client, c)
     assert row["server_ttft_ms"] < 1.0 + 2.0 + 50.0
     assert row["client_ttft_ms"] >= row["server_ttft_ms"]
     assert row["server_cpu_s"] > 0 and row["client_cpu_s"] > 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("httpx") is None, reason="httpx is not installed")
+def test_bench_py_opens_a_connection_per_request_and_draining_the_body_reuses_them():
+    """bench.py leaves the stream at `data: [DONE]` before the chunked body's end, so httpcore closes the
+    connection: one TCP connection per request whatever the keep-alive limit; reading to the end reuses them."""
+    kw = dict(c=2, total=6, max_tokens=4, step_ms=1.0, prefill_ms=0.0,
+              client_python=sys.executable, server_python=sys.executable)
+    assert sweep.run_point("bench_httpx", **kw)["connections"] == 6
+    assert sweep.run_point("bench_httpx_drain", **kw)["connections"] <= 2

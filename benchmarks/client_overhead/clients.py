@@ -13,6 +13,9 @@
   vLLM's StreamedResponseHandler, `json.loads` per message, TTFT at the first message with `choices`.
   Left out: tqdm's progress bar (one update per finished request) and the metrics printout.
 
+Two what-if variants of bench.py, not bench.py: `bench_httpx_keepalive` (max_keepalive_connections=C instead
+of httpx's 20) and `bench_httpx_drain` (reads each body to its end instead of `break` at `data: [DONE]`).
+
 Run as a process of its own (the experiment runs it with a throw-away venv's python):
 
     python clients.py --client bench_httpx --base http://127.0.0.1:PORT --concurrency 8 --total 64 --out r.json
@@ -46,7 +49,7 @@ def _rid(first_line: str | None) -> int | None:
 # --- bench.py (httpx) ---------------------------------------------------------------------------------
 
 async def bench_httpx(base: str, concurrency: int, total: int, max_tokens: int, model: str,
-                      keepalive: int | None = None) -> list[dict]:
+                      keepalive: int | None = None, drain: bool = False) -> list[dict]:
     import httpx
 
     async def one_request(client, base, max_tokens, model):
@@ -62,6 +65,8 @@ async def bench_httpx(base: str, concurrency: int, total: int, max_tokens: int, 
                 if not line.startswith("data:"):
                     continue
                 if line.strip() == "data: [DONE]":
+                    if drain:       # the what-if variant: read the body to its end so the connection is reused
+                        continue
                     break
                 if first is None:
                     first = time.perf_counter()
@@ -177,13 +182,23 @@ async def bench_httpx_keepalive(base: str, concurrency: int, total: int, max_tok
     return await bench_httpx(base, concurrency, total, max_tokens, model, keepalive=concurrency)
 
 
-CLIENTS = {"bench_httpx": bench_httpx, "bench_httpx_keepalive": bench_httpx_keepalive, "vllm_aiohttp": vllm_aiohttp}
+async def bench_httpx_drain(base: str, concurrency: int, total: int, max_tokens: int, model: str) -> list[dict]:
+    """bench.py reading each response to its end instead of `break` at [DONE] (not bench.py: a what-if).
+
+    bench.py leaves the loop at `data: [DONE]`, before httpcore has read the chunked body's end, so closing
+    the response closes the connection (httpcore reuses a connection only when both h11 sides are DONE):
+    every request opens a new TCP connection, whatever the keep-alive limits."""
+    return await bench_httpx(base, concurrency, total, max_tokens, model, drain=True)
+
+
+CLIENTS = {"bench_httpx": bench_httpx, "bench_httpx_keepalive": bench_httpx_keepalive,
+           "bench_httpx_drain": bench_httpx_drain, "vllm_aiohttp": vllm_aiohttp}
 
 
 def versions(name: str) -> dict:
     from importlib.metadata import version
     httpx_libs = ("httpx", "httpcore", "h11", "anyio")
-    libs = {"bench_httpx": httpx_libs, "bench_httpx_keepalive": httpx_libs,
+    libs = {"bench_httpx": httpx_libs, "bench_httpx_keepalive": httpx_libs, "bench_httpx_drain": httpx_libs,
             "vllm_aiohttp": ("aiohttp", "yarl", "multidict")}
     return {lib: version(lib) for lib in libs[name]}
 
@@ -207,7 +222,8 @@ def main() -> None:
         r["rid"] = _rid(r.pop("first_line"))
     out = {"client": a.client, "concurrency": a.concurrency, "total": a.total, "max_tokens": a.max_tokens,
            "python": sys.version.split()[0], "versions": versions(a.client), "wall_s": wall,
-           "cpu_s": (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system), "records": res}
+           "cpu_s": (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system), "cpu_sys_s": cpu1.system - cpu0.system,
+           "records": res}
     with open(a.out, "w") as fh:
         json.dump(out, fh)
 

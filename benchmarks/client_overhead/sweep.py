@@ -144,19 +144,25 @@ def machine() -> str:
             f"{load[2]:.2f}, Python {platform.python_version()}")
 
 
-def speed_reference_ms() -> float:
+def speed_reference_ms() -> tuple[float, float]:
     """A single-core Python speed reference: ms for 100,000 json.loads of one vLLM-sized completion chunk
-    (best of 3), so a reader can run this on another host and scale the figures here by the ratio."""
+    (best of 3), wall and CPU time (CPU: the core's speed; wall - CPU: time this process waited for a core),
+    so a reader can run this on another host and scale the figures here by the ratio."""
     chunk = json.dumps({"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "mock-engine",
                         "choices": [{"index": 0, "text": " tok", "logprobs": None, "finish_reason": None,
                                      "stop_reason": None}], "usage": None})
-    best = float("inf")
+    best = (float("inf"), float("inf"))
     for _ in range(3):
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         for _ in range(100_000):
             json.loads(chunk)
-        best = min(best, time.perf_counter() - t)
-    return best * 1000.0
+        best = min(best, (time.perf_counter() - t, time.process_time() - cpu))
+    return best[0] * 1000.0, best[1] * 1000.0
+
+
+def speed_line() -> str:
+    wall, cpu = speed_reference_ms()
+    return f"100,000 json.loads of a completion chunk, best of 3: {wall:.0f} ms wall, {cpu:.0f} ms CPU"
 
 
 def print_table(rows: list[dict]) -> None:
@@ -182,14 +188,15 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--step-ms", default="vllm_h100", help="ms, or vllm_h100 (the ITL of the measured curve)")
     ap.add_argument("--step-scale", type=float, default=1.0,
-                    help="multiply every step by k: a client k times slower than the measured host's sees the "
-                         "host's chunk rate relative to its own speed; the slopes are then also printed / k")
+                    help="multiply every step by k: the same client against a k times lower chunk rate; the "
+                         "slopes are also printed / k, the host-equivalent figure only if the growth followed the "
+                         "chunk rate (README.md: it does not)")
     ap.add_argument("--prefill-ms", type=float, default=0.0)
     ap.add_argument("--json", help="write every row here")
     a = ap.parse_args()
     cs = [int(x) for x in a.concurrency.split(",")]
     print("machine:", machine())
-    print(f"speed reference: 100,000 json.loads of a completion chunk, best of 3: {speed_reference_ms():.0f} ms")
+    print("speed reference:", speed_line())
     rows = []
     for client in a.clients.split(","):
         crow = []
@@ -213,7 +220,7 @@ def main() -> None:
               + (f"; / {a.step_scale:g}: client TTFT {s_client / a.step_scale:.3f}, client - server "
                  f"{s_diff / a.step_scale:.3f}" if a.step_scale != 1 else ""))
     print("machine after:", machine())
-    print(f"speed reference after: {speed_reference_ms():.0f} ms")
+    print("speed reference after:", speed_line())
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh, indent=1)
