@@ -230,6 +230,30 @@ def kernel_rows(model_regex: str, pools: dict[str, float]) -> None:
               + " ".join(f"{x:+6.1%}" if x is not None else f"{'':>6}" for x in (lodo, lomo)))
 
 
+def routing_forms(model: str, zipf: list[float], pools: list[float]) -> None:
+    """Distinct experts per MoE layer E_T against the tokens T of a pass under two routing forms: the cost model's
+    uniform pool (`expected_distinct_experts` with expert_pool_fraction c) and, as a diagnostic only (not the cost
+    model's), a skewed popularity: expert i (1..E) is among a token's k with probability p_i = min(1, k i^-s / sum_j
+    j^-s) (Zipf exponent s; s = 0 is uniform routing over all E), independently per token, E_T = sum_i 1 - (1 -
+    p_i)^T. A uniform pool saturates at c E; a skewed popularity keeps growing (long prompts reach the tail)."""
+    from sim.catalog.lookup import get_model
+    from sim.cost.kernels import expected_distinct_experts
+
+    m = get_model(model)
+    e, k = m.n_experts, m.n_experts_active
+    ts = (1, 2, 4, 8, 16, 32, 512, 2048, 16384)
+    print(f"\n{model}: distinct experts per MoE layer E_T by tokens per pass T (E = {e}, k = {k})")
+    print(f"{'form':<16} " + " ".join(f"{t:>6}" for t in ts))
+    for c in pools:
+        print(f"{'pool c=' + format(c, 'g'):<16} "
+              + " ".join(f"{float(expected_distinct_experts(e, k, t, c)):6.1f}" for t in ts))
+    i = np.arange(1, e + 1, dtype=float)
+    for z in zipf:
+        w = i ** -z
+        p = np.minimum(1.0, k * w / w.sum())
+        print(f"{'zipf s=' + format(z, 'g'):<16} " + " ".join(f"{float(np.sum(1 - (1 - p) ** t)):6.1f}" for t in ts))
+
+
 def _catalog_pool(model: str) -> float:
     from sim.catalog.lookup import get_model
 
@@ -244,6 +268,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-replay", action="store_true", help="cost-model terms only (no predict_row replay)")
     ap.add_argument("--kernel", metavar="MODEL_REGEX",
                     help="also the public corpus's llama.cpp decode rows of these models (`kernel_rows`)")
+    ap.add_argument("--forms", metavar="MODEL", help="also E_T by T under uniform pools and skewed popularity")
     a = ap.parse_args(argv)
     pools = {}
     for s in a.pool:
@@ -253,6 +278,7 @@ def main(argv=None) -> int:
     if not pts:
         raise SystemExit(f"no llama-batched-bench curve matches {a.curve!r}")
     ratios: dict[str, list[float]] = defaultdict(list)
+    tpp: dict[str, list[float]] = defaultdict(list)
     with with_pools(pools):
         cur = None
         for (cid, b) in sorted(pts, key=lambda k: (k[0], k[1])):
@@ -266,17 +292,21 @@ def main(argv=None) -> int:
             r_step = pred / s["meas_step"]
             r_tpp = s.get("pred_tpp", float("nan")) / s["meas_tpp"]
             ratios[cid.split("batchedbench-")[-1].rsplit("-pp", 1)[0] + f" B={b}"].append(r_step)
+            tpp[cid.split("batchedbench-")[-1].rsplit("-pp", 1)[0] + f" B={b}"].append(r_tpp)
             print(f"{b:>3} {1e3 * s['meas_step']:7.2f} {1e3 * pred:7.2f} {r_step:5.2f} | {s['E_T']:5.1f} "
                   + " ".join(f"{1e3 * s[x]:8.2f}" for x in TERMS)
                   + f" {s['gemm_bound']:>5} {s['implied_pool']:5.2f} {s['E_max_ds']:5.1f} {s['E_max_fit']:5.1f} | {1e3 * s['meas_tpp']:7.0f} {1e3 * s.get('pred_tpp', float('nan')):7.0f}"
                   f" {r_tpp:5.2f}")
     if not a.no_replay:
-        print("\npredicted / measured step, over the matching curves' prompt lengths (median, min-max):")
+        print("\npredicted / measured, over the matching curves' prompt lengths (median, min-max):")
+        print(f"  {'':<40} {'step':<17} T_PP")
         for key in sorted(ratios, key=lambda k: (k.split(" B=")[0], int(k.split("B=")[1]))):
-            v = ratios[key]
-            print(f"  {key:<40} {np.median(v):5.2f} ({min(v):.2f}-{max(v):.2f})")
+            v, w = ratios[key], tpp[key]
+            print(f"  {key:<40} {np.median(v):5.2f} ({min(v):.2f}-{max(v):.2f})  {np.median(w):5.2f} ({min(w):.2f}-{max(w):.2f})")
     if a.kernel:
         kernel_rows(a.kernel, pools)
+    if a.forms:
+        routing_forms(a.forms, [0.0, 0.5, 0.8, 1.0, 1.2], [0.8, 0.4, 0.25])
     return 0
 
 
