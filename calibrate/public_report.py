@@ -366,9 +366,14 @@ def write_routing(routing: dict[str, dict]) -> None:
              "# the share of its experts a batch's tokens draw from as if uniformly (sim.cost",
              "# expected_distinct_experts), fitted to public batched-decode and offline rows. Rerun, do not edit."]
     # a benchmark's identical synthetic sequences say nothing of a model's routing on real prompts
-    # (public_fit.SYNTHETIC_TOKEN_BENCHES): the catalog carries the model keys only
+    # (public_fit.SYNTHETIC_TOKEN_BENCHES): the model's key sets expert_pool_fraction, the benchmark's key only
+    # identical_tokens_pool_fraction, which only a replay of that benchmark reads (sim.bench.corpus)
     body = {m: {"expert_pool_fraction": r["expert_pool_fraction"], "rows": r["rows"], "devices": r["devices"]}
             for m, r in sorted(routing.items()) if SYNTHETIC_SUFFIX not in m}
+    for key, r in routing.items():
+        model = key.removesuffix(SYNTHETIC_SUFFIX)
+        if key != model and model in body:
+            body[model]["identical_tokens_pool_fraction"] = r["expert_pool_fraction"]
     text = "\n".join(lines) + "\n" + yaml.safe_dump(body, sort_keys=True, default_flow_style=None)
     models.write_routing_file(text)
 

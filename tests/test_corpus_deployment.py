@@ -95,3 +95,24 @@ def test_a_rows_engine_overrides_are_the_fits():
     both = {**ROW, "tp": "", "kv_cache_dtype": "fp8_e4m3", "engine_flags": "--kv-cache-dtype auto --max-num-seqs 16"}
     assert dict(point_from_row(both)[2].overrides) == {"tp": 1, "kv_dtype": "fp8", "max_num_seqs": 16}
     assert point_from_row({**ROW, "quant": " fp8 "})[2].quant == "fp8"
+
+
+def test_a_batched_bench_row_routes_a_moe_model_as_the_kernel_fit_replays_that_benchmark(corpus_curves):
+    # llama-batched-bench feeds every sequence the same token: gpt-oss-120b's experts are then priced with the
+    # benchmark's fitted routing (ModelSpec.identical_tokens_pool_fraction), as calibrate/public replays the same
+    # benchmark's kernel rows; a vLLM row of the same model keeps the model's own
+    from sim.catalog.lookup import get_model
+
+    spec = get_model("gpt-oss-120b")
+    assert spec.identical_tokens_pool_fraction is not None
+    assert spec.identical_tokens_pool_fraction != spec.expert_pool_fraction
+    bench = next(r for rows in corpus_curves.values() for r in rows
+                 if r["client"] == "llama-batched-bench" and r["model"] == "gpt-oss-120b")
+    _, _, dep = point_from_row(bench)
+    assert dep.model_overrides == {"expert_pool_fraction": spec.identical_tokens_pool_fraction}
+    served = next(r for rows in corpus_curves.values() for r in rows
+                  if r["client"] != "llama-batched-bench" and r["model"] == "gpt-oss-120b")
+    assert point_from_row(served)[2].model_overrides is None
+    # and it moves the batch's prediction: more distinct experts at the model's own routing
+    own = predict_point(*point_from_row(bench)[:2], replace(dep, model_overrides=None), lengths=None)
+    assert own != predict_point(*point_from_row(bench)[:2], dep, lengths=None)

@@ -934,8 +934,7 @@ def test_shipped_transfers_take_current_llama_cpp_builds_as_donors():
     assert "h200" in eff.transferred_from
 
 
-def test_llama_batched_bench_rows_get_a_routing_skew_of_their_own_that_the_catalog_does_not_ship(tmp_path,
-                                                                                                  monkeypatch):
+def test_llama_batched_bench_rows_get_a_routing_skew_of_their_own_that_only_their_replay_reads(tmp_path, monkeypatch):
     from calibrate import public_report
     from sim.catalog import models
 
@@ -949,16 +948,27 @@ def test_llama_batched_bench_rows_get_a_routing_skew_of_their_own_that_the_catal
     corpus = pf.PublicCorpus(pool={"gpt-oss-120b": 0.8, "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX: 0.4})
     assert pf._row_objects(bench, corpus=corpus)[2].expert_pool_fraction == 0.4
     assert pf._row_objects(served, corpus=corpus)[2].expert_pool_fraction == 0.8
-    # the catalog keeps the model's own keys only
+    # the catalog keeps the model's key as the model's routing, and the benchmark's beside it as a field of the model
+    from sim.bench.corpus import benchmark_routing
+    from sim.catalog.lookup import get_model
+
     monkeypatch.setattr(models, "_ROUTING_FILE", tmp_path / "moe_routing.yaml")
     public_report.write_routing({
         "gpt-oss-120b": {"expert_pool_fraction": 0.8, "rows": 10, "devices": ["dgx-spark"]},
-        "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX: {"expert_pool_fraction": 0.4, "rows": 32, "devices": ["dgx-spark"]},
+        "gpt-oss-120b" + pf.SYNTHETIC_SUFFIX: {"expert_pool_fraction": 0.3, "rows": 32, "devices": ["dgx-spark"]},
     })
     text = (tmp_path / "moe_routing.yaml").read_text()
     assert "gpt-oss-120b:" in text and "expert_pool_fraction: 0.8" in text
-    assert pf.SYNTHETIC_SUFFIX not in text and "0.4" not in text
-    models._load_catalog_file.cache_clear()
+    assert pf.SYNTHETIC_SUFFIX not in text and "identical_tokens_pool_fraction: 0.3" in text
+    try:
+        spec = get_model("gpt-oss-120b")
+        assert spec.expert_pool_fraction == 0.8 and spec.identical_tokens_pool_fraction == 0.3
+        # only a replay of the benchmark itself routes with it (the serving corpus's batched-bench rows)
+        assert benchmark_routing("llama-batched-bench", "gpt-oss-120b") == {"expert_pool_fraction": 0.3}
+        assert benchmark_routing("vllm-bench-serve", "gpt-oss-120b") is None
+        assert benchmark_routing("llama-batched-bench", "llama-3.1-8b") is None  # a model without one
+    finally:
+        models._load_catalog_file.cache_clear()
 
 
 def test_a_model_with_only_benchmark_batches_is_tied_to_the_benchmarks_routing(monkeypatch):

@@ -17,6 +17,7 @@ from calibrate.public.corpus import PublicCorpus
 from calibrate.public.era import row_is_current
 from calibrate.public.params import GroupParams, engine_family
 from sim.catalog.engine_config import base_family
+from sim.catalog.models import IDENTICAL_TOKEN_BENCHES
 from calibrate.public_corpus import PublicRow
 from sim.cost.llamacpp import llamacpp_kernel_args
 from sim.cost.params import CostParams
@@ -134,8 +135,9 @@ def _pytorch_flow(row: PublicRow) -> bool:
 # every position of every sequence (tools/batched-bench/batched-bench.cpp, `common_batch_add(batch, 0,
 # ...)`), so its sequences' hidden states, and the experts they pick, are far more alike than real
 # prompts'. Their routing skew is a property of the benchmark, fitted apart from the model's
-# (`routing_key`), and not shipped in the catalog (`fit_routing`).
-SYNTHETIC_TOKEN_BENCHES = ("llama-batched-bench",)
+# (`routing_key`) and shipped beside the model's as ModelSpec.identical_tokens_pool_fraction, which only a
+# replay of that benchmark uses (`public_report.write_routing`, sim.bench.corpus).
+SYNTHETIC_TOKEN_BENCHES = IDENTICAL_TOKEN_BENCHES  # the one list (sim.catalog.models), which the serving replay reads
 SYNTHETIC_SUFFIX = "@identical-tokens"
 
 

@@ -421,8 +421,23 @@ def _row_point(row: Mapping) -> tuple[str, ServeClient, Deployment, tuple[np.nda
     )
     dep = Deployment(hw=str(row["device"]), model=row_model(row), quant=None if blank(row.get("quant")) else
                      str(row["quant"]).strip(), engine=row_engine(row),
-                     overrides={**row_overrides(row), **row_speculative(row)})
+                     overrides={**row_overrides(row), **row_speculative(row)},
+                     model_overrides=benchmark_routing(client, row_model(row)))
     return tool, client_s.check(), dep, lengths
+
+
+def benchmark_routing(client: str, model: str) -> dict | None:
+    """The model's routing under a benchmark of identical synthetic tokens (sim.catalog.models
+    IDENTICAL_TOKEN_BENCHES: llama-batched-bench feeds token 0), where the catalog has it fitted apart
+    (ModelSpec.identical_tokens_pool_fraction: gpt-oss-120b 0.4 against 0.8 on real prompts), as the kernel fit
+    replays that benchmark's rows; None for any other client or model (the catalog's routing)."""
+    from sim.catalog.lookup import get_model
+    from sim.catalog.models import IDENTICAL_TOKEN_BENCHES
+
+    if client not in IDENTICAL_TOKEN_BENCHES:
+        return None
+    pool = get_model(model).identical_tokens_pool_fraction
+    return None if pool is None else {"expert_pool_fraction": pool}
 
 
 def predict_point(tool: str, client: ServeClient, deployment: Deployment, *, load_kind: str = "concurrency",

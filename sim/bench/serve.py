@@ -171,6 +171,9 @@ class Deployment:
     efficiency_from: str | None = None
     cost_params: Any = None  # sim.cost.params.CostParams | None
     efficiency_overrides: Mapping[str, Any] | None = None
+    #: ModelSpec fields laid over the catalog model (sim.bench.corpus: a benchmark of identical synthetic tokens
+    #: routes with ModelSpec.identical_tokens_pool_fraction); None: the model as the catalog holds it
+    model_overrides: Mapping[str, Any] | None = None
 
     def spec(self, trace: str = "<bench client>", seed: int = 0):
         """The run spec (sim.api.make_spec) these names, engine file, overrides and efficiency donor give, as
@@ -279,7 +282,10 @@ def deployment_parts(deployment: Deployment, seed: int = 0):
 
         hw = with_efficiency_fields(hw, engine.name, engine.efficiency_family(hw),
                                     dict(deployment.efficiency_overrides))
-    return hw, engine, replica_parts(hw, cache.model(spec.model), spec.quant, engine, deployment.cost_params)
+    model = cache.model(spec.model)
+    if deployment.model_overrides:
+        model = model.model_copy(update=dict(deployment.model_overrides))
+    return hw, engine, replica_parts(hw, model, spec.quant, engine, deployment.cost_params)
 
 
 def serve_replica(workload: Workload, deployment: Deployment, *, max_concurrency: int | None = None,

@@ -44,8 +44,9 @@ def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.
     Routing skew (`pool_fraction` = c < 1, `ModelSpec.expert_pool_fraction`): the tokens of a batch
     pick as if from E_c = max(k, c x E) equally likely experts, E_c x (1 - (1 - k/E_c)^T): the same k
     for one token, fewer distinct experts as the batch grows. Fitted per model to public batched
-    decode (calibrate/public_fit.py, sim/catalog/data/moe_routing.yaml): 0.65 for gpt-oss-120b on the DGX
-    Spark rows, so a batch of 32 reads 66 of its 128 experts where uniform routing says 82.
+    decode (calibrate/public_fit.py, sim/catalog/data/moe_routing.yaml): 0.8 for gpt-oss-120b on real prompts
+    (the DGX Spark's vLLM rows), so a batch of 32 reads 74 of its 128 experts where uniform routing says 82;
+    0.4 under llama-batched-bench's identical tokens (`ModelSpec.identical_tokens_pool_fraction`): 47.
     """
     n_pool = pool_experts(n_experts, n_active, pool_fraction)
     miss = 1.0 - n_active / n_pool
