@@ -27,7 +27,6 @@ import collections
 import ctypes
 import json
 import os
-import resource
 import signal
 import statistics
 import sys
@@ -230,6 +229,17 @@ def _steal_s() -> float | None:
         return None
 
 
+def _signals_now() -> tuple[float | None, int | None, float | None]:
+    """Runqueue wait seconds, involuntary context switches, machine-wide steal seconds so far."""
+    try:
+        import resource  # Unix only
+
+        nivcsw = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+    except ImportError:
+        nivcsw = None
+    return runqueue_wait_s(), nivcsw, _steal_s()
+
+
 class _Worker:
     """Owns one model, one context at a time, its batch and samplers."""
 
@@ -419,6 +429,9 @@ class _Worker:
         samples: list[float] = []
         cpu: list[float] = []
         kept: list[bool] = []
+        # plan["record_signals"] (benchmarks/calibrate_contention.py): each timed run's disturbance
+        # signals too, read around the timed interval (outside it), for calibrate_signals.py
+        record = bool(self.plan.get("record_signals"))
         signals: dict[str, list] = {"wait_s": [], "nivcsw": [], "steal_s": []}
         r = 0
         while r < warmup + min_runs or _wants_more(samples, kept, max_runs, min_runs, min_time_s):
@@ -426,7 +439,7 @@ class _Worker:
                 L.llama_memory_seq_rm(self.mem, prefill_seq, cp, -1)
             entries = [(last[seq], cd + r, seq, True) for seq in range(b)]
             entries += [(self._token(), cp + i, prefill_seq, i == p - 1) for i in range(p)]
-            w0, ru0, st0 = runqueue_wait_s(), resource.getrusage(resource.RUSAGE_SELF), _steal_s()
+            before = _signals_now() if record else None
             c0 = time.process_time()
             t0 = time.perf_counter()
             self._fill(entries)
@@ -438,11 +451,9 @@ class _Worker:
                 self._sample(prefill_seq, len(entries) - 1)
             dt = time.perf_counter() - t0
             dc = time.process_time() - c0
-            w1, ru1, st1 = runqueue_wait_s(), resource.getrusage(resource.RUSAGE_SELF), _steal_s()
-            if r >= warmup and self.plan.get("record_signals"):
-                signals["wait_s"].append(None if w0 is None or w1 is None else w1 - w0)
-                signals["nivcsw"].append(ru1.ru_nivcsw - ru0.ru_nivcsw)
-                signals["steal_s"].append(None if st0 is None or st1 is None else st1 - st0)
+            if record and r >= warmup:
+                for k, v1, v0 in zip(signals, _signals_now(), before):
+                    signals[k].append(None if v0 is None or v1 is None else v1 - v0)
             if r >= warmup:
                 samples.append(dt)
                 cpu.append(dc)
@@ -460,7 +471,7 @@ class _Worker:
             "prefill_tokens": p, "prefill_context": cp, "decode_batch": b,
             "decode_context": mean_decode_context, "runs": runs, "warmup": warmup,
             **summarize(samples, cpu, n_threads, self.best_share, on_cpu=True),
-            **({"signals": signals} if self.plan.get("record_signals") else {}),
+            **({"signals": signals} if record else {}),
         })
 
     def inject_fault(self, limits: ContextLimits) -> None:
