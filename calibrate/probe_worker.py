@@ -120,11 +120,14 @@ UNDISTURBED_SHARE = 0.85
 # the core, a neighbour on the host's sibling hyperthread): CPU time then grows with wall time and
 # the share stays ~1.0. Measured on this 2-vCPU KVM guest (2026-12-07, quick tiny-GGUF calibration,
 # 11,330 timed runs, 0-3 busy loops: benchmarks/calibrate_contention.py, calibrate_signals.py):
-# runs over 1.3x their point's 10th-percentile wall time had a median CPU share of 1.004, the same as
-# the others; runqueue wait (/proc/self/task/*/schedstat), involuntary context switches and
-# /proc/stat steal did not separate them (the /proc reads around a sub-ms run take longer than the
-# run; steal comes in 10 ms ticks and was 0). CPU seconds against the point's fewest did: p50/p90
-# 1.10/1.36 without busy loops, 1.26/1.79 with them. 1.25 is the threshold that did best when the
+# runs over 1.3x their point's 10th-percentile wall time ("disturbed") had a median CPU share of
+# 1.004, the same as the others, and the share rule kept 5,256 of 7,947 of them. Runqueue wait
+# (/proc/self/task/*/schedstat) and involuntary context switches separated them only weakly: "wait
+# <= 5 % of the run" or "no involuntary switch" classified 69 % of runs right but dropped a third of
+# the undisturbed ones (the /proc reads around a sub-ms run take longer than the run); /proc/stat
+# steal comes in 10 ms ticks and was 0 throughout. CPU seconds against the point's fewest did best:
+# p50/p90 1.10/1.36 without busy loops, 1.26/1.79 with them; share and <= 1.25 x fewest classified
+# 78 % right, dropping 528 of 3,383 undisturbed runs. 1.25 is also the threshold that did best when the
 # dumped runs were replayed and fitted again (benchmarks/calibrate_statistics.py, 25 trials):
 # held-out error under log 2 in 22/25 trials, against 19/25 for the share alone, 20/25 at 1.15 and
 # 21/25 at 1.4 -- a small gain: most of that error is not disturbance (with every point at its
