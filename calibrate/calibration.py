@@ -197,8 +197,8 @@ def calibrate_model(
         "probe_wall_s": round(run.wall_s, 1),
         "rounds": max((p.rounds for p in run.points), default=1),
         "statistic": (
-            "median of the undisturbed timed runs after warm-up (CPU share >= 0.85 x the point's best; "
-            "median_all_s keeps the median of every run)"
+            "median of the undisturbed timed runs after warm-up (CPU share >= 0.85 x the point's best, and "
+            "within a round CPU seconds <= 1.25 x the point's fewest; median_all_s keeps the median of every run)"
         ),
     }
     vendor = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}.get(machine.get("cpu_vendor", ""), machine.get("cpu_vendor", ""))

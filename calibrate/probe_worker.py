@@ -114,20 +114,48 @@ TIME_CAP_FACTOR = 8.0  # never spend more than this x min_time_s on one point
 # times 2-3x longer. The reference is run-wide so that a point whose runs were *all* disturbed is
 # recognised too (it then keeps sampling until its time cap, and falls back to its best runs).
 UNDISTURBED_SHARE = 0.85
+# Within one round (the worker's rule; `undisturbed(on_cpu=True)`), a run also has to take at most
+# this multiple of the fewest CPU seconds among the point's share-keeping runs. The share misses a
+# disturbance that slows the thread *while it runs* (caches refilled after another process ran on
+# the core, a neighbour on the host's sibling hyperthread): CPU time then grows with wall time and
+# the share stays ~1.0. Measured on this 2-vCPU KVM guest (2026-12-07, quick tiny-GGUF calibration,
+# 11,330 timed runs, 0-3 busy loops: benchmarks/calibrate_contention.py, calibrate_signals.py):
+# runs over 1.3x their point's 10th-percentile wall time ("disturbed") had a median CPU share of
+# 1.004, the same as the others, and the share rule kept 5,256 of 7,947 of them. Runqueue wait
+# (/proc/self/task/*/schedstat) and involuntary context switches separated them only weakly: "wait
+# <= 5 % of the run" or "no involuntary switch" classified 69 % of runs right but dropped a third of
+# the undisturbed ones (the /proc reads around a sub-ms run take longer than the run); /proc/stat
+# steal comes in 10 ms ticks and was 0 throughout. CPU seconds against the point's fewest did best:
+# p50/p90 1.10/1.36 without busy loops, 1.26/1.79 with them; share and <= 1.25 x fewest classified
+# 78 % right, dropping 528 of 3,383 undisturbed runs. 1.25 is also the threshold that did best when the
+# dumped runs were replayed and fitted again (benchmarks/calibrate_statistics.py, 25 trials):
+# held-out error under log 2 in 22/25 trials, against 19/25 for the share alone, 20/25 at 1.15 and
+# 21/25 at 1.4 -- a small gain: most of that error is not disturbance (with every point at its
+# quietest pooled speed the replay's held-out error is still 0.45-0.54).
+ON_CPU_SLOWDOWN = 1.25
 
 
 def cpu_shares(wall_s: list[float], cpu_s: list[float], n_threads: int) -> list[float]:
     return [c / (w * n_threads) if w > 0 else 0.0 for w, c in zip(wall_s, cpu_s)]
 
 
-def undisturbed(wall_s: list[float], cpu_s: list[float], n_threads: int, reference_share: float = 0.0) -> list[bool]:
-    """Which runs kept (nearly) their full CPU share; all of them when no share can be computed."""
+def undisturbed(wall_s: list[float], cpu_s: list[float], n_threads: int, reference_share: float = 0.0,
+                on_cpu: bool = False) -> list[bool]:
+    """Which runs kept (nearly) their full CPU share (UNDISTURBED_SHARE); with `on_cpu`, also took
+    at most ON_CPU_SLOWDOWN x the fewest CPU seconds among the runs that kept their share (the
+    worker's rule for the runs of one round; pooled rounds, `probes.merge_rounds`, are judged by
+    share alone, so that each round's speed stays one of the moments the pool stands for). All
+    runs count when no CPU time was measured."""
     shares = cpu_shares(wall_s, cpu_s, n_threads)
     best = max(shares, default=0.0)
     if best <= 0:
         return [True] * len(wall_s)
     ref = max(best, reference_share)
-    return [sh >= UNDISTURBED_SHARE * ref for sh in shares]
+    kept = [sh >= UNDISTURBED_SHARE * ref for sh in shares]
+    fewest = min((c for c, k in zip(cpu_s, kept) if k and c > 0), default=0.0)
+    if on_cpu and fewest > 0:
+        kept = [k and c <= ON_CPU_SLOWDOWN * fewest for k, c in zip(kept, cpu_s)]
+    return kept
 
 
 def _wants_more(wall_s: list[float], kept: list[bool], max_runs: int, min_runs: int, min_time_s: float) -> bool:
@@ -149,16 +177,17 @@ def _wants_more(wall_s: list[float], kept: list[bool], max_runs: int, min_runs: 
     return False
 
 
-def summarize(wall_s: list[float], cpu_s: list[float], n_threads: int, reference_share: float = 0.0) -> dict:
+def summarize(wall_s: list[float], cpu_s: list[float], n_threads: int, reference_share: float = 0.0,
+              on_cpu: bool = False) -> dict:
     """The point's kept value and spread, in seconds.
 
     `median_s` (the value the fit uses) is the median of the undisturbed runs (see `undisturbed`);
     quartiles, min and max are over the same runs; `median_all_s` is over every timed run, and
     `samples_s` / `cpu_s` keep them all.
     """
-    kept = undisturbed(wall_s, cpu_s, n_threads, reference_share)
+    kept = undisturbed(wall_s, cpu_s, n_threads, reference_share, on_cpu)
     if not any(kept):  # every run disturbed: keep the least disturbed ones, so the point has a value
-        kept = undisturbed(wall_s, cpu_s, n_threads)
+        kept = undisturbed(wall_s, cpu_s, n_threads, on_cpu=on_cpu)
     s = sorted(w for w, k in zip(wall_s, kept) if k) or sorted(wall_s)
     q = statistics.quantiles(s, n=4, method="inclusive") if len(s) > 1 else [s[0], s[0], s[0]]
     return {
@@ -172,6 +201,46 @@ def summarize(wall_s: list[float], cpu_s: list[float], n_threads: int, reference
         "samples_s": wall_s,
         "cpu_s": cpu_s,
     }
+
+
+def runqueue_wait_s() -> float | None:
+    """Seconds this process's threads have waited on a run queue (ready to run, not running) since
+    they started: the sum of field 2 of /proc/self/task/*/schedstat (Linux, CONFIG_SCHED_INFO).
+    None where the file is missing (non-Linux, or a kernel without scheduler info)."""
+    total = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for t in tasks:
+        try:
+            with open(f"/proc/self/task/{t}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except FileNotFoundError:  # a thread that ended between listdir and open
+            continue
+        except (OSError, ValueError, IndexError):
+            return None
+    return total / 1e9
+
+
+def _steal_s() -> float | None:
+    """Machine-wide hypervisor steal seconds so far (/proc/stat, all CPUs, in USER_HZ = 100 ticks/s)."""
+    try:
+        with open("/proc/stat") as f:
+            return int(f.readline().split()[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _signals_now() -> tuple[float | None, int | None, float | None]:
+    """Runqueue wait seconds, involuntary context switches, machine-wide steal seconds so far."""
+    try:
+        import resource  # Unix only
+
+        nivcsw = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+    except ImportError:
+        nivcsw = None
+    return runqueue_wait_s(), nivcsw, _steal_s()
 
 
 class _Worker:
@@ -363,12 +432,17 @@ class _Worker:
         samples: list[float] = []
         cpu: list[float] = []
         kept: list[bool] = []
+        # plan["record_signals"] (benchmarks/calibrate_contention.py): each timed run's disturbance
+        # signals too, read around the timed interval (outside it), for calibrate_signals.py
+        record = bool(self.plan.get("record_signals"))
+        signals: dict[str, list] = {"wait_s": [], "nivcsw": [], "steal_s": []}
         r = 0
         while r < warmup + min_runs or _wants_more(samples, kept, max_runs, min_runs, min_time_s):
             if p:  # the prefill chunk is recomputed each run: drop what the previous run cached
                 L.llama_memory_seq_rm(self.mem, prefill_seq, cp, -1)
             entries = [(last[seq], cd + r, seq, True) for seq in range(b)]
             entries += [(self._token(), cp + i, prefill_seq, i == p - 1) for i in range(p)]
+            before = _signals_now() if record else None
             c0 = time.process_time()
             t0 = time.perf_counter()
             self._fill(entries)
@@ -380,10 +454,13 @@ class _Worker:
                 self._sample(prefill_seq, len(entries) - 1)
             dt = time.perf_counter() - t0
             dc = time.process_time() - c0
+            if record and r >= warmup:
+                for k, v1, v0 in zip(signals, _signals_now(), before):
+                    signals[k].append(None if v0 is None or v1 is None else v1 - v0)
             if r >= warmup:
                 samples.append(dt)
                 cpu.append(dc)
-                kept = undisturbed(samples, cpu, n_threads, self.best_share)
+                kept = undisturbed(samples, cpu, n_threads, self.best_share, on_cpu=True)
             r += 1
         # Decode sequences advance one position per run: the timed runs saw contexts
         # cd + warmup ... cd + warmup + runs - 1; the cost model is linear in context, so the mean
@@ -396,7 +473,8 @@ class _Worker:
             "round": probe.get("round", 0),
             "prefill_tokens": p, "prefill_context": cp, "decode_batch": b,
             "decode_context": mean_decode_context, "runs": runs, "warmup": warmup,
-            **summarize(samples, cpu, n_threads, self.best_share),
+            **summarize(samples, cpu, n_threads, self.best_share, on_cpu=True),
+            **({"signals": signals} if record else {}),
         })
 
     def inject_fault(self, limits: ContextLimits) -> None:

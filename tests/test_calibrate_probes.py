@@ -266,3 +266,44 @@ def test_a_stored_point_that_already_pools_rounds_counts_with_them():
     p = ProbePoint.from_event(m)
     assert p.rounds == 3 and p.cpu_s == tuple(stored["cpu_s"] + new["cpu_s"])
     assert ProbePoint.from_event(p.to_event()) == p  # what a profile stores comes back whole
+
+
+def test_a_run_slowed_while_on_the_cpu_is_left_out_though_its_cpu_share_is_full():
+    """Caches refilled after another process ran, a busy sibling hyperthread: the run's CPU seconds
+    grow with its wall seconds, so the share stays ~1.0; its CPU seconds against the point's fewest
+    show it (ON_CPU_SLOWDOWN, the worker's rule within one round)."""
+    from calibrate.probe_worker import ON_CPU_SLOWDOWN, summarize, undisturbed
+
+    wall = [0.0100, 0.0102, 0.0170, 0.0101, 0.0150]
+    cpu = [0.0099, 0.0101, 0.0169, 0.0100, 0.0149]  # every share ~0.99
+    assert 0.0150 / 0.0100 > ON_CPU_SLOWDOWN > 0.0102 / 0.0100
+    assert undisturbed(wall, cpu, 1, on_cpu=True) == [True, True, False, True, False]
+    s = summarize(wall, cpu, 1, on_cpu=True)
+    assert s["median_s"] == pytest.approx(0.0101) and s["undisturbed_runs"] == 3
+    # pooled rounds (merge_rounds) are judged by share alone: every run here keeps it
+    assert undisturbed(wall, cpu, 1) == [True] * 5
+
+
+def test_the_cpu_floor_comes_from_the_runs_that_kept_their_share():
+    from calibrate.probe_worker import undisturbed
+
+    # the preempted run did less work in its wall time (share 0.3) and its CPU reading is the lowest:
+    # it must not set the floor that the other runs are held to
+    wall = [0.020, 0.021, 0.040, 0.019]
+    cpu = [0.020, 0.021, 0.012, 0.019]
+    assert undisturbed(wall, cpu, 1, on_cpu=True) == [True, True, False, True]
+
+
+def test_a_point_whose_runs_were_all_slowed_on_the_cpu_keeps_sampling_then_keeps_its_fastest():
+    from calibrate.probe_worker import _wants_more, undisturbed
+
+    wall = [0.010, 0.016, 0.017, 0.018, 0.016, 0.017, 0.019, 0.016]  # one fast run, then a slow stretch
+    kept = undisturbed(wall, wall, 1, on_cpu=True)
+    assert kept == [True] + [False] * 7
+    assert _wants_more(wall, kept, max_runs=32, min_runs=8, min_time_s=0.05)  # fewer than 8 undisturbed
+
+
+def test_no_cpu_clock_keeps_every_run_as_before():
+    from calibrate.probe_worker import undisturbed
+
+    assert undisturbed([0.01, 0.03, 0.02], [0.0, 0.0, 0.0], 1, on_cpu=True) == [True] * 3
