@@ -62,15 +62,18 @@ def batched_bench_points(regex: str) -> dict[tuple[str, int], dict[str, dict]]:
 
 
 def with_pools(pools: dict[str, float]):
-    """A context in which the catalog's models carry `pools` as their expert_pool_fraction (the simulator's model
-    cache, sim.catalog.cache.model, patched in this process only; nothing is written)."""
+    """A context in which the catalog's models carry `pools` as their expert_pool_fraction, also where a
+    batched-bench row would route with the benchmark's own fraction (the simulator's model cache,
+    sim.catalog.cache.model, and sim.bench.corpus.benchmark_routing patched in this process only; nothing is
+    written)."""
     from contextlib import contextmanager
 
+    import sim.bench.corpus as corpus
     import sim.catalog.cache as cache
 
     @contextmanager
     def ctx():
-        orig = cache.model
+        orig, orig_routing = cache.model, corpus.benchmark_routing
 
         def patched(name: str):
             spec = orig(name)
@@ -78,11 +81,15 @@ def with_pools(pools: dict[str, float]):
                 spec = spec.model_copy(update={"expert_pool_fraction": pools[spec.name]})
             return spec
 
-        cache.model = patched
+        def routing(client: str, model: str):
+            own = orig_routing(client, model)
+            return {"expert_pool_fraction": pools[model]} if own is not None and model in pools else own
+
+        cache.model, corpus.benchmark_routing = patched, routing
         try:
             yield
         finally:
-            cache.model = orig
+            cache.model, corpus.benchmark_routing = orig, orig_routing
 
     return ctx()
 

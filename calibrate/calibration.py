@@ -117,9 +117,13 @@ def _finish(
     calibration: dict, kind: str, display_name: str, vendor: str, out: Path | None, write: bool,
     points: Sequence[ProbePoint] | None = None, probe_run: ProbeRun | None = None, force: bool = False,
 ) -> CalibrationResult:
-    # the probes ran on `engine`: price them with its KV-view padding (llama.cpp: 256 cells), as the
-    # simulator will price that engine's iterations
-    kv_pad = load_engine(engine).attention_kv_padding
+    # the probes ran on `engine` on a device of this `kind`: price them with the KV-view padding that engine has
+    # there (its hardware rules: llama.cpp 256 cells on a GPU, none on a CPU, whose flash attention skips masked
+    # cells), as the simulator will price that engine's iterations on the profile written here
+    kv_pad = load_engine(engine).for_hardware(build_profile(
+        name=name, params=_PLACEHOLDER, quant=quant, raw_bandwidth_bytes_per_s=1.0, raw_matmul_flops_per_s=1.0,
+        memory_bytes=memory_bytes, kind=kind, display_name=display_name, vendor=vendor, engine=engine,
+        calibration=calibration)).attention_kv_padding
     cost = CostModel(spec, quant, _PLACEHOLDER, kv_pad=kv_pad)
     bw_peak, mm_peak = peaks if peaks else (None, None)
     bounds = physical_bounds(bw_peak, mm_peak, int8_speedup=int8_speedup)

@@ -76,9 +76,11 @@ def test_profile_reproduces_its_probe_points_and_held_out_ones_within_tolerance(
     params = CostParams.from_profile(prof, "fp16", load_engine("llama.cpp"))
     for f in CostParams.FIELDS:
         assert getattr(params, f) == pytest.approx(summary["fit"]["params"][f], rel=1e-5)
-    # llama.cpp's attention spans padded KV views of 256 cells: the fit priced the probes so
-    assert prof.calibration["fit"]["attention_kv_padding"] == load_engine("llama.cpp").attention_kv_padding == 256
-    cost = CostModel(spec, "fp16", params, kv_pad=256)
+    # llama.cpp's KV views are padded to 256 cells, which a CPU's flash attention skips (the preset's CPU rule): the
+    # fit priced the probes with the padding the simulator gives this profile
+    pad = load_engine("llama.cpp").for_hardware(prof).attention_kv_padding
+    assert prof.kind == "cpu" and prof.calibration["fit"]["attention_kv_padding"] == pad == 0
+    cost = CostModel(spec, "fp16", params, kv_pad=pad)
     ratios = []
     for p in prof.calibration["probe_points"]:
         prompt = ((p["prefill_tokens"],), (p["prefill_context"],)) if p["prefill_tokens"] else ((), ())
@@ -130,7 +132,7 @@ def test_check_times_the_machine_against_the_profile_and_exits_1_only_when_it_dr
     prof = load_profile("tiny-box")
     recorded = {p["id"]: p["measured_s"] for p in prof.calibration["probe_points"]}
     spec = get_model(str(model_path))
-    cost = CostModel.from_names(spec, "fp16", prof, "llama.cpp")  # as `infersim run` builds it
+    cost = CostModel.from_names(spec, "fp16", prof, load_engine("llama.cpp").for_hardware(prof))  # as `run` resolves it
     for p in check["points"]:
         assert p["measured_s"] > 0
         # the shapes the quick calibration also timed are set against that measurement
@@ -169,7 +171,8 @@ def test_extend_pools_new_probe_runs_with_the_stored_ones_and_fits_again(calibra
     # the fit was redone on the pooled values: new parameters, and the predictions are the new profile's own
     assert after["fit"]["params"] != before["fit"]["params"]
     prof = load_profile(str(out))
-    cost = CostModel.from_names(get_model(str(model_path)), "fp16", prof, "llama.cpp")  # as `infersim run` builds it
+    cost = CostModel.from_names(get_model(str(model_path)), "fp16", prof,
+                                load_engine("llama.cpp").for_hardware(prof))  # as `infersim run` resolves it
     pre = next(p for p in after["probe_points"] if p["kind"] == "prefill" and not p["prefill_context"])
     assert pre["predicted_s"] == pytest.approx(cost.step_time((pre["prefill_tokens"],), (0,), ()), rel=1e-4)
     assert load_profile("tiny-box").calibration == before  # --out: the original is untouched
