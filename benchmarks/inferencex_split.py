@@ -24,7 +24,6 @@ Prints
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import re
 import statistics as st
@@ -63,16 +62,11 @@ def c_region(load: float) -> str:
 
 
 def load(pred: str) -> tuple[list[dict], dict]:
+    from calibrate.serving.rows import residuals_with_rows
+
     d = json.loads(FIDELITY.read_text())
-    corpus = {}
-    for f in sorted(CORPUS.glob("*.csv")):
-        with f.open(newline="", encoding="utf-8") as fh:
-            corpus.update({r["row_id"]: r for r in csv.DictReader(fh)})
     rows = []
-    for r in d["rows"]:
-        c = corpus.get(r["row_id"])
-        if c is None:
-            raise SystemExit(f"row {r['row_id']} of {FIDELITY.name} is not in the corpus")
+    for r, c in residuals_with_rows(FIDELITY, CORPUS):
         if c["publisher"] not in SOURCES or float(r["measured"]) <= 0:
             continue
         rows.append({**r, "c": c, "src": c["publisher"], "load": float(r["load"]),

@@ -15,14 +15,14 @@ of all rows were this group's errors 0 (meaningless for a group over half the ro
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import math
 import statistics as st
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 FIDELITY = ROOT / "benchmarks" / "serving_fidelity.json"
 CORPUS = ROOT / "benchmarks" / "serving"
 #: a point's TTFT p50 over this multiple of its curve's lowest-load value is "queueing" (the knee rule's 3x)
@@ -31,18 +31,12 @@ KNEE_X = 3.0
 
 def load(pred: str) -> list[dict]:
     """The TTFT p50 residual rows, each with its corpus row's fields and derived keys."""
-    d = json.loads(FIDELITY.read_text())
-    corpus = {}
-    for f in sorted(CORPUS.glob("*.csv")):
-        with f.open(newline="", encoding="utf-8") as fh:
-            corpus.update({r["row_id"]: r for r in csv.DictReader(fh)})
+    from calibrate.serving.rows import residuals_with_rows
+
     rows = []
-    for r in d["rows"]:
+    for r, c in residuals_with_rows(FIDELITY, CORPUS):
         if r["metric"] != "ttft_p50":
             continue
-        c = corpus.get(r["row_id"])
-        if c is None:
-            raise SystemExit(f"row {r['row_id']} of {FIDELITY.name} is not in the corpus")
         rows.append({**r, "c": c, "pred": float(r[pred]), "load": float(r["load"]),
                      "err": float(r[pred]) / float(r["measured"]) - 1.0,
                      "curve_stat": (r["curve_id"], c["statistic"])})

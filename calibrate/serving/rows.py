@@ -76,6 +76,20 @@ def load_corpus(corpus_dir: Path = CORPUS_DIR) -> list[dict]:
     return rows
 
 
+def residuals_with_rows(fidelity_json: Path, corpus_dir: Path = CORPUS_DIR):
+    """(residual row, its corpus row) for every row of a serving report's JSON (benchmarks/serving_fidelity.json
+    `rows`), in the report's order: the join the analysis scripts read (benchmarks/ttft_split.py,
+    inferencex_split.py). A residual whose row the corpus no longer has is an error naming it."""
+    import json
+
+    corpus = {r["row_id"]: r for r in load_corpus(corpus_dir)}
+    for r in json.loads(Path(fidelity_json).read_text())["rows"]:
+        c = corpus.get(r["row_id"])
+        if c is None:
+            raise SystemExit(f"row {r['row_id']} of {Path(fidelity_json).name} is not in the corpus")
+        yield r, c
+
+
 def public_sources(public_dir: Path = PUBLIC_DIR) -> set[str]:
     """Source URLs (without #anchors) of the kernel-level corpus: rows from them trained the kernel fit."""
     out = set()
