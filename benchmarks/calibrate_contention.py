@@ -6,7 +6,9 @@ disturbance signals say.
 
 `--busy K` starts K busy-loop processes (nice 0) `--busy-after` seconds after the calibration
 starts (0: before it), `--pin CPU` pins them to one CPU. Each trial prints the held-out points'
-median |log(predicted / measured)| (the test fails at log 2 = 0.693) and whether it would pass.
+median |log(predicted / measured)| (the test fails at log 2 = 0.693), whether it would pass, the training
+points' median and the KV padding the fit priced the probes with. Run it on two trees, `--trials 1`
+alternately, to compare a change (docs/calibration.md, the CPU KV-padding rule).
 `--dump` writes every timed run's wall and CPU seconds, runqueue wait (/proc/self/task/*/schedstat),
 involuntary context switches and machine-wide steal, for `benchmarks/calibrate_signals.py`.
 """
@@ -70,8 +72,10 @@ def one_trial(model: Path, busy: int, busy_after: float, pin: int | None) -> dic
     recs = res.profile.calibration["probe_points"]
     ratios = {p["id"]: math.log(p["predicted_s"] / p["measured_s"]) for p in recs if p["split"] == "heldout"}
     med = statistics.median(abs(r) for r in ratios.values())
+    train = statistics.median(abs(math.log(p["predicted_s"] / p["measured_s"])) for p in recs if p["split"] == "train")
     raw = res.profile.calibration["raw_probes"]
-    return {"heldout_median_abs_log": med, "raw": raw, "simd": res.profile.calibration["machine"].get("simd", []), "passes": med < math.log(2.0), "heldout_log_ratios": ratios,
+    return {"heldout_median_abs_log": med, "train_median_abs_log": train,
+            "kv_pad": res.profile.calibration["fit"]["attention_kv_padding"], "raw": raw, "simd": res.profile.calibration["machine"].get("simd", []), "passes": med < math.log(2.0), "heldout_log_ratios": ratios,
             "undisturbed": {p["id"]: f"{p['undisturbed_runs']}/{p['runs']}" for p in recs},
             "points": points}
 
@@ -95,7 +99,8 @@ def main() -> None:
         worst = sorted(t["heldout_log_ratios"].items(), key=lambda kv: -abs(kv[1]))[:3]
         print(f"{args.label} trial {i}: busy={args.busy} after={args.busy_after}s pin={args.pin} "
               f"heldout median |log ratio| {t['heldout_median_abs_log']:.3f} "
-              f"({'pass' if t['passes'] else 'FAIL'}); worst {', '.join(f'{k} {v:+.2f}' for k, v in worst)}",
+              f"({'pass' if t['passes'] else 'FAIL'}; train {t['train_median_abs_log']:.3f}, KV padding "
+              f"{t['kv_pad']}); worst {', '.join(f'{k} {v:+.2f}' for k, v in worst)}",
               flush=True)
     print(f"{args.label} passes {sum(t['passes'] for t in trials)}/{len(trials)}; load {os.getloadavg()[0]:.2f}")
     if args.dump:

@@ -16,6 +16,8 @@ import statistics
 import sys
 from collections import defaultdict
 
+from calibrate.probe_worker import ON_CPU_SLOWDOWN, UNDISTURBED_SHARE
+
 SLOW = 1.3  # a run 30 % over the point's quiet time is disturbed (the test's tolerance is 2x on medians)
 
 
@@ -62,29 +64,29 @@ def main(paths: list[str]) -> None:
               f"undisturbed p10/p50/p90 {pct(u, .1):.3f}/{pct(u, .5):.3f}/{pct(u, .9):.3f}")
     print("threshold rules (share of runs classified right; missed = disturbed runs kept, false = quiet runs dropped):")
     rules = {
-        "share >= 0.85 x best (trial)": lambda r, best: r["share"] >= 0.85 * best,
+        "share >= 0.85 x best (trial)": lambda r, best: r["share"] >= UNDISTURBED_SHARE * best,
         "wait_frac <= 0.05": lambda r, best: r["wait_frac"] <= 0.05,
         "wait_frac <= 0.10": lambda r, best: r["wait_frac"] <= 0.10,
         "nivcsw == 0": lambda r, best: r["nivcsw"] == 0,
-        "share>=.85best & wait<=.05": lambda r, best: r["share"] >= 0.85 * best and r["wait_frac"] <= 0.05,
+        "share>=.85best & wait<=.05": lambda r, best: r["share"] >= UNDISTURBED_SHARE * best and r["wait_frac"] <= 0.05,
     }
     trial_best: dict = defaultdict(float)  # the worker's reference: the best share in the probe run (trial)
     for r in rs:
         trial_best[(r["file"], r["trial"])] = max(trial_best[(r["file"], r["trial"])], r["share"])
     fewest: dict = {}  # the point's fewest CPU seconds among its share-keeping runs (the worker's ON_CPU floor)
     for r in rs:
-        if r["share"] >= 0.85 * trial_best[(r["file"], r["trial"])] and r["cpu"] > 0:
+        if r["share"] >= UNDISTURBED_SHARE * trial_best[(r["file"], r["trial"])] and r["cpu"] > 0:
             key = (r["file"], r["trial"], r["id"])
             fewest[key] = min(r["cpu"], fewest.get(key, r["cpu"]))
     rules["share & cpu <= 1.25 x fewest"] = lambda r, best: (
-        r["share"] >= 0.85 * best and r["cpu"] <= 1.25 * fewest.get((r["file"], r["trial"], r["id"]), r["cpu"]))
+        r["share"] >= UNDISTURBED_SHARE * best and r["cpu"] <= ON_CPU_SLOWDOWN * fewest.get((r["file"], r["trial"], r["id"]), r["cpu"]))
     for name, keep in rules.items():
         ok = sum(keep(r, trial_best[(r["file"], r["trial"])]) != r["disturbed"] for r in rs)
         missed = sum(keep(r, trial_best[(r["file"], r["trial"])]) and r["disturbed"] for r in rs)
         false = sum((not keep(r, trial_best[(r["file"], r["trial"])])) and not r["disturbed"] for r in rs)
         print(f"  {name:28s} right {ok / len(rs):.1%}  missed {missed}/{len(dist)}  false {false}/{len(und)}")
     # the disturbed runs that every scheduling signal misses: slow, yet full CPU share and no wait
-    hidden = [r for r in dist if r["share"] >= 0.85 * trial_best[(r["file"], r["trial"])] and r["wait_frac"] <= 0.05]
+    hidden = [r for r in dist if r["share"] >= UNDISTURBED_SHARE * trial_best[(r["file"], r["trial"])] and r["wait_frac"] <= 0.05]
     print(f"disturbed runs with share >= 0.85 x best and wait <= 5 %: {len(hidden)}/{len(dist)}; "
           f"their slowdown p50 {pct([r['slow'] for r in hidden], .5):.2f}")
     # a point's runs against its fewest CPU seconds (among the runs that kept 0.85 of its best share),
@@ -95,7 +97,7 @@ def main(paths: list[str]) -> None:
         groups[(r["file"], r["trial"], r["id"])].append(r)
     for (f, _, _), g in groups.items():
         best = max(r["share"] for r in g)
-        ok = [r["cpu"] for r in g if r["share"] >= 0.85 * best and r["cpu"] > 0]
+        ok = [r["cpu"] for r in g if r["share"] >= UNDISTURBED_SHARE * best and r["cpu"] > 0]
         if ok:
             spread[json.load(open(f))["args"]["busy"] != "0"].extend(r["cpu"] / min(ok) for r in g if r["cpu"] > 0)
     for busy, xs in sorted(spread.items()):

@@ -26,10 +26,14 @@ from sim.catalog.lookup import get_model
 from sim.cost.roofline import CostModel
 
 
+def _share_kept(wall, cpu, ref):
+    """The runs the worker's CPU-share rule keeps (probe_worker.undisturbed without the on-CPU floor), else all."""
+    return [w for w, k in zip(wall, pw.undisturbed(wall, cpu, 1, ref)) if k] or wall
+
+
 def rule_share(wall, cpu, ref):
     """The worker's rule before this change: median of the runs with CPU share >= 0.85 x best."""
-    kept = [sh >= 0.85 * max(ref, max(pw.cpu_shares(wall, cpu, 1))) for sh in pw.cpu_shares(wall, cpu, 1)]
-    s = [w for w, k in zip(wall, kept) if k] or wall
+    s = _share_kept(wall, cpu, ref)
     return statistics.median(s)
 
 
@@ -52,8 +56,7 @@ def rule_cpu_floor(k):
 
 def rule_p25(wall, cpu, ref):
     """Lower quartile of the share-kept runs."""
-    kept = [sh >= 0.85 * max(ref, max(pw.cpu_shares(wall, cpu, 1))) for sh in pw.cpu_shares(wall, cpu, 1)]
-    s = [w for w, k in zip(wall, kept) if k] or wall
+    s = _share_kept(wall, cpu, ref)
     return statistics.quantiles(s, n=4, method="inclusive")[0] if len(s) > 1 else s[0]
 
 

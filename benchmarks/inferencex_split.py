@@ -79,8 +79,9 @@ def family_of(c: dict) -> str:
     return c["engine"].split("-")[0]
 
 
-def release_of(rows: list[dict]) -> str:
-    """The engine release the curve replays (the fit's per-release front end key), from its version."""
+def engine_version_of(rows: list[dict]) -> str:
+    """The curve's engine and its version as the corpus prints it (sim.bench.corpus_deployment `release_of` maps it
+    to the preset release the fit replays)."""
     c = rows[0]["c"]
     return f"{c['engine']} {c['engine_version']}"
 
@@ -119,7 +120,7 @@ def per_curve(rows: list[dict], d: dict) -> list[dict]:
         c = rs[0]["c"]
         loads = sorted({r["load"] for r in rs})
         m = {k: [r["err"] for r in rs if r["metric"] == k] for k in METRICS}
-        out.append({"curve": cid, "src": SHORT[c["publisher"]], "class": curve_class(c), "release": release_of(rs),
+        out.append({"curve": cid, "src": SHORT[c["publisher"]], "class": curve_class(c), "release": engine_version_of(rs),
                     "device": c["device"], "model": c["model"].split("/")[-1], "quant": c["quant"], "tp": c["tp"],
                     "isl_osl": f"{c['input_tokens']}/{c['output_tokens']}",
                     "c_range": f"{loads[0]:g}-{loads[-1]:g}", "n": {k: len(v) for k, v in m.items()},

@@ -34,8 +34,6 @@ benchmark's identical-token sequences (benchmarks/public_fit_state.json pool["gp
 from __future__ import annotations
 
 import argparse
-import csv
-import glob
 import re
 import sys
 from collections import defaultdict
@@ -45,6 +43,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 TERMS = ("w_dense", "w_exp", "floor", "mm_dense", "mm_exp", "tile", "gemm", "attn", "ovh", "step")
 
@@ -52,12 +51,13 @@ TERMS = ("w_dense", "w_exp", "floor", "mm_dense", "mm_exp", "tile", "gemm", "att
 def batched_bench_points(regex: str) -> dict[tuple[str, int], dict[str, dict]]:
     """{(curve_id, B): {quantity: row}} of the llama-batched-bench rows in benchmarks/serving/*.csv whose curve
     matches `regex`."""
+    from static_tools import static_points  # benchmarks/ sibling: every static-batch tool's rows by point
+
     out: dict[tuple[str, int], dict[str, dict]] = defaultdict(dict)
-    for f in sorted(glob.glob(str(ROOT / "benchmarks" / "serving" / "*.csv"))):
-        with open(f, newline="") as fh:
-            for r in csv.DictReader(fh):
-                if "llama-batched-bench" in (r.get("client") or "") and re.search(regex, r["curve_id"]):
-                    out[(r["curve_id"], int(float(r["max_concurrency"])))][r["quantity"]] = r
+    for (cid, conc), rows in static_points().items():
+        for r in rows:
+            if "llama-batched-bench" in (r.get("client") or "") and re.search(regex, cid):
+                out[(cid, int(float(conc)))][r["quantity"]] = r
     return out
 
 

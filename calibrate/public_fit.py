@@ -102,7 +102,6 @@ from calibrate.public.replay import (  # noqa: F401
     _row_objects,
     Shape,
     SYNTHETIC_SUFFIX,
-    SYNTHETIC_TOKEN_BENCHES,
 )
 from calibrate.public.replayers import (  # noqa: F401
     OUTLIER_MARK,

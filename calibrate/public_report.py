@@ -366,7 +366,7 @@ def write_routing(routing: dict[str, dict]) -> None:
              "# the share of its experts a batch's tokens draw from as if uniformly (sim.cost",
              "# expected_distinct_experts), fitted to public batched-decode and offline rows. Rerun, do not edit."]
     # a benchmark's identical synthetic sequences say nothing of a model's routing on real prompts
-    # (public_fit.SYNTHETIC_TOKEN_BENCHES): the model's key sets expert_pool_fraction, the benchmark's key only
+    # (sim.catalog.models IDENTICAL_TOKEN_BENCHES): the model's key sets expert_pool_fraction, the benchmark's key only
     # identical_tokens_pool_fraction, which only a replay of that benchmark reads (sim.bench.corpus)
     body = {m: {"expert_pool_fraction": r["expert_pool_fraction"], "rows": r["rows"], "devices": r["devices"]}
             for m, r in sorted(routing.items()) if SYNTHETIC_SUFFIX not in m}

@@ -137,15 +137,14 @@ def _pytorch_flow(row: PublicRow) -> bool:
 # prompts'. Their routing skew is a property of the benchmark, fitted apart from the model's
 # (`routing_key`) and shipped beside the model's as ModelSpec.identical_tokens_pool_fraction, which only a
 # replay of that benchmark uses (`public_report.write_routing`, sim.bench.corpus).
-SYNTHETIC_TOKEN_BENCHES = IDENTICAL_TOKEN_BENCHES  # the one list (sim.catalog.models), which the serving replay reads
 SYNTHETIC_SUFFIX = "@identical-tokens"
 
 
 def routing_key(row: PublicRow) -> str:
     """The `PublicCorpus.pool` key of a row's routing: the model's, or for a benchmark of identical synthetic
-    sequences (SYNTHETIC_TOKEN_BENCHES) the model's under that benchmark (model + SYNTHETIC_SUFFIX)."""
+    sequences (sim.catalog.models IDENTICAL_TOKEN_BENCHES) the model's under that benchmark (model + SYNTHETIC_SUFFIX)."""
     bench = (row.settings.get("bench") or "").split()
-    return row.model + SYNTHETIC_SUFFIX if bench and bench[0] in SYNTHETIC_TOKEN_BENCHES else row.model
+    return row.model + SYNTHETIC_SUFFIX if bench and bench[0] in IDENTICAL_TOKEN_BENCHES else row.model
 
 
 @lru_cache(maxsize=None)
