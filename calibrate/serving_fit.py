@@ -16,7 +16,8 @@ Pieces, in the order benchmarks/serving_fit.py uses them:
   calibrate/serving/engine_set.py; `engine_set_of` checks them, `parse_engine_set` reads `--engine-set F=V`).
 - `replay(point, params)` runs one point through sim.bench.serve.run_client with `params` (engine
   overrides such as iteration_overhead_ms) and returns the corpus quantities; a JSON cache keyed by
-  the point, the parameters and this module's `CACHE_VERSION` keeps reruns cheap.
+  the tree (code, profiles, catalog), the point's own engine preset, the point, the parameters and this
+  module's `CACHE_VERSION` keeps reruns cheap.
 - `residuals()` compares every measured (quantity, statistic) with its prediction; `metric_of()`
   maps them onto the four headline metrics (TTFT p50/mean, TTFT p99, TPOT/ITL, output throughput);
   `knee()` finds the highest load whose TTFT p50 stays under 3x its lowest-load value.

@@ -682,3 +682,52 @@ def test_the_front_end_rule_is_chosen_on_the_training_sources_alone():
     rule, losses = sf.choose_front_end_rule(flat, flat)
     assert rule == "all_loads" and losses["all_loads"] < losses["unloaded"]
     assert sf.choose_front_end_rule(queue[:3], queue[:3]) == ("all_loads", {})  # one source: the default
+
+
+def test_a_change_to_one_engine_preset_reaches_only_its_own_and_its_dependents_cache_keys(tmp_path, monkeypatch):
+    """The replay cache keys a point on its own preset (and the presets it builds on through `base:`), not on
+    every preset: a change to one engine's preset leaves the other engines' cached replays valid, and the
+    tree's fingerprint (code, profiles, catalog) does not see presets at all."""
+    from calibrate.serving import replay as rp
+
+    eng = tmp_path / "sim" / "catalog" / "engines"
+    eng.mkdir(parents=True)
+    (tmp_path / "sim" / "a.py").write_text("x = 1\n")
+    files = {"a": "name: a\niteration_overhead_ms: 0.3\nrequest_overhead_ms: 10\n",
+             "b": "name: b\nreleases:\n  '1':\n    set: {block_size: 16}\nbase: a\n",
+             "c": "name: c\niteration_overhead_ms: 0.5\n"}
+
+    def digests(**change):
+        for n, t in {**files, **change}.items():
+            (eng / f"{n}.yaml").write_text(t)
+        monkeypatch.setattr(rp, "ROOT", tmp_path)
+        rp._DIGESTS.clear()
+        rp._TREE.clear()
+        return rp.tree_fingerprint(), dict(rp.preset_digests())
+
+    tree, d = digests()
+    tree2, d2 = digests(a=files["a"].replace("0.3", "0.4"))
+    assert tree2 == tree
+    assert d2["a"] != d["a"] and d2["b"] != d["b"] and d2["c"] == d["c"]  # b builds on a
+    _, d3 = digests(a=files["a"].replace("10", "25"))  # a fitted field: its effective value is in the key
+    assert d3 == d
+    _, d4 = digests(c=files["c"].replace("0.5", "0.6"))
+    assert d4["c"] != d["c"] and d4["a"] == d["a"] and d4["b"] == d["b"]
+    rp._DIGESTS.clear()
+    rp._TREE.clear()
+
+
+def test_the_cache_keeps_live_entries_of_this_tree_and_drops_stale_preset_ones(tmp_path):
+    from calibrate.serving import replay as rp
+
+    rows = _curve("key", {1: {"ttft_ms|median": 20.0}})
+    (p,) = sf.load_points(rows, catalog=SETS["catalog"])
+    live = rp.cache_key(p, {})
+    assert live.split(":")[1] == rp.point_preset_digest(p) != "-"
+    stale = live.replace(f":{rp.point_preset_digest(p)}:", ":000000000000:", 1)
+    other_tree = "0" * 16 + live[16:]
+    c = rp.Cache(tmp_path / "c.json")
+    for k in (live, stale, other_tree):
+        c.put(k, {"x": 1})
+    c.save()
+    assert set(json.loads((tmp_path / "c.json").read_text())) == {live}

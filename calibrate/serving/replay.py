@@ -37,8 +37,9 @@ class Cache:
 
     def save(self):
         if self.path and self.dirty:
-            fp = tree_fingerprint() + ":"  # entries of other trees are dead weight: dropped
-            self.data = {k: v for k, v in self.data.items() if k.startswith(fp)}
+            # entries of other trees, or of a preset's earlier contents, are dead weight: dropped
+            live = {f"{tree_fingerprint()}:{d}:" for d in preset_digests().values()} | {f"{tree_fingerprint()}:-:"}
+            self.data = {k: v for k, v in self.data.items() if k[:k.find(":", k.find(":") + 1) + 1] in live}
             self.path.write_text(json.dumps(self.data, sort_keys=True))
             self.dirty = False
 
@@ -93,23 +94,73 @@ def engine_preset_digest(text: bytes) -> bytes:
     return json.dumps(strip(yaml.safe_load(text)), sort_keys=True, default=str).encode()
 
 
+_PRESETS = "sim/catalog/engines/"
+
+
 def tree_fingerprint() -> str:
-    """A hash of everything a replay depends on (the simulator's code, presets, profiles, catalog): a
-    cache entry made by another tree is never reused. Engine presets enter as `engine_preset_digest`
-    (no FITTED_FIELDS: `replay` keys a point on their effective values instead; no citations)."""
+    """A hash of everything a replay depends on but its engine preset (the simulator's code, profiles,
+    catalog): a cache entry made by another tree is never reused. The shipped engine presets are keyed per
+    point instead (`point_preset_digest`), so a change to one engine's preset re-replays only its curves."""
     if not _TREE:
         h = hashlib.sha256(CACHE_VERSION.encode())
         files = sorted([*ROOT.glob("sim/**/*.py"), *ROOT.glob("sim/**/*.yaml"), *ROOT.glob("workloads/*.py"),
                         *ROOT.glob("hardware_profiles/*.yaml")])
         skip = ("sim/commands/", "sim/cli.py", "sim/catalog/accuracy.py", "sim/plan/")  # not on a replay's path
         for f in files:
-            if str(f.relative_to(ROOT)).startswith(skip):
+            rel = str(f.relative_to(ROOT))
+            if rel.startswith(skip) or (rel.startswith(_PRESETS) and f.suffix == ".yaml"):
                 continue
-            h.update(str(f.relative_to(ROOT)).encode())
-            data = f.read_bytes()
-            h.update(engine_preset_digest(data) if f.suffix == ".yaml" and "sim/catalog/engines" in str(f) else data)
+            h.update(rel.encode())
+            h.update(f.read_bytes())
         _TREE.append(h.hexdigest()[:16])
     return _TREE[0]
+
+
+_DIGESTS: dict[str, str] = {}
+
+
+def preset_digests() -> dict[str, str]:
+    """Shipped preset name -> a hash of its `engine_preset_digest` (no FITTED_FIELDS: `cache_key` spells out
+    their effective values; no citations) and of the presets its `base:` entries name, at any depth of
+    the file (a release may set one), followed to the end of the chain."""
+    if not _DIGESTS:
+        import yaml
+
+        files = {f.stem: f for f in sorted((ROOT / _PRESETS).glob("*.yaml"))}
+        texts = {name: f.read_bytes() for name, f in files.items()}
+
+        def bases(x) -> set[str]:
+            if isinstance(x, dict):
+                own = {str(x["base"]).split("@")[0].lower()} if isinstance(x.get("base"), str) else set()
+                return own.union(*(bases(v) for v in x.values()))
+            if isinstance(x, list):
+                return set().union(*(bases(v) for v in x))
+            return set()
+
+        named = {name: bases(yaml.safe_load(t)) for name, t in texts.items()}
+        for name in files:
+            chain, todo = set(), [name]
+            while todo:  # the preset and every preset it builds on (a cycle or an unknown name ends a branch)
+                n = todo.pop()
+                if n in chain or n not in texts:
+                    continue
+                chain.add(n)
+                todo.extend(named[n])
+            h = hashlib.sha256()
+            for n in sorted(chain):
+                h.update(n.encode() + b"\0" + engine_preset_digest(texts[n]) + b"\0")
+            _DIGESTS[name] = h.hexdigest()[:12]
+    return _DIGESTS
+
+
+def point_preset_digest(point: LoadPoint) -> str:
+    """`preset_digests` of the shipped preset the point's engine names (its release suffix and aliases as
+    `sim.catalog.engine_config.engine_path` reads them); "-" for an engine that is no shipped preset."""
+    from sim.catalog.engine_config import engine_path
+
+    path = engine_path(point.engine)
+    shipped = path is not None and path.parent.resolve() == (ROOT / _PRESETS).resolve()
+    return preset_digests().get(path.stem, "-") if shipped else "-"
 
 
 _PRESET_FITTED: dict[str, dict] = {}
@@ -147,7 +198,7 @@ def cache_key(point: LoadPoint, params: dict | None, efficiency_overrides: dict 
         if sc is not None:
             eff["efficiency_scale"] = sc
     extra = f":efficiency={_param_key(efficiency_overrides)}" if efficiency_overrides else ""
-    return f"{tree_fingerprint()}:{point.key()}:{_param_key(eff)}{extra}"
+    return f"{tree_fingerprint()}:{point_preset_digest(point)}:{point.key()}:{_param_key(eff)}{extra}"
 
 
 #: where a replay charges the front-end latency `request_overhead_ms` (`replay(..., front_end=)`): "in_loop"
