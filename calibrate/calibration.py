@@ -25,6 +25,7 @@ from calibrate.fit import (
     unreliable_reasons,
 )
 from calibrate.machine import RawRates, describe_machine, measure_raw_rates_isolated
+from calibrate.probe_worker import FLASH_ATTENTION
 from calibrate.probes import ProbePoint, ProbeRun, build_plan, run_plan
 from calibrate.profile import build_profile, write_profile_atomic
 from sim.catalog.engine_config import load_engine
@@ -119,11 +120,14 @@ def _finish(
 ) -> CalibrationResult:
     # the probes ran on `engine` on a device of this `kind`: price them with the KV-view padding that engine has
     # there (its hardware rules: llama.cpp 256 cells on a GPU, none on a CPU, whose flash attention skips masked
-    # cells), as the simulator will price that engine's iterations on the profile written here
+    # cells), as the simulator will price that engine's iterations on the profile written here. The probe worker
+    # leaves the context's flash_attn_type at llama.cpp's default, auto, which turns flash attention on for the CPU
+    # (probe_worker.FLASH_ATTENTION): the padding is the one with flash attention on
     kv_pad = load_engine(engine).for_hardware(build_profile(
         name=name, params=_PLACEHOLDER, quant=quant, raw_bandwidth_bytes_per_s=1.0, raw_matmul_flops_per_s=1.0,
         memory_bytes=memory_bytes, kind=kind, display_name=display_name, vendor=vendor, engine=engine,
-        calibration=calibration)).attention_kv_padding
+        calibration=calibration)).with_overrides(
+        flash_attention=FLASH_ATTENTION, flash_attention_architectures=["*"]).kv_padding_for(spec)
     cost = CostModel(spec, quant, _PLACEHOLDER, kv_pad=kv_pad)
     bw_peak, mm_peak = peaks if peaks else (None, None)
     bounds = physical_bounds(bw_peak, mm_peak, int8_speedup=int8_speedup)
