@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 
 from calibrate import probe_worker as pw
-from calibrate.calibration import _PLACEHOLDER
+from calibrate.calibration import _PLACEHOLDER, probe_kv_padding
 from calibrate.fit import Observation, fit_cost_params, int8_speedup_for, physical_bounds
 from calibrate.tiny_gguf import write_tiny_gguf
-from sim.catalog.engine_config import load_engine
+from sim.catalog.hardware import load_profile
 from sim.catalog.lookup import get_model
 from sim.cost.roofline import CostModel
 
@@ -70,7 +70,9 @@ def heldout_error(trial, rule, spec, quant) -> float:
         obs.append(Observation(p["id"], p["kind"], p["prefill_tokens"], p["prefill_context"], p["decode_batch"],
                                p["decode_context"], rule(p["samples_s"], p["cpu_s"], ref)))
         ref = max([ref, *pw.cpu_shares(p["samples_s"], p["cpu_s"], 1)])
-    cost = CostModel(spec, quant, _PLACEHOLDER, kv_pad=load_engine("llama.cpp").attention_kv_padding)
+    # the padding the calibrator prices these probes with: they ran on this CPU VM, flash attention on (auto), so
+    # none (calibrate.calibration.probe_kv_padding; a kind-cpu profile stands for the machine)
+    cost = CostModel(spec, quant, _PLACEHOLDER, kv_pad=probe_kv_padding("llama.cpp", load_profile("cpu-x86-generic"), spec))
     raw = trial["raw"]
     bounds = physical_bounds(raw["memory_bandwidth_bytes_per_s"], raw["matmul_fp32_flops_per_s"],
                              int8_speedup=int8_speedup_for(trial.get("simd") or []))

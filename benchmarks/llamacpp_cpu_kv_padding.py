@@ -4,7 +4,8 @@ Times one decode token of the tiny random-weight GGUF (calibrate.tiny_gguf, 2 la
 c tokens, with flash attention on (llama.cpp's default `auto` resolves to on for the CPU) and off, one thread, the
 median of 20 timed tokens per context. Padded views would price every context up to 256 the same and jump past it;
 ggml-cpu's flash attention skips masked cells (ops.cpp), so its time should grow with the context itself. Read with
-the preset's CPU rule (sim/catalog/engines/llama.cpp.yaml hardware_rules: attention_kv_padding 0 on kind cpu).
+the preset's CPU rule (sim/catalog/engines/llama.cpp.yaml hardware_rules: flash_attention_skips_kv_padding on kind
+cpu, so EngineConfig.kv_padding_for gives 0 with flash attention on and the engine's 256 with it off).
 
     PYTHONPATH=. python benchmarks/llamacpp_cpu_kv_padding.py
 """

@@ -25,6 +25,7 @@ from calibrate.fit import (
     unreliable_reasons,
 )
 from calibrate.machine import RawRates, describe_machine, measure_raw_rates_isolated
+from calibrate.probe_worker import FLASH_ATTENTION
 from calibrate.probes import ProbePoint, ProbeRun, build_plan, run_plan
 from calibrate.profile import build_profile, write_profile_atomic
 from sim.catalog.engine_config import load_engine
@@ -111,19 +112,25 @@ def _point_records(observations, fit: FitResult, points: Sequence[ProbePoint] | 
     return out
 
 
+def probe_kv_padding(engine: str, hw: HardwareProfile, spec: ModelSpec) -> int:
+    """The KV-view padding the probes of `spec` ran with on `engine` on `hw`, as the simulator prices that engine's
+    iterations there (its hardware rules: llama.cpp 256 cells on a GPU, none on a CPU, whose flash attention skips
+    masked cells). The probe worker leaves the context's flash_attn_type at llama.cpp's default, auto, which turns
+    flash attention on for the CPU (probe_worker.FLASH_ATTENTION): the padding is the one with flash attention on."""
+    return load_engine(engine).for_hardware(hw).with_overrides(
+        flash_attention=FLASH_ATTENTION, flash_attention_architectures=["*"]).kv_padding_for(spec)
+
+
 def _finish(
     *, name: str, spec: ModelSpec, quant: QuantFormat, observations: list[Observation], raw: RawRates | None,
     peaks: tuple[float, float] | None, int8_speedup: float, memory_bytes: float | None, seed: int, engine: str,
     calibration: dict, kind: str, display_name: str, vendor: str, out: Path | None, write: bool,
     points: Sequence[ProbePoint] | None = None, probe_run: ProbeRun | None = None, force: bool = False,
 ) -> CalibrationResult:
-    # the probes ran on `engine` on a device of this `kind`: price them with the KV-view padding that engine has
-    # there (its hardware rules: llama.cpp 256 cells on a GPU, none on a CPU, whose flash attention skips masked
-    # cells), as the simulator will price that engine's iterations on the profile written here
-    kv_pad = load_engine(engine).for_hardware(build_profile(
+    kv_pad = probe_kv_padding(engine, build_profile(
         name=name, params=_PLACEHOLDER, quant=quant, raw_bandwidth_bytes_per_s=1.0, raw_matmul_flops_per_s=1.0,
         memory_bytes=memory_bytes, kind=kind, display_name=display_name, vendor=vendor, engine=engine,
-        calibration=calibration)).attention_kv_padding
+        calibration=calibration), spec)
     cost = CostModel(spec, quant, _PLACEHOLDER, kv_pad=kv_pad)
     bw_peak, mm_peak = peaks if peaks else (None, None)
     bounds = physical_bounds(bw_peak, mm_peak, int8_speedup=int8_speedup)

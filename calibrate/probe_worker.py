@@ -40,6 +40,11 @@ SAMPLER_TOP_P = 0.95
 SAMPLER_MIN_P = 0.05
 SAMPLER_TEMP = 0.80
 
+# The probes' contexts keep llama_context_default_params()'s flash_attn_type, LLAMA_FLASH_ATTN_TYPE_AUTO, which
+# llama.cpp resolves to on where the device runs the flash-attention op (every CPU), so they ran with flash
+# attention on: the fit prices them so (calibrate.calibration._finish, EngineConfig.kv_padding_for).
+FLASH_ATTENTION = True
+
 # ggml_log_level (ggml.h): 0 NONE, 1 DEBUG, 2 INFO, 3 WARN, 4 ERROR, 5 CONT.
 _LOG_WARN_OR_ERROR = (3, 4)
 
@@ -329,7 +334,7 @@ class _Worker:
         cp.n_seq_max = int(session["n_seq_max"])
         cp.kv_unified = bool(session.get("kv_unified", False))
         cp.n_threads = cp.n_threads_batch = int(self.plan["n_threads"])
-        cp.no_perf = True
+        cp.no_perf = True  # flash_attn_type stays auto: on for the CPU (FLASH_ATTENTION)
         t0 = time.perf_counter()
         ctx = L.llama_init_from_model(self.model, cp)
         dt = time.perf_counter() - t0

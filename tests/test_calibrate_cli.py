@@ -76,9 +76,10 @@ def test_profile_reproduces_its_probe_points_and_held_out_ones_within_tolerance(
     params = CostParams.from_profile(prof, "fp16", load_engine("llama.cpp"))
     for f in CostParams.FIELDS:
         assert getattr(params, f) == pytest.approx(summary["fit"]["params"][f], rel=1e-5)
-    # llama.cpp's KV views are padded to 256 cells, which a CPU's flash attention skips (the preset's CPU rule): the
-    # fit priced the probes with the padding the simulator gives this profile
-    pad = load_engine("llama.cpp").for_hardware(prof).attention_kv_padding
+    # llama.cpp's KV views are padded to 256 cells, which a CPU's flash attention skips (the preset's CPU rule; the
+    # probes ran with flash attention on, llama.cpp's auto): the fit priced them with the padding the simulator
+    # gives this profile, flash attention on
+    pad = load_engine("llama.cpp").for_hardware(prof).kv_padding_for(spec)
     assert prof.kind == "cpu" and prof.calibration["fit"]["attention_kv_padding"] == pad == 0
     cost = CostModel(spec, "fp16", params, kv_pad=pad)
     ratios = []

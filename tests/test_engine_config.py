@@ -169,3 +169,34 @@ def test_flash_attention_follows_the_engine_and_ollama_turns_it_on_per_model_fam
     assert not ollama.with_overrides(flash_attention=False).flash_attention_for(gpt_oss)
     for name in ("vllm", "sglang", "trtllm", "tgi", "mlx", "lmstudio"):
         assert load_engine(name).flash_attention_for(llama)
+
+
+def test_llama_cpp_kv_padding_on_a_cpu_follows_flash_attention_after_the_users_overrides():
+    # ggml-cpu's flash attention skips the masked cells of the 256-cell KV view; with -fa off the KQ matmul spans
+    # them (benchmarks/llamacpp_cpu_kv_padding.py). The override comes after the device rules, as `run` applies it
+    from sim.api import RunSpec, resolve_engine
+    from sim.catalog.hardware import load_profile
+    from sim.catalog.lookup import get_model
+    from sim.cost.roofline import CostModel
+
+    model = "llama-3.1-8b"
+    spec = get_model(model)
+
+    def decode_s(hw: str, **overrides) -> tuple[int, float, float]:
+        prof = load_profile(hw)
+        eng = resolve_engine(RunSpec(trace="-", hw=hw, model=model, engine="llama.cpp", overrides=overrides), prof)
+        cm = CostModel.from_names(spec, hw=prof, engine=eng)
+        return cm.kv_pad, cm.step_time((), (), [64]), cm.step_time((), (), [192])
+
+    pad, at64, at192 = decode_s("cpu-x86-generic")  # flash attention on (-fa auto): the context itself counts
+    assert pad == 0 and at192 > at64
+    pad, at64, at192 = decode_s("cpu-x86-generic", flash_attention=False)  # --no-flash-attn: padded to 256
+    assert pad == 256 and at192 == pytest.approx(at64, rel=1e-12)
+    for fa in (True, False):  # a GPU keeps the padding either way (CUDA skips masked KV only for big batches)
+        pad, at64, at192 = decode_s("rtx-4090", flash_attention=fa)
+        assert pad == 256 and at192 == pytest.approx(at64, rel=1e-12)
+    # the per-architecture flash-attention default counts too (Ollama's way of turning it on)
+    cpu = load_engine("llama.cpp").for_hardware(load_profile("cpu-x86-generic"))
+    per_family = cpu.with_overrides(flash_attention_architectures=["gpt_oss"])
+    assert per_family.kv_padding_for(get_model("gpt-oss-20b")) == 0 and per_family.kv_padding_for(spec) == 256
+    assert load_engine("llama.cpp").for_hardware(load_profile("rtx-4090")).kv_padding_for(spec) == 256

@@ -171,7 +171,7 @@ def _objects(device: str, engine: str, model: str, quant: str, tp: int, kv_dtype
     kernels = llamacpp_kernel_args(hw, eng.kernel_family, q)
     if not mmq_tiles:
         kernels["mmq_tile_bandwidth"] = 0.0
-    cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.attention_kv_padding,
+    cm = CostModel(spec, q, CostParams(1e12, 1e12, 1e12), kv_dtype=eng.kv_dtype, kv_pad=eng.kv_padding_for(spec),
                    flash_attention=flash_attention, **kernels)
     return hw, eng, spec, q, cm
 

@@ -31,6 +31,7 @@ from sim.catalog.engine_settings import (  # noqa: F401  (RuleCondition: importa
     GIB, EfficiencyScale, EngineSource, HardwareRule, NewTokenRatio, RuleCondition, SpeculativeSettings,
 )
 from sim.catalog.arrival_gate import ArrivalGateSettings
+from sim.catalog.attention_settings import AttentionSettings
 from sim.catalog.host_stage import HostStageSettings
 from sim.catalog.layer_floor import LayerFloorSettings
 from sim.catalog.prefill_graph_settings import PrefillGraphSettings
@@ -62,8 +63,10 @@ _ALIASES = {
 }
 
 
-class EngineConfig(HostStageSettings, ArrivalGateSettings, LayerFloorSettings, PrefillGraphSettings):  # host_*:
-    # .host_stage; recv/batch wait: .arrival_gate; layer_floor_us, layer_floor_dense_us: .layer_floor; prefill_graphs
+class EngineConfig(HostStageSettings, ArrivalGateSettings, LayerFloorSettings, PrefillGraphSettings,  # host_*:
+                   AttentionSettings):  # .host_stage; recv/batch wait: .arrival_gate; layer_floor_us,
+    # layer_floor_dense_us: .layer_floor; prefill_graphs: .prefill_graph_settings; flash attention, KV padding:
+    # .attention_settings
     """One serving engine's policy and limits, as the simulator uses them."""
 
     model_config = _FROZEN
@@ -117,31 +120,6 @@ class EngineConfig(HostStageSettings, ArrivalGateSettings, LayerFloorSettings, P
             "decodes is a decode pass plus a prompt pass (the prompt's first token joins the decode pass "
             "when its slot follows theirs), and decodes whose slots are not contiguous take "
             "one pass per contiguous run. Slots are handed out lowest id first"
-        ),
-    )
-    attention_kv_padding: int = Field(
-        0, ge=0,
-        description=(
-            "attention spans the KV cells in use rounded up to a multiple of this, masked cells computed "
-            "(llama.cpp: 256, src/llama-kv-cache.cpp get_n_kv); 0 = exactly the causal keys (paged-attention "
-            "engines). Priced per pass: with per_sequence_kv_streams, the longest sequence of each pass"
-        ),
-    )
-    flash_attention: bool = Field(
-        True,
-        description=(
-            "attention runs as fused flash-attention kernels (scores stay on chip). False: the scores are "
-            "materialised in memory, 16 bytes per (query token, key, head, layer) on the memory side of the "
-            "attention roofline (sim.cost.roofline SCORE_BYTES): llama.cpp -fa off, its default before "
-            "PR #15434 (2025-08)"
-        ),
-    )
-    flash_attention_architectures: list[str] | None = Field(
-        None,
-        description=(
-            "when set, flash attention is on only for models of these architectures (ModelSpec.architecture): "
-            "Ollama enables it per model family (gpt-oss, qwen3, qwen3moe, gemma3, ...) unless "
-            "OLLAMA_FLASH_ATTENTION says otherwise. None or [\"*\"]: `flash_attention` holds for every model"
         ),
     )
     fit_context_to_memory: bool = Field(
@@ -359,14 +337,6 @@ class EngineConfig(HostStageSettings, ArrivalGateSettings, LayerFloorSettings, P
             total = min(total, max(kv_capacity_tokens, min(self.min_fit_context, total)))
         per_request = total // n if self.context_mode in ("split", "per_slot") else total
         return total, min(per_request, model_max_context)
-
-    def flash_attention_for(self, model: "ModelSpec") -> bool:
-        """Whether this engine runs `model`'s attention as flash-attention kernels
-        (`flash_attention`, narrowed by `flash_attention_architectures` when set)."""
-        if not self.flash_attention:
-            return False
-        archs = self.flash_attention_architectures
-        return archs is None or "*" in archs or model.architecture in archs
 
     def for_hardware(self, hw: "HardwareProfile") -> "EngineConfig":
         """The engine's defaults on this device: every matching hardware rule applied in order.

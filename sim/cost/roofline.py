@@ -127,7 +127,7 @@ keep 1 (their decode attention kernels are bandwidth-bound on the KV cache, whic
 In a run of decode steps every key is a decode key, so the closed forms below just scale their
 attention slope by s. Placements over several devices (sim.cost.parallel) do not apply it.
 
-Padded KV views (`kv_pad` = the engine's `attention_kv_padding`, default 0 = the causal keys above).
+Padded KV views (`kv_pad` = the engine's `kv_padding_for(model)`, default 0 = the causal keys above).
 llama.cpp builds a pass's K, V and mask as views of n_kv cells, n_kv = the highest cell in use after
 the pass rounded up to 256 (the maximum over the pass's KV streams; src/llama-kv-cache.cpp
 `get_n_kv`), and computes the masked cells too. With kv_pad the aggregates become
@@ -257,7 +257,8 @@ class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFe
         # llama.cpp's CUDA MMQ tile width for routed experts (sim.cost.llamacpp `cuda_moe_expert_tile`;
         # 0 = a Hockney start-up per touched expert): `_layer_matmul_flops`
         self.moe_expert_tile = int(moe_expert_tile)
-        # Attention over padded KV views (EngineConfig.attention_kv_padding; 0 = exact causal keys)
+        # Attention over padded KV views (EngineConfig.kv_padding_for: attention_kv_padding, 0 where flash
+        # attention skips masked cells; 0 = exact causal keys)
         self.kv_pad = int(kv_pad)
         self.quant = model.quant(quant)
         self.params = params
@@ -382,7 +383,7 @@ class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFe
         if parallel is None and offload is None and params == CostParams.from_profile(prof, q, eng, spec.is_moe):
             correction = DecodeCorrection.from_profile(prof, spec, q, eng)
         return cls(spec, q, params, kv_dtype=eng.kv_dtype, parallel=parallel, offload=offload,
-                   decode_correction=correction, kv_pad=eng.attention_kv_padding,
+                   decode_correction=correction, kv_pad=eng.kv_padding_for(spec),
                    flash_attention=eng.flash_attention_for(spec),
                    graph_sizes=eng.cuda_graph_sizes, eager_overhead_s=eng.eager_overhead_ms / 1e3,
                    graph_padding=eng.cuda_graph_padding, layer_floor_s=eng.layer_floor_us / 1e6,
