@@ -183,6 +183,17 @@ class GapLog:
             self.steps.append(steps)
             self.weight.append(weight)
 
+    def add_singles(self, values: np.ndarray) -> None:
+        """One record per value (delta 0, one step, weight 1), in order: `add(v, 0.0, 1, 1)` for each v
+        of the float64 array `values`, appended as whole buffers (no per-value Python call)."""
+        m = len(values)
+        if m:
+            self.first.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+            self.delta.frombytes(bytes(8 * m))  # +0.0 is all zero bits
+            ones = np.ones(m, dtype=np.int64).tobytes()
+            self.steps.frombytes(ones)
+            self.weight.frombytes(ones)
+
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return (np.frombuffer(self.first, dtype=np.float64), np.frombuffer(self.delta, dtype=np.float64),
                 np.frombuffer(self.steps, dtype=np.int64), np.frombuffer(self.weight, dtype=np.int64))
