@@ -52,7 +52,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -200,7 +200,16 @@ class Timings:
     errors: list[str]
     itls: list[np.ndarray]  # per request, the gaps between consecutive tokens [s]
     config: dict = field(default_factory=dict)  # the simulation's resolved configuration
-    summary: dict = field(default_factory=dict)  # the simulator's own summary of the run (`infersim run --json`)
+    # the simulator's own summary of the run (`infersim run --json`), or a function that computes it on the
+    # first read of `summary` (simulate_workload's: its exact ITL quantiles cost a tenth of a serving replay,
+    # and a fit's replay never reads them)
+    summary_source: dict | Callable[[], dict] = field(default_factory=dict, repr=False)
+
+    @property
+    def summary(self) -> dict:
+        if callable(self.summary_source):
+            self.summary_source = self.summary_source()
+        return self.summary_source
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -215,7 +224,7 @@ class Timings:
         idx = np.asarray(idx)
         return Timings(self.prompt_lens[idx], self.output_lens[idx], self.release_s[idx], self.start_s[idx],
                        self.first_token_s[idx], self.finish_s[idx], self.success[idx],
-                       [self.errors[i] for i in idx], [self.itls[i] for i in idx], self.config, self.summary)
+                       [self.errors[i] for i in idx], [self.itls[i] for i in idx], self.config, self.summary_source)
 
 
 # ---- the simulation -----------------------------------------------------------------------------------
@@ -319,7 +328,6 @@ def simulate_workload(workload: Workload, deployment: Deployment, *, max_concurr
     served = serve_replica(workload, deployment, max_concurrency=max_concurrency, seed=seed)
     replica, parts = served.replica, served.parts
     config = parts.config(concurrency=max_concurrency, seed=seed, config_extra={"client": "bench"})
-    summary = replica_summary(config, replica)
 
     log = replica.log
     n = len(workload)
@@ -341,7 +349,8 @@ def simulate_workload(workload: Workload, deployment: Deployment, *, max_concurr
     itls = [_itls(ends, first[i], finish[i], int(workload.output_lens[i])) if success[i] else np.zeros(0)
             for i in range(n)]
     return Timings(workload.prompt_lens.copy(), workload.output_lens.copy(), workload.release_s.copy(), start,
-                   first, finish, success, errors, itls, config=summary["config"], summary=summary)
+                   first, finish, success, errors, itls, config=config,
+                   summary_source=lambda: replica_summary(config, replica))  # (its "config" is `config` itself)
 
 
 # ---- vLLM's metrics -----------------------------------------------------------------------------------
