@@ -345,9 +345,15 @@ def _percentiles(values: np.ndarray, percentiles) -> list[float]:
     as numpy computes them. Written out because `np.percentile` imports `numpy.ma` (through
     `np.unique`), ~6 ms of every run's start-up. With a NaN among the values, numpy itself."""
     x = np.sort(values)
-    n = len(x)
     if x[-1] != x[-1]:  # NaN sorts last: numpy's NaN rules
         return [float(v) for v in np.percentile(values, percentiles)]
+    return sorted_percentiles(x, percentiles)
+
+
+def sorted_percentiles(x: np.ndarray, percentiles) -> list[float]:
+    """`_percentiles` of values already sorted (a non-empty 1-D float64 array without NaN): one sort
+    serves every percentile (and a median) of the same values."""
+    n = len(x)
     out = []
     for p in percentiles:
         vi = (n - 1) * (p / 100)  # virtual index: (n - 1) * q, q = p / 100 (both correctly rounded doubles)
