@@ -289,7 +289,7 @@ def replay(point: LoadPoint, params: dict | None = None, cache: Cache | None = N
                          percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(50.0, 90.0, 95.0, 99.0))
     wl, dep = point_workload(point), point_deployment(point, params, efficiency_overrides)
     try:
-        res = run_client(client, dep, workload=wl, date="serving-fit")
+        res = run_client(client, dep, workload=wl, date="serving-fit", per_request=False)  # (only statistics read)
     except Exception as e:  # noqa: BLE001 - a deployment the simulator refuses (does not fit, bad TP): recorded
         out = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
         if cache is not None:

@@ -52,7 +52,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -200,7 +200,15 @@ class Timings:
     errors: list[str]
     itls: list[np.ndarray]  # per request, the gaps between consecutive tokens [s]
     config: dict = field(default_factory=dict)  # the simulation's resolved configuration
-    summary: dict = field(default_factory=dict)  # the simulator's own summary of the run (`infersim run --json`)
+    # the simulator's own summary of the run (`infersim run --json`), or a function computing it at the first read
+    # of `summary` (simulate_workload's: its ITL quantiles cost a tenth of a serving replay, which never reads them)
+    summary_source: dict | Callable[[], dict] = field(default_factory=dict, repr=False)
+
+    @property
+    def summary(self) -> dict:
+        if callable(self.summary_source):
+            self.summary_source = self.summary_source()
+        return self.summary_source
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -215,7 +223,7 @@ class Timings:
         idx = np.asarray(idx)
         return Timings(self.prompt_lens[idx], self.output_lens[idx], self.release_s[idx], self.start_s[idx],
                        self.first_token_s[idx], self.finish_s[idx], self.success[idx],
-                       [self.errors[i] for i in idx], [self.itls[i] for i in idx], self.config, self.summary)
+                       [self.errors[i] for i in idx], [self.itls[i] for i in idx], self.config, self.summary_source)
 
 
 # ---- the simulation -----------------------------------------------------------------------------------
@@ -243,16 +251,30 @@ def _token_ends(it) -> np.ndarray:
     return np.repeat(start, k) + np.repeat(dur, k) * (j / np.repeat(k, k))
 
 
-def _itls(ends: np.ndarray, first: float, last: float, out: int) -> np.ndarray:
-    """One request's gaps between consecutive tokens (see the module docstring)."""
-    if out <= 1:
-        return np.zeros(0)
-    lo = np.searchsorted(ends, first, side="right")
-    hi = np.searchsorted(ends, last, side="right")
-    times = ends[lo:hi]
-    if len(times) == out - 1 and times[-1] == last:
-        return np.diff(np.concatenate(([first], times)))
-    return np.full(out - 1, (last - first) / (out - 1))
+def _itls(ends: np.ndarray, first: np.ndarray, last: np.ndarray, out: np.ndarray, ok: np.ndarray) -> list[np.ndarray]:
+    """Each request's gaps between consecutive tokens (module docstring), all at once: request i (`ok[i]`, out[i] > 1)
+    streams at the step ends in (first[i], last[i]] when they are exactly its out[i] - 1 later tokens (gaps: their
+    differences, the first from first[i]), else (last[i] - first[i]) / (out[i] - 1) each (one request's arithmetic)."""
+    m = np.where(ok & (out > 1), out - 1, 0)
+    sel = np.flatnonzero(m)
+    res = [np.zeros(0)] * len(m)
+    if not len(sel):
+        return res
+    ms, a, b = m[sel], first[sel], last[sel]
+    lo, hi = np.searchsorted(ends, a, side="right"), np.searchsorted(ends, b, side="right")
+    exact = (hi - lo == ms) & (ends[np.maximum(hi - 1, 0)] == b) if len(ends) else np.zeros(len(ms), dtype=bool)
+    head = ends[np.minimum(lo, len(ends) - 1)] - a if len(ends) else np.zeros(len(ms))  # the first gap where exact
+    step, spread, end = ends[1:] - ends[:-1], (b - a) / ms, np.cumsum(ms)  # (step: np.diff(ends))
+    vals = np.empty(int(end[-1]))
+    for i, s0, s1, x, l, h, g, f in zip(sel.tolist(), (end - ms).tolist(), end.tolist(), exact.tolist(),
+                                        lo.tolist(), hi.tolist(), head.tolist(), spread.tolist()):
+        v = res[i] = vals[s0:s1]
+        if x:
+            v[0] = g
+            v[1:] = step[l:h - 1]
+        else:
+            v.fill(f)
+    return res
 
 
 @dataclass(frozen=True)
@@ -319,7 +341,6 @@ def simulate_workload(workload: Workload, deployment: Deployment, *, max_concurr
     served = serve_replica(workload, deployment, max_concurrency=max_concurrency, seed=seed)
     replica, parts = served.replica, served.parts
     config = parts.config(concurrency=max_concurrency, seed=seed, config_extra={"client": "bench"})
-    summary = replica_summary(config, replica)
 
     log = replica.log
     n = len(workload)
@@ -338,18 +359,27 @@ def simulate_workload(workload: Workload, deployment: Deployment, *, max_concurr
         if not success[i]:
             errors[i] = f"rejected by the simulated server: {log.reasons[log.reason[row]] or 'not completed'}"
     ends = _token_ends(replica.iterations)
-    itls = [_itls(ends, first[i], finish[i], int(workload.output_lens[i])) if success[i] else np.zeros(0)
-            for i in range(n)]
+    itls = _itls(ends, first, finish, np.asarray(workload.output_lens).astype(np.int64), success)
     return Timings(workload.prompt_lens.copy(), workload.output_lens.copy(), workload.release_s.copy(), start,
-                   first, finish, success, errors, itls, config=summary["config"], summary=summary)
+                   first, finish, success, errors, itls, config=config,
+                   summary_source=lambda: replica_summary(config, replica))  # (its "config" is `config` itself)
 
 
 # ---- vLLM's metrics -----------------------------------------------------------------------------------
 def _stat(values: list[float] | np.ndarray, percentiles) -> tuple[float, float, float, list[tuple[float, float]]]:
     """vLLM's mean, median, std and percentiles of `values or 0`, in ms."""
+    from sim.engine.metrics import sorted_percentiles
+
     v = np.asarray(values, dtype=np.float64) if len(values) else np.zeros(1)
-    return (float(np.mean(v) * 1000), float(np.median(v) * 1000), float(np.std(v) * 1000),
-            [(p, float(np.percentile(v, p) * 1000)) for p in percentiles])
+    x = np.sort(v)  # one sort for the median and every percentile (np.median / np.percentile partition anew)
+    if x[-1] != x[-1]:  # a NaN (sorts last): numpy's own NaN rules
+        return (float(np.mean(v) * 1000), float(np.median(v) * 1000), float(np.std(v) * 1000),
+                [(p, float(np.percentile(v, p) * 1000)) for p in percentiles])
+    h = len(x) // 2  # np.median's arithmetic: the mean of the middle one or two; np.percentile's bit for bit
+    median = np.mean(x[h:h + 1]) if len(x) % 2 else np.mean(x[h - 1:h + 1])
+    pcts = sorted_percentiles(x, [float(p) for p in percentiles])  # (sim.engine.metrics._percentiles)
+    return (float(np.mean(v) * 1000), float(median * 1000), float(np.std(v) * 1000),
+            [(p, q * 1000) for p, q in zip(percentiles, pcts)])
 
 
 def _p_word(p: float) -> str:

@@ -349,11 +349,23 @@ class DecodeRuns:
             memo = b.memo = (self._decode_lines_of_sum(b.n_decode, float(b.decode_ctx_sum())), {})
         return memo
 
+    def _placed_batch_lines(self, b):
+        """`_placed_decode_lines` of the decode-only batch `b` (n > 0 sequences) on a placement, kept in `b.memo`
+        for the event's other calls, where they do not depend on the steps asked for (no sliding window, no padded
+        KV views: one segment, from the contexts' count and sum, `_decode_aggregates`); None for any other model."""
+        if self.placement is None or self.window is not None or self.kv_pad:
+            return None
+        if b.memo is None:
+            b.memo = self._placed_decode_lines(b.decode_contexts())
+        return b.memo
+
     def run_time(self, b, k: int) -> float:
         """Seconds of k decode steps of the decode-only batch `b`: `decode_run_time`, or with one
         pair of lines their closed form (`_sum_max_of_two_lines`) from the contexts' sum alone."""
         memo = self._batch_lines(b)
         if memo is None:
+            if b.n_decode and k > 0 and self._placed_batch_lines(b) is not None:  # `decode_run_time`, lines kept
+                return self._placed_run_time(b.memo, k)
             return self.decode_run_time(b.decode_contexts(), k)
         t = memo[1].get(k)
         return _sum_max_of_two_lines(*memo[0][1:], k) if t is None else t
@@ -363,6 +375,9 @@ class DecodeRuns:
         inverse (on one pair of lines, its estimate and `_fix_up`'s correction directly)."""
         memo = self._batch_lines(b)
         if memo is None:
+            if (b.n_decode and _steps_without_search(False, budget_s, max_steps) is None
+                    and self._placed_batch_lines(b) is not None):  # `decode_steps_within`, lines kept
+                return largest_within(lambda k: self._placed_run_time(b.memo, k), budget_s, max_steps)
             return self.decode_steps_within(b.decode_contexts(), budget_s, max_steps=max_steps)
         if not math.isfinite(budget_s):
             return max_steps

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.cost.parallel import expert_parallel_imbalance
+
 # Rows up to which a step's weight matmuls run as mat-vec kernels (`CostParams.matvec_s_per_weight`):
 # llama.cpp's Metal backend switches to its mat-mat kernel above 8 rows (ggml-metal-ops.cpp,
 # `ne11_mm_min = 8`).
@@ -51,6 +53,30 @@ def expected_distinct_experts(n_experts: int, n_active: int, tokens: float | np.
     n_pool = pool_experts(n_experts, n_active, pool_fraction)
     miss = 1.0 - n_active / n_pool
     return n_pool * (1.0 - np.power(miss, tokens))
+
+
+def moe_weight_bytes_read(cost, new_tokens):
+    """`CostModel.weight_bytes_read` of a MoE model (a `sim.cost.roofline.CostModel` `cost`): the non-expert
+    weights once, plus one read per distinct routed expert the step's tokens touch (`expected_distinct_experts`),
+    the busiest rank's under expert parallelism (sim.cost.parallel `expert_parallel_imbalance`).
+    A nonzero scalar's bytes are kept per (type, value) in `cost._weight_bytes` (a run prices the same token
+    counts again and again), tagged with what they are computed from, so a copy of `cost` or a changed field
+    starts afresh."""
+    m = cost.model
+    key = (type(new_tokens), new_tokens) if type(new_tokens) in (float, int, np.float64) and new_tokens else None
+    tag = (id(cost), id(m), cost.non_expert_bytes, cost.expert_bytes, cost.ep_ranks)
+    memo = getattr(cost, "_weight_bytes", {})
+    memo = memo if memo.get("of") == tag else {"of": tag}
+    out = memo.get(key)
+    if out is None:
+        touched = expected_distinct_experts(m.n_experts, m.n_experts_active, new_tokens, m.expert_pool_fraction)
+        if cost.ep_ranks > 1:  # the busiest rank's experts set the step (sim.cost.parallel)
+            touched = touched * expert_parallel_imbalance(touched, m.n_experts, cost.ep_ranks)
+        out = cost.non_expert_bytes + touched * cost.expert_bytes
+        if key is not None and len(memo) < 65536:
+            cost._weight_bytes = memo
+            memo[key] = out
+    return out
 
 
 def pool_experts(n_experts: int, n_active: int, pool_fraction: float = 1.0) -> float:

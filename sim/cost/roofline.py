@@ -186,7 +186,7 @@ from sim.catalog.quant import QuantFormat
 from sim.cost.decode_runs import DecodeRuns
 from sim.cost.features import CalibrationFeatures, StepFeatures  # noqa: F401 (re-exported, as are the kernels names)
 from sim.cost.kernels import (MATVEC_MAX_ROWS, expected_distinct_experts, extra_expert_bytes,  # noqa: F401
-                              layer_floor_stream_s, pool_experts, weight_stream_s)
+                              layer_floor_stream_s, moe_weight_bytes_read, pool_experts, weight_stream_s)
 from sim.cost.graphs import CudaGraphs
 from sim.cost.layer_tokens import LayerTokens
 from sim.cost.padded import PaddedViews
@@ -194,7 +194,7 @@ from sim.cost.placed import PlacedSteps
 from sim.cost.split_kv import SplitKV, split_kv_s
 from sim.cost.llamacpp import (MMQ_MIN_ROWS, DecodeCorrection, _mmq_tile_traffic_one, gemm_rows, gemm_start_rows,
                                llamacpp_kernel_args, mmq_tile_traffic_bytes, moe_expert_rows)
-from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement, expert_parallel_imbalance
+from sim.cost.parallel import OffloadConfig, ParallelConfig, build_placement
 from sim.cost.params import CostParams
 
 if TYPE_CHECKING:
@@ -320,6 +320,7 @@ class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFe
             self.flops_per_token / 2.0)
         # Matmul weights per streamed byte (one token's: layers, MoE active experts, and LM head), which
         # turns a step's streamed bytes into the weights its mat-vec kernels dequantize (`weight_stream_s`)
+        self._weight_bytes: dict = {}  # (type, scalar tokens) -> `weight_bytes_read` (sim.cost.kernels)
         self.one_token_weight_bytes = one_token = self.weight_bytes_read(1.0)  # (and `extra_expert_bytes`)
         self.matvec_weights_per_byte = model.matmul_params_active / one_token if one_token > 0 else 0.0
         self.parallel = parallel
@@ -402,11 +403,7 @@ class CostModel(LayerTokens, DecodeRuns, PaddedViews, PlacedSteps, CalibrationFe
         """
         if not self.model.is_moe:
             return self.dense_weight_bytes  # broadcasts against array arguments
-        touched = expected_distinct_experts(self.model.n_experts, self.model.n_experts_active, new_tokens,
-                                            self.model.expert_pool_fraction)
-        if self.ep_ranks > 1:  # the busiest rank's experts set the step (sim.cost.parallel)
-            touched = touched * expert_parallel_imbalance(touched, self.model.n_experts, self.ep_ranks)
-        return self.non_expert_bytes + touched * self.expert_bytes
+        return moe_weight_bytes_read(self, new_tokens)
 
     def _layer_matmul_flops(self, tokens, half: float):
         """FLOP-equivalents of the layers' matmuls over `tokens` rows (all but the LM head), start-up

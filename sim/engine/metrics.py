@@ -183,6 +183,17 @@ class GapLog:
             self.steps.append(steps)
             self.weight.append(weight)
 
+    def add_singles(self, values: np.ndarray) -> None:
+        """One record per value (delta 0, one step, weight 1), in order: `add(v, 0.0, 1, 1)` for each v
+        of the float64 array `values`, appended as whole buffers (no per-value Python call)."""
+        m = len(values)
+        if m:
+            self.first.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+            self.delta.frombytes(bytes(8 * m))  # +0.0 is all zero bits
+            ones = np.ones(m, dtype=np.int64).tobytes()
+            self.steps.frombytes(ones)
+            self.weight.frombytes(ones)
+
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return (np.frombuffer(self.first, dtype=np.float64), np.frombuffer(self.delta, dtype=np.float64),
                 np.frombuffer(self.steps, dtype=np.int64), np.frombuffer(self.weight, dtype=np.int64))
@@ -334,9 +345,15 @@ def _percentiles(values: np.ndarray, percentiles) -> list[float]:
     as numpy computes them. Written out because `np.percentile` imports `numpy.ma` (through
     `np.unique`), ~6 ms of every run's start-up. With a NaN among the values, numpy itself."""
     x = np.sort(values)
-    n = len(x)
     if x[-1] != x[-1]:  # NaN sorts last: numpy's NaN rules
         return [float(v) for v in np.percentile(values, percentiles)]
+    return sorted_percentiles(x, percentiles)
+
+
+def sorted_percentiles(x: np.ndarray, percentiles) -> list[float]:
+    """`_percentiles` of values already sorted (a non-empty 1-D float64 array without NaN): one sort
+    serves every percentile (and a median) of the same values."""
+    n = len(x)
     out = []
     for p in percentiles:
         vi = (n - 1) * (p / 100)  # virtual index: (n - 1) * q, q = p / 100 (both correctly rounded doubles)

@@ -397,8 +397,7 @@ class Replica:
             late = stall > 0
             n_late = int(late.sum())
             if n_late:
-                for extra in stall[late].tolist():
-                    self.gaps.add(t_first + extra, 0.0, 1, 1)
+                self.gaps.add_singles(t_first + stall[late])  # a record of its own per late lane, in lane order
                 self.gaps.add(t_first, 0.0, 1, n - n_late)
                 self.gaps.add(t_first + delta, delta, k - 1, n)
                 return
