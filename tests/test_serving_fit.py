@@ -702,6 +702,7 @@ def test_a_change_to_one_engine_preset_reaches_only_its_own_and_its_dependents_c
             (eng / f"{n}.yaml").write_text(t)
         monkeypatch.setattr(rp, "ROOT", tmp_path)
         rp._DIGESTS.clear()
+        rp._POINT_DIGESTS.clear()
         rp._TREE.clear()
         return rp.tree_fingerprint(), dict(rp.preset_digests())
 
@@ -714,6 +715,7 @@ def test_a_change_to_one_engine_preset_reaches_only_its_own_and_its_dependents_c
     _, d4 = digests(c=files["c"].replace("0.5", "0.6"))
     assert d4["c"] != d["c"] and d4["a"] == d["a"] and d4["b"] == d["b"]
     rp._DIGESTS.clear()
+    rp._POINT_DIGESTS.clear()
     rp._TREE.clear()
 
 

@@ -493,6 +493,7 @@ def run(rows: list[dict], *, cache: Cache | None = None, jobs: int = 1, floor_ki
         opts = {f: [{}] + grid() + shippable_grid() for f in fams}
         prefetch([(p, fit_params(q, eset)) for p in points for q in opts[p.family]]
                  + [(p, with_engine_set({}, eset)) for p in points], cache, jobs)
+        cache.save()  # the bulk of a cold run's replays, kept should the fitting stages below be cut short
     pred = _predictor(cache, eset)  # every replay of the fit: through it, or `replay` below
     # baseline: the presets as they are (nothing fitted to serving rows, so every residual is out of sample)
     base = {p.key(): pred(p, {}) for p in points}

@@ -160,11 +160,16 @@ def preset_digests() -> dict[str, str]:
 def point_preset_digest(point: LoadPoint) -> str:
     """`preset_digests` of the shipped preset the point's engine names (its release suffix and aliases as
     `sim.catalog.engine_config.engine_path` reads them); "-" for an engine that is no shipped preset."""
-    from sim.catalog.engine_config import engine_path
+    if point.engine not in _POINT_DIGESTS:  # the fit asks millions of times for a handful of engine names
+        from sim.catalog.engine_config import engine_path
 
-    path = engine_path(point.engine)
-    shipped = path is not None and path.parent.resolve() == (ROOT / _PRESETS).resolve()
-    return preset_digests().get(path.stem, "-") if shipped else "-"
+        path = engine_path(point.engine)
+        shipped = path is not None and path.parent.resolve() == (ROOT / _PRESETS).resolve()
+        _POINT_DIGESTS[point.engine] = preset_digests().get(path.stem, "-") if shipped else "-"
+    return _POINT_DIGESTS[point.engine]
+
+
+_POINT_DIGESTS: dict[str, str] = {}
 
 
 _PRESET_FITTED: dict[str, dict] = {}
@@ -322,14 +327,15 @@ def prefetch(pairs: list[tuple[LoadPoint, dict]], cache: Cache, jobs: int, *, fr
     worker processes.
     The results are those of a one-process run (each replay is a pure function of its point, parameters and
     the tree), so the fit reads the same numbers; only the wall time changes. Returns the replays run."""
-    todo, keys = [], []
+    todo, keys, seen = [], [], set()
     for point, params in pairs:
         if _placement(front_end) == "additive" and (params or {}).get("request_overhead_ms"):
             params = {**params, "request_overhead_ms": 0.0}  # what an additive replay runs (never cached as in-loop)
         k = cache_key(point, params)
-        if cache.get(k) is None and k not in keys:
+        if cache.get(k) is None and k not in seen:
             todo.append((point, params))
             keys.append(k)
+            seen.add(k)
     if not todo:
         return 0
     import multiprocessing
