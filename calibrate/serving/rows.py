@@ -226,7 +226,21 @@ class LoadPoint:
     #: tokens past the last full KV block, sim.engine.prefix_cache). 0: nothing shared (the key as before)
     shared_prefix_tokens: int = 0
 
+    def __setattr__(self, name, value):
+        """Setting a field forgets the remembered `key` (the fit asks for it millions of times, and each
+        computation serialises the point's length lists: half the fitting stages' time when not kept)."""
+        object.__setattr__(self, name, value)
+        if name != "_key":
+            object.__setattr__(self, "_key", None)
+
     def key(self) -> str:
+        key = getattr(self, "_key", None)
+        if key is None:
+            key = self._compute_key()
+            object.__setattr__(self, "_key", key)
+        return key
+
+    def _compute_key(self) -> str:
         parts = [self.curve_id, self.engine, self.model, self.quant, self.tp, self.kv_dtype,
                  sorted(self.overrides.items()), self.load_kind, self.load, self.prompt_lens,
                  self.output_lens, self.release_s, self.max_concurrency]
