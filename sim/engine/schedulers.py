@@ -130,8 +130,8 @@ class Scheduler:
         self._ratio_base = ratio
         self._ratio_clock = state.decode_clock
 
-    def _running_generated(self, state: "ReplicaState", lanes: np.ndarray) -> np.ndarray:
-        """Tokens each running lane has generated (0 while it reads its prompt)."""
+    def _running_generated(self, state: "ReplicaState", lanes: "np.ndarray | slice") -> np.ndarray:
+        """Tokens each lane of `lanes` (indices, or a slice of lanes) has generated (0 while it reads its prompt)."""
         return np.where(state.is_decoding[lanes], state.contexts(lanes) - state.prompt[lanes] + 1, 0)
 
     def _ratio_room(self, state: "ReplicaState") -> float:
@@ -146,9 +146,7 @@ class Scheduler:
         top = state.lane_top
         if len(self._max_new) < top:  # (a lane never admitted here: masked out below)
             self._max_new = np.concatenate([self._max_new, np.zeros(top - len(self._max_new), dtype=np.int64)])
-        generated = np.where(state.is_decoding[:top], state.cbase[:top] + state.decode_clock - state.prompt[:top] + 1,
-                             0)
-        left = self._max_new[:top] - generated  # (_running_generated's tokens, of every lane)
+        left = self._max_new[:top] - self._running_generated(state, slice(0, top))
         np.clip(left, 0, self.ntr.clip_max_new_tokens, out=left)
         return free - self.new_token_ratio(state) * float(left[state.active[:top]].sum())
 
